@@ -1,0 +1,170 @@
+// Allocator registration, counters, and DeviceBuffer: device memory owned by
+// a Python object through ExecuTorch's DeviceMemoryBuffer.
+#include "allocators.h"
+
+#include <string>
+
+#include <et_copy/counting_device_allocator.h>
+#include <et_copy/registration.h>
+#include <et_copy/simulated_device_allocator.h>
+#include <executorch/runtime/core/device_allocator.h>
+#include <executorch/runtime/core/device_memory_buffer.h>
+
+#include "failure.h"
+
+namespace py = pybind11;
+
+namespace et_copy::bindings {
+
+namespace {
+
+using executorch::runtime::DeviceMemoryBuffer;
+using executorch::runtime::Error;
+using executorch::runtime::get_device_allocator;
+using executorch::runtime::etensor::kNumDeviceTypes;
+
+DeviceType checked_device_type(int device_type) {
+  if (device_type < 0 || static_cast<size_t>(device_type) >= kNumDeviceTypes) {
+    throw Failure(Error::InvalidArgument, "unknown device type " + std::to_string(device_type));
+  }
+  return static_cast<DeviceType>(device_type);
+}
+
+py::dict stats_dict(const DeviceAllocatorStats& s) {
+  py::dict d;
+  d["allocations"] = s.allocations;
+  d["deallocations"] = s.deallocations;
+  d["live_allocations"] = s.live_allocations;
+  d["bytes_outstanding"] = s.bytes_outstanding;
+  d["peak_bytes_outstanding"] = s.peak_bytes_outstanding;
+  d["h2d_copies"] = s.h2d_copies;
+  d["h2d_bytes"] = s.h2d_bytes;
+  d["d2h_copies"] = s.d2h_copies;
+  d["d2h_bytes"] = s.d2h_bytes;
+  d["d2d_copies"] = s.d2d_copies;
+  d["d2d_bytes"] = s.d2d_bytes;
+  d["failed_calls"] = s.failed_calls;
+  return d;
+}
+
+CountingDeviceAllocator& our_allocator(int device_type) {
+  auto* alloc = get_device_allocator(checked_device_type(device_type));
+  if (alloc == nullptr) {
+    throw Failure(Error::NotFound, "no DeviceAllocator is registered for this device type");
+  }
+  auto* counting = as_counting_allocator(alloc);
+  if (counting == nullptr) {
+    throw Failure(Error::NotSupported, "the registered DeviceAllocator is not et_copy's and keeps no counters");
+  }
+  return *counting;
+}
+
+// Device memory a Python object owns. Freed by free() or when collected,
+// exactly once; the allocator is a never-destroyed singleton, so freeing
+// during interpreter shutdown is safe.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(size_t nbytes, int device_type, int device_index, size_t alignment) {
+    const DeviceType type = checked_device_type(device_type);
+    if (type == DeviceType::CPU) {
+      throw Failure(Error::InvalidArgument, "device memory cannot be on the CPU device");
+    }
+    if (device_index < -1 || device_index > 127) {
+      throw Failure(Error::InvalidArgument, "device index " + std::to_string(device_index) + " is out of range");
+    }
+    if (get_device_allocator(type) == nullptr) {
+      throw Failure(Error::NotFound, "no DeviceAllocator is registered for CUDA: call et_copy.use_simulated_device() or et_copy.use_cuda() first");
+    }
+    auto buffer = DeviceMemoryBuffer::create(nbytes, type, static_cast<DeviceIndex>(device_index), alignment);
+    if (!buffer.ok()) {
+      throw Failure(buffer.error(), "could not allocate " + std::to_string(nbytes) + " bytes on device " + std::to_string(device_index));
+    }
+    buffer_ = std::move(*buffer);
+    index_ = device_index;
+  }
+
+  uintptr_t ptr() const {
+    return reinterpret_cast<uintptr_t>(buffer_.data());
+  }
+  size_t nbytes() const {
+    return buffer_.size();
+  }
+  int device_index() const {
+    return index_;
+  }
+  bool freed() const {
+    return buffer_.data() == nullptr;
+  }
+  void free() {
+    buffer_ = DeviceMemoryBuffer();
+  }
+
+ private:
+  DeviceMemoryBuffer buffer_;
+  int index_ = 0;
+};
+
+} // namespace
+
+void bind_allocators(py::module_& m) {
+  m.def("register_kernels", [] {
+    py::list out;
+    for (const auto& r : register_kernels()) {
+      out.append(py::make_tuple(r.op_name, registration_name(r.outcome), error_name(r.error)));
+    }
+    return out;
+  }, "Registers et_copy's two kernels where the registry lacks them; returns (op, outcome, error) per op.");
+
+  m.def("kernel_owner", [](const std::string& op) {
+    return std::string(registration_name(kernel_owner(op.c_str())));
+  }, "'already et_copy', 'already other' or 'absent' for an op name.");
+
+  m.def("use_simulated_device", [](int num_devices) {
+    auto& sim = simulated_device_allocator();
+    auto* current = get_device_allocator(DeviceType::CUDA);
+    if (current != nullptr && current != &sim) {
+      return std::string(registration_name(Registration::kAlreadyOther));
+    }
+    const Error err = sim.set_device_count(num_devices);
+    if (err != Error::Ok) {
+      throw Failure(err, "num_devices must be in 1..127, got " + std::to_string(num_devices));
+    }
+    return std::string(registration_name(register_simulated_device_allocator()));
+  }, py::arg("num_devices"), "Registers the simulated allocator for CUDA and sets its device count.");
+
+  m.def("allocator_info", [](int device_type) -> py::object {
+    auto* alloc = get_device_allocator(checked_device_type(device_type));
+    if (alloc == nullptr) {
+      return py::none();
+    }
+    py::dict d;
+    auto* counting = as_counting_allocator(alloc);
+    d["owner"] = counting != nullptr ? "et_copy" : "other";
+    d["name"] = counting != nullptr ? counting->name() : "unknown";
+    d["device_count"] = py::none();
+    d["device_count_error"] = py::none();
+    if (counting != nullptr) {
+      auto count = counting->device_count();
+      if (count.ok()) {
+        d["device_count"] = *count;
+      } else {
+        d["device_count_error"] = error_name(count.error());
+      }
+    }
+    return d;
+  }, py::arg("device_type"), "Who serves a device type: None, or owner/name/device_count.");
+
+  m.def("allocator_stats", [](int device_type) {
+    return stats_dict(our_allocator(device_type).stats());
+  }, py::arg("device_type"), "Counters of et_copy's allocator for a device type.");
+
+  py::class_<DeviceBuffer>(m, "DeviceBuffer")
+      .def(py::init<size_t, int, int, size_t>(), py::arg("nbytes"), py::arg("device_type"), py::arg("device_index"), py::arg("alignment"))
+      .def_property_readonly("ptr", &DeviceBuffer::ptr)
+      .def_property_readonly("nbytes", &DeviceBuffer::nbytes)
+      .def_property_readonly("device_index", &DeviceBuffer::device_index)
+      .def_property_readonly("freed", &DeviceBuffer::freed)
+      .def("free", &DeviceBuffer::free);
+}
+
+} // namespace et_copy::bindings

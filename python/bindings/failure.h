@@ -1,0 +1,21 @@
+// The one C++ exception the bindings throw; module.cpp translates it into
+// et_copy.EtCopyError carrying the ExecuTorch error name.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include <executorch/runtime/core/error.h>
+
+namespace et_copy::bindings {
+
+struct Failure : std::runtime_error {
+  Failure(executorch::runtime::Error e, const std::string& message)
+      : std::runtime_error(message), error(e) {}
+  executorch::runtime::Error error;
+};
+
+/// "InvalidArgument" for Error::InvalidArgument.
+const char* error_name(executorch::runtime::Error e);
+
+} // namespace et_copy::bindings

@@ -1,0 +1,104 @@
+#include "tensor_view.h"
+
+#include <limits>
+#include <string>
+
+#include <executorch/runtime/core/exec_aten/util/tensor_util.h>
+
+#include "failure.h"
+
+namespace et_copy::bindings {
+
+namespace {
+
+using executorch::runtime::Error;
+using executorch::runtime::kTensorDimensionLimit;
+namespace et = executorch::runtime::etensor;
+
+template <typename T>
+std::vector<T> narrow(const std::vector<int64_t>& values, const char* what) {
+  std::vector<T> out;
+  out.reserve(values.size());
+  for (int64_t v : values) {
+    if (v < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+        v > static_cast<int64_t>(std::numeric_limits<T>::max())) {
+      throw Failure(Error::InvalidArgument, std::string(what) + " value " + std::to_string(v) + " does not fit ExecuTorch's tensor metadata");
+    }
+    out.push_back(static_cast<T>(v));
+  }
+  return out;
+}
+
+// The dtypes et-copy moves: bool, the integers, half, bfloat16, float,
+// double and the two complex types (TensorImpl aborts on codes it lacks).
+bool supported_dtype(int code) {
+  switch (code) {
+    case 0: case 1: case 2: case 3: case 4: case 5: case 6: case 7:
+    case 9: case 10: case 11: case 15:
+      return true;
+    default:
+      return false;
+  }
+}
+
+} // namespace
+
+TensorView::TensorView(const TensorSpec& spec) {
+  const size_t rank = spec.sizes.size();
+  if (rank > kTensorDimensionLimit) {
+    throw Failure(Error::InvalidArgument, "tensor has " + std::to_string(rank) + " dims; ExecuTorch supports at most 16");
+  }
+  if (spec.dim_order.size() != rank || spec.strides.size() != rank ||
+      (spec.capacity && spec.capacity->size() != rank)) {
+    throw Failure(Error::InvalidArgument, "sizes, dim_order, strides and capacity must have one entry per dim");
+  }
+  const auto& initial = spec.capacity ? *spec.capacity : spec.sizes;
+  for (int64_t s : initial) {
+    if (s < 0) {
+      throw Failure(Error::InvalidArgument, "negative size " + std::to_string(s));
+    }
+  }
+  if (!supported_dtype(spec.dtype)) {
+    throw Failure(Error::InvalidArgument, "unsupported dtype code " + std::to_string(spec.dtype));
+  }
+  if (spec.dynamism < 0 || spec.dynamism > 2) {
+    throw Failure(Error::InvalidArgument, "shape dynamism " + std::to_string(spec.dynamism) + " is not 0, 1 or 2");
+  }
+  if (spec.device_type < 0 || spec.device_type > 127 || spec.device_index < -128 || spec.device_index > 127) {
+    throw Failure(Error::InvalidArgument, "device type or index out of range");
+  }
+  sizes_ = narrow<executorch::aten::SizesType>(initial, "size");
+  dim_order_ = narrow<executorch::aten::DimOrderType>(spec.dim_order, "dim_order");
+  strides_ = narrow<executorch::aten::StridesType>(spec.strides, "stride");
+  auto current = narrow<executorch::aten::SizesType>(spec.sizes, "size");
+
+  impl_ = std::make_unique<et::TensorImpl>(
+      static_cast<executorch::aten::ScalarType>(spec.dtype),
+      static_cast<ssize_t>(rank),
+      sizes_.data(),
+      reinterpret_cast<void*>(spec.data),
+      dim_order_.data(),
+      strides_.data(),
+      static_cast<executorch::runtime::TensorShapeDynamism>(spec.dynamism),
+      static_cast<et::DeviceType>(spec.device_type),
+      static_cast<et::DeviceIndex>(spec.device_index));
+  tensor_ = executorch::aten::Tensor(impl_.get());
+  if (spec.capacity && current != sizes_) {
+    // A dynamic-bound tensor currently holding fewer elements than it can.
+    const Error err = executorch::runtime::resize_tensor(
+        tensor_, {current.data(), current.size()});
+    if (err != Error::Ok) {
+      throw Failure(err, "shape does not fit the tensor's capacity");
+    }
+  }
+}
+
+std::vector<int64_t> TensorView::sizes() const {
+  return {sizes_.begin(), sizes_.end()};
+}
+
+std::vector<int64_t> TensorView::strides() const {
+  return {strides_.begin(), strides_.end()};
+}
+
+} // namespace et_copy::bindings

@@ -1,0 +1,40 @@
+"""et_copy: ExecuTorch's device copy ops, end to end.
+
+The runtime side (this module's functions) runs et_copy's C++ kernels on
+torch tensors through an ExecuTorch DeviceAllocator: the simulated device
+(host memory standing in for CUDA) or a real GPU. Nothing is registered with
+ExecuTorch until you call a ``use_*`` or ``register_*`` function.
+"""
+
+from __future__ import annotations
+
+from ._dtypes import SUPPORTED_DTYPES
+from ._errors import EtCopyError
+from ._ops import D2H_COPY_OUT, H2D_COPY_OUT, d2h_copy, h2d_copy, run_registered
+from ._registration import (
+    allocator_info,
+    allocator_stats,
+    kernel_owner,
+    register_kernels,
+    use_simulated_device,
+)
+from ._tensors import DeviceTensor, empty
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "D2H_COPY_OUT",
+    "DeviceTensor",
+    "EtCopyError",
+    "H2D_COPY_OUT",
+    "SUPPORTED_DTYPES",
+    "allocator_info",
+    "allocator_stats",
+    "d2h_copy",
+    "empty",
+    "h2d_copy",
+    "kernel_owner",
+    "register_kernels",
+    "run_registered",
+    "use_simulated_device",
+]

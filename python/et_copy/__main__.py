@@ -1,0 +1,46 @@
+"""``python -m et_copy <command>``: a thin layer over the Python API.
+
+Each command lives in its own module with a ``main(argv) -> int``; this
+file only dispatches, importing the one module it runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {
+    "demo": ("et_copy._demo", "round-trip tensors through the simulated device and show what moved"),
+    "parity": ("et_copy.parity", "check the AOT ops against the runtime kernels, byte for byte"),
+    "doctor": ("et_copy.doctor", "show versions, registered kernels and allocators, and CUDA devices"),
+    "bench": ("et_copy.bench", "measure call overhead and throughput against torch and memcpy"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: python -m et_copy <command> [options]", "", "commands:"]
+    lines += [f"  {name:<8} {help_}" for name, (_, help_) in COMMANDS.items()]
+    lines += ["", "  --cmake-dir  print the folder holding et_copy's CMake package"]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0 if argv else 2
+    if argv[0] == "--cmake-dir":
+        from ._cmake import cmake_dir
+
+        print(cmake_dir())
+        return 0
+    command = COMMANDS.get(argv[0])
+    if command is None:
+        print(f"et_copy: unknown command {argv[0]!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(command[0])
+    return int(module.main(argv[1:]) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

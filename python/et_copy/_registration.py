@@ -1,0 +1,103 @@
+"""Registering et_copy's kernels and allocators with ExecuTorch, safely.
+
+ExecuTorch's registries abort the process on a duplicate name or a second
+allocator for a device type, and have no way to unregister. Everything here
+checks first, registers only what is absent, and never runs at import.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+from . import _C
+from ._device import CUDA
+from ._errors import EtCopyError
+
+
+def _wheel_kernel_library() -> str | None:
+    """Path of the executorch wheel's CPU kernel library, if installed."""
+    try:
+        import executorch
+    except ImportError:
+        return None
+    # executorch is a namespace package: it has __path__ but no __file__.
+    for root in executorch.__path__:
+        path = os.path.join(root, "lib", "libexecutorch_kernels_optimized.so")
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def register_kernels() -> dict[str, str]:
+    """Registers et_copy's two kernels where ExecuTorch's registry lacks them.
+
+    Returns ``{op_name: outcome}`` with outcome "registered", "already
+    et_copy" or "already other". The executorch wheel's kernel library also
+    registers these names, and loading it after ours would abort the
+    process, so it is loaded first: in a process with the wheel installed
+    the wheel's kernels stay in the registry and this reports "already
+    other". Use :func:`h2d_copy`/:func:`d2h_copy` to run et_copy's own.
+    """
+    wheel_kernels = _wheel_kernel_library()
+    if wheel_kernels is not None:
+        ctypes.CDLL(wheel_kernels, mode=ctypes.RTLD_GLOBAL)
+    result = {}
+    for op, outcome, error in _C.register_kernels():
+        if outcome == "failed":
+            raise EtCopyError(f"et_copy.register_kernels: ExecuTorch refused to register {op}", error=error)
+        result[op] = outcome
+    return result
+
+
+def kernel_owner(op_name: str) -> str:
+    """"already et_copy", "already other" or "absent" for a kernel name."""
+    return _C.kernel_owner(op_name)
+
+
+def _describe_cuda_allocator() -> str:
+    info = _C.allocator_info(CUDA)
+    if info is None:
+        return "none"
+    if info["owner"] == "et_copy":
+        return f"et_copy's {info['name']} allocator"
+    return "an allocator from another library"
+
+
+def use_simulated_device(num_devices: int = 1) -> str:
+    """Serves DeviceType CUDA from host memory (no GPU needed).
+
+    Registers et_copy's simulated allocator for CUDA, reporting
+    ``num_devices`` devices (1..127). Idempotent: a later call only changes
+    the device count. Returns "registered" or "already et_copy". Raises
+    EtCopyError("RegistrationAlreadyRegistered") when a different CUDA
+    allocator is registered, which ExecuTorch cannot replace.
+    """
+    op = "et_copy.use_simulated_device"
+    if not isinstance(num_devices, int) or isinstance(num_devices, bool):
+        raise TypeError(f"{op}: num_devices must be an int, got {type(num_devices).__name__}")
+    if not 1 <= num_devices <= 127:
+        raise ValueError(f"{op}: num_devices must be in 1..127, got {num_devices}")
+    before = _describe_cuda_allocator()
+    outcome = _C.use_simulated_device(num_devices)
+    if outcome == "already other":
+        raise EtCopyError(f"{op}: CUDA is already served by {before}; ExecuTorch cannot replace a registered allocator",
+                          error="RegistrationAlreadyRegistered")
+    return outcome
+
+
+def allocator_stats(device: str = "cuda") -> dict[str, int]:
+    """Counters of et_copy's allocator serving ``device`` ("cuda"):
+    allocations, deallocations, live_allocations, bytes_outstanding,
+    peak_bytes_outstanding, h2d/d2h/d2d copies and bytes, failed_calls."""
+    if str(device).partition(":")[0] != "cuda":
+        raise ValueError(f"et_copy.allocator_stats: device must be 'cuda', got {device!r}")
+    return dict(_C.allocator_stats(CUDA))
+
+
+def allocator_info(device: str = "cuda") -> dict | None:
+    """Who serves ``device``: None, or a dict with owner ("et_copy" or
+    "other"), name, and device_count (or device_count_error)."""
+    if str(device).partition(":")[0] != "cuda":
+        raise ValueError(f"et_copy.allocator_info: device must be 'cuda', got {device!r}")
+    return _C.allocator_info(CUDA)

@@ -1,0 +1,169 @@
+"""DeviceTensor, device memory from the registered allocator, and the
+metadata the bindings need to view torch tensors without copying them."""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+
+from . import _C
+from ._device import CPU, CUDA, Device, parse_device
+from ._dtypes import scalar_type_code
+
+STATIC = 0
+DYNAMIC_BOUND = 1
+
+# cudaMalloc aligns to 256 bytes; the simulated device matches it so code
+# that tests well here behaves the same on a GPU.
+_ALIGNMENT = 256
+
+
+def contiguous_strides(shape: Sequence[int], dim_order: Sequence[int]) -> list[int]:
+    """Element strides of a dense tensor laid out in ``dim_order``."""
+    strides = [0] * len(shape)
+    step = 1
+    for d in reversed(dim_order):
+        strides[d] = step
+        step *= shape[d]
+    return strides
+
+
+def dim_order_of(t: torch.Tensor) -> list[int]:
+    """The dim order a dense torch tensor is laid out in (outermost first);
+    ties between equal strides keep the natural order."""
+    return sorted(range(t.dim()), key=lambda d: (-t.stride(d), d))
+
+
+class DeviceTensor:
+    """A tensor in device memory that et_copy's allocator owns.
+
+    Made by :func:`empty` or :func:`h2d_copy`. The memory is freed exactly
+    once: by :meth:`free`, or when the object is collected. ``dynamic``
+    tensors keep their capacity and take the shape of whatever is copied in.
+    """
+
+    __slots__ = ("_buffer", "dtype", "device", "dim_order", "dynamic", "_capacity", "_shape", "__weakref__")
+
+    def __init__(self, buffer, dtype: torch.dtype, device: Device, shape: tuple[int, ...],
+                 dim_order: tuple[int, ...], dynamic: bool) -> None:
+        self._buffer = buffer
+        self.dtype = dtype
+        self.device = device
+        self.dim_order = dim_order
+        self.dynamic = dynamic
+        self._capacity = shape
+        self._shape = shape
+
+    @property
+    def shape(self) -> torch.Size:
+        return torch.Size(self._shape)
+
+    @property
+    def capacity(self) -> torch.Size:
+        """The shape this tensor's memory was sized for."""
+        return torch.Size(self._capacity)
+
+    def dim(self) -> int:
+        return len(self._shape)
+
+    def numel(self) -> int:
+        return math.prod(self._shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the current shape (at most ``capacity_nbytes``)."""
+        return self.numel() * self.itemsize
+
+    @property
+    def capacity_nbytes(self) -> int:
+        return self._buffer.nbytes
+
+    def data_ptr(self) -> int:
+        return self._buffer.ptr
+
+    @property
+    def freed(self) -> bool:
+        return self._buffer.freed
+
+    def free(self) -> None:
+        """Returns the memory to the allocator now (idempotent)."""
+        self._buffer.free()
+
+    def cpu(self) -> torch.Tensor:
+        """A new host tensor with this tensor's bytes (through d2h_copy)."""
+        from ._ops import d2h_copy
+
+        return d2h_copy(self)
+
+    def __repr__(self) -> str:
+        dyn = f", capacity={tuple(self._capacity)}" if self.dynamic else ""
+        state = ", freed" if self.freed else ""
+        return f"DeviceTensor(shape={tuple(self._shape)}, dtype={self.dtype}, device='{self.device}'{dyn}{state})"
+
+    def _spec(self, *, op: str, arg: str) -> dict:
+        if self.freed:
+            raise ValueError(f"{op}: {arg} is a DeviceTensor whose memory was freed")
+        return {
+            "data": self._buffer.ptr,
+            "dtype": scalar_type_code(self.dtype, op=op, arg=arg),
+            "sizes": list(self._shape),
+            "dim_order": list(self.dim_order),
+            "strides": contiguous_strides(self._shape, self.dim_order),
+            "dynamism": DYNAMIC_BOUND if self.dynamic else STATIC,
+            "device_type": self.device.type,
+            "device_index": self.device.index,
+            "capacity": list(self._capacity),
+        }
+
+    def _set_shape(self, sizes: Sequence[int]) -> None:
+        self._shape = tuple(int(s) for s in sizes)
+
+
+def empty(shape: Sequence[int], dtype: torch.dtype, device: str = "cuda:0", *,
+          dynamic: bool = False, dim_order: Sequence[int] | None = None) -> DeviceTensor:
+    """Uninitialised device memory for a tensor of ``shape`` and ``dtype``.
+
+    ``dynamic=True`` makes ``shape`` an upper bound: copies of smaller
+    tensors resize it. ``dim_order`` (outermost first) defaults to
+    contiguous. Raises EtCopyError("NotFound") when no allocator is
+    registered for CUDA, and the allocator's error for a bad device index.
+    """
+    op = "et_copy.empty"
+    shape = tuple(int(s) for s in shape)
+    if any(s < 0 for s in shape):
+        raise ValueError(f"{op}: shape {shape} has a negative size")
+    scalar_type_code(dtype, op=op, arg="dtype")
+    dev = parse_device(device, op=op)
+    order = tuple(range(len(shape))) if dim_order is None else tuple(int(d) for d in dim_order)
+    if sorted(order) != list(range(len(shape))):
+        raise ValueError(f"{op}: dim_order {order} is not a permutation of the {len(shape)} dims of shape {shape}")
+    nbytes = math.prod(shape) * dtype.itemsize
+    buffer = _C.DeviceBuffer(nbytes, dev.type, dev.index, _ALIGNMENT)
+    return DeviceTensor(buffer, dtype, dev, shape, order, dynamic)
+
+
+def torch_spec(t: torch.Tensor, *, op: str, arg: str, dynamic: bool = False) -> dict:
+    """The bindings' view of a torch tensor: its own memory, no copy."""
+    if t.device.type == "cpu":
+        device = Device(CPU, 0)
+    elif t.device.type == "cuda":
+        device = Device(CUDA, t.device.index if t.device.index is not None else torch.cuda.current_device())
+    else:
+        raise ValueError(f"{op}: {arg} is on {t.device}; et_copy moves CPU and CUDA tensors")
+    return {
+        "data": t.data_ptr(),
+        "dtype": scalar_type_code(t.dtype, op=op, arg=arg),
+        "sizes": list(t.shape),
+        "dim_order": dim_order_of(t),
+        "strides": list(t.stride()),
+        "dynamism": DYNAMIC_BOUND if dynamic else STATIC,
+        "device_type": device.type,
+        "device_index": device.index,
+        "capacity": list(t.shape) if dynamic else None,
+    }

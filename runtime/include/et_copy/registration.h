@@ -1,0 +1,58 @@
+// Explicit, idempotent registration of et-copy's kernels and allocators
+// with ExecuTorch's registries, which abort the process on a duplicate.
+#pragma once
+
+#include <array>
+
+#include <executorch/runtime/core/device_allocator.h>
+#include <executorch/runtime/core/error.h>
+
+namespace et_copy {
+
+/// What a registration call found and did.
+enum class Registration {
+  kRegistered, ///< this call registered et-copy's implementation
+  kAlreadyOurs, ///< et-copy's implementation was already registered
+  kAlreadyOther, ///< another implementation holds the slot; left alone
+  kFailed, ///< the registry refused (see the accompanying Error)
+  kAbsent, ///< (kernel_owner only) nothing is registered under the name
+};
+
+/// Lower-case words for a Registration ("registered", "already et_copy",
+/// "already other", "failed", "absent").
+const char* registration_name(Registration r);
+
+struct KernelRegistration {
+  const char* op_name;
+  Registration outcome;
+  executorch::runtime::Error error; ///< Ok unless outcome is kFailed
+};
+
+/**
+ * Registers et_copy::_h2d_copy.out and et_copy::_d2h_copy.out where no
+ * kernel of that name is registered yet. Never registers a name twice, so
+ * it never trips the registry's duplicate abort.
+ *
+ * Threading: serialised by an internal lock against the other functions
+ * here; must not race with registrations done by other libraries (e.g. a
+ * kernel library being dlopen'ed on another thread).
+ */
+std::array<KernelRegistration, 2> register_kernels();
+
+/// Who provides the kernel for `op_name` now: kAlreadyOurs, kAlreadyOther or
+/// kAbsent.
+Registration kernel_owner(const char* op_name);
+
+/**
+ * Registers `alloc` for its device type unless an allocator is already
+ * registered for that type. Returns kAlreadyOurs when `alloc` itself is the
+ * registered one, kAlreadyOther when a different allocator is. `alloc` must
+ * have static lifetime. Threading as register_kernels().
+ */
+Registration register_allocator(executorch::runtime::DeviceAllocator* alloc);
+
+/// Registers the process-wide simulated allocator (simulated_device_allocator())
+/// for DeviceType::CUDA.
+Registration register_simulated_device_allocator();
+
+} // namespace et_copy

@@ -1,0 +1,26 @@
+// The one implementation behind both copy kernels: every check a raw byte
+// copy between two buffers assumes, then the copy through the allocator.
+#pragma once
+
+#include <et_copy/copy_ops.h>
+
+namespace et_copy {
+namespace internal {
+
+enum class Direction { kHostToDevice, kDeviceToHost };
+
+Error device_copy(
+    Direction direction,
+    const Tensor& self,
+    Tensor& out,
+    CopyDiagnostic* diag);
+
+// Unboxes [self, out, returned] and runs `direction`'s kernel, failing ctx
+// rather than aborting on a malformed stack.
+void device_copy_boxed(
+    Direction direction,
+    KernelRuntimeContext& ctx,
+    Span<EValue*> stack);
+
+} // namespace internal
+} // namespace et_copy

@@ -1,0 +1,120 @@
+#include <et_copy/registration.h>
+
+#include <mutex>
+
+#include <et_copy/copy_ops.h>
+#include <et_copy/simulated_device_allocator.h>
+#include <executorch/runtime/kernel/operator_registry.h>
+
+namespace et_copy {
+
+namespace {
+
+using executorch::runtime::DeviceAllocator;
+using executorch::runtime::get_device_allocator;
+using executorch::runtime::get_op_function_from_registry;
+using executorch::runtime::Kernel;
+using executorch::runtime::OpFunction;
+using executorch::runtime::register_device_allocator;
+using executorch::runtime::registry_has_op_function;
+
+// ExecuTorch's registries have no locking of their own.
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+struct OurKernel {
+  const char* name;
+  OpFunction fn;
+};
+
+// Static storage: the registry keeps the name pointers.
+constexpr OurKernel kOurKernels[2] = {
+    {kH2dCopyOutName, &h2d_copy_out_boxed},
+    {kD2hCopyOutName, &d2h_copy_out_boxed},
+};
+
+Registration owner_locked(const char* op_name) {
+  if (!registry_has_op_function(op_name)) {
+    return Registration::kAbsent;
+  }
+  auto fn = get_op_function_from_registry(op_name);
+  if (!fn.ok()) {
+    return Registration::kAbsent;
+  }
+  for (const auto& k : kOurKernels) {
+    if (*fn == k.fn) {
+      return Registration::kAlreadyOurs;
+    }
+  }
+  return Registration::kAlreadyOther;
+}
+
+} // namespace
+
+const char* registration_name(Registration r) {
+  switch (r) {
+    case Registration::kRegistered:
+      return "registered";
+    case Registration::kAlreadyOurs:
+      return "already et_copy";
+    case Registration::kAlreadyOther:
+      return "already other";
+    case Registration::kFailed:
+      return "failed";
+    case Registration::kAbsent:
+      return "absent";
+  }
+  return "failed";
+}
+
+Registration kernel_owner(const char* op_name) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  return owner_locked(op_name);
+}
+
+std::array<KernelRegistration, 2> register_kernels() {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  std::array<KernelRegistration, 2> result{};
+  for (size_t i = 0; i < 2; ++i) {
+    const OurKernel& k = kOurKernels[i];
+    result[i] = {k.name, Registration::kRegistered, Error::Ok};
+    if (registry_has_op_function(k.name)) {
+      result[i].outcome = owner_locked(k.name);
+      continue;
+    }
+    static const Kernel kernels[2] = {
+        Kernel(kOurKernels[0].name, kOurKernels[0].fn),
+        Kernel(kOurKernels[1].name, kOurKernels[1].fn),
+    };
+    const Error err = executorch::runtime::register_kernels({&kernels[i], 1});
+    if (err != Error::Ok) {
+      result[i].outcome = Registration::kFailed;
+      result[i].error = err;
+    }
+  }
+  return result;
+}
+
+Registration register_allocator(DeviceAllocator* alloc) {
+  if (alloc == nullptr) {
+    return Registration::kFailed;
+  }
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  DeviceAllocator* current = get_device_allocator(alloc->device_type());
+  if (current == alloc) {
+    return Registration::kAlreadyOurs;
+  }
+  if (current != nullptr) {
+    return Registration::kAlreadyOther;
+  }
+  register_device_allocator(alloc);
+  return Registration::kRegistered;
+}
+
+Registration register_simulated_device_allocator() {
+  return register_allocator(&simulated_device_allocator());
+}
+
+} // namespace et_copy
