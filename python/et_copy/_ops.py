@@ -7,6 +7,7 @@ from typing import Union
 import torch
 
 from . import _C
+from ._dtypes import scalar_type_code
 from ._tensors import DeviceTensor, dim_order_of, empty, torch_spec
 
 H2D_COPY_OUT = "et_copy::_h2d_copy.out"
@@ -35,7 +36,7 @@ def _run(runner, op: str, self: AnyTensor, out: AnyTensor, *, dynamic_out: bool 
     return out
 
 
-def h2d_copy(self: torch.Tensor, *, out: AnyTensor | None = None, device: str = "cuda:0",
+def h2d_copy(self: AnyTensor, *, out: AnyTensor | None = None, device: str = "cuda:0",
              dynamic_out: bool = False) -> AnyTensor:
     """Copies host tensor ``self`` to the device with et_copy's kernel.
 
@@ -46,10 +47,15 @@ def h2d_copy(self: torch.Tensor, *, out: AnyTensor | None = None, device: str = 
     problem; a rejected call leaves ``out`` untouched.
     """
     op = H2D_COPY_OUT
-    if not isinstance(self, torch.Tensor):
+    if isinstance(self, DeviceTensor):
+        order = self.dim_order  # the kernel rejects the direction, by name
+    elif isinstance(self, torch.Tensor):
+        scalar_type_code(self.dtype, op=op, arg="self")
+        order = dim_order_of(self)
+    else:
         raise TypeError(f"{op}: self must be a torch.Tensor, got {type(self).__name__}")
     if out is None:
-        out = empty(self.shape, self.dtype, device, dim_order=dim_order_of(self))
+        out = empty(self.shape, self.dtype, device, dim_order=order)
     return _run(_C.run_kernel, op, self, out, dynamic_out=dynamic_out)
 
 

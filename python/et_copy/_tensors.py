@@ -138,7 +138,7 @@ def empty(shape: Sequence[int], dtype: torch.dtype, device: str = "cuda:0", *,
     shape = tuple(int(s) for s in shape)
     if any(s < 0 for s in shape):
         raise ValueError(f"{op}: shape {shape} has a negative size")
-    scalar_type_code(dtype, op=op, arg="dtype")
+    scalar_type_code(dtype, op=op, arg="the tensor")
     dev = parse_device(device, op=op)
     order = tuple(range(len(shape))) if dim_order is None else tuple(int(d) for d in dim_order)
     if sorted(order) != list(range(len(shape))):

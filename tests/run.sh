@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs everything the tests need and runs them all: the Python suites,
+# and (driven from pytest) the C++ tests, the CMake consumer and the
+# sanitizer build. Run from the repository root: bash tests/run.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# System packages the C++ tests build against (Debian names).
+need=()
+[ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+  $sudo apt-get update -q
+  $sudo apt-get install -y -q "${need[@]}"
+fi
+
+python -m pip install -q ".[test]"
+# The package lives in python/et_copy, so the installed copy is what's tested.
+python -m pytest "$@"
