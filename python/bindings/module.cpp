@@ -8,6 +8,7 @@
 #include <et_copy/copy_ops.h>
 
 #include "allocators.h"
+#include "bench.h"
 #include "failure.h"
 #include "kernels.h"
 #include "tensor_view.h"
@@ -82,6 +83,7 @@ PYBIND11_MODULE(_C, m) {
     return call(run_registered, op, self, out);
   }, py::arg("op"), py::arg("self"), py::arg("out"), "Runs the registry's kernel for op; returns out's (sizes, strides).");
   bind_allocators(m);
+  bind_bench(m);
 #ifdef ET_COPY_WITH_CUDA
   bind_cuda(m);
 #endif

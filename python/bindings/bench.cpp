@@ -1,0 +1,172 @@
+// Timing loops for `python -m et_copy bench`: the C++ side of the call
+// overhead and throughput figures, run with no Python in the loop.
+#include "bench.h"
+
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <et_copy/copy_ops.h>
+#include <executorch/runtime/core/device_allocator.h>
+#include <executorch/runtime/core/device_memory_buffer.h>
+#include <executorch/runtime/core/evalue.h>
+#include <executorch/runtime/core/portable_type/tensor_impl.h>
+#include <executorch/runtime/kernel/kernel_runtime_context.h>
+#include <executorch/runtime/kernel/operator_registry.h>
+
+#include "failure.h"
+
+namespace py = pybind11;
+
+namespace et_copy::bindings {
+
+namespace {
+
+using executorch::runtime::DeviceMemoryBuffer;
+using executorch::runtime::Error;
+using executorch::runtime::EValue;
+using executorch::runtime::KernelRuntimeContext;
+using executorch::runtime::OpFunction;
+using executorch::runtime::Span;
+namespace et = executorch::runtime::etensor;
+using Clock = std::chrono::steady_clock;
+
+// Keeps the compiler from dropping or merging copies whose result is unread.
+inline void clobber(const void* p) {
+  asm volatile("" : : "r"(p) : "memory");
+}
+
+// Runs `body(iters)` `repeats` times; returns nanoseconds per iteration of
+// each repeat. The GIL is released: the loops never touch Python.
+template <typename Body>
+std::vector<double> time_repeats(int64_t iters, int repeats, Body body) {
+  if (iters < 1 || repeats < 1) {
+    throw Failure(Error::InvalidArgument, "iters and repeats must be at least 1");
+  }
+  std::vector<double> ns;
+  ns.reserve(repeats);
+  py::gil_scoped_release release;
+  for (int r = 0; r < repeats; ++r) {
+    const auto start = Clock::now();
+    body(iters);
+    const auto stop = Clock::now();
+    ns.push_back(std::chrono::duration<double, std::nano>(stop - start).count() / static_cast<double>(iters));
+  }
+  return ns;
+}
+
+// A 1-d uint8 tensor over `data` on `device`: the shape a byte copy of
+// `nbytes` has, whatever dtype the caller had in mind.
+struct ByteTensor {
+  ByteTensor(void* data, size_t nbytes, et::DeviceType device)
+      : size(static_cast<executorch::aten::SizesType>(nbytes)),
+        impl(executorch::aten::ScalarType::Byte, 1, &size, data, &dim_order, &stride,
+             executorch::runtime::TensorShapeDynamism::STATIC, device, 0),
+        tensor(&impl) {}
+  executorch::aten::SizesType size;
+  executorch::aten::DimOrderType dim_order = 0;
+  executorch::aten::StridesType stride = 1;
+  et::TensorImpl impl;
+  executorch::aten::Tensor tensor;
+};
+
+using BoxedKernel = void (*)(KernelRuntimeContext&, Span<EValue*>);
+
+// Resolves what `kind` names: et_copy's boxed kernel, called directly, or
+// the kernel ExecuTorch's registry holds for the op name.
+OpFunction resolve(const std::string& kind, bool* h2d) {
+  const bool registry = kind.rfind("registry_", 0) == 0;
+  const std::string direction = registry ? kind.substr(9) : kind.substr(kind.rfind('_') + 1);
+  if ((kind != "et_copy_h2d" && kind != "et_copy_d2h" && !registry) ||
+      (direction != "h2d" && direction != "d2h")) {
+    throw Failure(Error::InvalidArgument, "bench_kernel: kind must be memcpy, et_copy_h2d, et_copy_d2h, registry_h2d or registry_d2h, got '" + kind + "'");
+  }
+  *h2d = direction == "h2d";
+  if (!registry) {
+    return *h2d ? static_cast<BoxedKernel>(h2d_copy_out_boxed) : static_cast<BoxedKernel>(d2h_copy_out_boxed);
+  }
+  const char* name = *h2d ? kH2dCopyOutName : kD2hCopyOutName;
+  auto fn = executorch::runtime::get_op_function_from_registry(name);
+  if (!fn.ok()) {
+    throw Failure(Error::OperatorMissing, std::string("bench_kernel: no kernel is registered for ") + name);
+  }
+  return *fn;
+}
+
+// Times `kind` moving `nbytes` between a host buffer and a buffer from the
+// allocator registered for CUDA: "memcpy" (a plain std::memcpy between the
+// same two buffers, the baseline), "et_copy_h2d"/"et_copy_d2h" (et_copy's
+// boxed kernel) or "registry_h2d"/"registry_d2h" (the registry's kernel,
+// resolved once). Kernels get prebuilt EValues and one KernelRuntimeContext,
+// as an executor's loop gives them.
+std::vector<double> bench_kernel(const std::string& kind, size_t nbytes, int64_t iters, int repeats) {
+  if (nbytes == 0 || nbytes > (size_t{1} << 31) - 1) {
+    throw Failure(Error::InvalidArgument, "bench_kernel: nbytes must be in 1..2^31-1");
+  }
+  if (executorch::runtime::get_device_allocator(et::DeviceType::CUDA) == nullptr) {
+    throw Failure(Error::NotFound, "bench_kernel: no DeviceAllocator is registered for CUDA: call et_copy.use_simulated_device() first");
+  }
+  auto device = DeviceMemoryBuffer::create(nbytes, et::DeviceType::CUDA, 0, 256);
+  if (!device.ok()) {
+    throw Failure(device.error(), "bench_kernel: could not allocate " + std::to_string(nbytes) + " device bytes");
+  }
+  std::vector<uint8_t> host(nbytes, 0x5A);
+  void* device_ptr = device->data();
+
+  if (kind == "memcpy") {
+    return time_repeats(iters, repeats, [&](int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        std::memcpy(device_ptr, host.data(), nbytes);
+        clobber(device_ptr);
+      }
+    });
+  }
+  bool h2d = true;
+  OpFunction fn = resolve(kind, &h2d);
+  ByteTensor host_tensor(host.data(), nbytes, et::DeviceType::CPU);
+  ByteTensor device_tensor(device_ptr, nbytes, et::DeviceType::CUDA);
+  EValue self(h2d ? host_tensor.tensor : device_tensor.tensor);
+  EValue out(h2d ? device_tensor.tensor : host_tensor.tensor);
+  EValue result;
+  EValue* stack[3] = {&self, &out, &result};
+  KernelRuntimeContext ctx;
+  auto ns = time_repeats(iters, repeats, [&](int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      fn(ctx, {stack, 3});
+    }
+  });
+  if (ctx.failure_state() != Error::Ok) {
+    throw Failure(ctx.failure_state(), "bench_kernel: the " + kind + " kernel failed with " + error_name(ctx.failure_state()));
+  }
+  return ns;
+}
+
+// Times std::memcpy(dst, src, nbytes) on memory the caller owns (torch
+// tensors): the single-threaded baseline of the throughput table.
+std::vector<double> bench_memcpy(uintptr_t dst, uintptr_t src, size_t nbytes, int64_t iters, int repeats) {
+  if (dst == 0 || src == 0) {
+    throw Failure(Error::InvalidArgument, "bench_memcpy: null pointer");
+  }
+  void* d = reinterpret_cast<void*>(dst);
+  const void* s = reinterpret_cast<const void*>(src);
+  return time_repeats(iters, repeats, [&](int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(d, s, nbytes);
+      clobber(d);
+    }
+  });
+}
+
+} // namespace
+
+void bind_bench(py::module_& m) {
+  m.def("bench_kernel", &bench_kernel, py::arg("kind"), py::arg("nbytes"), py::arg("iters"), py::arg("repeats"),
+        "ns per call, per repeat, of a C++ loop: memcpy, et_copy_h2d/d2h (boxed kernel) or registry_h2d/d2h.");
+  m.def("bench_memcpy", &bench_memcpy, py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("iters"), py::arg("repeats"),
+        "ns per call, per repeat, of std::memcpy between caller-owned buffers (single thread).");
+}
+
+} // namespace et_copy::bindings
