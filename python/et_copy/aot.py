@@ -55,6 +55,7 @@ ADOPTED_EXISTING = "adopted an existing definition"
 _lock = threading.Lock()
 _outcome: str | None = None
 _library: torch.library.Library | None = None  # ours, kept alive for the process
+_adopted_module = None  # executorch's registry, when loaded by us and not yet imported
 
 
 def ensure_registered() -> str:
@@ -83,7 +84,7 @@ def ensure_registered() -> str:
 
 
 def _register() -> str:
-    if sys.modules.get(EXECUTORCH_REGISTRY_MODULE) is not None:
+    if sys.modules.get(EXECUTORCH_REGISTRY_MODULE) is not None or _adopted_module is not None:
         return ADOPTED_EXECUTORCH
     if _namespace_defined():
         return ADOPTED_EXISTING
@@ -120,12 +121,17 @@ def _registry_locations() -> list[str]:
 
 
 def _load_executorch_registry() -> bool:
-    """Executes executorch's registry file as its real module, without its parents.
+    """Runs executorch's registry file on its own, without importing its parents.
 
-    Goes through ``sys.meta_path`` like a normal import, so an import blocker
-    (or ``sys.modules[name] = None``) hides it. Returns False when it is absent
-    or blocked; raises EtCopyError when it exists but fails to run.
+    Finds it through ``sys.meta_path`` like a normal import, so an import
+    blocker (or ``sys.modules[name] = None``) hides it. The module is kept out
+    of ``sys.modules``: a finder hands this same module object to the first
+    real import of its name, so that import still imports the parent packages
+    and binds the attribute on ``executorch.exir.passes``, without running the
+    file (and defining the namespace) a second time. Returns False when the
+    file is absent or blocked; raises EtCopyError when it exists but fails.
     """
+    global _adopted_module
     name = EXECUTORCH_REGISTRY_MODULE
     if name in sys.modules:  # present as None: deliberately blocked
         return False
@@ -148,18 +154,46 @@ def _load_executorch_registry() -> bool:
     import importlib.util
 
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
     except ImportError:
-        del sys.modules[name]
         return False
     except Exception as exc:
-        del sys.modules[name]
         raise EtCopyError(
             f"et_copy.ensure_registered: executorch's registry {spec.origin} failed to define the "
             f"{NAMESPACE} namespace: {exc}", error="Internal") from exc
+    _adopted_module = module
+    sys.meta_path.insert(0, _AdoptedRegistryFinder(module))
     return True
+
+
+class _AdoptedRegistryFinder:
+    """Answers the first import of executorch's registry with the module
+    ensure_registered already ran; declines every other name."""
+
+    def __init__(self, module) -> None:
+        self._module = module
+        self._spec = module.__spec__
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != EXECUTORCH_REGISTRY_MODULE:
+            return None
+        import importlib.machinery
+
+        return importlib.machinery.ModuleSpec(fullname, self, origin=self._spec.origin)
+
+    def create_module(self, spec):
+        return self._module
+
+    def exec_module(self, module) -> None:
+        # Already executed: only restore the spec the import system replaced,
+        # and step aside (sys.modules answers every later import).
+        module.__spec__ = self._spec
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+    def __repr__(self) -> str:
+        return f"<et_copy adopted {EXECUTORCH_REGISTRY_MODULE}>"
 
 
 def _define_our_own() -> None:
