@@ -1,0 +1,725 @@
+// The copy kernels (direct, kernel-API and boxed forms) against the
+// process-wide simulated allocator, registered for CUDA by each test's
+// fixture. No kernel is registered with ExecuTorch in this executable.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <et_copy/copy_ops.h>
+#include <et_copy/registration.h>
+#include <et_copy/simulated_device_allocator.h>
+
+#include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
+
+#include "test_tensors.h"
+
+namespace {
+
+using et_copy::CopyDiagnostic;
+using et_copy::DeviceAllocatorStats;
+using et_copy::SimulatedDeviceAllocator;
+using executorch::runtime::Error;
+using executorch::runtime::EValue;
+using executorch::runtime::KernelRuntimeContext;
+using executorch::runtime::Span;
+using namespace et_copy_test;
+
+constexpr DeviceType kCuda = DeviceType::CUDA;
+constexpr DeviceType kCpu = DeviceType::CPU;
+
+/// A buffer from the simulated device, freed on scope exit.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t nbytes, DeviceIndex index = 0)
+      : nbytes_(nbytes), index_(index) {
+    auto r = et_copy::simulated_device_allocator().allocate(nbytes, index);
+    EXPECT_TRUE(r.ok());
+    data_ = r.ok() ? static_cast<uint8_t*>(r.get()) : nullptr;
+  }
+  ~DeviceBuffer() {
+    et_copy::simulated_device_allocator().deallocate(data_, index_);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  uint8_t* data() {
+    return data_;
+  }
+  // The simulated device is host memory, so tests may look at it directly.
+  std::vector<uint8_t> contents() const {
+    return std::vector<uint8_t>(data_, data_ + nbytes_);
+  }
+  void fill_pattern(uint8_t seed) {
+    for (size_t i = 0; i < nbytes_; ++i) {
+      data_[i] = static_cast<uint8_t>((seed + i) % 251);
+    }
+  }
+
+ private:
+  size_t nbytes_;
+  DeviceIndex index_;
+  uint8_t* data_;
+};
+
+TestTensor::Options on(DeviceType device, DeviceIndex index = 0) {
+  TestTensor::Options o;
+  o.device = device;
+  o.index = index;
+  return o;
+}
+
+TestTensor::Options dynamic(DeviceType device, TensorShapeDynamism d) {
+  TestTensor::Options o = on(device);
+  o.dynamism = d;
+  return o;
+}
+
+Error copy(bool h2d, const Tensor& self, Tensor& out, CopyDiagnostic* diag) {
+  return h2d ? et_copy::h2d_copy(self, out, diag)
+             : et_copy::d2h_copy(self, out, diag);
+}
+
+const char* op(bool h2d) {
+  return h2d ? et_copy::kH2dCopyOutName : et_copy::kD2hCopyOutName;
+}
+
+class CopyKernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto r = et_copy::register_simulated_device_allocator();
+    ASSERT_TRUE(
+        r == et_copy::Registration::kRegistered ||
+        r == et_copy::Registration::kAlreadyOurs)
+        << et_copy::registration_name(r);
+    ASSERT_EQ(alloc().set_device_count(1), Error::Ok);
+    before_ = alloc().stats();
+  }
+
+  static SimulatedDeviceAllocator& alloc() {
+    return et_copy::simulated_device_allocator();
+  }
+
+  /// Copies the allocator made since SetUp, in the given direction.
+  uint64_t copies_since_setup(bool h2d) const {
+    const DeviceAllocatorStats now = alloc().stats();
+    return h2d ? now.h2d_copies - before_.h2d_copies
+               : now.d2h_copies - before_.d2h_copies;
+  }
+
+  /// Runs a copy expected to fail with `want`, and checks the promises a
+  /// rejection makes: the diagnostic names the op and says `needle`, `out`
+  /// keeps its bytes and shape, and no copy reached the allocator.
+  void expect_rejected(
+      bool h2d,
+      const Tensor& self,
+      Tensor& out,
+      Error want,
+      const std::string& needle) {
+    const auto* out_bytes = static_cast<const uint8_t*>(out.const_data_ptr());
+    // Read the bytes out's shape covers (nbytes() is safe only when the
+    // sizes are non-negative, which every test but one keeps).
+    size_t n = 0;
+    bool readable = out_bytes != nullptr;
+    for (auto s : out.sizes()) {
+      readable = readable && s >= 0;
+    }
+    if (readable) {
+      n = out.nbytes();
+    }
+    const std::vector<uint8_t> bytes_before(
+        readable ? out_bytes : nullptr, readable ? out_bytes + n : nullptr);
+    const std::vector<SizesType> sizes_before(
+        out.sizes().begin(), out.sizes().end());
+    const std::vector<StridesType> strides_before(
+        out.strides().begin(), out.strides().end());
+
+    CopyDiagnostic diag;
+    EXPECT_EQ(copy(h2d, self, out, &diag), want);
+    const std::string msg = diag.message;
+    EXPECT_NE(msg.find(op(h2d)), std::string::npos) << msg;
+    EXPECT_NE(msg.find(needle), std::string::npos)
+        << "diagnostic \"" << msg << "\" does not say \"" << needle << "\"";
+    EXPECT_EQ(
+        std::vector<SizesType>(out.sizes().begin(), out.sizes().end()),
+        sizes_before);
+    EXPECT_EQ(
+        std::vector<StridesType>(out.strides().begin(), out.strides().end()),
+        strides_before);
+    if (readable) {
+      EXPECT_EQ(std::vector<uint8_t>(out_bytes, out_bytes + n), bytes_before);
+    }
+    EXPECT_EQ(copies_since_setup(true), 0u);
+    EXPECT_EQ(copies_since_setup(false), 0u);
+  }
+
+  DeviceAllocatorStats before_;
+};
+
+// ---- rejections, in both directions --------------------------------------
+
+class Rejections : public CopyKernels,
+                   public ::testing::WithParamInterface<bool> {
+ protected:
+  bool h2d() const {
+    return GetParam();
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(
+    BothDirections,
+    Rejections,
+    ::testing::Values(true, false),
+    [](const auto& info) { return info.param ? "h2d" : "d2h"; });
+
+TEST_P(Rejections, SelfOnTheWrongSideIsInvalidArgument) {
+  GuardedBuffer a(24), b(24);
+  DeviceBuffer dev(24);
+  // h2d wants self on CPU: give it a CUDA self. d2h wants a device self:
+  // give it a CPU self. out is on its correct side in both.
+  TestTensor self(ScalarType::Float, {6}, h2d() ? dev.data() : a.data(),
+                  on(h2d() ? kCuda : kCpu));
+  DeviceBuffer dev_out(24);
+  TestTensor out(ScalarType::Float, {6}, h2d() ? dev_out.data() : b.data(),
+                 on(h2d() ? kCuda : kCpu));
+  expect_rejected(h2d(), self.t(), out.t(), Error::InvalidArgument,
+                  h2d() ? "self must be a host (CPU) tensor"
+                        : "self must be a device tensor");
+}
+
+TEST_P(Rejections, OutOnTheWrongSideIsInvalidArgument) {
+  GuardedBuffer host_self(24), host_out(24, 7);
+  DeviceBuffer dev_self(24), dev_out(24);
+  // Both tensors on the same side as self should be.
+  TestTensor self(ScalarType::Float, {6},
+                  h2d() ? host_self.data() : dev_self.data(),
+                  on(h2d() ? kCpu : kCuda));
+  TestTensor out(ScalarType::Float, {6},
+                 h2d() ? host_out.data() : dev_out.data(),
+                 on(h2d() ? kCpu : kCuda));
+  expect_rejected(h2d(), self.t(), out.t(), Error::InvalidArgument,
+                  h2d() ? "out must be a device tensor"
+                        : "out must be a host (CPU) tensor");
+}
+
+// Builds self and out on the correct sides for the direction, over the
+// given buffers and options.
+struct Sides {
+  Sides(bool h2d,
+        ScalarType self_dtype, std::vector<SizesType> self_sizes, void* host, void* device,
+        ScalarType out_dtype, std::vector<SizesType> out_sizes,
+        TestTensor::Options self_opts = {}, TestTensor::Options out_opts = {})
+      : self(self_dtype, std::move(self_sizes), h2d ? host : device,
+             with_device(self_opts, h2d ? kCpu : kCuda)),
+        out(out_dtype, std::move(out_sizes), h2d ? device : host,
+            with_device(out_opts, h2d ? kCuda : kCpu)) {}
+
+  static TestTensor::Options with_device(TestTensor::Options o, DeviceType d) {
+    o.device = d;
+    return o;
+  }
+
+  TestTensor self;
+  TestTensor out;
+};
+
+TEST_P(Rejections, DtypeMismatchIsRejectedBeforeAnyByteMoves) {
+  // DESIGN.md edge 3: float64[4] into float32[4] would write 32 bytes into 16.
+  GuardedBuffer host(32, 9);
+  host.fill_pattern();
+  DeviceBuffer dev(32);
+  Sides s(h2d(), ScalarType::Double, {4}, host.data(), dev.data(),
+          ScalarType::Float, {4});
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
+                  "dtype mismatch");
+  EXPECT_TRUE(host.guards_intact());
+}
+
+TEST_P(Rejections, RankMismatchIsInvalidArgument) {
+  GuardedBuffer host(24);
+  DeviceBuffer dev(24);
+  Sides s(h2d(), ScalarType::Float, {2, 3}, host.data(), dev.data(),
+          ScalarType::Float, {6});
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
+                  "rank mismatch");
+}
+
+TEST_P(Rejections, DimOrderMismatchIsInvalidArgument) {
+  GuardedBuffer host(96);
+  DeviceBuffer dev(96);
+  TestTensor::Options last;
+  last.dim_order = {0, 2, 1};
+  Sides s(h2d(), ScalarType::Float, {2, 3, 4}, host.data(), dev.data(),
+          ScalarType::Float, {2, 3, 4}, last, {});
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
+                  "dim order mismatch");
+}
+
+TEST_P(Rejections, DimOrderThatIsNotAPermutationIsInvalidArgument) {
+  GuardedBuffer host(24);
+  DeviceBuffer dev(24);
+  TestTensor::Options bad;
+  bad.dim_order = {0, 0};
+  bad.strides = {3, 1};
+  Sides s(h2d(), ScalarType::Float, {2, 3}, host.data(), dev.data(),
+          ScalarType::Float, {2, 3}, bad, {});
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
+                  "not a permutation");
+}
+
+TEST_P(Rejections, StridesWithGapsAreInvalidArgument) {
+  GuardedBuffer host(32);
+  DeviceBuffer dev(32);
+  TestTensor::Options gappy;
+  gappy.strides = {4, 1}; // rows padded to 4 elements
+  Sides s(h2d(), ScalarType::Float, {2, 3}, host.data(), dev.data(),
+          ScalarType::Float, {2, 3}, gappy, {});
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
+                  "self is not dense");
+}
+
+TEST_P(Rejections, OutWithOverlappingStridesIsInvalidArgument) {
+  GuardedBuffer host(24);
+  DeviceBuffer dev(24);
+  TestTensor::Options overlapping;
+  overlapping.strides = {1, 1};
+  Sides s(h2d(), ScalarType::Float, {2, 3}, host.data(), dev.data(),
+          ScalarType::Float, {2, 3}, {}, overlapping);
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
+                  "out is not dense");
+}
+
+TEST_P(Rejections, NullSelfDataIsInvalidArgument) {
+  GuardedBuffer host(24);
+  DeviceBuffer dev(24);
+  Sides s(h2d(), ScalarType::Float, {6}, h2d() ? nullptr : host.data(),
+          h2d() ? dev.data() : nullptr, ScalarType::Float, {6});
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
+                  "self has no data");
+}
+
+TEST_P(Rejections, NullOutDataIsInvalidArgument) {
+  GuardedBuffer host(24);
+  host.fill_pattern();
+  DeviceBuffer dev(24);
+  Sides s(h2d(), ScalarType::Float, {6}, h2d() ? host.data() : nullptr,
+          h2d() ? nullptr : dev.data(), ScalarType::Float, {6});
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
+                  "out has no data");
+}
+
+TEST_P(Rejections, StaticOutWithAnotherShapeIsInvalidArgument) {
+  GuardedBuffer host(24);
+  DeviceBuffer dev(24);
+  Sides s(h2d(), ScalarType::Float, {2, 3}, host.data(), dev.data(),
+          ScalarType::Float, {3, 2});
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
+                  "out has static shape [3, 2] but self has shape [2, 3]");
+}
+
+TEST_P(Rejections, SelfBeyondDynamicOutCapacityIsInvalidArgument) {
+  GuardedBuffer host(36);
+  DeviceBuffer dev(36);
+  Sides s(h2d(), ScalarType::Float, {3, 3}, host.data(), dev.data(),
+          ScalarType::Float, {2, 2}, {},
+          dynamic(kCpu, TensorShapeDynamism::DYNAMIC_BOUND));
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
+                  "beyond the capacity of out");
+}
+
+TEST_P(Rejections, SelfBeyondUnboundOutCapacityIsInvalidArgument) {
+  // ExecuTorch has no memory to grow an unbound tensor into: its capacity
+  // is what it was planned with, and a copy past it must be refused.
+  GuardedBuffer host(36);
+  DeviceBuffer dev(36);
+  Sides s(h2d(), ScalarType::Float, {3, 3}, host.data(), dev.data(),
+          ScalarType::Float, {2, 2}, {},
+          dynamic(kCpu, TensorShapeDynamism::DYNAMIC_UNBOUND));
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
+                  "beyond the capacity of out");
+}
+
+TEST_P(Rejections, DeviceIndexBeyondDeviceCountIsInvalidArgument) {
+  GuardedBuffer host(24);
+  DeviceBuffer dev(24);
+  TestTensor::Options dev1;
+  dev1.index = 1;
+  Sides s(h2d(), ScalarType::Float, {6}, host.data(), dev.data(),
+          ScalarType::Float, {6}, h2d() ? TestTensor::Options{} : dev1,
+          h2d() ? dev1 : TestTensor::Options{});
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
+                  "CUDA device 1, but the simulated allocator has 1 device(s)");
+}
+
+TEST_P(Rejections, NegativeDeviceIndexOtherThanMinusOneIsInvalidArgument) {
+  GuardedBuffer host(24);
+  DeviceBuffer dev(24);
+  TestTensor::Options bad;
+  bad.index = -2;
+  Sides s(h2d(), ScalarType::Float, {6}, host.data(), dev.data(),
+          ScalarType::Float, {6}, h2d() ? TestTensor::Options{} : bad,
+          h2d() ? bad : TestTensor::Options{});
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
+                  "device -2");
+}
+
+TEST_P(Rejections, UnknownDeviceTypeIsInvalidArgument) {
+  GuardedBuffer host(24), other(24);
+  TestTensor::Options unknown;
+  unknown.device = static_cast<DeviceType>(7);
+  TestTensor self(ScalarType::Float, {6}, h2d() ? host.data() : other.data(),
+                  h2d() ? on(kCpu) : unknown);
+  TestTensor out(ScalarType::Float, {6}, h2d() ? other.data() : host.data(),
+                 h2d() ? unknown : on(kCpu));
+  expect_rejected(h2d(), self.t(), out.t(), Error::InvalidArgument,
+                  "unknown device type 7");
+}
+
+TEST_P(Rejections, DeviceMemoryTheAllocatorDoesNotOwnIsRejectedByIt) {
+  // A "device" tensor over plain host memory: the simulated allocator
+  // refuses the copy, and the kernel reports the allocator's error.
+  GuardedBuffer host(24, 1), fake_device(24, 2);
+  Sides s(h2d(), ScalarType::Float, {6}, host.data(), fake_device.data(),
+          ScalarType::Float, {6});
+  CopyDiagnostic diag;
+  const std::vector<uint8_t> before = (h2d() ? fake_device : host).contents();
+  EXPECT_EQ(copy(h2d(), s.self.t(), s.out.t(), &diag), Error::InvalidArgument);
+  EXPECT_NE(std::string(diag.message).find("device allocator failed the 24-byte copy"),
+            std::string::npos)
+      << diag.message;
+  EXPECT_EQ((h2d() ? fake_device : host).contents(), before);
+  EXPECT_TRUE(host.guards_intact());
+  EXPECT_TRUE(fake_device.guards_intact());
+}
+
+TEST_P(Rejections, FailedCopyRestoresTheShapeOfAResizedOut) {
+  // out would be resized from [4] to [2]; the allocator then refuses the
+  // copy, and out must come back with shape [4].
+  GuardedBuffer host(16, 3), fake_device(16, 4);
+  Sides s(h2d(), ScalarType::Float, {2}, host.data(), fake_device.data(),
+          ScalarType::Float, {4}, {},
+          dynamic(kCpu, TensorShapeDynamism::DYNAMIC_BOUND));
+  const std::vector<uint8_t> before = (h2d() ? fake_device : host).contents();
+  CopyDiagnostic diag;
+  EXPECT_EQ(copy(h2d(), s.self.t(), s.out.t(), &diag), Error::InvalidArgument);
+  EXPECT_EQ(s.out.sizes(), std::vector<SizesType>{4});
+  EXPECT_EQ((h2d() ? fake_device : host).contents(), before);
+}
+
+TEST_P(Rejections, NegativeSizeInAMalformedTensorIsInvalidArgument) {
+  GuardedBuffer host(24);
+  DeviceBuffer dev(24);
+  Sides s(h2d(), ScalarType::Float, {2, 3}, host.data(), dev.data(),
+          ScalarType::Float, {2, 3});
+  // TensorImpl refuses negative sizes at construction; a corrupt program
+  // can still produce one, so poke it into self's sizes afterwards.
+  const_cast<SizesType*>(s.self.t().sizes().data())[0] = -2;
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
+                  "self has a negative size");
+}
+
+// ---- successful copies ---------------------------------------------------
+
+TEST_F(CopyKernels, RoundTripPreservesBytesForEveryDtype) {
+  const ScalarType dtypes[] = {
+      ScalarType::Byte,  ScalarType::Char,   ScalarType::Short,
+      ScalarType::Int,   ScalarType::Long,   ScalarType::Half,
+      ScalarType::Float, ScalarType::Double, ScalarType::ComplexFloat,
+      ScalarType::ComplexDouble, ScalarType::Bool, ScalarType::BFloat16,
+      ScalarType::UInt16, ScalarType::UInt32, ScalarType::UInt64};
+  for (ScalarType dtype : dtypes) {
+    SCOPED_TRACE(executorch::runtime::toString(dtype));
+    const size_t n = 15 * executorch::runtime::elementSize(dtype);
+    GuardedBuffer src(n), dst(n);
+    if (dtype == ScalarType::Bool) {
+      for (size_t i = 0; i < n; ++i) {
+        src.data()[i] = i % 3 == 0;
+      }
+    } else {
+      src.fill_pattern(static_cast<uint8_t>(dtype));
+    }
+    DeviceBuffer dev(n);
+    TestTensor host_self(dtype, {3, 5}, src.data());
+    TestTensor device(dtype, {3, 5}, dev.data(), on(kCuda));
+    TestTensor host_out(dtype, {3, 5}, dst.data());
+    const auto stats0 = alloc().stats();
+    ASSERT_EQ(et_copy::h2d_copy(host_self.t(), device.t()), Error::Ok);
+    EXPECT_EQ(dev.contents(), src.contents());
+    ASSERT_EQ(et_copy::d2h_copy(device.t(), host_out.t()), Error::Ok);
+    EXPECT_EQ(dst.contents(), src.contents());
+    EXPECT_TRUE(dst.guards_intact());
+    const auto stats1 = alloc().stats();
+    EXPECT_EQ(stats1.h2d_copies - stats0.h2d_copies, 1u);
+    EXPECT_EQ(stats1.h2d_bytes - stats0.h2d_bytes, n);
+    EXPECT_EQ(stats1.d2h_copies - stats0.d2h_copies, 1u);
+    EXPECT_EQ(stats1.d2h_bytes - stats0.d2h_bytes, n);
+  }
+}
+
+TEST_F(CopyKernels, SuccessClearsTheDiagnostic) {
+  GuardedBuffer src(8);
+  DeviceBuffer dev(8);
+  TestTensor self(ScalarType::Float, {2}, src.data());
+  TestTensor out(ScalarType::Float, {2}, dev.data(), on(kCuda));
+  CopyDiagnostic diag;
+  std::strcpy(diag.message, "stale");
+  EXPECT_EQ(et_copy::h2d_copy(self.t(), out.t(), &diag), Error::Ok);
+  EXPECT_STREQ(diag.message, "");
+}
+
+TEST_F(CopyKernels, ZeroDimTensorCopiesOneElement) {
+  GuardedBuffer src(8), dst(8);
+  src.fill_pattern();
+  DeviceBuffer dev(8);
+  TestTensor self(ScalarType::Double, {}, src.data());
+  TestTensor device(ScalarType::Double, {}, dev.data(), on(kCuda));
+  TestTensor out(ScalarType::Double, {}, dst.data());
+  ASSERT_EQ(et_copy::h2d_copy(self.t(), device.t()), Error::Ok);
+  ASSERT_EQ(et_copy::d2h_copy(device.t(), out.t()), Error::Ok);
+  EXPECT_EQ(dst.contents(), src.contents());
+  EXPECT_EQ(alloc().stats().h2d_bytes - before_.h2d_bytes, 8u);
+}
+
+TEST_F(CopyKernels, EmptyTensorSucceedsWithoutCallingTheAllocator) {
+  GuardedBuffer dst(16, 0x5A);
+  // Empty tensors may carry null data, as planned zero-size buffers do.
+  TestTensor self(ScalarType::Float, {0, 4}, nullptr);
+  TestTensor device(ScalarType::Float, {0, 4}, nullptr, on(kCuda));
+  TestTensor out(ScalarType::Float, {0, 4}, dst.data());
+  EXPECT_EQ(et_copy::h2d_copy(self.t(), device.t()), Error::Ok);
+  EXPECT_EQ(et_copy::d2h_copy(device.t(), out.t()), Error::Ok);
+  EXPECT_EQ(copies_since_setup(true), 0u);
+  EXPECT_EQ(copies_since_setup(false), 0u);
+  EXPECT_EQ(dst.contents(), std::vector<uint8_t>(16, 0x5A));
+}
+
+TEST_F(CopyKernels, EmptySelfResizesDynamicOutToEmpty) {
+  GuardedBuffer dst(16, 0x5A);
+  DeviceBuffer dev(16);
+  TestTensor self(ScalarType::Float, {0}, nullptr);
+  TestTensor device(ScalarType::Float, {4}, dev.data(),
+                    dynamic(kCuda, TensorShapeDynamism::DYNAMIC_BOUND));
+  ASSERT_EQ(et_copy::h2d_copy(self.t(), device.t()), Error::Ok);
+  EXPECT_EQ(device.sizes(), std::vector<SizesType>{0});
+  EXPECT_EQ(copies_since_setup(true), 0u);
+}
+
+TEST_F(CopyKernels, DynamicBoundOutIsResizedToSelfShape) {
+  GuardedBuffer src(24), dst(64, 0x77);
+  src.fill_pattern();
+  DeviceBuffer dev(64);
+  TestTensor self(ScalarType::Float, {2, 3}, src.data());
+  TestTensor device(ScalarType::Float, {4, 4}, dev.data(),
+                    dynamic(kCuda, TensorShapeDynamism::DYNAMIC_BOUND));
+  TestTensor out(ScalarType::Float, {4, 4}, dst.data(),
+                 dynamic(kCpu, TensorShapeDynamism::DYNAMIC_BOUND));
+  ASSERT_EQ(et_copy::h2d_copy(self.t(), device.t()), Error::Ok);
+  EXPECT_EQ(device.sizes(), (std::vector<SizesType>{2, 3}));
+  EXPECT_EQ(device.strides(), (std::vector<StridesType>{3, 1}));
+  ASSERT_EQ(et_copy::d2h_copy(device.t(), out.t()), Error::Ok);
+  EXPECT_EQ(out.sizes(), (std::vector<SizesType>{2, 3}));
+  const auto got = dst.contents();
+  EXPECT_EQ(std::vector<uint8_t>(got.begin(), got.begin() + 24), src.contents());
+  // Past self's 24 bytes, out's buffer is untouched.
+  EXPECT_EQ(std::vector<uint8_t>(got.begin() + 24, got.end()),
+            std::vector<uint8_t>(40, 0x77));
+  EXPECT_EQ(dev.contents()[24], SimulatedDeviceAllocator::kFreshByte);
+  EXPECT_EQ(alloc().stats().h2d_bytes - before_.h2d_bytes, 24u);
+}
+
+TEST_F(CopyKernels, DynamicOutGrowsBackUpToItsCapacity) {
+  GuardedBuffer small(8), full(64);
+  full.fill_pattern(9);
+  DeviceBuffer dev(64);
+  TestTensor s1(ScalarType::Float, {1, 2}, small.data());
+  TestTensor s2(ScalarType::Float, {4, 4}, full.data());
+  TestTensor device(ScalarType::Float, {4, 4}, dev.data(),
+                    dynamic(kCuda, TensorShapeDynamism::DYNAMIC_BOUND));
+  ASSERT_EQ(et_copy::h2d_copy(s1.t(), device.t()), Error::Ok);
+  EXPECT_EQ(device.sizes(), (std::vector<SizesType>{1, 2}));
+  ASSERT_EQ(et_copy::h2d_copy(s2.t(), device.t()), Error::Ok);
+  EXPECT_EQ(device.sizes(), (std::vector<SizesType>{4, 4}));
+  EXPECT_EQ(dev.contents(), full.contents());
+}
+
+TEST_F(CopyKernels, DynamicUnboundOutIsResizedWithinItsCapacity) {
+  GuardedBuffer src(12), dst(48, 0x66);
+  src.fill_pattern();
+  DeviceBuffer dev(48);
+  TestTensor self(ScalarType::Int, {3}, src.data());
+  TestTensor device(ScalarType::Int, {12}, dev.data(),
+                    dynamic(kCuda, TensorShapeDynamism::DYNAMIC_UNBOUND));
+  TestTensor out(ScalarType::Int, {12}, dst.data(),
+                 dynamic(kCpu, TensorShapeDynamism::DYNAMIC_UNBOUND));
+  ASSERT_EQ(et_copy::h2d_copy(self.t(), device.t()), Error::Ok);
+  ASSERT_EQ(et_copy::d2h_copy(device.t(), out.t()), Error::Ok);
+  EXPECT_EQ(out.sizes(), std::vector<SizesType>{3});
+  const auto got = dst.contents();
+  EXPECT_EQ(std::vector<uint8_t>(got.begin(), got.begin() + 12), src.contents());
+  EXPECT_EQ(got[12], 0x66);
+}
+
+TEST_F(CopyKernels, MatchingNonContiguousDimOrderCopiesBytesVerbatim) {
+  GuardedBuffer src(96), dst(96);
+  src.fill_pattern();
+  DeviceBuffer dev(96);
+  TestTensor::Options last_cpu, last_cuda = on(kCuda);
+  last_cpu.dim_order = {0, 2, 1};
+  last_cuda.dim_order = {0, 2, 1};
+  TestTensor self(ScalarType::Float, {2, 3, 4}, src.data(), last_cpu);
+  TestTensor device(ScalarType::Float, {2, 3, 4}, dev.data(), last_cuda);
+  TestTensor out(ScalarType::Float, {2, 3, 4}, dst.data(), last_cpu);
+  ASSERT_EQ(et_copy::h2d_copy(self.t(), device.t()), Error::Ok);
+  ASSERT_EQ(et_copy::d2h_copy(device.t(), out.t()), Error::Ok);
+  EXPECT_EQ(dst.contents(), src.contents());
+}
+
+TEST_F(CopyKernels, StridesOfSizeOneDimsDoNotMatter) {
+  GuardedBuffer src(12), dst(12);
+  src.fill_pattern();
+  DeviceBuffer dev(12);
+  TestTensor::Options odd;
+  odd.strides = {99, 1};
+  TestTensor self(ScalarType::Float, {1, 3}, src.data(), odd);
+  TestTensor device(ScalarType::Float, {1, 3}, dev.data(), on(kCuda));
+  ASSERT_EQ(et_copy::h2d_copy(self.t(), device.t()), Error::Ok);
+  EXPECT_EQ(dev.contents(), src.contents());
+}
+
+TEST_F(CopyKernels, DeviceIndexMinusOneMeansTheCurrentDevice) {
+  GuardedBuffer src(8);
+  src.fill_pattern();
+  DeviceBuffer dev(8);
+  TestTensor self(ScalarType::Float, {2}, src.data());
+  TestTensor device(ScalarType::Float, {2}, dev.data(), on(kCuda, -1));
+  ASSERT_EQ(et_copy::h2d_copy(self.t(), device.t()), Error::Ok);
+  EXPECT_EQ(dev.contents(), src.contents());
+}
+
+TEST_F(CopyKernels, CopiesToTheDeviceNamedByTheTensor) {
+  ASSERT_EQ(alloc().set_device_count(2), Error::Ok);
+  GuardedBuffer src(8);
+  src.fill_pattern();
+  DeviceBuffer dev1(8, 1);
+  TestTensor self(ScalarType::Float, {2}, src.data());
+  TestTensor on1(ScalarType::Float, {2}, dev1.data(), on(kCuda, 1));
+  TestTensor on0(ScalarType::Float, {2}, dev1.data(), on(kCuda, 0));
+  EXPECT_EQ(et_copy::h2d_copy(self.t(), on1.t()), Error::Ok);
+  EXPECT_EQ(dev1.contents(), src.contents());
+  // The same memory named as device 0 is not device 0's: refused.
+  CopyDiagnostic diag;
+  EXPECT_EQ(et_copy::h2d_copy(self.t(), on0.t(), &diag), Error::InvalidArgument);
+  ASSERT_EQ(alloc().set_device_count(1), Error::Ok);
+}
+
+// ---- kernel-API and boxed forms ------------------------------------------
+
+TEST_F(CopyKernels, KernelFormFailsTheContextAndReturnsOut) {
+  GuardedBuffer host(32);
+  DeviceBuffer dev(16);
+  TestTensor self(ScalarType::Double, {4}, host.data());
+  TestTensor out(ScalarType::Float, {4}, dev.data(), on(kCuda));
+  KernelRuntimeContext ctx;
+  Tensor& r = et_copy::h2d_copy_out(ctx, self.t(), out.t());
+  EXPECT_EQ(&r, &out.t());
+  EXPECT_EQ(ctx.failure_state(), Error::InvalidArgument);
+  EXPECT_EQ(dev.contents(), std::vector<uint8_t>(16, SimulatedDeviceAllocator::kFreshByte));
+
+  KernelRuntimeContext ctx2;
+  TestTensor dev_self(ScalarType::Float, {4}, dev.data(), on(kCuda));
+  TestTensor host_out(ScalarType::Float, {4}, host.data());
+  et_copy::d2h_copy_out(ctx2, dev_self.t(), host_out.t());
+  EXPECT_EQ(ctx2.failure_state(), Error::Ok);
+}
+
+TEST_F(CopyKernels, KernelFormReportsNotFoundStyleErrorsThroughContext) {
+  GuardedBuffer host(8);
+  DeviceBuffer dev(8);
+  TestTensor self(ScalarType::Float, {2}, dev.data(), on(kCuda, 5));
+  TestTensor out(ScalarType::Float, {2}, host.data());
+  KernelRuntimeContext ctx;
+  et_copy::d2h_copy_out(ctx, self.t(), out.t());
+  EXPECT_EQ(ctx.failure_state(), Error::InvalidArgument);
+}
+
+TEST_F(CopyKernels, BoxedFormCopiesAndReturnsOutInTheResultSlot) {
+  GuardedBuffer src(16), dst(16);
+  src.fill_pattern();
+  DeviceBuffer dev(16);
+  TestTensor self(ScalarType::Float, {4}, src.data());
+  TestTensor device(ScalarType::Float, {4}, dev.data(), on(kCuda));
+  TestTensor out(ScalarType::Float, {4}, dst.data());
+
+  EValue h2d_vals[3] = {EValue(self.t()), EValue(device.t()), EValue()};
+  EValue* h2d_stack[3] = {&h2d_vals[0], &h2d_vals[1], &h2d_vals[2]};
+  KernelRuntimeContext ctx;
+  et_copy::h2d_copy_out_boxed(ctx, Span<EValue*>(h2d_stack, 3));
+  ASSERT_EQ(ctx.failure_state(), Error::Ok);
+  ASSERT_TRUE(h2d_vals[2].isTensor());
+  EXPECT_EQ(h2d_vals[2].toTensor().const_data_ptr(), dev.data());
+
+  EValue d2h_vals[3] = {EValue(device.t()), EValue(out.t()), EValue()};
+  EValue* d2h_stack[3] = {&d2h_vals[0], &d2h_vals[1], &d2h_vals[2]};
+  et_copy::d2h_copy_out_boxed(ctx, Span<EValue*>(d2h_stack, 3));
+  ASSERT_EQ(ctx.failure_state(), Error::Ok);
+  EXPECT_EQ(d2h_vals[2].toTensor().const_data_ptr(), dst.data());
+  EXPECT_EQ(dst.contents(), src.contents());
+}
+
+TEST_F(CopyKernels, BoxedFormFailsTheContextWhenTheKernelRejects) {
+  GuardedBuffer host(32);
+  DeviceBuffer dev(16);
+  TestTensor self(ScalarType::Double, {4}, host.data());
+  TestTensor out(ScalarType::Float, {4}, dev.data(), on(kCuda));
+  EValue vals[3] = {EValue(self.t()), EValue(out.t()), EValue()};
+  EValue* stack[3] = {&vals[0], &vals[1], &vals[2]};
+  KernelRuntimeContext ctx;
+  et_copy::h2d_copy_out_boxed(ctx, Span<EValue*>(stack, 3));
+  EXPECT_EQ(ctx.failure_state(), Error::InvalidArgument);
+  EXPECT_EQ(dev.contents(), std::vector<uint8_t>(16, SimulatedDeviceAllocator::kFreshByte));
+}
+
+class MalformedStacks : public CopyKernels,
+                        public ::testing::WithParamInterface<bool> {};
+
+INSTANTIATE_TEST_SUITE_P(
+    BothDirections,
+    MalformedStacks,
+    ::testing::Values(true, false),
+    [](const auto& info) { return info.param ? "h2d" : "d2h"; });
+
+TEST_P(MalformedStacks, FailWithInvalidProgramAndCopyNothing) {
+  const bool h2d = GetParam();
+  GuardedBuffer host(16, 0x10);
+  DeviceBuffer dev(16);
+  TestTensor host_t(ScalarType::Float, {4}, host.data());
+  TestTensor dev_t(ScalarType::Float, {4}, dev.data(), on(kCuda));
+  Tensor& self = h2d ? host_t.t() : dev_t.t();
+  Tensor& out = h2d ? dev_t.t() : host_t.t();
+  auto run = [&](std::vector<EValue*> stack) {
+    KernelRuntimeContext ctx;
+    if (h2d) {
+      et_copy::h2d_copy_out_boxed(ctx, Span<EValue*>(stack.data(), stack.size()));
+    } else {
+      et_copy::d2h_copy_out_boxed(ctx, Span<EValue*>(stack.data(), stack.size()));
+    }
+    return ctx.failure_state();
+  };
+  EValue s(self), o(out), none, integer(int64_t{3}), extra;
+  EXPECT_EQ(run({}), Error::InvalidProgram) << "empty stack";
+  EXPECT_EQ(run({&s, &o}), Error::InvalidProgram) << "no result slot";
+  EXPECT_EQ(run({&s, &o, &none, &extra}), Error::InvalidProgram) << "4 values";
+  EXPECT_EQ(run({&s, nullptr, &none}), Error::InvalidProgram) << "null out";
+  EXPECT_EQ(run({nullptr, &o, &none}), Error::InvalidProgram) << "null self";
+  EXPECT_EQ(run({&s, &o, nullptr}), Error::InvalidProgram) << "null result";
+  EXPECT_EQ(run({&integer, &o, &none}), Error::InvalidProgram) << "int self";
+  EXPECT_EQ(run({&s, &none, &none}), Error::InvalidProgram) << "None out";
+  EXPECT_TRUE(none.isNone());
+  EXPECT_EQ(copies_since_setup(true), 0u);
+  EXPECT_EQ(copies_since_setup(false), 0u);
+  EXPECT_EQ(host.contents(), std::vector<uint8_t>(16, 0x10));
+  EXPECT_EQ(dev.contents(), std::vector<uint8_t>(16, SimulatedDeviceAllocator::kFreshByte));
+}
+
+} // namespace

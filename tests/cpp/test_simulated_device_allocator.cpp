@@ -1,0 +1,297 @@
+// SimulatedDeviceAllocator on its own instances; nothing is registered with
+// ExecuTorch in this executable.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <et_copy/simulated_device_allocator.h>
+
+namespace {
+
+using et_copy::as_counting_allocator;
+using et_copy::DeviceAllocatorStats;
+using et_copy::SimulatedDeviceAllocator;
+using executorch::runtime::DeviceAllocator;
+using executorch::runtime::Error;
+using executorch::runtime::Result;
+using executorch::runtime::etensor::DeviceIndex;
+using executorch::runtime::etensor::DeviceType;
+
+void* must_allocate(SimulatedDeviceAllocator& a, size_t n, DeviceIndex i = 0,
+                    size_t align = DeviceAllocator::kDefaultAlignment) {
+  Result<void*> r = a.allocate(n, i, align);
+  EXPECT_TRUE(r.ok()) << "allocate(" << n << ", " << int(i) << ") failed";
+  return r.ok() ? r.get() : nullptr;
+}
+
+TEST(SimulatedDeviceAllocator, ServesCudaWithOneDeviceByDefault) {
+  SimulatedDeviceAllocator a;
+  EXPECT_EQ(a.device_type(), DeviceType::CUDA);
+  ASSERT_TRUE(a.device_count().ok());
+  EXPECT_EQ(a.device_count().get(), 1);
+  EXPECT_STREQ(a.name(), "simulated");
+}
+
+TEST(SimulatedDeviceAllocator, FreshAllocationIsFilledWithFreshByte) {
+  SimulatedDeviceAllocator a;
+  auto* p = static_cast<uint8_t*>(must_allocate(a, 100));
+  ASSERT_NE(p, nullptr);
+  for (size_t i = 0; i < 100; ++i) {
+    ASSERT_EQ(p[i], SimulatedDeviceAllocator::kFreshByte) << "byte " << i;
+  }
+  a.deallocate(p, 0);
+}
+
+TEST(SimulatedDeviceAllocator, HonoursRequestedAlignment) {
+  SimulatedDeviceAllocator a;
+  for (size_t align : {size_t(1), size_t(16), size_t(64), size_t(256),
+                       SimulatedDeviceAllocator::kMaxAlignment}) {
+    void* p = must_allocate(a, 24, 0, align);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % align, 0u) << "alignment " << align;
+    a.deallocate(p, 0);
+  }
+}
+
+TEST(SimulatedDeviceAllocator, RejectsAlignmentThatIsNotAPowerOfTwo) {
+  SimulatedDeviceAllocator a;
+  EXPECT_EQ(a.allocate(16, 0, 0).error(), Error::InvalidArgument);
+  EXPECT_EQ(a.allocate(16, 0, 3).error(), Error::InvalidArgument);
+  EXPECT_EQ(a.allocate(16, 0, 48).error(), Error::InvalidArgument);
+  EXPECT_EQ(a.stats().failed_calls, 3u);
+  EXPECT_EQ(a.stats().allocations, 0u);
+}
+
+TEST(SimulatedDeviceAllocator, RejectsAlignmentAboveMaximumAsNotSupported) {
+  SimulatedDeviceAllocator a;
+  EXPECT_EQ(
+      a.allocate(16, 0, SimulatedDeviceAllocator::kMaxAlignment * 2).error(),
+      Error::NotSupported);
+  EXPECT_EQ(a.stats().failed_calls, 1u);
+}
+
+TEST(SimulatedDeviceAllocator, CountsAllocationsBytesAndPeak) {
+  SimulatedDeviceAllocator a;
+  void* p = must_allocate(a, 100);
+  void* q = must_allocate(a, 28);
+  DeviceAllocatorStats s = a.stats();
+  EXPECT_EQ(s.allocations, 2u);
+  EXPECT_EQ(s.live_allocations, 2u);
+  EXPECT_EQ(s.bytes_outstanding, 128u);
+  EXPECT_EQ(s.peak_bytes_outstanding, 128u);
+  a.deallocate(p, 0);
+  s = a.stats();
+  EXPECT_EQ(s.deallocations, 1u);
+  EXPECT_EQ(s.live_allocations, 1u);
+  EXPECT_EQ(s.bytes_outstanding, 28u);
+  EXPECT_EQ(s.peak_bytes_outstanding, 128u);
+  a.deallocate(q, 0);
+  s = a.stats();
+  EXPECT_EQ(s.bytes_outstanding, 0u);
+  EXPECT_EQ(s.live_allocations, 0u);
+  EXPECT_EQ(s.failed_calls, 0u);
+}
+
+TEST(SimulatedDeviceAllocator, ZeroByteAllocationsAreDistinctAndFreeable) {
+  SimulatedDeviceAllocator a;
+  void* p = must_allocate(a, 0);
+  void* q = must_allocate(a, 0);
+  ASSERT_NE(p, nullptr);
+  EXPECT_NE(p, q);
+  a.deallocate(p, 0);
+  a.deallocate(q, 0);
+  EXPECT_EQ(a.stats().deallocations, 2u);
+  EXPECT_EQ(a.stats().failed_calls, 0u);
+}
+
+TEST(SimulatedDeviceAllocator, IndexMinusOneMeansDeviceZero) {
+  SimulatedDeviceAllocator a;
+  void* p = must_allocate(a, 8, -1);
+  ASSERT_NE(p, nullptr);
+  uint8_t host[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  // Allocated as "current device", usable as device 0 explicitly.
+  EXPECT_EQ(a.copy_host_to_device(p, host, 8, 0), Error::Ok);
+  a.deallocate(p, 0);
+  EXPECT_EQ(a.stats().failed_calls, 0u);
+}
+
+TEST(SimulatedDeviceAllocator, RejectsDeviceIndexOutsideDeviceCount) {
+  SimulatedDeviceAllocator a;
+  EXPECT_EQ(a.allocate(8, 1).error(), Error::InvalidArgument);
+  EXPECT_EQ(a.allocate(8, -2).error(), Error::InvalidArgument);
+  EXPECT_EQ(a.stats().failed_calls, 2u);
+  ASSERT_EQ(a.set_device_count(2), Error::Ok);
+  void* p = must_allocate(a, 8, 1);
+  a.deallocate(p, 1);
+}
+
+TEST(SimulatedDeviceAllocator, SetDeviceCountRejectsOutOfRange) {
+  SimulatedDeviceAllocator a;
+  EXPECT_EQ(a.set_device_count(0), Error::InvalidArgument);
+  EXPECT_EQ(a.set_device_count(128), Error::InvalidArgument);
+  EXPECT_EQ(a.device_count().get(), 1);
+  EXPECT_EQ(a.set_device_count(127), Error::Ok);
+  EXPECT_EQ(a.device_count().get(), 127);
+}
+
+TEST(SimulatedDeviceAllocator, CopiesRoundTripAndCountBytes) {
+  SimulatedDeviceAllocator a;
+  auto* dev = static_cast<uint8_t*>(must_allocate(a, 64));
+  std::vector<uint8_t> src(64), dst(64, 0);
+  for (size_t i = 0; i < 64; ++i) {
+    src[i] = static_cast<uint8_t>(i * 7 + 3);
+  }
+  ASSERT_EQ(a.copy_host_to_device(dev, src.data(), 64, 0), Error::Ok);
+  ASSERT_EQ(a.copy_device_to_host(dst.data(), dev, 64, 0), Error::Ok);
+  EXPECT_EQ(src, dst);
+  DeviceAllocatorStats s = a.stats();
+  EXPECT_EQ(s.h2d_copies, 1u);
+  EXPECT_EQ(s.h2d_bytes, 64u);
+  EXPECT_EQ(s.d2h_copies, 1u);
+  EXPECT_EQ(s.d2h_bytes, 64u);
+  a.deallocate(dev, 0);
+}
+
+TEST(SimulatedDeviceAllocator, CopiesInsideAnAllocationAtAnOffset) {
+  SimulatedDeviceAllocator a;
+  auto* dev = static_cast<uint8_t*>(must_allocate(a, 64));
+  uint8_t src[16];
+  std::memset(src, 0x11, sizeof(src));
+  ASSERT_EQ(a.copy_host_to_device(dev + 48, src, 16, 0), Error::Ok);
+  EXPECT_EQ(dev[47], SimulatedDeviceAllocator::kFreshByte);
+  EXPECT_EQ(dev[48], 0x11);
+  EXPECT_EQ(dev[63], 0x11);
+  a.deallocate(dev, 0);
+}
+
+TEST(SimulatedDeviceAllocator, RejectsCopyRunningPastTheAllocationAndWritesNothing) {
+  SimulatedDeviceAllocator a;
+  auto* dev = static_cast<uint8_t*>(must_allocate(a, 64));
+  uint8_t src[32];
+  std::memset(src, 0x22, sizeof(src));
+  EXPECT_EQ(a.copy_host_to_device(dev + 48, src, 17, 0), Error::InvalidArgument);
+  EXPECT_EQ(a.copy_host_to_device(dev, src, 32, 0), Error::Ok);
+  // The rejected copy wrote nothing past offset 32 (the accepted one stops there).
+  for (size_t i = 32; i < 64; ++i) {
+    ASSERT_EQ(dev[i], SimulatedDeviceAllocator::kFreshByte) << "byte " << i;
+  }
+  uint8_t host[32];
+  std::memset(host, 0, sizeof(host));
+  EXPECT_EQ(a.copy_device_to_host(host, dev + 40, 32, 0), Error::InvalidArgument);
+  for (uint8_t b : host) {
+    ASSERT_EQ(b, 0);
+  }
+  DeviceAllocatorStats s = a.stats();
+  EXPECT_EQ(s.failed_calls, 2u);
+  EXPECT_EQ(s.h2d_copies, 1u);
+  EXPECT_EQ(s.d2h_copies, 0u);
+  a.deallocate(dev, 0);
+}
+
+TEST(SimulatedDeviceAllocator, RejectsCopiesToMemoryItDidNotAllocate) {
+  SimulatedDeviceAllocator a;
+  std::vector<uint8_t> not_device(16, 0), host(16, 0x33);
+  EXPECT_EQ(a.copy_host_to_device(not_device.data(), host.data(), 16, 0),
+            Error::InvalidArgument);
+  EXPECT_EQ(not_device, std::vector<uint8_t>(16, 0));
+  EXPECT_EQ(a.copy_device_to_host(host.data(), not_device.data(), 16, 0),
+            Error::InvalidArgument);
+  EXPECT_EQ(host, std::vector<uint8_t>(16, 0x33));
+  EXPECT_EQ(a.stats().failed_calls, 2u);
+}
+
+TEST(SimulatedDeviceAllocator, RejectsCopiesIntoFreedMemory) {
+  SimulatedDeviceAllocator a;
+  void* dev = must_allocate(a, 16);
+  a.deallocate(dev, 0);
+  uint8_t host[16] = {};
+  EXPECT_EQ(a.copy_host_to_device(dev, host, 16, 0), Error::InvalidArgument);
+}
+
+TEST(SimulatedDeviceAllocator, RejectsCopyNamingAnotherDevice) {
+  SimulatedDeviceAllocator a(2);
+  void* dev0 = must_allocate(a, 16, 0);
+  uint8_t host[16] = {};
+  EXPECT_EQ(a.copy_host_to_device(dev0, host, 16, 1), Error::InvalidArgument);
+  EXPECT_EQ(a.copy_host_to_device(dev0, host, 16, 2), Error::InvalidArgument);
+  EXPECT_EQ(a.copy_host_to_device(dev0, host, 16, 0), Error::Ok);
+  a.deallocate(dev0, 0);
+}
+
+TEST(SimulatedDeviceAllocator, RejectsNullPointersInNonEmptyCopies) {
+  SimulatedDeviceAllocator a;
+  void* dev = must_allocate(a, 16);
+  uint8_t host[16] = {};
+  EXPECT_EQ(a.copy_host_to_device(dev, nullptr, 16, 0), Error::InvalidArgument);
+  EXPECT_EQ(a.copy_device_to_host(nullptr, dev, 16, 0), Error::InvalidArgument);
+  EXPECT_EQ(a.copy_host_to_device(nullptr, host, 16, 0), Error::InvalidArgument);
+  a.deallocate(dev, 0);
+}
+
+TEST(SimulatedDeviceAllocator, ZeroByteCopiesSucceedWithoutTouchingMemory) {
+  SimulatedDeviceAllocator a;
+  EXPECT_EQ(a.copy_host_to_device(nullptr, nullptr, 0, 0), Error::Ok);
+  EXPECT_EQ(a.copy_device_to_host(nullptr, nullptr, 0, 0), Error::Ok);
+  EXPECT_EQ(a.stats().h2d_bytes, 0u);
+  EXPECT_EQ(a.stats().failed_calls, 0u);
+}
+
+TEST(SimulatedDeviceAllocator, DeviceToDeviceCopyHandlesOverlap) {
+  SimulatedDeviceAllocator a;
+  auto* dev = static_cast<uint8_t*>(must_allocate(a, 16));
+  uint8_t src[16];
+  for (int i = 0; i < 16; ++i) {
+    src[i] = static_cast<uint8_t>(i);
+  }
+  ASSERT_EQ(a.copy_host_to_device(dev, src, 16, 0), Error::Ok);
+  ASSERT_EQ(a.copy_device_to_device(dev + 4, dev, 8, 0), Error::Ok);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(dev[4 + i], i);
+  }
+  EXPECT_EQ(a.stats().d2d_copies, 1u);
+  EXPECT_EQ(a.stats().d2d_bytes, 8u);
+  a.deallocate(dev, 0);
+}
+
+TEST(SimulatedDeviceAllocator, DeviceToDeviceRejectsEitherSideOutsideAllocations) {
+  SimulatedDeviceAllocator a;
+  auto* dev = static_cast<uint8_t*>(must_allocate(a, 16));
+  std::vector<uint8_t> host(16, 0x44);
+  EXPECT_EQ(a.copy_device_to_device(dev, host.data(), 16, 0), Error::InvalidArgument);
+  EXPECT_EQ(a.copy_device_to_device(host.data(), dev, 16, 0), Error::InvalidArgument);
+  EXPECT_EQ(host, std::vector<uint8_t>(16, 0x44));
+  EXPECT_EQ(dev[0], SimulatedDeviceAllocator::kFreshByte);
+  EXPECT_EQ(a.stats().d2d_copies, 0u);
+  a.deallocate(dev, 0);
+}
+
+TEST(SimulatedDeviceAllocator, FreeOfUnknownPointerIsRefusedAndCounted) {
+  SimulatedDeviceAllocator a;
+  int not_ours = 0;
+  a.deallocate(&not_ours, 0);
+  EXPECT_EQ(a.stats().failed_calls, 1u);
+  EXPECT_EQ(a.stats().deallocations, 0u);
+  a.deallocate(nullptr, 0); // a no-op, like free(nullptr)
+  EXPECT_EQ(a.stats().failed_calls, 1u);
+}
+
+TEST(SimulatedDeviceAllocator, DoubleFreeIsRefusedAndCounted) {
+  SimulatedDeviceAllocator a;
+  void* p = must_allocate(a, 32);
+  a.deallocate(p, 0);
+  a.deallocate(p, 0);
+  EXPECT_EQ(a.stats().deallocations, 1u);
+  EXPECT_EQ(a.stats().failed_calls, 1u);
+  EXPECT_EQ(a.stats().bytes_outstanding, 0u);
+}
+
+TEST(SimulatedDeviceAllocator, IsACountingAllocator) {
+  SimulatedDeviceAllocator a;
+  EXPECT_EQ(as_counting_allocator(&a), &a);
+  EXPECT_EQ(&et_copy::simulated_device_allocator(),
+            &et_copy::simulated_device_allocator());
+}
+
+} // namespace
