@@ -9,6 +9,9 @@
 
 #include "allocators.h"
 #include "bench.h"
+#ifdef ET_COPY_WITH_CUDA
+#include "cuda.h"
+#endif
 #include "failure.h"
 #include "kernels.h"
 #include "tensor_view.h"

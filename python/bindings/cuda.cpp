@@ -1,0 +1,241 @@
+// et_copy._C's CUDA functions. Nothing here runs at import: the CUDA runtime
+// is first touched when one of these is called.
+#include "cuda.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include <et_copy/cuda_device_allocator.h>
+#include <et_copy/registration.h>
+#include <executorch/runtime/core/device_allocator.h>
+
+#include "failure.h"
+
+namespace py = pybind11;
+
+namespace et_copy::bindings {
+
+namespace {
+
+using executorch::runtime::Error;
+using executorch::runtime::get_device_allocator;
+
+// The allocator's last message when it has one, else `fallback`.
+std::string why(const std::string& fallback) {
+  const char* m = CudaDeviceAllocator::last_error_message();
+  return (m != nullptr && m[0] != '\0') ? std::string(m) : fallback;
+}
+
+void throw_if(Error err, const std::string& what) {
+  if (err != Error::Ok) {
+    throw Failure(err, why(what));
+  }
+}
+
+py::dict status_dict() {
+  const CudaRuntimeStatus s = cuda_runtime_status();
+  py::dict d;
+  d["runtime_version"] = s.runtime_version;
+  d["driver_version"] = s.driver_version;
+  d["device_count"] = s.error == Error::Ok ? py::object(py::int_(s.device_count)) : py::object(py::none());
+  d["error"] = s.error == Error::Ok ? py::object(py::none()) : py::object(py::str(error_name(s.error)));
+  d["cuda_error"] = s.cuda_error == 0 ? py::object(py::none()) : py::object(py::str(cudaGetErrorName(static_cast<cudaError_t>(s.cuda_error))));
+  d["message"] = std::string(s.message);
+  return d;
+}
+
+// ---- DLPack (legacy, unversioned: every consumer accepts it) ------------
+// Layouts from the DLPack ABI, which is stable; declared here rather than
+// vendoring dlpack.h.
+struct DLDevice {
+  int32_t device_type; // kDLCUDA = 2
+  int32_t device_id;
+};
+struct DLDataType {
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+};
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t* shape;
+  int64_t* strides; // in elements
+  uint64_t byte_offset;
+};
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor*);
+};
+
+constexpr int32_t kDLCUDA = 2;
+constexpr char kCapsuleName[] = "dltensor";
+
+// Owns the metadata and a reference to the Python object whose memory the
+// capsule exports, so the memory lives as long as the consumer's tensor.
+struct Export {
+  DLManagedTensor managed{};
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+  PyObject* owner = nullptr;
+};
+
+void export_deleter(DLManagedTensor* m) {
+  auto* e = static_cast<Export*>(m->manager_ctx);
+  // Consumers may free from any thread, with or without the GIL; after
+  // interpreter shutdown the reference is simply dropped.
+  if (Py_IsInitialized()) {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    Py_XDECREF(e->owner);
+    PyGILState_Release(gil);
+  }
+  delete e;
+}
+
+void capsule_destructor(PyObject* capsule) {
+  // A consumer renames the capsule when it takes ownership; only an unused
+  // capsule still owns its tensor.
+  if (PyCapsule_IsValid(capsule, kCapsuleName)) {
+    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, kCapsuleName));
+    if (m != nullptr && m->deleter != nullptr) {
+      m->deleter(m);
+    }
+  } else {
+    PyErr_Clear();
+  }
+}
+
+py::object dlpack_capsule(py::object owner, uintptr_t ptr, int device, std::vector<int64_t> shape,
+                          std::vector<int64_t> strides, int code, int bits) {
+  if (shape.size() != strides.size()) {
+    throw Failure(Error::InvalidArgument, "__dlpack__: shape and strides differ in length");
+  }
+  auto* e = new Export();
+  e->shape = std::move(shape);
+  e->strides = std::move(strides);
+  e->owner = owner.inc_ref().ptr();
+  DLTensor& t = e->managed.dl_tensor;
+  t.data = reinterpret_cast<void*>(ptr);
+  t.device = {kDLCUDA, device};
+  t.ndim = static_cast<int32_t>(e->shape.size());
+  t.dtype = {static_cast<uint8_t>(code), static_cast<uint8_t>(bits), 1};
+  t.shape = e->shape.data();
+  t.strides = e->strides.data();
+  t.byte_offset = 0;
+  e->managed.manager_ctx = e;
+  e->managed.deleter = &export_deleter;
+  PyObject* capsule = PyCapsule_New(&e->managed, kCapsuleName, &capsule_destructor);
+  if (capsule == nullptr) {
+    export_deleter(&e->managed);
+    throw py::error_already_set();
+  }
+  return py::reinterpret_steal<py::object>(capsule);
+}
+
+} // namespace
+
+void bind_cuda(py::module_& m) {
+  m.attr("WITH_CUDA") = true;
+
+  m.def("cuda_status", &status_dict,
+        "CUDA runtime and driver versions and the device count, or why there is none. Registers nothing.");
+
+  m.def("cuda_device_properties", [](int index) {
+    auto p = cuda_device_properties(index);
+    throw_if(p.ok() ? Error::Ok : p.error(), "cannot read the properties of CUDA device " + std::to_string(index));
+    py::dict d;
+    d["index"] = index;
+    d["name"] = std::string(p->name);
+    d["compute_capability"] = py::make_tuple(p->major, p->minor);
+    d["total_memory"] = p->total_memory;
+    d["pci_bus_id"] = std::string(p->pci_bus_id);
+    return d;
+  }, py::arg("index"));
+
+  m.def("use_cuda", [] {
+    auto* current = get_device_allocator(DeviceType::CUDA);
+    if (current == &cuda_device_allocator()) {
+      return std::string(registration_name(Registration::kAlreadyOurs));
+    }
+    if (current != nullptr) {
+      return std::string(registration_name(Registration::kAlreadyOther));
+    }
+    Error err = Error::Ok;
+    const Registration r = register_cuda_device_allocator(&err);
+    if (r == Registration::kFailed) {
+      throw Failure(err, cuda_runtime_status().message);
+    }
+    return std::string(registration_name(r));
+  }, "Registers et_copy's CUDA allocator if a device is usable; 'registered', 'already et_copy' or 'already other'.");
+
+  m.def("cuda_pointer_device", [](uintptr_t ptr) {
+    auto d = cuda_pointer_device(reinterpret_cast<const void*>(ptr));
+    throw_if(d.ok() ? Error::Ok : d.error(), "cannot query the pointer");
+    return *d;
+  }, py::arg("ptr"), "The CUDA device owning ptr, or -1 for host memory.");
+
+  m.def("cuda_copy_config", [] {
+    const CudaCopyConfig c = cuda_device_allocator().copy_config();
+    py::dict d;
+    d["pageable"] = c.pageable == PageableCopy::kStaged ? "staged" : "direct";
+    d["staging_threshold"] = c.staging_threshold;
+    d["chunk_bytes"] = c.chunk_bytes;
+    return d;
+  });
+
+  m.def("set_cuda_copy_config", [](const std::string& pageable, size_t staging_threshold, size_t chunk_bytes) {
+    CudaCopyConfig c;
+    if (pageable == "staged") {
+      c.pageable = PageableCopy::kStaged;
+    } else if (pageable == "direct") {
+      c.pageable = PageableCopy::kDirect;
+    } else {
+      throw Failure(Error::InvalidArgument, "pageable must be 'staged' or 'direct', got '" + pageable + "'");
+    }
+    c.staging_threshold = staging_threshold;
+    c.chunk_bytes = chunk_bytes;
+    throw_if(cuda_device_allocator().set_copy_config(c), "invalid CUDA copy configuration");
+  }, py::arg("pageable"), py::arg("staging_threshold"), py::arg("chunk_bytes"));
+
+  m.def("cuda_register_host", [](uintptr_t ptr, size_t nbytes) {
+    throw_if(cuda_device_allocator().register_host_memory(reinterpret_cast<void*>(ptr), nbytes), "cudaHostRegister failed");
+  }, py::arg("ptr"), py::arg("nbytes"), "Page-locks long-lived host memory (cudaHostRegister).");
+
+  m.def("cuda_unregister_host", [](uintptr_t ptr) {
+    throw_if(cuda_device_allocator().unregister_host_memory(reinterpret_cast<void*>(ptr)), "cudaHostUnregister failed");
+  }, py::arg("ptr"));
+
+  // The benchmark's baseline: one synchronous cudaMemcpy, nothing else.
+  m.def("cuda_raw_memcpy", [](uintptr_t dst, uintptr_t src, size_t nbytes, const std::string& kind) {
+    cudaMemcpyKind k;
+    if (kind == "h2d") {
+      k = cudaMemcpyHostToDevice;
+    } else if (kind == "d2h") {
+      k = cudaMemcpyDeviceToHost;
+    } else if (kind == "d2d") {
+      k = cudaMemcpyDeviceToDevice;
+    } else {
+      throw Failure(Error::InvalidArgument, "kind must be 'h2d', 'd2h' or 'd2d', got '" + kind + "'");
+    }
+    cudaError_t e;
+    {
+      py::gil_scoped_release release;
+      e = cudaMemcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), nbytes, k);
+    }
+    if (e != cudaSuccess) {
+      throw Failure(Error::Internal, std::string("cudaMemcpy failed: ") + cudaGetErrorString(e));
+    }
+  }, py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("kind"));
+
+  m.def("cuda_dlpack", &dlpack_capsule, py::arg("owner"), py::arg("ptr"), py::arg("device"), py::arg("shape"),
+        py::arg("strides"), py::arg("code"), py::arg("bits"),
+        "A DLPack capsule over CUDA memory that keeps `owner` alive until the consumer frees it.");
+}
+
+} // namespace et_copy::bindings

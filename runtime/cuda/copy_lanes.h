@@ -1,0 +1,57 @@
+// Copy lanes: each is one blocking CUDA stream plus (made on first need) two
+// pinned staging buffers with an event each. A copy takes a lane for its
+// whole duration, so copies on different threads overlap on different
+// streams and never share a staging buffer.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <mutex>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include <executorch/runtime/core/result.h>
+
+#include "cuda_error.h"
+
+namespace et_copy {
+namespace cuda_internal {
+
+using executorch::runtime::Result;
+
+struct Lane {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  void* staging[2] = {nullptr, nullptr}; ///< pinned, chunk_bytes each
+  cudaEvent_t done[2] = {nullptr, nullptr}; ///< recorded after each use of staging[i]
+  size_t chunk_bytes = 0; ///< 0 until staging is made
+
+  /// Makes (or remakes, for a new size) the pinned staging buffers. The
+  /// lane's device must be current.
+  Error ensure_staging(size_t chunk);
+};
+
+/// The lanes of one device. At most `max_lanes` exist; callers beyond that
+/// wait for one to be released.
+class LanePool {
+ public:
+  explicit LanePool(int max_lanes) : max_lanes_(max_lanes) {}
+
+  /// A free lane of `device` (made on first need). `device` must be current.
+  Result<Lane*> acquire(int device);
+
+  /// Returns a lane. `healthy` false (its stream could not be drained after
+  /// a failure) drops it instead: its staging may still be in flight.
+  void release(Lane* lane, bool healthy);
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable freed_;
+  std::vector<Lane*> free_;
+  int live_ = 0;
+  const int max_lanes_;
+};
+
+} // namespace cuda_internal
+} // namespace et_copy

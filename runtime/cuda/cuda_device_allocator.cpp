@@ -1,0 +1,462 @@
+#include <et_copy/cuda_device_allocator.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include <cuda_runtime_api.h>
+
+#include "copy_lanes.h"
+#include "cuda_error.h"
+#include "device_guard.h"
+
+namespace et_copy {
+
+using namespace cuda_internal;
+
+namespace {
+
+constexpr int kMaxDevices = 128; // DeviceIndex is int8_t
+constexpr size_t kMinChunk = size_t{64} << 10;
+constexpr size_t kMaxChunk = size_t{1} << 30;
+
+bool is_power_of_two(size_t v) {
+  return v != 0 && (v & (v - 1)) == 0;
+}
+
+const char* last_byte(const void* p, size_t nbytes) {
+  return static_cast<const char*>(p) + (nbytes - 1);
+}
+
+// Where a pointer lives, as cudaPointerGetAttributes reports it.
+Result<cudaPointerAttributes> attributes(const void* p) {
+  cudaPointerAttributes attr{};
+  Error err = check(cudaPointerGetAttributes(&attr, p), "cudaPointerGetAttributes");
+  if (err != Error::Ok) {
+    return err;
+  }
+  return attr;
+}
+
+// InvalidArgument unless both ends of [p, p+nbytes) are device memory of
+// `device` (or managed memory, which any device may address).
+Error check_device_range(const void* p, size_t nbytes, int device, const char* what, const char* arg) {
+  for (const void* q : {p, static_cast<const void*>(last_byte(p, nbytes))}) {
+    auto attr = attributes(q);
+    if (!attr.ok()) {
+      return attr.error();
+    }
+    if (attr->type == cudaMemoryTypeManaged) {
+      continue;
+    }
+    if (attr->type != cudaMemoryTypeDevice) {
+      return fail(Error::InvalidArgument, "cuda: %s: %s (%p, %zu bytes) is not device memory", what, arg, p, nbytes);
+    }
+    if (attr->device != device) {
+      return fail(Error::InvalidArgument, "cuda: %s: %s (%p) is memory of device %d, not of device %d", what, arg, p, attr->device, device);
+    }
+  }
+  return Error::Ok;
+}
+
+// True when the whole host range may be DMA'd directly (pinned, registered
+// or managed), false for pageable memory; InvalidArgument for device memory.
+Result<bool> host_range_is_pinned(const void* p, size_t nbytes, const char* what, const char* arg) {
+  bool pinned = true;
+  for (const void* q : {p, static_cast<const void*>(last_byte(p, nbytes))}) {
+    auto attr = attributes(q);
+    if (!attr.ok()) {
+      return attr.error();
+    }
+    if (attr->type == cudaMemoryTypeDevice) {
+      return fail(Error::InvalidArgument, "cuda: %s: %s (%p) is device memory, where host memory is needed", what, arg, p);
+    }
+    pinned = pinned && attr->type != cudaMemoryTypeUnregistered;
+  }
+  return pinned;
+}
+
+struct Allocation {
+  size_t nbytes;
+  int device;
+};
+
+} // namespace
+
+namespace {
+
+enum class Kind { kH2D, kD2H, kD2D };
+
+// Chunked, double-buffered host->pinned->device: the host memcpy of chunk
+// i+1 overlaps the DMA of chunk i; a buffer is refilled only after the
+// event recorded after its last DMA has fired.
+Error staged_h2d(Lane& lane, char* dst, const char* src, size_t nbytes) {
+  const size_t chunk = lane.chunk_bytes;
+  size_t i = 0;
+  for (size_t off = 0; off < nbytes; off += chunk, ++i) {
+    const size_t len = std::min(chunk, nbytes - off);
+    const int b = static_cast<int>(i & 1);
+    if (i >= 2) {
+      Error err = check(cudaEventSynchronize(lane.done[b]), "cudaEventSynchronize", lane.device);
+      if (err != Error::Ok) {
+        return err;
+      }
+    }
+    std::memcpy(lane.staging[b], src + off, len);
+    Error err = check(cudaMemcpyAsync(dst + off, lane.staging[b], len, cudaMemcpyHostToDevice, lane.stream), "cudaMemcpyAsync (host to device, staged)", lane.device);
+    if (err == Error::Ok) {
+      err = check(cudaEventRecord(lane.done[b], lane.stream), "cudaEventRecord", lane.device);
+    }
+    if (err != Error::Ok) {
+      return err;
+    }
+  }
+  return Error::Ok;
+}
+
+// Device->pinned->host: two chunks in flight; chunk i+2 reuses chunk i's
+// buffer only after chunk i has been copied out of it.
+Error staged_d2h(Lane& lane, char* dst, const char* src, size_t nbytes) {
+  const size_t chunk = lane.chunk_bytes;
+  const size_t chunks = (nbytes + chunk - 1) / chunk;
+  auto issue = [&](size_t i) {
+    const int b = static_cast<int>(i & 1);
+    const size_t off = i * chunk;
+    const size_t len = std::min(chunk, nbytes - off);
+    Error err = check(cudaMemcpyAsync(lane.staging[b], src + off, len, cudaMemcpyDeviceToHost, lane.stream), "cudaMemcpyAsync (device to host, staged)", lane.device);
+    if (err == Error::Ok) {
+      err = check(cudaEventRecord(lane.done[b], lane.stream), "cudaEventRecord", lane.device);
+    }
+    return err;
+  };
+  for (size_t i = 0; i < std::min<size_t>(chunks, 2); ++i) {
+    Error err = issue(i);
+    if (err != Error::Ok) {
+      return err;
+    }
+  }
+  for (size_t i = 0; i < chunks; ++i) {
+    const int b = static_cast<int>(i & 1);
+    Error err = check(cudaEventSynchronize(lane.done[b]), "cudaEventSynchronize", lane.device);
+    if (err != Error::Ok) {
+      return err;
+    }
+    const size_t off = i * chunk;
+    std::memcpy(dst + off, lane.staging[b], std::min(chunk, nbytes - off));
+    if (i + 2 < chunks) {
+      err = issue(i + 2);
+      if (err != Error::Ok) {
+        return err;
+      }
+    }
+  }
+  return Error::Ok;
+}
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::kH2D:
+      return "host-to-device copy";
+    case Kind::kD2H:
+      return "device-to-host copy";
+    case Kind::kD2D:
+      return "device-to-device copy";
+  }
+  return "copy";
+}
+
+} // namespace
+
+struct CudaDeviceAllocator::Impl {
+  std::once_flag count_once;
+  Error count_error = Error::Ok;
+  int count = 0;
+  std::string count_message;
+
+  std::mutex mutex; // guards live and config
+  std::unordered_map<void*, Allocation> live;
+  CudaCopyConfig config;
+
+  std::array<std::unique_ptr<LanePool>, kMaxDevices> lanes;
+  std::once_flag lanes_once[kMaxDevices];
+
+  LanePool& pool(int device) {
+    std::call_once(lanes_once[device], [&] {
+      lanes[device] = std::make_unique<LanePool>(kMaxLanesPerDevice);
+    });
+    return *lanes[device];
+  }
+
+  Error run_copy(const CudaDeviceAllocator& self, Kind kind, void* dst, const void* src, size_t nbytes, DeviceIndex index);
+};
+
+CudaDeviceAllocator::CudaDeviceAllocator() : impl_(new Impl()) {}
+
+// The singleton is never destroyed; a stack or test instance would leak its
+// lanes, which is acceptable for an object that owns streams of a context
+// that may already be gone.
+CudaDeviceAllocator::~CudaDeviceAllocator() = default;
+
+Result<int> CudaDeviceAllocator::device_count() const {
+  std::call_once(impl_->count_once, [this] {
+    const CudaRuntimeStatus s = cuda_runtime_status();
+    impl_->count_error = s.error;
+    impl_->count = s.device_count;
+    impl_->count_message = s.message;
+  });
+  if (impl_->count_error != Error::Ok) {
+    fail(impl_->count_error, "%s", impl_->count_message.c_str());
+    return impl_->count_error;
+  }
+  return impl_->count;
+}
+
+namespace {
+
+// -1 becomes the calling thread's current device; any index must exist.
+Result<int> resolve(const CudaDeviceAllocator& a, DeviceIndex index, const char* what) {
+  auto count = a.device_count();
+  if (!count.ok()) {
+    return count.error();
+  }
+  int device = index;
+  if (index == -1) {
+    Error err = check(cudaGetDevice(&device), "cudaGetDevice");
+    if (err != Error::Ok) {
+      return err;
+    }
+  }
+  if (device < 0 || device >= *count) {
+    return fail(Error::InvalidArgument, "cuda: %s: no device %d (%d device(s) present)", what, static_cast<int>(index), *count);
+  }
+  return device;
+}
+
+} // namespace
+
+Result<void*> CudaDeviceAllocator::allocate(size_t nbytes, DeviceIndex index, size_t alignment) {
+  if (!is_power_of_two(alignment)) {
+    record_failure();
+    return fail(Error::InvalidArgument, "cuda: allocate: alignment %zu is not a power of 2", alignment);
+  }
+  if (alignment > kMaxAlignment) {
+    record_failure();
+    return fail(Error::NotSupported, "cuda: allocate: alignment %zu is above the %zu bytes cudaMalloc guarantees", alignment, kMaxAlignment);
+  }
+  auto device = resolve(*this, index, "allocate");
+  if (!device.ok()) {
+    record_failure();
+    return device.error();
+  }
+  void* ptr = nullptr;
+  // Zero bytes still gets a real allocation: callers treat nullptr as
+  // "nothing to free", and every allocate() must be freeable.
+  const size_t request = std::max<size_t>(nbytes, 1);
+  Error err = with_device(*device, [&] {
+    return check(cudaMalloc(&ptr, request), "cudaMalloc", *device);
+  });
+  if (err != Error::Ok) {
+    record_failure();
+    return err;
+  }
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->live[ptr] = Allocation{nbytes, *device};
+  }
+  record_allocation(nbytes);
+  return ptr;
+}
+
+void CudaDeviceAllocator::deallocate(void* ptr, DeviceIndex index) {
+  if (ptr == nullptr) {
+    return;
+  }
+  Allocation a{};
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    auto it = impl_->live.find(ptr);
+    if (it == impl_->live.end()) {
+      record_failure();
+      fail(Error::InvalidArgument, "cuda: deallocate: %p was not allocated by et_copy's CUDA allocator (or was freed already)", ptr);
+      return;
+    }
+    a = it->second;
+    impl_->live.erase(it);
+  }
+  if (index != -1 && index != a.device) {
+    fail(Error::InvalidArgument, "cuda: deallocate: %p belongs to device %d, freed as device %d; freeing it on %d", ptr, a.device, static_cast<int>(index), a.device);
+  }
+  const Error err = with_device(a.device, [&] { return check(cudaFree(ptr), "cudaFree", a.device); });
+  const cudaError_t cuda_err = last_cuda_error();
+  if (err != Error::Ok && cuda_err != cudaErrorCudartUnloading && cuda_err != cudaErrorContextIsDestroyed) {
+    record_failure();
+  }
+  // Freed, or gone with its context at exit: either way no longer ours.
+  record_deallocation(a.nbytes);
+}
+
+
+
+Error CudaDeviceAllocator::copy_host_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) {
+  const Error err = impl_->run_copy(*this, Kind::kH2D, dst, src, nbytes, index);
+  if (err != Error::Ok) {
+    record_failure();
+  } else {
+    record_h2d(nbytes);
+  }
+  return err;
+}
+
+Error CudaDeviceAllocator::copy_device_to_host(void* dst, const void* src, size_t nbytes, DeviceIndex index) {
+  const Error err = impl_->run_copy(*this, Kind::kD2H, dst, src, nbytes, index);
+  if (err != Error::Ok) {
+    record_failure();
+  } else {
+    record_d2h(nbytes);
+  }
+  return err;
+}
+
+Error CudaDeviceAllocator::copy_device_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) {
+  const Error err = impl_->run_copy(*this, Kind::kD2D, dst, src, nbytes, index);
+  if (err != Error::Ok) {
+    record_failure();
+  } else {
+    record_d2d(nbytes);
+  }
+  return err;
+}
+
+// All three copies: validate, pick the path, run it on a lane's stream and
+// wait for the stream, so the copy is complete when this returns.
+Error CudaDeviceAllocator::Impl::run_copy(
+    const CudaDeviceAllocator& self,
+    Kind kind,
+    void* dst,
+    const void* src,
+    size_t nbytes,
+    DeviceIndex index) {
+  const char* what = kind_name(kind);
+  auto device = resolve(self, index, what);
+  if (!device.ok()) {
+    return device.error();
+  }
+  if (nbytes == 0) {
+    return Error::Ok;
+  }
+  if (dst == nullptr || src == nullptr) {
+    return fail(Error::InvalidArgument, "cuda: %s of %zu bytes with a null %s pointer", what, nbytes, dst == nullptr ? "destination" : "source");
+  }
+  const CudaCopyConfig config = self.copy_config();
+  return with_device(*device, [&]() -> Error {
+    bool staged = false;
+    if (kind == Kind::kD2D) {
+      Error err = check_device_range(src, nbytes, *device, what, "source");
+      if (err == Error::Ok) {
+        err = check_device_range(dst, nbytes, *device, what, "destination");
+      }
+      if (err != Error::Ok) {
+        return err;
+      }
+    } else {
+      const bool h2d = kind == Kind::kH2D;
+      const void* host = h2d ? src : dst;
+      const void* dev = h2d ? dst : src;
+      Error err = check_device_range(dev, nbytes, *device, what, h2d ? "destination" : "source");
+      if (err != Error::Ok) {
+        return err;
+      }
+      auto pinned = host_range_is_pinned(host, nbytes, what, h2d ? "source" : "destination");
+      if (!pinned.ok()) {
+        return pinned.error();
+      }
+      staged = !*pinned && config.pageable == PageableCopy::kStaged && nbytes >= config.staging_threshold;
+    }
+
+    auto lane = pool(*device).acquire(*device);
+    if (!lane.ok()) {
+      return lane.error();
+    }
+    Lane& l = **lane;
+    Error err = Error::Ok;
+    if (staged) {
+      err = l.ensure_staging(config.chunk_bytes);
+      if (err == Error::Ok) {
+        err = kind == Kind::kH2D
+            ? staged_h2d(l, static_cast<char*>(dst), static_cast<const char*>(src), nbytes)
+            : staged_d2h(l, static_cast<char*>(dst), static_cast<const char*>(src), nbytes);
+      }
+    } else {
+      const cudaMemcpyKind k = kind == Kind::kH2D ? cudaMemcpyHostToDevice
+          : kind == Kind::kD2H                    ? cudaMemcpyDeviceToHost
+                                                  : cudaMemcpyDeviceToDevice;
+      err = check(cudaMemcpyAsync(dst, src, nbytes, k, l.stream), "cudaMemcpyAsync", *device);
+    }
+    // Always drain the stream: on success the copy must be complete before
+    // the caller reads or reuses its memory; on failure the staging buffers
+    // must be idle before another copy takes this lane.
+    const Error synced = check(cudaStreamSynchronize(l.stream), "cudaStreamSynchronize", *device);
+    pool(*device).release(&l, synced == Error::Ok);
+    return err != Error::Ok ? err : synced;
+  });
+}
+
+Error CudaDeviceAllocator::register_host_memory(void* ptr, size_t nbytes) {
+  auto count = device_count();
+  if (!count.ok()) {
+    return count.error();
+  }
+  if (ptr == nullptr || nbytes == 0) {
+    return fail(Error::InvalidArgument, "cuda: register_host_memory needs a non-null pointer and a non-zero size");
+  }
+  auto attr = attributes(ptr);
+  if (!attr.ok()) {
+    return attr.error();
+  }
+  if (attr->type != cudaMemoryTypeUnregistered) {
+    return fail(Error::InvalidArgument, "cuda: register_host_memory: %p is already pinned, registered or device memory", ptr);
+  }
+  // Portable: the pages are pinned for every device's context.
+  return check(cudaHostRegister(ptr, nbytes, cudaHostRegisterPortable), "cudaHostRegister");
+}
+
+Error CudaDeviceAllocator::unregister_host_memory(void* ptr) {
+  auto count = device_count();
+  if (!count.ok()) {
+    return count.error();
+  }
+  return check(cudaHostUnregister(ptr), "cudaHostUnregister");
+}
+
+CudaCopyConfig CudaDeviceAllocator::copy_config() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->config;
+}
+
+Error CudaDeviceAllocator::set_copy_config(const CudaCopyConfig& config) {
+  if (config.chunk_bytes < kMinChunk || config.chunk_bytes > kMaxChunk) {
+    return fail(Error::InvalidArgument, "cuda: chunk_bytes %zu is outside 64 KiB .. 1 GiB", config.chunk_bytes);
+  }
+  if (config.pageable != PageableCopy::kDirect && config.pageable != PageableCopy::kStaged) {
+    return fail(Error::InvalidArgument, "cuda: unknown pageable copy mode %d", static_cast<int>(config.pageable));
+  }
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->config = config;
+  return Error::Ok;
+}
+
+const char* CudaDeviceAllocator::last_error_message() {
+  return last_message();
+}
+
+CudaDeviceAllocator& cuda_device_allocator() {
+  // Leaked on purpose, like simulated_device_allocator().
+  static CudaDeviceAllocator* instance = new CudaDeviceAllocator();
+  return *instance;
+}
+
+} // namespace et_copy

@@ -1,0 +1,178 @@
+// A DeviceAllocator for DeviceType::CUDA on real NVIDIA GPUs, through the
+// CUDA runtime linked statically: the library loads on machines with no GPU
+// or driver and reports that as an Error, never as a crash.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <et_copy/counting_device_allocator.h>
+#include <et_copy/registration.h>
+
+namespace et_copy {
+
+/// How copies to and from pageable (not page-locked) host memory move.
+enum class PageableCopy : int {
+  /// Plain cudaMemcpyAsync: the driver stages through its own small buffer.
+  kDirect = 0,
+  /// Through et-copy's pinned staging buffers, in chunks, double-buffered so
+  /// the host memcpy of one chunk overlaps the DMA of the previous one.
+  kStaged = 1,
+};
+
+/// Tuning of the copy paths. Pinned or registered host memory always takes
+/// the direct DMA path; this only decides what pageable memory does.
+struct CudaCopyConfig {
+  PageableCopy pageable = PageableCopy::kStaged;
+  /// Pageable copies smaller than this go direct (staging buys nothing there).
+  size_t staging_threshold = size_t{1} << 20;
+  /// Bytes per staging chunk; each copy lane holds two such pinned buffers.
+  size_t chunk_bytes = size_t{8} << 20;
+};
+
+/// What a query of the CUDA runtime found (see cuda_runtime_status()).
+struct CudaRuntimeStatus {
+  int runtime_version = 0; ///< e.g. 13000 for 13.0
+  int driver_version = 0; ///< 0 when no driver is installed
+  int device_count = 0; ///< valid only when error is Ok
+  Error error = Error::Ok; ///< why devices could not be counted
+  int cuda_error = 0; ///< the cudaError_t behind `error` (0 when Ok)
+  char message[256] = {0}; ///< words for `error`: which of no driver, old driver, no device
+};
+
+/// One device, as doctor prints it.
+struct CudaDeviceProperties {
+  char name[256] = {0};
+  int major = 0; ///< compute capability
+  int minor = 0;
+  uint64_t total_memory = 0; ///< bytes
+  char pci_bus_id[32] = {0};
+};
+
+/**
+ * et-copy's CUDA allocator. Memory comes from cudaMalloc (256-byte aligned);
+ * every copy is stream-ordered on one of the allocator's own streams and is
+ * complete when the call returns, so the caller may reuse or free host
+ * memory at once and read a device-to-host result without further sync.
+ * The streams are blocking streams: they wait for work already queued on
+ * the legacy default stream (torch's default) and it waits for them.
+ *
+ * Device indices: -1 means the calling thread's current device; any other
+ * index must be < device_count(), else InvalidArgument. The calling
+ * thread's current device is restored before every method returns.
+ *
+ * Errors: every CUDA call is checked. The failing call, the device and
+ * cudaGetErrorString's words are logged (ET_LOG) and kept in
+ * last_error_message(); the result maps to: InvalidArgument (bad index,
+ * alignment not a power of two, a null or non-device pointer where device
+ * memory is needed, host memory where it is not), NotSupported (alignment
+ * above kMaxAlignment), MemoryAllocationFailed (out of device or pinned
+ * memory), NotFound (no driver, no device), InvalidState (the runtime is
+ * shutting down), Internal (any other CUDA failure, e.g. a sticky launch
+ * error left by other code).
+ *
+ * Threading: every method is thread-safe. Copies on different threads run
+ * concurrently on different streams (up to kMaxLanesPerDevice at once per
+ * device; further callers wait for a free lane).
+ */
+class CudaDeviceAllocator final : public CountingDeviceAllocator {
+ public:
+  /// What cudaMalloc guarantees; larger alignments give NotSupported.
+  static constexpr size_t kMaxAlignment = 256;
+  /// Concurrent copies per device (each lane: a stream, two pinned buffers).
+  static constexpr int kMaxLanesPerDevice = 4;
+
+  CudaDeviceAllocator();
+  ~CudaDeviceAllocator() override;
+  CudaDeviceAllocator(const CudaDeviceAllocator&) = delete;
+  CudaDeviceAllocator& operator=(const CudaDeviceAllocator&) = delete;
+
+  /// cudaGetDeviceCount's answer, queried once. NotFound (no driver or no
+  /// device: a count of zero is reported as NotFound too) or Internal.
+  Result<int> device_count() const override;
+  const char* name() const override {
+    return "cuda";
+  }
+  DeviceType device_type() const override {
+    return DeviceType::CUDA;
+  }
+
+  /// cudaMalloc. Zero bytes still returns a unique pointer that
+  /// deallocate() accepts. `alignment` must be a power of two <= 256.
+  Result<void*> allocate(
+      size_t nbytes,
+      DeviceIndex index,
+      size_t alignment = kDefaultAlignment) override;
+  /// cudaFree of a pointer allocate() returned. Unknown pointers are refused
+  /// (logged, counted as failures); during process exit, when the runtime
+  /// is already unloading, the memory is gone with the context and the call
+  /// only drops its bookkeeping.
+  void deallocate(void* ptr, DeviceIndex index) override;
+  /// `dst` must be device memory of device `index` (or managed memory).
+  Error copy_host_to_device(
+      void* dst,
+      const void* src,
+      size_t nbytes,
+      DeviceIndex index) override;
+  /// `src` must be device memory of device `index` (or managed memory).
+  Error copy_device_to_host(
+      void* dst,
+      const void* src,
+      size_t nbytes,
+      DeviceIndex index) override;
+  /// Both pointers must be device memory of device `index`.
+  Error copy_device_to_device(
+      void* dst,
+      const void* src,
+      size_t nbytes,
+      DeviceIndex index) override;
+
+  /// Page-locks [ptr, ptr+nbytes) of long-lived host memory (e.g. a planned
+  /// CPU arena) with cudaHostRegister, so copies to and from it take the
+  /// direct DMA path. Pair with unregister_host_memory() before freeing it.
+  /// InvalidArgument if already registered or not host memory.
+  Error register_host_memory(void* ptr, size_t nbytes);
+  Error unregister_host_memory(void* ptr);
+
+  /// The copy tuning in force, and a way to change it (for benchmarks).
+  /// InvalidArgument for a chunk size under 64 KiB or above 1 GiB. Copies
+  /// already running keep the configuration they started with.
+  CudaCopyConfig copy_config() const;
+  Error set_copy_config(const CudaCopyConfig& config);
+
+  /// The calling thread's last CUDA failure in words ("" if none yet).
+  static const char* last_error_message();
+
+ private:
+  struct Impl;
+  Impl* impl_; // never freed: the allocator outlives every static
+};
+
+/// The process-wide CUDA allocator: created on first use, never destroyed,
+/// so device memory can be freed by destructors that run during exit.
+CudaDeviceAllocator& cuda_device_allocator();
+
+/**
+ * Registers cuda_device_allocator() for DeviceType::CUDA, if a device is
+ * usable. Without a driver or device it registers nothing (the slot stays
+ * free for another allocator) and returns kFailed with `*error` (when given)
+ * set to NotFound; the reason is in CudaDeviceAllocator::last_error_message().
+ * Otherwise as register_allocator(): kRegistered, kAlreadyOurs, or
+ * kAlreadyOther when another CUDA allocator holds the slot. Threading as
+ * register_allocator().
+ */
+Registration register_cuda_device_allocator(Error* error = nullptr);
+
+/// Versions and device count, without creating a context or registering
+/// anything. Safe on machines with no driver.
+CudaRuntimeStatus cuda_runtime_status();
+
+/// Properties of device `index`; InvalidArgument for a missing device.
+Result<CudaDeviceProperties> cuda_device_properties(int index);
+
+/// The device that owns `ptr` (>= 0) for device or managed memory, -1 for
+/// host memory (pinned or pageable). Used to tell real device memory apart
+/// from simulated memory. NotFound when CUDA is unusable.
+Result<int> cuda_pointer_device(const void* ptr);
+
+} // namespace et_copy
