@@ -1,0 +1,231 @@
+"""Building ExecuTorch programs that cross a device boundary with et_copy's ops.
+
+Two routes (docs/export.md says when to use which):
+
+- :func:`export_device_program`, no delegate: the module's inputs go through
+  ``et_copy::_h2d_copy``, its outputs through ``et_copy::_d2h_copy``, and the
+  tensors in between are memory-planned on the device by
+  :class:`DevicePlanningPass`. Runs on any ExecuTorch runtime with a
+  ``DeviceAllocator`` for the device and the two et_copy kernels.
+- :func:`with_target_device`, for a delegate: wraps any partitioner so its
+  partitions carry ``CompileSpec("target_device", b"cuda:N")``; executorch's
+  ``PropagateDevicePass`` then inserts the copies around them.
+
+Both need executorch's AOT stack (``executorch.exir``), imported here, which
+takes seconds: ``import et_copy`` does not import this module.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import torch
+from executorch.exir import (
+    EdgeCompileConfig,
+    ExecutorchBackendConfig,
+    ExecutorchProgramManager,
+    to_edge,
+    to_edge_transform_and_lower,
+)
+from executorch.exir.backend.compile_spec_schema import CompileSpec
+from executorch.exir.backend.partitioner import Partitioner, PartitionResult
+from executorch.exir.passes import MemoryPlanningPass
+from executorch.exir.passes.propagate_device_config import PropagateDeviceConfig
+from executorch.exir.schema import DeviceType
+from executorch.exir.tensor import TensorSpec
+
+from . import aot
+from ._device import parse_device
+
+TARGET_DEVICE_KEY = "target_device"  # executorch's PropagateDevicePass reads this CompileSpec key
+
+__all__ = [
+    "DeviceBoundary",
+    "DevicePlanningPass",
+    "TargetDevicePartitioner",
+    "export_device_program",
+    "lower_to_device",
+    "with_target_device",
+]
+
+
+class DeviceBoundary(torch.nn.Module):
+    """Runs ``module`` on the device side of a boundary: every tensor input
+    passes through ``_h2d_copy`` first, every tensor output through
+    ``_d2h_copy`` after (inputs and outputs may be nested tuples/lists/dicts)."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        super().__init__()
+        self.module = module
+
+    def forward(self, *args: Any) -> Any:
+        h2d, d2h = aot.h2d_copy_op(), aot.d2h_copy_op()
+        args = torch.utils._pytree.tree_map_only(torch.Tensor, h2d, args)
+        return torch.utils._pytree.tree_map_only(torch.Tensor, d2h, self.module(*args))
+
+
+class DevicePlanningPass(MemoryPlanningPass):
+    """A MemoryPlanningPass that plans the device side of et_copy boundaries on ``device``.
+
+    Right before planning (earlier tags are lost: SpecPropPass recreates the
+    specs) it tags the output of every ``_h2d_copy.out`` with the device, and
+    every tensor computed from a device tensor, up to the ``_d2h_copy.out``
+    that brings it back. Constants and graph inputs stay on the host. Takes
+    MemoryPlanningPass's keyword arguments (``alloc_graph_input``, ...).
+
+    Tensors computed between the copies run through CPU kernels on device
+    memory: that works with et_copy's simulated device (host memory) only. On
+    a real GPU keep the program copy-only, or use a delegate.
+    """
+
+    def __init__(self, device: str = "cuda:0", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.device = parse_device(device, op="et_copy.export.DevicePlanningPass")
+        self.tagged_nodes: list[str] = []
+
+    def run(self, graph_module: torch.fx.GraphModule, graph_signature=None):
+        self.tagged_nodes = _tag_device_side(graph_module, DeviceType(self.device.type), self.device.index)
+        return super().run(graph_module, graph_signature)
+
+
+def _tag_device_side(graph_module: torch.fx.GraphModule, device_type: DeviceType, index: int) -> list[str]:
+    h2d_out = torch.ops.et_copy._h2d_copy.out
+    d2h_out = torch.ops.et_copy._d2h_copy.out
+    on_device: set[torch.fx.Node] = set()
+    tagged = []
+    for node in graph_module.graph.nodes:
+        if node.op != "call_function" or node.target is d2h_out:
+            continue
+        inputs = [a for a in node.all_input_nodes if a in on_device]
+        if node.target is not h2d_out and not inputs:
+            continue
+        specs = node.meta.get("spec")
+        for spec in specs if isinstance(specs, (tuple, list)) else [specs]:
+            if isinstance(spec, TensorSpec) and not spec.const:
+                spec.device, spec.device_index = device_type, index
+        on_device.add(node)
+        tagged.append(node.name)
+    return tagged
+
+
+def export_device_program(
+    module: torch.nn.Module,
+    example_inputs: Sequence[Any],
+    *,
+    device: str = "cuda:0",
+    dynamic_shapes: Any = None,
+    insert_copies: bool = True,
+    alloc_graph_input: bool = False,
+    alloc_graph_output: bool = True,
+    strict: bool = False,
+) -> ExecutorchProgramManager:
+    """Exports ``module`` to an ExecuTorch program whose inner tensors live on ``device``.
+
+    ``insert_copies=True`` wraps the module in :class:`DeviceBoundary`
+    (inputs ``_h2d_copy``, outputs ``_d2h_copy``); pass False for a module that
+    calls ``torch.ops.et_copy`` itself. ``device`` is "cuda" or "cuda:N".
+    ``dynamic_shapes`` is torch.export's (give every dynamic dim a max: the
+    program is planned for the upper bound). ``alloc_graph_input=False``
+    (default) keeps graph inputs out of the planned buffers, so an input and
+    an output never share memory; ``alloc_graph_output`` likewise for outputs.
+
+    Returns the ExecutorchProgramManager: ``.buffer`` is the .pte bytes,
+    ``.write_to_file(f)`` saves it. Raises ValueError for a bad device.
+    """
+    aot.ensure_registered()
+    planner = DevicePlanningPass(device, alloc_graph_input=alloc_graph_input, alloc_graph_output=alloc_graph_output)
+    wrapped = DeviceBoundary(module) if insert_copies else module
+    exported = torch.export.export(wrapped, tuple(example_inputs), dynamic_shapes=_shift(dynamic_shapes, insert_copies),
+                                   strict=strict)
+    edge = to_edge(exported, compile_config=EdgeCompileConfig(preserve_ops=aot.preserve_ops()))
+    return edge.to_executorch(ExecutorchBackendConfig(memory_planning_pass=planner,
+                                                      enable_non_cpu_memory_planning=True))
+
+
+def _shift(dynamic_shapes: Any, wrapped: bool) -> Any:
+    # DeviceBoundary.forward takes *args, so a dict keyed by the module's
+    # argument names must become a tuple for it.
+    if wrapped and isinstance(dynamic_shapes, dict):
+        return {"args": tuple(dynamic_shapes.values())}
+    if wrapped and dynamic_shapes is not None:
+        return {"args": tuple(dynamic_shapes)}
+    return dynamic_shapes
+
+
+class TargetDevicePartitioner(Partitioner):
+    """A partitioner that delegates to ``inner`` and adds
+    ``CompileSpec("target_device", b"cuda:N")`` to every partition's
+    delegation spec, so PropagateDevicePass copies around those partitions."""
+
+    def __init__(self, inner: Partitioner, device: str = "cuda:0") -> None:
+        parsed = parse_device(device, op="et_copy.export.with_target_device")
+        self.inner = inner
+        self.device = str(parsed)
+        super().__init__()
+
+    def partition(self, exported_program) -> PartitionResult:
+        result = self.inner.partition(exported_program)
+        value = self.device.encode()
+        for tag, spec in list(result.partition_tags.items()):
+            kept = [s for s in spec.compile_specs if s.key != TARGET_DEVICE_KEY]
+            spec.compile_specs[:] = kept + [CompileSpec(TARGET_DEVICE_KEY, value)]
+        return result
+
+    def ops_to_not_decompose(self, ep) -> tuple[list[torch._ops.OpOverload], Callable | None]:
+        return self.inner.ops_to_not_decompose(ep)
+
+
+def with_target_device(partitioner: Partitioner, device: str = "cuda:0") -> TargetDevicePartitioner:
+    """Wraps ``partitioner`` so its partitions run on ``device`` ("cuda" or
+    "cuda:N"): see :class:`TargetDevicePartitioner`."""
+    return TargetDevicePartitioner(partitioner, device)
+
+
+def lower_to_device(
+    module: torch.nn.Module,
+    example_inputs: Sequence[Any],
+    partitioner: Partitioner,
+    *,
+    device: str = "cuda:0",
+    dynamic_shapes: Any = None,
+    alloc_graph_input: bool = False,
+    alloc_graph_output: bool = True,
+    skip_h2d_for_method_inputs: bool = False,
+    skip_d2h_for_method_outputs: bool = False,
+    strict: bool = False,
+) -> ExecutorchProgramManager:
+    """Exports ``module`` and lowers it with ``with_target_device(partitioner, device)``.
+
+    PropagateDevicePass inserts ``_h2d_copy`` before and ``_d2h_copy`` after
+    each partition, and the delegate's inputs and outputs are planned on
+    ``device``. ``skip_h2d_for_method_inputs`` leaves out the copy of a method
+    input that feeds a partition directly (the caller passes a device tensor)
+    and needs ``alloc_graph_input=False``; ``skip_d2h_for_method_outputs``
+    leaves partition outputs that are method outputs on the device and needs
+    ``alloc_graph_output=False`` (a CPU build of torch cannot take such an
+    output back). The runtime needs a backend registered under the
+    partitioner's backend id and a DeviceAllocator for the device. Returns
+    the ExecutorchProgramManager. Raises ValueError for a bad device or a
+    skip flag without its memory-planning setting.
+    """
+    op = "et_copy.export.lower_to_device"
+    if skip_h2d_for_method_inputs and alloc_graph_input:
+        raise ValueError(f"{op}: skip_h2d_for_method_inputs=True needs alloc_graph_input=False, or the runtime "
+                         "reserves a buffer for the input and fills it from the caller's device memory with memcpy")
+    if skip_d2h_for_method_outputs and alloc_graph_output:
+        raise ValueError(f"{op}: skip_d2h_for_method_outputs=True needs alloc_graph_output=False, or the runtime "
+                         "reserves a buffer for the device output and copies it with memcpy")
+    aot.ensure_registered()
+    target = with_target_device(partitioner, device)
+    exported = torch.export.export(module, tuple(example_inputs), dynamic_shapes=dynamic_shapes, strict=strict)
+    edge = to_edge_transform_and_lower(exported, partitioner=[target])
+    planner = MemoryPlanningPass(alloc_graph_input=alloc_graph_input, alloc_graph_output=alloc_graph_output)
+    config = ExecutorchBackendConfig(
+        memory_planning_pass=planner,
+        enable_non_cpu_memory_planning=True,
+        propagate_device_config=PropagateDeviceConfig(
+            skip_h2d_for_method_inputs=skip_h2d_for_method_inputs,
+            skip_d2h_for_method_outputs=skip_d2h_for_method_outputs,
+        ),
+    )
+    return edge.to_executorch(config)
