@@ -22,6 +22,16 @@ from ._tensors import DeviceTensor, empty
 
 __version__ = "0.1.0"
 
+
+def ensure_registered() -> str:
+    """Makes ``torch.ops.et_copy`` available, adopting executorch's definition
+    when installed; see :func:`et_copy.aot.ensure_registered`. Kept out of
+    ``import et_copy`` so that import defines no torch.library namespace."""
+    from .aot import ensure_registered as _ensure_registered
+
+    return _ensure_registered()
+
+
 __all__ = [
     "D2H_COPY_OUT",
     "DeviceTensor",
@@ -32,6 +42,7 @@ __all__ = [
     "allocator_stats",
     "d2h_copy",
     "empty",
+    "ensure_registered",
     "h2d_copy",
     "kernel_owner",
     "register_kernels",
