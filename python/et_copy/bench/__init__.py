@@ -1,0 +1,148 @@
+"""``python -m et_copy bench``: how fast et_copy moves bytes, against the
+baselines users would pick instead (torch copies, memcpy, cudaMemcpy).
+
+Sections: Python call overhead, C++ kernel overhead, throughput by size on
+the simulated device, a whole program through executorch.runtime, and CUDA
+rows when a GPU and et_copy's CUDA allocator are present. Prints a table
+with ratios to each baseline; ``--json`` and ``--plot`` save the results."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from ._timing import Config
+
+SECTIONS = ("overhead", "kernel", "throughput", "program", "cuda")
+QUICK_SIZES = (4096, 65536, 1 << 20)
+
+
+def _parse_size(text: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    t = text.strip().lower().removesuffix("ib").removesuffix("b")
+    scale = units.get(t[-1:], 1)
+    digits = t[:-1] if t[-1:] in units else t
+    try:
+        value = int(digits) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (use e.g. 4096, 64K, 16M)") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"size must be at least 1 byte, got {text!r}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m et_copy bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", metavar="PATH", help="write every figure (and the machine description) as JSON")
+    p.add_argument("--plot", metavar="PATH", help="write a PNG of GB/s against size (needs matplotlib)")
+    p.add_argument("--only", metavar="LIST", default=",".join(SECTIONS),
+                   help=f"comma-separated sections to run (default all: {','.join(SECTIONS)})")
+    p.add_argument("--sizes", metavar="SIZE", nargs="+", type=_parse_size,
+                   help="throughput sizes (default 4K, 16K, ... 256M)")
+    p.add_argument("--repeats", type=int, default=None, help="samples per case (default 11; --quick 3)")
+    p.add_argument("--sample-ms", type=float, default=None, help="target length of one sample (default 10; --quick 1)")
+    p.add_argument("--quick", action="store_true",
+                   help="a tiny configuration for smoke tests: 3 sizes, few short samples, small program")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = [s for s in only if s not in SECTIONS]
+    if unknown:
+        print(f"et_copy bench: unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}", file=sys.stderr)
+        return 2
+    if args.plot:
+        from ._plot import MISSING, have_matplotlib
+
+        if not have_matplotlib():
+            print(f"et_copy bench: {MISSING}", file=sys.stderr)
+            return 2
+    config = Config(
+        repeats=args.repeats or (3 if args.quick else Config.repeats),
+        sample_s=(args.sample_ms if args.sample_ms is not None else (1.0 if args.quick else Config.sample_s * 1e3)) / 1e3,
+    )
+    if config.repeats < 1 or config.sample_s <= 0:
+        print("et_copy bench: --repeats and --sample-ms must be positive", file=sys.stderr)
+        return 2
+    from ._throughput import DEFAULT_SIZES
+
+    sizes = tuple(args.sizes) if args.sizes else (QUICK_SIZES if args.quick else DEFAULT_SIZES)
+    doc = run(only, config, sizes, quick=args.quick)
+
+    from ._report import render, write_json
+
+    print(render(doc))
+    if args.json:
+        write_json(doc, args.json)
+        print(f"\nwrote {args.json}")
+    if args.plot:
+        if doc.get("throughput") or doc.get("cuda"):
+            from ._plot import write_plot
+
+            write_plot(doc, args.plot)
+            print(f"wrote {args.plot}")
+        else:
+            print("no plot: neither the throughput nor the CUDA section ran", file=sys.stderr)
+    return 0
+
+
+def _progress(message: str) -> None:
+    print(f"  [{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def run(only: list[str], config: Config, sizes: tuple[int, ...], *, quick: bool = False) -> dict:
+    """Runs the chosen sections and returns the document the report and
+    the JSON are made from."""
+    import et_copy
+
+    from . import _machine, _report
+
+    started = time.monotonic()
+    et_copy.use_simulated_device()
+    # Loads the executorch wheel's kernel library first (it registers the
+    # et_copy op names), so the registry rows have a kernel to resolve.
+    et_copy.register_kernels()
+    doc: dict = {
+        "machine": _machine.describe(),
+        "config": {"repeats": config.repeats, "sample_s": config.sample_s, "sections": only,
+                   "sizes": list(sizes), "quick": quick},
+        "skipped": {},
+    }
+    if "overhead" in only:
+        from ._overhead import python_overhead
+
+        _progress("Python call overhead")
+        doc["python_overhead"] = python_overhead(config)
+    if "kernel" in only:
+        from ._overhead import kernel_overhead
+
+        _progress("C++ kernel overhead")
+        doc["kernel_overhead"] = kernel_overhead(config)
+    if "throughput" in only:
+        from ._throughput import throughput
+
+        doc["throughput"] = throughput(sizes, config, progress=_progress)
+    if "program" in only:
+        from ._program import DEFAULT_SHAPES, program_level
+
+        shapes = ((256,),) if quick else DEFAULT_SHAPES
+        try:
+            doc["program"] = program_level(config, shapes, progress=_progress)
+        except ImportError as e:
+            doc["skipped"]["program"] = f"executorch's AOT or runtime Python modules are missing: {e}"
+    if "cuda" in only:
+        from . import _cuda
+
+        reason = _cuda.unavailable_reason()
+        if reason is not None:
+            doc["skipped"]["cuda"] = reason
+        else:
+            _progress("CUDA rows (child process)")
+            doc["cuda"] = _cuda.run(sizes, config)
+    doc["targets"] = _report.targets(doc)
+    doc["elapsed_s"] = round(time.monotonic() - started, 1)
+    return doc

@@ -1,0 +1,90 @@
+"""A whole program through ``executorch.runtime``: a .pte whose inner
+tensors are planned on the (simulated) device, against the same model
+exported without device planning."""
+
+from __future__ import annotations
+
+import torch
+
+from ._timing import Config, measure, python_sampler
+
+DEVICE_PLANNED = "device-planned .pte (h2d, model, d2h)"
+HOST_ONLY = "same model, no device planning"
+BASELINE = HOST_ONLY
+DEFAULT_SHAPES = ((1024,), (1024, 1024))  # 4 KiB and 4 MiB of float32
+
+
+class ScaleShift(torch.nn.Module):
+    """The model: two elementwise ops, so the device side holds a real
+    intermediate and not just a copy."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2.0 + 1.0
+
+
+def _host_only_program(module: torch.nn.Module, example: tuple) -> bytes:
+    from executorch.exir import ExecutorchBackendConfig, to_edge
+    from executorch.exir.passes import MemoryPlanningPass
+
+    exported = torch.export.export(module, example, strict=False)
+    # Same planning settings as export_device_program, minus the device.
+    planner = MemoryPlanningPass(alloc_graph_input=False, alloc_graph_output=True)
+    return to_edge(exported).to_executorch(ExecutorchBackendConfig(memory_planning_pass=planner)).buffer
+
+
+def _load(runtime, pte: bytes):
+    # The Program keeps its methods (and their planned buffers) alive.
+    program = runtime.load_program(pte)
+    return program, program.load_method("forward")
+
+
+def program_level(config: Config, shapes=DEFAULT_SHAPES, progress=None) -> dict:
+    """Seconds to export are not timed; each sample times Method.execute.
+    Needs the simulated allocator registered (the device-planned buffer is
+    allocated through it when the method loads) and executorch's AOT stack."""
+    from executorch.runtime import Runtime
+
+    import et_copy
+    from et_copy.export import export_device_program
+
+    runtime = Runtime.get()
+    module = ScaleShift().eval()
+    rows = []
+    for shape in shapes:
+        x = torch.randn(shape)
+        nbytes = x.numel() * x.element_size()
+        if progress is not None:
+            progress(f"program: exporting {list(shape)} float32 twice")
+        device_pte = export_device_program(module, (x,), device="cuda:0").buffer
+        host_pte = _host_only_program(module, (x,))
+        before = et_copy.allocator_stats()
+        device_program, device_method = _load(runtime, device_pte)
+        host_program, host_method = _load(runtime, host_pte)
+        planned = et_copy.allocator_stats()["bytes_outstanding"] - before["bytes_outstanding"]
+        expected = module(x)
+        for method in (device_method, host_method):
+            got = method.execute([x])[0]
+            if not torch.equal(got, expected):
+                raise RuntimeError(f"et_copy bench: the {list(shape)} program returned wrong values; not timing it")
+        s0 = et_copy.allocator_stats()
+        device_method.execute([x])
+        s1 = et_copy.allocator_stats()
+        if progress is not None:
+            progress(f"program: timing {list(shape)}")
+        results = measure({
+            DEVICE_PLANNED: python_sampler(lambda: device_method.execute([x])),
+            HOST_ONLY: python_sampler(lambda: host_method.execute([x])),
+        }, config)
+        rows.append({
+            "shape": list(shape),
+            "nbytes": nbytes,
+            "device_planned_bytes": planned,
+            "copies_per_execution": {
+                "h2d": s1["h2d_copies"] - s0["h2d_copies"],
+                "d2h": s1["d2h_copies"] - s0["d2h_copies"],
+            },
+            "results": results,
+        })
+        del device_method, host_method, device_program, host_program
+    return {"baseline": BASELINE, "rows": rows,
+            "registry_kernels": {op: et_copy.kernel_owner(op) for op in (et_copy.H2D_COPY_OUT, et_copy.D2H_COPY_OUT)}}

@@ -1,0 +1,175 @@
+"""The printed tables, the targets, and the JSON document."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from . import _overhead, _program, _throughput
+from ._throughput import gb_per_s, size_label
+from ._timing import Stats
+
+TARGET_SIZE = 64 * 1024 * 1024
+
+
+def _time(ns: float) -> str:
+    if ns >= 1e6:
+        return f"{ns / 1e6:.2f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.2f} us"
+    return f"{ns:.1f} ns"
+
+
+def _spread(s: Stats) -> str:
+    return f"{_time(s.p10_ns)} .. {_time(s.p90_ns)}"
+
+
+def _ratio_table(title: str, section: dict, note: str) -> list[str]:
+    results: dict[str, Stats] = section["results"]
+    base = results[section["baseline"]].median_ns
+    width = max(len(n) for n in results) + 2
+    lines = [title, f"  {'implementation':<{width}}{'median':>11}   {'p10 .. p90':<22}{'vs baseline':>12}"]
+    for name, s in results.items():
+        mark = "  (baseline)" if name == section["baseline"] else ""
+        lines.append(f"  {name:<{width}}{_time(s.median_ns):>11}   {_spread(s):<22}{s.median_ns / base:>11.2f}x{mark}")
+    lines.append(f"  {note}")
+    return lines
+
+
+def _kernel_table(section: dict) -> list[str]:
+    results: dict[str, Stats] = section["results"]
+    base = section["baseline"]
+    width = max(len(n) for n in results) + 2
+    lines = [f"C++ kernel overhead: {section['nbytes']}-byte copy, simulated device, no Python in the loop",
+             f"  {'implementation':<{width}}{'median':>11}   {'p10 .. p90':<22}{'above memcpy':>13}"]
+    for name, s in results.items():
+        extra = "     (baseline)" if name == base else f"{_overhead.overhead_ns(results, name, base):>+10.1f} ns"
+        lines.append(f"  {name:<{width}}{_time(s.median_ns):>11}   {_spread(s):<22}{extra:>13}")
+    lines.append("  the et_copy rows call et_copy's boxed kernel directly; 'registry' rows call what "
+                 "get_op_function_from_registry resolved once for the op name")
+    return lines
+
+
+def _throughput_table(section: dict) -> list[str]:
+    rows = section["rows"]
+    names = list(rows[0]["results"])
+    base = section["baseline"]
+    short = {n: n.split(" (")[0].replace("et_copy.", "") for n in names}
+    short[_throughput.KERNEL_H2D] = "h2d kernel"
+    short[_throughput.MEMCPY] = "memcpy"
+    lines = ["throughput: GB/s (1e9 bytes/s) at the median; simulated device (host memory); ratio = et_copy / memcpy",
+             "  " + f"{'size':>8}" + "".join(f"{short[n]:>13}" for n in names) + f"{'h2d/memcpy':>12}{'d2h/memcpy':>12}"]
+    for row in rows:
+        r = row["results"]
+        n = row["nbytes"]
+        cells = "".join(f"{gb_per_s(n, r[name].median_ns):>13.2f}" for name in names)
+        h2d = r[base].median_ns / r[_throughput.PY_H2D].median_ns
+        d2h = r[base].median_ns / r[_throughput.PY_D2H].median_ns
+        lines.append(f"  {size_label(n):>8}{cells}{h2d:>11.2f}x{d2h:>11.2f}x")
+    lines.append("  memcpy = std::memcpy in a C++ loop on one thread; torch copy_ uses torch's threads; "
+                 "the Python rows include the call overhead, the kernel row does not")
+    return lines
+
+
+def _program_table(section: dict) -> list[str]:
+    lines = ["program level: Method.execute through executorch.runtime (ratio vs the same model without device planning)"]
+    for row in section["rows"]:
+        r = row["results"]
+        base = r[section["baseline"]].median_ns
+        copies = row["copies_per_execution"]
+        lines.append(f"  input {row['shape']} float32 ({size_label(row['nbytes'])}); device-planned buffers "
+                     f"{size_label(row['device_planned_bytes'])}; per execution {copies['h2d']} h2d + {copies['d2h']} d2h copies")
+        width = max(len(n) for n in r) + 2
+        for name, s in r.items():
+            lines.append(f"    {name:<{width}}{_time(s.median_ns):>11}   {_spread(s):<22}{s.median_ns / base:>6.2f}x"
+                         f"  (+{_time(max(0.0, s.median_ns - base))})")
+    owners = ", ".join(f"{op}: {who}" for op, who in section["registry_kernels"].items())
+    lines.append(f"  the program's copy kernels are the registry's ({owners}); the device buffers come from et_copy's simulated allocator")
+    return lines
+
+
+def _cuda_table(section: dict) -> list[str]:
+    rows = section["rows"]
+    names = list(rows[0]["results"])
+    lines = [f"CUDA: GB/s at the median on {section.get('gpu', 'the GPU')}"]
+    width = max(len(n) for n in names) + 2
+    lines.append("  " + f"{'implementation':<{width}}" + "".join(f"{size_label(r['nbytes']):>11}" for r in rows))
+    for name in names:
+        cells = "".join(f"{gb_per_s(r['nbytes'], r['results'][name].median_ns):>11.2f}" for r in rows)
+        lines.append(f"  {name:<{width}}{cells}")
+    return lines
+
+
+def targets(doc: dict) -> list[dict]:
+    """The issue's targets, measured (reported, never asserted)."""
+    out = []
+    py = doc.get("python_overhead")
+    if py:
+        base = py["results"][py["baseline"]].median_ns
+        for name in (_overhead.PY_H2D, _overhead.PY_D2H):
+            ratio = py["results"][name].median_ns / base
+            out.append({"name": f"Python call overhead, {name}, {py['nbytes']} B", "measured": round(ratio, 3),
+                        "unit": "x torch copy_", "target": "<= 1.0", "met": ratio <= 1.0})
+    k = doc.get("kernel_overhead")
+    if k:
+        for name in (_overhead.KERNEL_H2D, _overhead.KERNEL_D2H):
+            ns = _overhead.overhead_ns(k["results"], name, k["baseline"])
+            out.append({"name": f"C++ kernel overhead, {name}, {k['nbytes']} B", "measured": round(ns, 1),
+                        "unit": "ns per call above memcpy", "target": "<= 100", "met": ns <= 100})
+    t = doc.get("throughput")
+    if t:
+        row = next((r for r in t["rows"] if r["nbytes"] == TARGET_SIZE), None)
+        if row is not None:
+            base = row["results"][t["baseline"]].median_ns
+            for name in (_throughput.PY_H2D, _throughput.PY_D2H, _throughput.KERNEL_H2D):
+                ratio = base / row["results"][name].median_ns
+                out.append({"name": f"throughput at 64 MiB, {name}", "measured": round(ratio, 3),
+                            "unit": "x single-threaded memcpy", "target": ">= 0.95", "met": ratio >= 0.95})
+    return out
+
+
+def render(doc: dict) -> str:
+    from ._machine import summary_lines
+
+    lines = ["et_copy bench", *summary_lines(doc["machine"])]
+    cfg = doc["config"]
+    lines.append(f"method  : per case 1 calibration/warm-up pass, then {cfg['repeats']} samples of ~{cfg['sample_s'] * 1e3:.0f} ms "
+                 "(a batch of calls each), cases interleaved round-robin; median and p10..p90 of the samples")
+    if doc["machine"].get("load_average") and doc["machine"]["load_average"][0] > 0.5 * (doc["machine"]["usable_cpus"] or 1):
+        lines.append("warning : the machine was busy when the run started (see load); expect noisy figures")
+    sections = [
+        ("python_overhead", lambda s: _ratio_table(
+            f"Python call overhead: {s['nbytes']}-byte float32 copy, outputs preallocated", s,
+            "target: et_copy <= 1.0x torch copy_")),
+        ("kernel_overhead", _kernel_table),
+        ("throughput", _throughput_table),
+        ("program", _program_table),
+        ("cuda", _cuda_table),
+    ]
+    for key, fmt in sections:
+        if key in doc["skipped"]:
+            lines += ["", f"{key}: skipped ({doc['skipped'][key]})"]
+        elif doc.get(key):
+            lines += [""] + fmt(doc[key])
+    lines += ["", "targets (reported, not asserted):"]
+    for t in doc["targets"]:
+        lines.append(f"  [{'met   ' if t['met'] else 'MISSED'}] {t['name']}: {t['measured']} {t['unit']} (target {t['target']})")
+    return "\n".join(lines)
+
+
+def _jsonable(value):
+    if isinstance(value, Stats):
+        return value.to_json()
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def write_json(doc: dict, path: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(_jsonable(doc), f, indent=2)
+        f.write("\n")

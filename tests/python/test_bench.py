@@ -1,0 +1,136 @@
+"""``python -m et_copy bench``: a tiny configuration run in a child process,
+checking what it prints and the structure of its JSON and PNG. No timing
+assertions: the figures depend on the machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+TINY = ["--quick", "--repeats", "2", "--sample-ms", "0.5"]
+
+
+def run_bench(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "et_copy", "bench", *args], capture_output=True, text=True,
+                          timeout=600, env=env)
+
+
+def ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
+    return proc
+
+
+def check_stats(stats: dict) -> None:
+    assert stats["samples"] == 2
+    assert stats["iters_per_sample"] >= 1
+    assert 0 < stats["min_ns"] <= stats["p10_ns"] <= stats["median_ns"] <= stats["p90_ns"]
+
+
+@pytest.fixture(scope="module")
+def micro_run(tmp_path_factory):
+    """One run of the overhead, kernel and throughput sections at two sizes."""
+    out = tmp_path_factory.mktemp("bench")
+    json_path, png_path = out / "bench.json", out / "bench.png"
+    proc = ok(run_bench(*TINY, "--only", "overhead,kernel,throughput,cuda", "--sizes", "4K", "64K",
+                        "--json", str(json_path), "--plot", str(png_path)))
+    return proc, json.loads(json_path.read_text()), png_path
+
+
+def test_bench_json_describes_the_machine_and_the_method(micro_run):
+    _, doc, _ = micro_run
+    machine = doc["machine"]
+    for key in ("cpu", "logical_cpus", "memory_gib", "python", "torch", "executorch", "et_copy", "torch_threads"):
+        assert key in machine
+    assert machine["torch"] == torch.__version__
+    assert doc["config"]["repeats"] == 2
+    assert doc["config"]["sizes"] == [4096, 65536]
+
+
+def test_bench_call_overhead_sections_compare_against_their_baselines(micro_run):
+    _, doc, _ = micro_run
+    py = doc["python_overhead"]
+    assert py["nbytes"] == 4096
+    assert set(py["results"]) == {py["baseline"], "et_copy.h2d_copy (out=DeviceTensor)", "et_copy.d2h_copy (out=torch tensor)"}
+    kernel = doc["kernel_overhead"]
+    assert kernel["nbytes"] == 8
+    assert kernel["baseline"] in kernel["results"]
+    assert "et_copy h2d_copy_out_boxed (C++ loop)" in kernel["results"]
+    assert set(kernel["registry"]) == {"et_copy::_h2d_copy.out", "et_copy::_d2h_copy.out"}
+    for stats in [*py["results"].values(), *kernel["results"].values()]:
+        check_stats(stats)
+
+
+def test_bench_throughput_has_one_row_per_size_with_every_implementation(micro_run):
+    _, doc, _ = micro_run
+    rows = doc["throughput"]["rows"]
+    assert [r["nbytes"] for r in rows] == [4096, 65536]
+    names = set(rows[0]["results"])
+    assert doc["throughput"]["baseline"] in names
+    assert {"et_copy.h2d_copy (Python)", "et_copy.d2h_copy (Python)", "torch copy_ (CPU to CPU)"} <= names
+    for row in rows:
+        assert set(row["results"]) == names == set(row["gb_per_s"])
+        for name, stats in row["results"].items():
+            check_stats(stats)
+            assert row["gb_per_s"][name] == pytest.approx(row["nbytes"] / stats["median_ns"])
+
+
+def test_bench_reports_each_target_with_a_verdict(micro_run):
+    proc, doc, _ = micro_run
+    names = [t["name"] for t in doc["targets"]]
+    assert sum("Python call overhead" in n for n in names) == 2
+    assert sum("C++ kernel overhead" in n for n in names) == 2
+    for t in doc["targets"]:
+        assert isinstance(t["met"], bool)
+        assert ("MISSED" if not t["met"] else "met") in proc.stdout
+    assert "targets (reported, not asserted)" in proc.stdout
+    assert "throughput: GB/s" in proc.stdout
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the skip message on machines without CUDA")
+def test_bench_skips_cuda_rows_with_a_reason_when_there_is_no_gpu(micro_run):
+    proc, doc, _ = micro_run
+    assert doc["skipped"]["cuda"]
+    assert "cuda: skipped (" in proc.stdout
+
+
+def test_bench_writes_a_png_plot(micro_run):
+    _, _, png = micro_run
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(data) > 10_000  # a drawn figure, not an empty canvas
+
+
+def test_bench_plot_without_matplotlib_says_how_to_get_it(tmp_path):
+    # A matplotlib package that fails to import stands in for a missing one.
+    (tmp_path / "matplotlib").mkdir()
+    (tmp_path / "matplotlib" / "__init__.py").write_text("raise ImportError('matplotlib hidden by the test')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    proc = run_bench(*TINY, "--only", "kernel", "--plot", str(tmp_path / "x.png"), env=env)
+    assert proc.returncode == 2
+    assert "pip install matplotlib" in proc.stderr
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_bench_rejects_an_unknown_section():
+    proc = run_bench("--only", "nonsense")
+    assert proc.returncode == 2
+    assert "unknown section" in proc.stderr
+
+
+@pytest.mark.slow
+def test_bench_program_section_runs_a_device_planned_pte_and_its_host_twin(tmp_path):
+    json_path = tmp_path / "program.json"
+    ok(run_bench(*TINY, "--only", "program", "--json", str(json_path)))
+    doc = json.loads(json_path.read_text())
+    (row,) = doc["program"]["rows"]
+    # The device-planned program really crosses the boundary on every run.
+    assert row["copies_per_execution"] == {"h2d": 1, "d2h": 1}
+    assert row["device_planned_bytes"] >= row["nbytes"]
+    assert set(row["results"]) == {"device-planned .pte (h2d, model, d2h)", "same model, no device planning"}
+    for stats in row["results"].values():
+        check_stats(stats)
