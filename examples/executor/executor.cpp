@@ -1,0 +1,394 @@
+// et_copy_executor: runs an ExecuTorch program with et-copy's kernels and a
+// device allocator, linking ExecuTorch's runtime (libexecutorch.so) and no
+// kernel library, so et-copy's kernels are the only ones registered.
+//
+//   et_copy_executor MODEL.pte [--method NAME] [--cuda]
+//       [--input FILE]... | [--seed N]       inputs: raw bytes, or generated
+//       [--save-inputs DIR]                  write the inputs used
+//       [--output FILE]...                   write output i's raw bytes
+//       [--expect FILE]...                   compare output i with a file
+//       [--require-copies]                   fail unless both copies ran
+//
+// Exit status: 0 success, 1 the program ran but an output differs, 2 bad
+// arguments or any ExecuTorch error.
+#include <cerrno>
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <et_copy/copy_ops.h>
+#include <et_copy/counting_device_allocator.h>
+#include <et_copy/registration.h>
+#include <et_copy/simulated_device_allocator.h>
+#ifdef ET_COPY_EXECUTOR_WITH_CUDA
+#include <et_copy/cuda_device_allocator.h>
+#endif
+
+#include <executorch/extension/module/module.h>
+#include <executorch/runtime/core/device_allocator.h>
+#include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
+#include <executorch/runtime/platform/runtime.h>
+
+namespace {
+
+using executorch::aten::DimOrderType;
+using executorch::aten::ScalarType;
+using executorch::aten::SizesType;
+using executorch::aten::StridesType;
+using executorch::aten::Tensor;
+using executorch::aten::TensorImpl;
+using executorch::extension::Module;
+using executorch::runtime::Error;
+using executorch::runtime::EValue;
+using executorch::runtime::Tag;
+using executorch::runtime::etensor::DeviceType;
+
+struct Options {
+  std::string model;
+  std::string method = "forward";
+  bool cuda = false;
+  std::vector<std::string> inputs;
+  uint64_t seed = 1;
+  std::string save_inputs;
+  std::vector<std::string> outputs;
+  std::vector<std::string> expects;
+  bool require_copies = false;
+};
+
+const char kUsage[] =
+    "usage: et_copy_executor MODEL.pte [--method NAME] [--cuda]\n"
+    "         [--input FILE]... | [--seed N]   (raw bytes per input, or generated)\n"
+    "         [--save-inputs DIR] [--output FILE]... [--expect FILE]...\n"
+    "         [--require-copies]\n";
+
+bool parse(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](std::string* dst) {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "et_copy_executor: %s needs a value\n", a.c_str());
+        return false;
+      }
+      *dst = argv[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "--method") {
+      if (!value(&o->method)) return false;
+    } else if (a == "--cuda") {
+      o->cuda = true;
+    } else if (a == "--input") {
+      if (!value(&v)) return false;
+      o->inputs.push_back(v);
+    } else if (a == "--seed") {
+      if (!value(&v)) return false;
+      o->seed = std::strtoull(v.c_str(), nullptr, 10);
+    } else if (a == "--save-inputs") {
+      if (!value(&o->save_inputs)) return false;
+    } else if (a == "--output") {
+      if (!value(&v)) return false;
+      o->outputs.push_back(v);
+    } else if (a == "--expect") {
+      if (!value(&v)) return false;
+      o->expects.push_back(v);
+    } else if (a == "--require-copies") {
+      o->require_copies = true;
+    } else if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "et_copy_executor: unknown option %s\n%s", a.c_str(), kUsage);
+      return false;
+    } else if (o->model.empty()) {
+      o->model = a;
+    } else {
+      std::fprintf(stderr, "et_copy_executor: more than one model given\n%s", kUsage);
+      return false;
+    }
+  }
+  if (o->model.empty()) {
+    std::fputs(kUsage, stderr);
+    return false;
+  }
+  return true;
+}
+
+bool read_file(const std::string& path, std::vector<uint8_t>* out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    std::fprintf(stderr, "et_copy_executor: cannot read %s: %s\n", path.c_str(), std::strerror(errno));
+    return false;
+  }
+  out->assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  return true;
+}
+
+bool write_file(const std::string& path, const void* data, size_t n) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+  if (!f) {
+    std::fprintf(stderr, "et_copy_executor: cannot write %s\n", path.c_str());
+    return false;
+  }
+  return true;
+}
+
+// Deterministic input data: floats in [-1, 1) for floating dtypes (so
+// eager PyTorch can reproduce the case from the saved file), 0/1 for bool,
+// raw bytes otherwise.
+void generate(ScalarType dtype, uint64_t seed, std::vector<uint8_t>* bytes) {
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  auto next = [&state]() {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  auto unit = [&]() { return static_cast<double>(next() >> 11) / 9007199254740992.0 * 2.0 - 1.0; };
+  if (dtype == ScalarType::Float) {
+    for (size_t i = 0; i + 4 <= bytes->size(); i += 4) {
+      const float f = static_cast<float>(unit());
+      std::memcpy(bytes->data() + i, &f, 4);
+    }
+  } else if (dtype == ScalarType::Double) {
+    for (size_t i = 0; i + 8 <= bytes->size(); i += 8) {
+      const double d = unit();
+      std::memcpy(bytes->data() + i, &d, 8);
+    }
+  } else if (dtype == ScalarType::Bool) {
+    for (auto& b : *bytes) b = next() & 1;
+  } else {
+    for (auto& b : *bytes) b = static_cast<uint8_t>(next());
+  }
+}
+
+/// A CPU input tensor over bytes this object owns, with the metadata the
+/// method declares for that input.
+struct InputTensor {
+  std::vector<uint8_t> bytes;
+  std::vector<SizesType> sizes;
+  std::vector<DimOrderType> dim_order;
+  std::vector<StridesType> strides;
+  std::unique_ptr<TensorImpl> impl;
+
+  InputTensor(const executorch::runtime::TensorInfo& info, std::vector<uint8_t> data)
+      : bytes(std::move(data)),
+        sizes(info.sizes().begin(), info.sizes().end()),
+        dim_order(info.dim_order().begin(), info.dim_order().end()),
+        strides(sizes.size()) {
+    StridesType s = 1;
+    for (size_t i = dim_order.size(); i-- > 0;) {
+      strides[dim_order[i]] = s;
+      s *= sizes[dim_order[i]];
+    }
+    impl = std::make_unique<TensorImpl>(
+        info.scalar_type(), static_cast<ssize_t>(sizes.size()), sizes.data(),
+        bytes.data(), dim_order.data(), strides.data());
+  }
+};
+
+std::string shape_string(const Tensor& t) {
+  std::string s = "[";
+  for (ssize_t i = 0; i < t.dim(); ++i) {
+    s += (i ? ", " : "") + std::to_string(t.size(i));
+  }
+  return s + "]";
+}
+
+et_copy::CountingDeviceAllocator* register_allocator(bool cuda) {
+  using et_copy::Registration;
+  Registration r;
+  const char* which;
+  if (cuda) {
+#ifdef ET_COPY_EXECUTOR_WITH_CUDA
+    Error err = Error::Ok;
+    r = et_copy::register_cuda_device_allocator(&err);
+    which = "cuda";
+    if (r == Registration::kFailed) {
+      std::fprintf(stderr, "et_copy_executor: cannot use the CUDA allocator: %s (error 0x%x)\n",
+                   executorch::runtime::to_string(err), static_cast<unsigned>(err));
+      return nullptr;
+    }
+#else
+    std::fprintf(stderr, "et_copy_executor: --cuda: this executor was built without et_copy::cuda\n");
+    return nullptr;
+#endif
+  } else {
+    r = et_copy::register_simulated_device_allocator();
+    which = "simulated";
+  }
+  std::printf("allocator %s for CUDA: %s\n", which, et_copy::registration_name(r));
+  auto* alloc = et_copy::as_counting_allocator(
+      executorch::runtime::get_device_allocator(DeviceType::CUDA));
+  if (r == Registration::kAlreadyOther || alloc == nullptr) {
+    std::fprintf(stderr, "et_copy_executor: another CUDA allocator is registered; counters unavailable\n");
+  }
+  return alloc;
+}
+
+void print_stats(const et_copy::CountingDeviceAllocator& a) {
+  const et_copy::DeviceAllocatorStats s = a.stats();
+  std::printf(
+      "allocator %s: allocations=%" PRIu64 " deallocations=%" PRIu64
+      " bytes_outstanding=%" PRIu64 " peak_bytes_outstanding=%" PRIu64
+      " h2d_copies=%" PRIu64 " h2d_bytes=%" PRIu64 " d2h_copies=%" PRIu64
+      " d2h_bytes=%" PRIu64 " failed_calls=%" PRIu64 "\n",
+      a.name(), s.allocations, s.deallocations, s.bytes_outstanding,
+      s.peak_bytes_outstanding, s.h2d_copies, s.h2d_bytes, s.d2h_copies,
+      s.d2h_bytes, s.failed_calls);
+}
+
+int fail(const char* what, Error err) {
+  std::fprintf(stderr, "et_copy_executor: %s failed: %s (error 0x%x)\n", what,
+               executorch::runtime::to_string(err), static_cast<unsigned>(err));
+  return 2;
+}
+
+int run(const Options& opt) {
+  executorch::runtime::runtime_init();
+
+  // Kernels and the allocator go in before load_method: loading allocates
+  // the device-planned buffers and resolves every operator.
+  for (const auto& k : et_copy::register_kernels()) {
+    std::printf("kernel %s: %s\n", k.op_name, et_copy::registration_name(k.outcome));
+    if (k.outcome == et_copy::Registration::kFailed) {
+      return fail("registering et_copy's kernels", k.error);
+    }
+  }
+  et_copy::CountingDeviceAllocator* alloc = register_allocator(opt.cuda);
+  if (opt.cuda && alloc == nullptr) {
+    return 2;
+  }
+
+  Module module(opt.model, Module::LoadMode::File);
+  Error err = module.load_method(opt.method);
+  if (err != Error::Ok) {
+    return fail(("loading method '" + opt.method + "' of " + opt.model).c_str(), err);
+  }
+  auto meta = module.method_meta(opt.method);
+  if (!meta.ok()) {
+    return fail("reading the method's metadata", meta.error());
+  }
+
+  const size_t n_in = meta->num_inputs();
+  if (!opt.inputs.empty() && opt.inputs.size() != n_in) {
+    std::fprintf(stderr, "et_copy_executor: %s takes %zu inputs, %zu --input files given\n",
+                 opt.method.c_str(), n_in, opt.inputs.size());
+    return 2;
+  }
+  std::vector<std::unique_ptr<InputTensor>> tensors;
+  std::vector<EValue> inputs;
+  for (size_t i = 0; i < n_in; ++i) {
+    auto tag = meta->input_tag(i);
+    if (!tag.ok() || *tag != Tag::Tensor) {
+      std::fprintf(stderr, "et_copy_executor: input %zu is not a tensor; only tensor inputs are supported\n", i);
+      return 2;
+    }
+    auto info = meta->input_tensor_meta(i);
+    if (!info.ok()) {
+      return fail("reading input metadata", info.error());
+    }
+    std::vector<uint8_t> bytes(info->nbytes());
+    if (opt.inputs.empty()) {
+      generate(info->scalar_type(), opt.seed + i, &bytes);
+    } else {
+      if (!read_file(opt.inputs[i], &bytes)) return 2;
+      if (bytes.size() != info->nbytes()) {
+        std::fprintf(stderr, "et_copy_executor: %s has %zu bytes; input %zu takes %zu\n",
+                     opt.inputs[i].c_str(), bytes.size(), i, info->nbytes());
+        return 2;
+      }
+    }
+    if (!opt.save_inputs.empty() &&
+        !write_file(opt.save_inputs + "/input" + std::to_string(i) + ".bin", bytes.data(), bytes.size())) {
+      return 2;
+    }
+    tensors.push_back(std::make_unique<InputTensor>(*info, std::move(bytes)));
+    inputs.emplace_back(Tensor(tensors.back()->impl.get()));
+  }
+
+  auto result = module.execute(opt.method, inputs);
+  if (!result.ok()) {
+    return fail(("running method '" + opt.method + "'").c_str(), result.error());
+  }
+  const std::vector<EValue>& outs = *result;
+  if ((!opt.outputs.empty() && opt.outputs.size() != outs.size()) ||
+      (!opt.expects.empty() && opt.expects.size() != outs.size())) {
+    std::fprintf(stderr, "et_copy_executor: %s returned %zu outputs; give one --output/--expect per output\n",
+                 opt.method.c_str(), outs.size());
+    return 2;
+  }
+
+  int status = 0;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (!outs[i].isTensor()) {
+      std::printf("output %zu: not a tensor (tag %d)\n", i, static_cast<int>(outs[i].tag));
+      continue;
+    }
+    const Tensor& t = outs[i].toTensor();
+    std::vector<uint8_t> host(t.nbytes());
+    if (t.nbytes() > 0 && t.device_type() != DeviceType::CPU) {
+      // A program may leave an output on the device; bring it back.
+      if (alloc == nullptr) {
+        std::fprintf(stderr, "et_copy_executor: output %zu is on the device and no et_copy allocator can copy it\n", i);
+        return 2;
+      }
+      err = alloc->copy_device_to_host(host.data(), t.const_data_ptr(), t.nbytes(), t.device_index());
+      if (err != Error::Ok) return fail("copying an output to the host", err);
+    } else if (t.nbytes() > 0) {
+      std::memcpy(host.data(), t.const_data_ptr(), t.nbytes());
+    }
+    std::printf("output %zu: %s %s on %s, %zu bytes\n", i,
+                executorch::runtime::toString(t.scalar_type()), shape_string(t).c_str(),
+                t.device_type() == DeviceType::CPU ? "CPU" : "CUDA", t.nbytes());
+    if (!opt.outputs.empty() && !write_file(opt.outputs[i], host.data(), host.size())) {
+      return 2;
+    }
+    if (!opt.expects.empty()) {
+      std::vector<uint8_t> want;
+      if (!read_file(opt.expects[i], &want)) return 2;
+      if (want == host) {
+        std::printf("output %zu: matches %s\n", i, opt.expects[i].c_str());
+      } else {
+        size_t at = 0;
+        while (at < want.size() && at < host.size() && want[at] == host[at]) ++at;
+        std::printf("output %zu: DIFFERS from %s (%zu vs %zu bytes, first difference at byte %zu)\n",
+                    i, opt.expects[i].c_str(), host.size(), want.size(), at);
+        status = 1;
+      }
+    }
+  }
+
+  if (alloc != nullptr) {
+    print_stats(*alloc);
+    const auto s = alloc->stats();
+    if (opt.require_copies && (s.h2d_copies == 0 || s.d2h_copies == 0)) {
+      // Without copies the output could be the input's own buffer, and a
+      // kernel that does nothing would pass (DESIGN.md, C++ executor pitfall).
+      std::fprintf(stderr, "et_copy_executor: --require-copies: the allocator saw %" PRIu64
+                   " host-to-device and %" PRIu64 " device-to-host copies\n", s.h2d_copies, s.d2h_copies);
+      status = status ? status : 1;
+    }
+  } else if (opt.require_copies) {
+    std::fprintf(stderr, "et_copy_executor: --require-copies needs et_copy's allocator\n");
+    status = 2;
+  }
+  return status;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  if (!parse(argc, argv, &opt)) {
+    return 2;
+  }
+  return run(opt);
+}
