@@ -211,6 +211,19 @@ void bind_cuda(py::module_& m) {
     throw_if(cuda_device_allocator().unregister_host_memory(reinterpret_cast<void*>(ptr)), "cudaHostUnregister failed");
   }, py::arg("ptr"));
 
+  m.def("cuda_device_to_device", [](uintptr_t dst, uintptr_t src, size_t nbytes, int device_index) {
+    if (device_index < -1 || device_index > 127) {
+      throw Failure(Error::InvalidArgument, "device index " + std::to_string(device_index) + " is out of range");
+    }
+    Error err;
+    {
+      py::gil_scoped_release release;
+      err = cuda_device_allocator().copy_device_to_device(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), nbytes, static_cast<DeviceIndex>(device_index));
+    }
+    throw_if(err, "device-to-device copy failed");
+  }, py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("device_index"),
+     "Copies nbytes between two buffers of one device through et_copy's CUDA allocator.");
+
   // The benchmark's baseline: one synchronous cudaMemcpy, nothing else.
   m.def("cuda_raw_memcpy", [](uintptr_t dst, uintptr_t src, size_t nbytes, const std::string& kind) {
     cudaMemcpyKind k;

@@ -8,6 +8,7 @@ ExecuTorch until you call a ``use_*`` or ``register_*`` function.
 
 from __future__ import annotations
 
+from ._cuda import use_cuda
 from ._dtypes import SUPPORTED_DTYPES
 from ._errors import EtCopyError
 from ._ops import D2H_COPY_OUT, H2D_COPY_OUT, d2h_copy, h2d_copy, run_registered
@@ -47,5 +48,6 @@ __all__ = [
     "kernel_owner",
     "register_kernels",
     "run_registered",
+    "use_cuda",
     "use_simulated_device",
 ]

@@ -101,6 +101,24 @@ class DeviceTensor:
 
         return d2h_copy(self)
 
+    # Zero-copy exports of real CUDA memory (see et_copy._cuda); memory of
+    # the simulated device raises EtCopyError("NotSupported").
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        from ._cuda import cuda_array_interface
+
+        return cuda_array_interface(self)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        from ._cuda import dlpack
+
+        return dlpack(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        from ._cuda import dlpack_device
+
+        return dlpack_device(self)
+
     def __repr__(self) -> str:
         dyn = f", capacity={tuple(self._capacity)}" if self.dynamic else ""
         state = ", freed" if self.freed else ""
@@ -146,6 +164,45 @@ def empty(shape: Sequence[int], dtype: torch.dtype, device: str = "cuda:0", *,
     nbytes = math.prod(shape) * dtype.itemsize
     buffer = _C.DeviceBuffer(nbytes, dev.type, dev.index, _ALIGNMENT)
     return DeviceTensor(buffer, dtype, dev, shape, order, dynamic)
+
+
+class _BufferSlice:
+    """A byte range inside a larger device buffer, for DeviceTensors that
+    view part of one allocation (the parity harness puts guard bytes around
+    them). Keeps the parent alive; freeing is the parent's job."""
+
+    __slots__ = ("_parent", "_offset", "nbytes")
+
+    def __init__(self, parent, offset: int, nbytes: int) -> None:
+        if offset < 0 or nbytes < 0 or offset + nbytes > parent.nbytes:
+            raise ValueError(f"bytes [{offset}, {offset + nbytes}) lie outside a {parent.nbytes}-byte buffer")
+        self._parent = parent
+        self._offset = offset
+        self.nbytes = nbytes
+
+    @property
+    def ptr(self) -> int:
+        return self._parent.ptr + self._offset
+
+    @property
+    def freed(self) -> bool:
+        return self._parent.freed
+
+    def free(self) -> None:
+        pass
+
+
+def _device_view(parent: DeviceTensor, offset: int, shape: Sequence[int], dtype: torch.dtype, *,
+                 dim_order: Sequence[int] | None = None, dynamic: bool = False,
+                 device: Device | None = None) -> DeviceTensor:
+    """A DeviceTensor over ``parent``'s bytes from ``offset``, sized for
+    ``shape`` (its capacity). ``device`` overrides the metadata only (the
+    memory stays where ``parent`` lives), to build deliberately wrong tensors."""
+    shape = tuple(int(s) for s in shape)
+    order = tuple(range(len(shape))) if dim_order is None else tuple(int(d) for d in dim_order)
+    nbytes = math.prod(shape) * dtype.itemsize
+    return DeviceTensor(_BufferSlice(parent._buffer, offset, nbytes), dtype, device or parent.device,
+                        shape, order, dynamic)
 
 
 def torch_spec(t: torch.Tensor, *, op: str, arg: str, dynamic: bool = False) -> dict:

@@ -1,0 +1,200 @@
+"""et_copy on real NVIDIA GPUs.
+
+:func:`use_cuda` registers et_copy's CUDA allocator with ExecuTorch;
+:func:`cuda_status` says what the CUDA runtime and driver report without
+registering anything. The rest serves ``DeviceTensor``'s zero-copy exports
+(``__cuda_array_interface__``, ``__dlpack__``) and the copy benchmark.
+
+The extension links the CUDA runtime statically: it imports on machines with
+no GPU or driver, and CUDA is first touched when one of these is called.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from . import _C
+from ._device import CUDA
+from ._errors import EtCopyError
+from ._registration import _describe_cuda_allocator
+
+if TYPE_CHECKING:
+    from ._tensors import DeviceTensor
+
+_NOT_BUILT = "this et_copy was built without the CUDA toolkit, so it has no CUDA allocator"
+
+# DLPack's device type for CUDA memory.
+_DL_CUDA = 2
+
+# DLPack (type code, bits) per dtype: kDLInt 0, kDLUInt 1, kDLFloat 2,
+# kDLBfloat 4, kDLComplex 5, kDLBool 6.
+_DLPACK_DTYPES: dict[torch.dtype, tuple[int, int]] = {
+    torch.uint8: (1, 8),
+    torch.int8: (0, 8),
+    torch.int16: (0, 16),
+    torch.int32: (0, 32),
+    torch.int64: (0, 64),
+    torch.float16: (2, 16),
+    torch.float32: (2, 32),
+    torch.float64: (2, 64),
+    torch.complex64: (5, 64),
+    torch.complex128: (5, 128),
+    torch.bool: (6, 8),
+    torch.bfloat16: (4, 16),
+}
+
+# __cuda_array_interface__ typestr per dtype (numpy's; bfloat16 has none).
+_TYPESTRS: dict[torch.dtype, str] = {
+    torch.uint8: "|u1",
+    torch.int8: "|i1",
+    torch.int16: "<i2",
+    torch.int32: "<i4",
+    torch.int64: "<i8",
+    torch.float16: "<f2",
+    torch.float32: "<f4",
+    torch.float64: "<f8",
+    torch.complex64: "<c8",
+    torch.complex128: "<c16",
+    torch.bool: "|b1",
+}
+
+
+def built_with_cuda() -> bool:
+    """True when this et_copy's extension holds the CUDA allocator."""
+    return bool(getattr(_C, "WITH_CUDA", False))
+
+
+def cuda_status() -> dict[str, Any]:
+    """What the CUDA runtime and driver report, registering nothing.
+
+    Keys: built (bool), runtime_version and driver_version (ints such as
+    13000; driver 0 = no driver), device_count (None when CUDA is
+    unusable), error (ExecuTorch error name or None), cuda_error (e.g.
+    "cudaErrorInsufficientDriver" or None), message (why there is no
+    device, in words), devices (a dict per device: index, name,
+    compute_capability, total_memory, pci_bus_id).
+    """
+    if not built_with_cuda():
+        return {"built": False, "runtime_version": None, "driver_version": None, "device_count": None,
+                "error": "NotSupported", "cuda_error": None, "message": _NOT_BUILT, "devices": []}
+    status = dict(_C.cuda_status())
+    status["built"] = True
+    status["devices"] = [dict(_C.cuda_device_properties(i)) for i in range(status["device_count"] or 0)]
+    return status
+
+
+def use_cuda() -> str:
+    """Serves DeviceType CUDA with et_copy's CUDA allocator (a real GPU).
+
+    Idempotent: returns "registered", then "already et_copy". Raises
+    EtCopyError, registering nothing, when:
+
+    - a different CUDA allocator is registered already, e.g. the simulated
+      device (``error="RegistrationAlreadyRegistered"``): ExecuTorch cannot
+      replace one;
+    - there is no CUDA driver, the driver is too old, or it sees no device
+      (``error="NotFound"``; the message says which);
+    - this et_copy was built without CUDA (``error="NotSupported"``).
+
+    After a failure the registry is as it was: use_simulated_device() still
+    works.
+    """
+    op = "et_copy.use_cuda"
+    if not built_with_cuda():
+        raise EtCopyError(f"{op}: {_NOT_BUILT}", error="NotSupported")
+    before = _describe_cuda_allocator()
+    try:
+        outcome = _C.use_cuda()
+    except EtCopyError as e:
+        raise EtCopyError(f"{op}: {e}", error=e.error) from None
+    if outcome == "already other":
+        raise EtCopyError(f"{op}: CUDA is already served by {before}; ExecuTorch cannot replace a registered allocator",
+                          error="RegistrationAlreadyRegistered")
+    return outcome
+
+
+def _require_real_cuda(t: DeviceTensor, what: str) -> None:
+    """Raises unless ``t`` is live memory of et_copy's CUDA allocator."""
+    if t.freed:
+        raise ValueError(f"DeviceTensor.{what}: the tensor's memory was freed")
+    info = _C.allocator_info(CUDA)
+    if info is None or info["owner"] != "et_copy" or info["name"] != "cuda":
+        served = _describe_cuda_allocator()
+        raise EtCopyError(f"DeviceTensor.{what}: needs real CUDA memory, but this tensor's memory comes from {served} "
+                          "(simulated memory is host memory standing in for a GPU); call et_copy.use_cuda() on a GPU machine",
+                          error="NotSupported")
+
+
+def dlpack_device(t: DeviceTensor) -> tuple[int, int]:
+    _require_real_cuda(t, "__dlpack_device__")
+    return (_DL_CUDA, t.device.index)
+
+
+def dlpack(t: DeviceTensor, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+           copy: bool | None = None) -> Any:
+    """A DLPack capsule over ``t``'s CUDA memory (no copy).
+
+    et_copy's copies are complete when they return, so the data is ready
+    on any consumer ``stream``. The capsule keeps ``t`` alive; calling
+    ``t.free()`` while a consumer still uses the memory is the caller's bug.
+    """
+    _require_real_cuda(t, "__dlpack__")
+    if copy:
+        raise BufferError("DeviceTensor.__dlpack__: copy=True is not supported; the export is always zero-copy")
+    if dl_device is not None and tuple(dl_device) != (_DL_CUDA, t.device.index):
+        raise BufferError(f"DeviceTensor.__dlpack__: the tensor is on (2, {t.device.index}), not {tuple(dl_device)}")
+    from ._tensors import contiguous_strides
+
+    code, bits = _DLPACK_DTYPES[t.dtype]
+    return _C.cuda_dlpack(t, t.data_ptr(), t.device.index, list(t.shape),
+                          contiguous_strides(tuple(t.shape), t.dim_order), code, bits)
+
+
+def cuda_array_interface(t: DeviceTensor) -> dict[str, Any]:
+    """Numba/CuPy's ``__cuda_array_interface__`` (version 3) for ``t``."""
+    _require_real_cuda(t, "__cuda_array_interface__")
+    typestr = _TYPESTRS.get(t.dtype)
+    if typestr is None:
+        raise TypeError(f"DeviceTensor.__cuda_array_interface__: {t.dtype} has no typestr; use __dlpack__ instead")
+    from ._tensors import contiguous_strides
+
+    natural = tuple(range(t.dim()))
+    strides = None
+    if tuple(t.dim_order) != natural:
+        strides = tuple(s * t.itemsize for s in contiguous_strides(tuple(t.shape), t.dim_order))
+    # stream None: no synchronisation is needed, the copies already waited.
+    return {"shape": tuple(t.shape), "typestr": typestr, "data": (t.data_ptr(), False),
+            "strides": strides, "version": 3, "stream": None}
+
+
+def copy_config() -> dict[str, Any]:
+    """How pageable host memory is copied: pageable ("staged" or "direct"),
+    staging_threshold and chunk_bytes (bytes)."""
+    if not built_with_cuda():
+        raise EtCopyError(f"et_copy.cuda.copy_config: {_NOT_BUILT}", error="NotSupported")
+    return dict(_C.cuda_copy_config())
+
+
+def set_copy_config(pageable: str = "staged", staging_threshold: int = 1 << 20, chunk_bytes: int = 8 << 20) -> None:
+    """Changes the pageable copy path (for benchmarks): "staged" goes through
+    et_copy's pinned double buffers for copies of at least
+    ``staging_threshold`` bytes, "direct" leaves staging to the driver."""
+    if not built_with_cuda():
+        raise EtCopyError(f"et_copy.cuda.set_copy_config: {_NOT_BUILT}", error="NotSupported")
+    _C.set_cuda_copy_config(pageable, int(staging_threshold), int(chunk_bytes))
+
+
+def register_host_memory(t: torch.Tensor) -> None:
+    """Page-locks a long-lived CPU tensor's memory (cudaHostRegister) so
+    copies to and from it take the direct DMA path. Call
+    :func:`unregister_host_memory` before the tensor is freed."""
+    if t.device.type != "cpu":
+        raise ValueError(f"et_copy.cuda.register_host_memory: the tensor must be on the CPU, got {t.device}")
+    storage = t.untyped_storage()
+    _C.cuda_register_host(storage.data_ptr(), storage.nbytes())
+
+
+def unregister_host_memory(t: torch.Tensor) -> None:
+    _C.cuda_unregister_host(t.untyped_storage().data_ptr())
