@@ -32,7 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] == "--cmake-dir":
         from ._cmake import cmake_dir
 
-        print(cmake_dir())
+        try:
+            print(cmake_dir())
+        except FileNotFoundError as e:
+            print(e, file=sys.stderr)
+            return 1
         return 0
     command = COMMANDS.get(argv[0])
     if command is None:

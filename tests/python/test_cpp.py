@@ -1,0 +1,304 @@
+"""The C++ side through CMake: the GoogleTest suite under CTest, the
+installed CMake package, and examples/executor (a C++ executor linking
+executorch::runtime and no kernel library) running device-planned programs
+that must match eager PyTorch.
+
+Everything runs in subprocesses (cmake, ctest, the executor, and the export,
+which imports executorch.exir) with timeouts, in temporary folders.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXECUTOR_SRC = REPO / "examples" / "executor"
+
+pytestmark = pytest.mark.slow
+
+
+def _tools() -> tuple[str, str]:
+    """cmake >= 3.28 (executorch's imported targets need it) and ninja, from
+    the PyPI packages in the test extra, else from PATH."""
+    try:
+        import cmake
+
+        cmake_bin = str(Path(cmake.CMAKE_BIN_DIR) / "cmake")
+    except ImportError:
+        cmake_bin = shutil.which("cmake")
+    try:
+        import ninja
+
+        ninja_bin = str(Path(ninja.BIN_DIR) / "ninja")
+    except ImportError:
+        ninja_bin = shutil.which("ninja")
+    if not cmake_bin or not ninja_bin:
+        pytest.fail("test_cpp needs cmake>=3.28 and ninja: pip install '.[test]'")
+    return cmake_bin, ninja_bin
+
+
+CMAKE, NINJA = _tools()
+CTEST = str(Path(CMAKE).with_name("ctest"))
+
+
+def run(cmd: list[str], *, timeout: float, env: dict | None = None, cwd: Path | None = None,
+        check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+    if check and proc.returncode != 0:
+        pytest.fail(f"{' '.join(map(str, cmd))} exited {proc.returncode}\n"
+                    f"--- stdout ---\n{proc.stdout[-6000:]}\n--- stderr ---\n{proc.stderr[-6000:]}")
+    return proc
+
+
+def configure(src: Path, build: Path, *defs: str, env: dict | None = None,
+              check: bool = True) -> subprocess.CompletedProcess:
+    return run([CMAKE, "-S", str(src), "-B", str(build), "-G", "Ninja",
+                f"-DCMAKE_MAKE_PROGRAM={NINJA}", f"-DPython_EXECUTABLE={sys.executable}", *defs],
+               timeout=180, env=env, check=check)
+
+
+def build(build_dir: Path) -> None:
+    run([CMAKE, "--build", str(build_dir), "-j2"], timeout=600)
+
+
+# ---- the repository's C++ build: unit tests, then a plain install ---------
+
+@pytest.fixture(scope="module")
+def repo_build(tmp_path_factory) -> Path:
+    build_dir = tmp_path_factory.mktemp("cpp") / "build"
+    proc = configure(REPO, build_dir, "-DET_COPY_BUILD_TESTS=ON", "-DET_COPY_BUILD_PYTHON=OFF", check=False)
+    if proc.returncode != 0 and "GoogleTest" in proc.stderr:
+        pytest.fail("the C++ tests need GoogleTest: apt-get install libgtest-dev "
+                    f"(tests/run.sh does this)\n{proc.stderr[-3000:]}")
+    elif proc.returncode != 0:
+        pytest.fail(f"configuring the C++ build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    build(build_dir)
+    return build_dir
+
+
+@pytest.fixture(scope="module")
+def plain_install(repo_build, tmp_path_factory) -> Path:
+    """`cmake --install` of the repository build: <prefix>/lib/cmake/et_copy."""
+    prefix = tmp_path_factory.mktemp("prefix")
+    run([CMAKE, "--install", str(repo_build), "--prefix", str(prefix)], timeout=120)
+    return prefix / "lib" / "cmake" / "et_copy"
+
+
+def test_cpp_unit_tests_pass_under_ctest(repo_build):
+    proc = run([CTEST, "--test-dir", str(repo_build), "--output-on-failure", "--timeout", "120"],
+               timeout=300, check=False)
+    summary = re.search(r"(\d+)% tests passed.* out of (\d+)", proc.stdout)
+    assert proc.returncode == 0, proc.stdout[-8000:] + proc.stderr[-2000:]
+    assert summary is not None, proc.stdout[-3000:]
+    assert summary.group(1) == "100" and int(summary.group(2)) >= 4, summary.group(0)
+
+
+def test_cmake_install_lays_out_library_headers_and_package(plain_install):
+    prefix = plain_install.parents[2]
+    assert (prefix / "lib" / "libet_copy_runtime.a").is_file()
+    for header in ("copy_ops.h", "counting_device_allocator.h", "registration.h",
+                   "simulated_device_allocator.h"):
+        assert (prefix / "include" / "et_copy" / header).is_file(), header
+    for f in ("et_copyConfig.cmake", "et_copyConfigVersion.cmake", "et_copyTargets.cmake"):
+        assert (plain_install / f).is_file(), f
+
+
+# ---- the installed package as a consumer sees it --------------------------
+
+def installed_cmake_dir() -> Path | None:
+    """The CMake package of the pip-installed et_copy (None in a source tree)."""
+    proc = subprocess.run([sys.executable, "-m", "et_copy", "--cmake-dir"], capture_output=True,
+                          text=True, timeout=120)
+    return Path(proc.stdout.strip()) if proc.returncode == 0 else None
+
+
+@pytest.fixture(scope="module", params=["wheel", "cmake-install"])
+def package_dir(request) -> Path:
+    if request.param == "wheel":
+        found = installed_cmake_dir()
+        if found is None:
+            pytest.skip("et_copy is not pip-installed here (no `python -m et_copy --cmake-dir`)")
+        return found
+    return request.getfixturevalue("plain_install")
+
+
+def bare_env() -> dict:
+    """An environment with no Python or venv on PATH: the package must find
+    executorch on its own, not through the interpreter running the tests."""
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "CMAKE_PREFIX_PATH")}
+    env["PATH"] = "/usr/bin:/bin"
+    return env
+
+
+def find_package_project(tmp_path: Path, request: str) -> Path:
+    src = tmp_path / "find"
+    src.mkdir(exist_ok=True)
+    (src / "CMakeLists.txt").write_text(textwrap.dedent(f"""\
+        cmake_minimum_required(VERSION 3.28)
+        project(probe LANGUAGES CXX)
+        find_package(et_copy {request} CONFIG REQUIRED)
+        message(STATUS "et_copy ${{et_copy_VERSION}} cuda=${{et_copy_HAS_CUDA}} executorch=${{et_copy_EXECUTORCH_VERSION}}")
+        if(NOT TARGET et_copy::runtime OR NOT TARGET executorch::runtime)
+          message(FATAL_ERROR "et_copy::runtime or executorch::runtime missing")
+        endif()
+        """))
+    return src
+
+
+def test_find_package_checks_the_version(package_dir, tmp_path):
+    import et_copy
+
+    ok = configure(find_package_project(tmp_path, "0.1"), tmp_path / "b1", f"-Det_copy_DIR={package_dir}",
+                   env=bare_env())
+    assert f"et_copy {et_copy.__version__} " in ok.stdout
+    too_new = configure(find_package_project(tmp_path, "0.2"), tmp_path / "b2", f"-Det_copy_DIR={package_dir}",
+                        env=bare_env(), check=False)
+    assert too_new.returncode != 0
+    assert "et_copy" in too_new.stderr and "0.2" in too_new.stderr, too_new.stderr
+
+
+def test_find_package_without_executorch_fails_with_a_clear_message(package_dir, tmp_path):
+    proc = configure(find_package_project(tmp_path, "0.1"), tmp_path / "b", f"-Det_copy_DIR={package_dir}",
+                     "-DCMAKE_DISABLE_FIND_PACKAGE_executorch=TRUE", env=bare_env(), check=False)
+    assert proc.returncode != 0
+    err = " ".join(proc.stderr.split())
+    assert "et_copy needs ExecuTorch's C++ runtime, executorch::runtime" in err, proc.stderr
+    assert "pip install executorch==" in err
+
+
+# ---- the executor ---------------------------------------------------------
+
+EXPORT_SCRIPT = r"""
+import json, sys
+from pathlib import Path
+
+import torch
+from et_copy.export import export_device_program
+
+out = Path(sys.argv[1])
+
+
+class Swap(torch.nn.Module):
+    def forward(self, a, b):
+        return b, a
+
+
+cases = {
+    # Identity: D2H(H2D(x)); generated inputs, checked against eager below.
+    "roundtrip": (torch.nn.Identity(), None),
+    # Two inputs of different dtypes and ranks, returned swapped.
+    "swap": (Swap(), (torch.randn(4, 3, dtype=torch.float64),
+                      torch.arange(10, dtype=torch.int64).reshape(2, 5) - 3)),
+}
+meta = {}
+for name, (module, inputs) in cases.items():
+    example = inputs if inputs is not None else (torch.randn(3, 5),)
+    program = export_device_program(module, example)  # alloc_graph_input=False by default
+    (out / f"{name}.pte").write_bytes(program.buffer)
+    meta[name] = {"n_inputs": len(example)}
+    if inputs is not None:
+        expected = module(*inputs)
+        for i, t in enumerate(inputs):
+            (out / f"{name}.in{i}.bin").write_bytes(t.contiguous().numpy().tobytes())
+        for i, t in enumerate(expected):
+            (out / f"{name}.expect{i}.bin").write_bytes(t.contiguous().numpy().tobytes())
+        meta[name]["n_outputs"] = len(expected)
+        meta[name]["in_bytes"] = sum(t.numel() * t.element_size() for t in inputs)
+(out / "meta.json").write_text(json.dumps(meta))
+"""
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory) -> Path:
+    """Device-planned programs from et_copy.export, exported in a child
+    process (importing executorch.exir mutates torch.library state)."""
+    out = tmp_path_factory.mktemp("programs")
+    run([sys.executable, "-c", EXPORT_SCRIPT, str(out)], timeout=300)
+    return out
+
+
+@pytest.fixture(scope="module")
+def executor(package_dir, tmp_path_factory) -> Path:
+    build_dir = tmp_path_factory.mktemp("executor") / "build"
+    configure(EXECUTOR_SRC, build_dir, f"-Det_copy_DIR={package_dir}", env=bare_env())
+    build(build_dir)
+    exe = build_dir / "et_copy_executor"
+    assert exe.is_file()
+    return exe
+
+
+def test_executor_links_no_kernel_library(executor):
+    needed = run(["readelf", "-d", str(executor)], timeout=60).stdout if shutil.which("readelf") else ""
+    if not needed:
+        pytest.skip("readelf not available")
+    libs = re.findall(r"Shared library: \[([^\]]+)\]", needed)
+    assert "libexecutorch.so" in libs, libs
+    assert not [lib for lib in libs if "kernels" in lib or "portable_lib" in lib], libs
+
+
+def stats(stdout: str) -> dict[str, int]:
+    line = re.search(r"^allocator simulated: (.*)$", stdout, re.M)
+    assert line is not None, stdout
+    return {k: int(v) for k, v in (kv.split("=") for kv in line.group(1).split())}
+
+
+def test_executor_runs_a_device_planned_program_with_generated_inputs_like_eager(executor, programs, tmp_path):
+    import torch
+
+    proc = run([str(executor), str(programs / "roundtrip.pte"), "--seed", "7", "--save-inputs", str(tmp_path),
+                "--output", str(tmp_path / "out0.bin"), "--require-copies"], timeout=120)
+    assert "kernel et_copy::_h2d_copy.out: registered" in proc.stdout
+    assert "kernel et_copy::_d2h_copy.out: registered" in proc.stdout
+    x = torch.from_numpy(np.fromfile(tmp_path / "input0.bin", dtype=np.float32).reshape(3, 5))
+    got = torch.from_numpy(np.fromfile(tmp_path / "out0.bin", dtype=np.float32).reshape(3, 5))
+    assert x.abs().max() > 0  # generated data, not an all-zero buffer
+    torch.testing.assert_close(got, torch.nn.Identity()(x), rtol=0, atol=0)
+    s = stats(proc.stdout)
+    # One planned device buffer, one copy each way of the 60-byte tensor.
+    assert (s["h2d_copies"], s["h2d_bytes"], s["d2h_copies"], s["d2h_bytes"]) == (1, 60, 1, 60), s
+    assert s["allocations"] >= 1 and s["failed_calls"] == 0, s
+
+
+def test_executor_output_files_equal_eager_for_inputs_from_files(executor, programs, tmp_path):
+    meta = json.loads((programs / "meta.json").read_text())["swap"]
+    ins = [str(programs / f"swap.in{i}.bin") for i in range(meta["n_inputs"])]
+    outs = [tmp_path / f"out{i}.bin" for i in range(meta["n_outputs"])]
+    expects = [programs / f"swap.expect{i}.bin" for i in range(meta["n_outputs"])]
+    cmd = [str(executor), str(programs / "swap.pte"), "--require-copies"]
+    for f in ins:
+        cmd += ["--input", f]
+    for o, e in zip(outs, expects):
+        cmd += ["--output", str(o), "--expect", str(e)]
+    proc = run(cmd, timeout=120)
+    for o, e in zip(outs, expects):
+        assert o.read_bytes() == e.read_bytes()
+    assert proc.stdout.count(": matches ") == meta["n_outputs"], proc.stdout
+    s = stats(proc.stdout)
+    assert s["h2d_copies"] == meta["n_inputs"] and s["d2h_copies"] == meta["n_outputs"], s
+    assert s["h2d_bytes"] == meta["in_bytes"] == s["d2h_bytes"], s
+
+
+def test_executor_reports_an_output_that_differs(executor, programs, tmp_path):
+    wrong = tmp_path / "wrong.bin"
+    wrong.write_bytes(bytes(60))
+    proc = run([str(executor), str(programs / "roundtrip.pte"), "--expect", str(wrong)], timeout=120, check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "DIFFERS" in proc.stdout
+
+
+def test_executor_rejects_an_input_file_of_the_wrong_size(executor, programs, tmp_path):
+    short = tmp_path / "short.bin"
+    short.write_bytes(bytes(59))
+    proc = run([str(executor), str(programs / "roundtrip.pte"), "--input", str(short)], timeout=120, check=False)
+    assert proc.returncode == 2
+    assert "has 59 bytes; input 0 takes 60" in proc.stderr
