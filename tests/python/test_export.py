@@ -1,0 +1,230 @@
+"""et_copy.export: what the emitted programs contain (device tags, planned
+buffers, copies), checked on the program itself; running them is
+test_end_to_end.py's job."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.export import Dim
+
+pytest.importorskip("executorch.exir")
+
+from executorch.exir.backend.compile_spec_schema import CompileSpec  # noqa: E402
+from executorch.exir.schema import DeviceType, Tensor  # noqa: E402
+
+from et_copy.export import (  # noqa: E402
+    DeviceBoundary,
+    export_device_program,
+    lower_to_device,
+    with_target_device,
+)
+from et_copy.models import AffineOnDevice, RoundTrip  # noqa: E402
+
+H2D_OUT = "et_copy::_h2d_copy.out"
+D2H_OUT = "et_copy::_d2h_copy.out"
+
+
+def plan(program):
+    return program.executorch_program.execution_plan[0]
+
+
+def operator_names(program) -> list[str]:
+    p = plan(program)
+    return [f"{p.operators[i.instr_args.op_index].name}.{p.operators[i.instr_args.op_index].overload}"
+            for chain in p.chains for i in chain.instructions if hasattr(i.instr_args, "op_index")]
+
+
+def device_tensors(program) -> list[Tensor]:
+    return [v.val for v in plan(program).values
+            if isinstance(v.val, Tensor) and v.val.extra_tensor_info is not None
+            and v.val.extra_tensor_info.device_type == DeviceType.CUDA]
+
+
+def call_nodes(program, target_fragment: str):
+    gm = program.exported_program().graph_module
+    return [n for n in gm.graph.nodes if n.op == "call_function" and target_fragment in str(n.target)]
+
+
+@pytest.fixture(scope="module")
+def round_trip():
+    return export_device_program(RoundTrip(), RoundTrip.example_inputs(), insert_copies=False)
+
+
+@pytest.fixture(scope="module")
+def wrapped_affine():
+    class Affine(torch.nn.Module):
+        def forward(self, x):
+            return x * 2 + 1
+
+    return export_device_program(Affine(), (torch.randn(3, 4),), device="cuda:1")
+
+
+@pytest.fixture(scope="module")
+def dynamic_round_trip():
+    return export_device_program(torch.nn.Identity(), (torch.randn(8, 3),),
+                                 dynamic_shapes=[{0: Dim("rows", min=1, max=16)}])
+
+
+def test_round_trip_program_lists_only_the_two_et_copy_operators(round_trip):
+    assert sorted(set(operator_names(round_trip))) == sorted({"et_copy::_h2d_copy.out", "et_copy::_d2h_copy.out"})
+
+
+def test_h2d_output_is_planned_in_a_cuda_buffer_and_d2h_output_on_the_host(round_trip):
+    p = plan(round_trip)
+    (h2d,) = call_nodes(round_trip, "_h2d_copy.out")
+    (d2h,) = call_nodes(round_trip, "_d2h_copy.out")
+    h2d_spec, d2h_spec = h2d.meta["spec"], d2h.meta["spec"]
+    assert (h2d_spec.device, h2d_spec.device_index) == (DeviceType.CUDA, 0)
+    assert d2h_spec.device == DeviceType.CPU
+    nbytes = RoundTrip.example_inputs()[0].nbytes
+    devices = {d.buffer_idx: (d.device_type, d.device_index) for d in p.non_const_buffer_device}
+    assert devices == {h2d_spec.mem_id: (DeviceType.CUDA, 0)}
+    assert p.non_const_buffer_sizes[h2d_spec.mem_id] == nbytes
+    assert d2h_spec.mem_id != h2d_spec.mem_id and p.non_const_buffer_sizes[d2h_spec.mem_id] == nbytes
+
+
+def test_graph_input_is_not_planned_by_default(round_trip):
+    gm = round_trip.exported_program().graph_module
+    (placeholder,) = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    assert placeholder.meta["spec"].mem_id is None
+
+
+def test_alloc_graph_input_true_plans_the_input_on_the_host():
+    program = export_device_program(RoundTrip(), RoundTrip.example_inputs(), insert_copies=False,
+                                    alloc_graph_input=True)
+    gm = program.exported_program().graph_module
+    (placeholder,) = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    assert placeholder.meta["spec"].mem_id is not None
+    assert placeholder.meta["spec"].device == DeviceType.CPU
+
+
+def test_insert_copies_wraps_a_plain_module_in_h2d_and_d2h(wrapped_affine):
+    names = operator_names(wrapped_affine)
+    assert names[0] == H2D_OUT and names[-1] == D2H_OUT
+    assert names.count(H2D_OUT) == names.count(D2H_OUT) == 1
+
+
+def test_compute_between_the_copies_is_planned_on_the_chosen_device_index(wrapped_affine):
+    tagged = device_tensors(wrapped_affine)
+    # the h2d output, the product and the sum: three 3x4 float tensors on cuda:1
+    assert len(tagged) == 3
+    assert {t.extra_tensor_info.device_index for t in tagged} == {1}
+    assert [(d.device_type, d.device_index) for d in plan(wrapped_affine).non_const_buffer_device] == [
+        (DeviceType.CUDA, 1)]
+    for node in call_nodes(wrapped_affine, "_to_dim_order_copy"):  # the scalar constants stay on the host
+        assert node.meta["spec"].device == DeviceType.CPU
+
+
+def test_explicit_model_and_wrapped_module_give_the_same_operator_sequence():
+    explicit = export_device_program(AffineOnDevice(), AffineOnDevice.example_inputs(), insert_copies=False)
+
+    class Affine(torch.nn.Module):
+        def forward(self, x):
+            return x * 2.0 + 0.5
+
+    wrapped = export_device_program(Affine(), AffineOnDevice.example_inputs())
+    assert operator_names(explicit) == operator_names(wrapped)
+
+
+def test_dynamic_shapes_plan_the_device_buffer_for_the_upper_bound(dynamic_round_trip):
+    (h2d,) = call_nodes(dynamic_round_trip, "_h2d_copy.out")
+    upper_bound_bytes = 16 * 3 * 4
+    assert plan(dynamic_round_trip).non_const_buffer_sizes[h2d.meta["spec"].mem_id] == upper_bound_bytes
+
+
+def test_device_boundary_copies_every_tensor_in_nested_inputs_and_outputs():
+    class Pair(torch.nn.Module):
+        def forward(self, xs):
+            a, b = xs
+            return {"sum": a + b, "a": a}
+
+    ep = torch.export.export(DeviceBoundary(Pair()), ((torch.ones(2), torch.zeros(2)),), strict=False)
+    targets = [str(n.target) for n in ep.graph.nodes if n.op == "call_function"]
+    assert targets.count("et_copy._h2d_copy.default") == 2
+    assert targets.count("et_copy._d2h_copy.default") == 2
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda:x", "cuda:200", "mps:0"])
+def test_export_device_program_rejects_a_device_that_is_not_cuda_n(device):
+    with pytest.raises(ValueError, match="device"):
+        export_device_program(RoundTrip(), RoundTrip.example_inputs(), insert_copies=False, device=device)
+
+
+# --- the delegate route ----------------------------------------------------------------
+
+
+class _LinearReLU(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = torch.nn.Linear(3, 5)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x))
+
+
+@pytest.fixture(scope="module")
+def xnnpack_partitioner():
+    xnnpack = pytest.importorskip("executorch.backends.xnnpack.partition.xnnpack_partitioner")
+    return xnnpack.XnnpackPartitioner
+
+
+@pytest.fixture(scope="module")
+def lowered(xnnpack_partitioner):
+    return lower_to_device(_LinearReLU().eval(), (torch.randn(4, 3),), xnnpack_partitioner(), device="cuda:0")
+
+
+def test_with_target_device_adds_the_compile_spec_to_every_partition(xnnpack_partitioner):
+    ep = torch.export.export(_LinearReLU().eval(), (torch.randn(4, 3),))
+    result = with_target_device(xnnpack_partitioner(), "cuda:2").partition(ep)
+    assert result.partition_tags, "XNNPACK found nothing to partition"
+    for spec in result.partition_tags.values():
+        assert [s for s in spec.compile_specs if s.key == "target_device"] == [CompileSpec("target_device", b"cuda:2")]
+
+
+def test_with_target_device_replaces_an_existing_target_device(xnnpack_partitioner):
+    class Tagged(xnnpack_partitioner):
+        def partition(self, ep):
+            result = super().partition(ep)
+            for spec in result.partition_tags.values():
+                spec.compile_specs.append(CompileSpec("target_device", b"cuda:7"))
+            return result
+
+    ep = torch.export.export(_LinearReLU().eval(), (torch.randn(4, 3),))
+    result = with_target_device(Tagged(), "cuda").partition(ep)
+    for spec in result.partition_tags.values():
+        assert [s.value for s in spec.compile_specs if s.key == "target_device"] == [b"cuda:0"]
+
+
+def test_with_target_device_rejects_a_bad_device(xnnpack_partitioner):
+    with pytest.raises(ValueError, match="device"):
+        with_target_device(xnnpack_partitioner(), "cuda:-1")
+
+
+def test_lowered_program_copies_around_the_delegate(lowered):
+    gm = lowered.exported_program().graph_module
+    order = [str(n.target) for n in gm.graph.nodes if n.op == "call_function" and "alloc" not in str(n.target)]
+    delegate = next(i for i, t in enumerate(order) if "executorch_call_delegate" in t)
+    assert "et_copy._h2d_copy.out" in order[delegate - 1]
+    assert any("et_copy._d2h_copy.out" in t for t in order[delegate + 1:])
+    assert [(d.device_type, d.device_index) for d in plan(lowered).non_const_buffer_device] == [(DeviceType.CUDA, 0)]
+
+
+def test_skip_h2d_for_method_inputs_drops_the_input_copy_and_tags_the_input(xnnpack_partitioner):
+    program = lower_to_device(_LinearReLU().eval(), (torch.randn(4, 3),), xnnpack_partitioner(),
+                              skip_h2d_for_method_inputs=True)
+    assert "et_copy::_h2d_copy.out" not in operator_names(program)
+    assert "et_copy::_d2h_copy.out" in operator_names(program)
+    gm = program.exported_program().graph_module
+    user_input = [n for n in gm.graph.nodes if n.op == "placeholder"][-1]
+    assert user_input.meta["spec"].device == DeviceType.CUDA
+    assert user_input.meta["spec"].mem_id is None
+
+
+@pytest.mark.parametrize("flag,setting", [("skip_h2d_for_method_inputs", "alloc_graph_input"),
+                                          ("skip_d2h_for_method_outputs", "alloc_graph_output")])
+def test_skip_flags_require_their_memory_planning_setting(xnnpack_partitioner, flag, setting):
+    with pytest.raises(ValueError, match=f"{flag}=True needs {setting}=False"):
+        lower_to_device(_LinearReLU().eval(), (torch.randn(4, 3),), xnnpack_partitioner(),
+                        **{flag: True, setting: True})
