@@ -1,0 +1,52 @@
+"""Session-wide test support.
+
+- Hypothesis profiles for the fuzz tests: "ci" (default, 500 cases per fuzz
+  test) and "long" (10,000), chosen with ET_COPY_FUZZ_PROFILE; the summary
+  reports how many fuzz cases ran and how long they took.
+- A leak check: when the session ends, et_copy's simulated device (if this
+  process registered it) must hold no memory. Every DeviceTensor a test made
+  has been collected by then, so anything outstanding is a leak.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+
+import pytest
+
+import fuzz_strategies
+
+fuzz_strategies.register_profiles()
+
+_leak_report: list[str] = []
+
+
+def pytest_sessionfinish(session, exitstatus):
+    et_copy = sys.modules.get("et_copy")
+    if et_copy is None:
+        return
+    gc.collect()
+    info = et_copy.allocator_info()
+    if info is None or info.get("name") != "simulated":
+        return
+    stats = et_copy.allocator_stats()
+    if stats["bytes_outstanding"] != 0 or stats["live_allocations"] != 0:
+        _leak_report.append(
+            f"simulated device leak: {stats['bytes_outstanding']} bytes in {stats['live_allocations']} "
+            f"allocation(s) outstanding after the test session ({stats})")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    cases = fuzz_strategies.CASES
+    if cases:
+        total = sum(cases.values())
+        seconds = sum(fuzz_strategies.SECONDS.values())
+        parts = ", ".join(f"{k}: {n}" for k, n in sorted(cases.items()))
+        terminalreporter.write_line(
+            f"et_copy fuzz ({fuzz_strategies.profile_name()} profile): {total} cases in {seconds:.1f} s ({parts})")
+        outcomes = ", ".join(f"{k}: {n}" for k, n in sorted(fuzz_strategies.OUTCOMES.items(), key=lambda kv: -kv[1]))
+        terminalreporter.write_line(f"et_copy fuzz outcomes in this process: {outcomes}")
+    for line in _leak_report:
+        terminalreporter.write_line(line, red=True)

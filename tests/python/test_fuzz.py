@@ -1,0 +1,62 @@
+"""Property-based fuzzing of et_copy's two copy kernels (see
+fuzz_strategies.py for the generators, guarded buffers and the oracle).
+
+Budget: ET_COPY_FUZZ_PROFILE=ci (default, 500 cases per test) or long
+(10,000 per test); the session summary prints how many cases ran.
+
+The registry path runs in a child process: in a process where the executorch
+wheel's kernel library is loaded (by `import executorch.runtime`, or by
+et_copy.register_kernels()), the registry holds the wheel's kernels, which
+write out of bounds on a dtype mismatch. The child never loads that library
+and registers et_copy's kernels through the private binding, so
+run_registered there exercises et_copy's boxed kernels as ExecuTorch's
+registry dispatches them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+
+import et_copy
+import fuzz_strategies as fs
+
+
+@pytest.fixture(autouse=True)
+def simulated_device():
+    et_copy.use_simulated_device(num_devices=2)
+    yield
+    et_copy.use_simulated_device(num_devices=1)
+
+
+@fs.fuzz_settings()
+@given(case=fs.public_cases())
+def test_public_copies_are_exact_or_rejected_with_out_and_guards_untouched(case):
+    fs.run_public_case(case, "direct")
+
+
+@fs.fuzz_settings()
+@given(case=fs.raw_cases())
+def test_raw_metadata_copies_are_exact_or_rejected_with_out_and_guards_untouched(case):
+    fs.run_raw_case(case, "direct")
+
+
+def test_registry_dispatch_of_et_copy_kernels_holds_the_same_properties():
+    child = Path(__file__).with_name("fuzz_registry_child.py")
+    env = dict(os.environ)
+    env.setdefault(fs.PROFILE_ENV, fs.profile_name())
+    proc = subprocess.run([sys.executable, str(child)], capture_output=True, text=True, env=env, timeout=1800)
+    report = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    assert proc.returncode == 0, f"registry fuzz child failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
+    counts = json.loads(report)
+    assert counts["owner"] == "already et_copy"
+    for kind, n in counts["cases"].items():
+        fs.CASES[kind] = fs.CASES.get(kind, 0) + n
+        fs.SECONDS[kind] = fs.SECONDS.get(kind, 0.0) + counts["seconds"][kind]
+    assert min(counts["cases"].values()) >= fs.PROFILES[fs.profile_name()]
