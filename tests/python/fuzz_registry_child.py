@@ -7,6 +7,11 @@ and whose kernels corrupt memory on a dtype mismatch). It checks that the
 library is not mapped, registers et_copy's kernels through the private
 binding (et_copy.register_kernels() would load the wheel's library first),
 and confirms the registry now resolves to them. Prints one JSON line.
+
+    python fuzz_registry_child.py [--also-direct]
+
+--also-direct fuzzes the direct kernel calls too (the sanitizer test runs
+this script under AddressSanitizer that way).
 """
 
 from __future__ import annotations
@@ -47,9 +52,22 @@ def main() -> int:
     def raw(case):
         fs.run_raw_case(case, "registered")
 
+    @fs.fuzz_settings()
+    @given(case=fs.public_cases())
+    def public_direct(case):
+        fs.run_public_case(case, "direct")
+
+    @fs.fuzz_settings()
+    @given(case=fs.raw_cases())
+    def raw_direct(case):
+        fs.run_raw_case(case, "direct")
+
     et_copy.use_simulated_device(2)
     public()
     raw()
+    if "--also-direct" in sys.argv[1:]:
+        public_direct()
+        raw_direct()
     assert not wheel_kernels_mapped()
     stats = et_copy.allocator_stats()
     if stats["bytes_outstanding"] != 0:
