@@ -289,8 +289,10 @@ def test_device_indices_are_checked_and_minus_one_is_the_current_device(cuda):
         d = et_copy.h2d_copy(torch.arange(10), device=f"cuda:{count - 1}")
         assert _C.cuda_pointer_device(d.data_ptr()) == count - 1
         assert torch.equal(d.cpu(), torch.arange(10))
-        # the allocator switched devices and put the caller's back
-        assert _C.cuda_pointer_device(_C.DeviceBuffer(8, CUDA, -1, 256).ptr) == 0
+        # the allocator switched devices and put the caller's back: -1 is still device 0
+        current = _C.DeviceBuffer(8, CUDA, -1, 256)
+        assert _C.cuda_pointer_device(current.ptr) == 0
+        current.free()
 
 
 @gpu
