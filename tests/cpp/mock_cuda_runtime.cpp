@@ -1,0 +1,406 @@
+#include "mock_cuda_runtime.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace mock_cuda {
+namespace {
+
+struct Range {
+  size_t size;
+  int device;
+};
+
+struct Stream {
+  std::mutex mutex;
+  std::deque<std::function<void()>> pending;
+  size_t enqueued = 0;
+  size_t executed = 0;
+
+  // Runs queued work up to op number `target` (exclusive of later work).
+  void run_until(size_t target) {
+    std::lock_guard<std::mutex> lock(mutex);
+    while (executed < target && !pending.empty()) {
+      pending.front()();
+      pending.pop_front();
+      ++executed;
+    }
+  }
+};
+
+struct Event {
+  Stream* stream = nullptr;
+  size_t target = 0;
+};
+
+struct State {
+  std::mutex mutex;
+  std::map<uintptr_t, Range> device; // cudaMalloc
+  std::map<uintptr_t, Range> pinned; // cudaHostAlloc / cudaHostRegister
+  std::map<std::string, std::pair<int, cudaError_t>> failures;
+  int last_malloc_device = -1;
+  size_t set_device_calls = 0;
+  int count = -1;
+  cudaError_t count_error = cudaSuccess;
+  int driver_version = 13000;
+};
+
+State& state() {
+  static State* s = new State();
+  return *s;
+}
+
+thread_local int t_device = 0;
+
+void configure_locked(State& s) {
+  if (s.count >= 0 || s.count_error != cudaSuccess) {
+    return;
+  }
+  const char* env = std::getenv("MOCK_CUDA_DEVICES");
+  const std::string v = env ? env : "2";
+  if (v == "nodriver") {
+    s.count_error = cudaErrorInsufficientDriver;
+    s.driver_version = 0;
+  } else if (v == "nodevice") {
+    s.count_error = cudaErrorNoDevice;
+  } else {
+    s.count = std::atoi(v.c_str());
+  }
+}
+
+int device_count() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  configure_locked(s);
+  return s.count_error == cudaSuccess ? s.count : 0;
+}
+
+cudaError_t injected(const char* call) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.failures.find(call);
+  if (it == s.failures.end()) {
+    return cudaSuccess;
+  }
+  if (it->second.first-- > 0) {
+    return cudaSuccess;
+  }
+  const cudaError_t e = it->second.second;
+  s.failures.erase(it);
+  return e;
+}
+
+// The range of `m` holding [p, p+n), or nullptr.
+const Range* find(const std::map<uintptr_t, Range>& m, const void* p, size_t n, uintptr_t* start = nullptr) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  auto it = m.upper_bound(a);
+  if (it == m.begin()) {
+    return nullptr;
+  }
+  --it;
+  if (a - it->first + n > it->second.size) {
+    return nullptr;
+  }
+  if (start != nullptr) {
+    *start = it->first;
+  }
+  return &it->second;
+}
+
+bool is_device(const void* p, size_t n) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return find(s.device, p, n) != nullptr;
+}
+
+bool is_pinned(const void* p, size_t n) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return find(s.pinned, p, n) != nullptr;
+}
+
+} // namespace
+
+void fail_after(const char* call, int skip, cudaError_t error) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.failures[call] = {skip, error};
+}
+
+int last_malloc_device() {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  return state().last_malloc_device;
+}
+
+size_t live_device_allocations() {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  return state().device.size();
+}
+
+size_t set_device_calls() {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  return state().set_device_calls;
+}
+
+} // namespace mock_cuda
+
+using namespace mock_cuda;
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  configure_locked(s);
+  if (s.count_error != cudaSuccess) {
+    return s.count_error; // *count left unwritten, as the real one does
+  }
+  *count = s.count;
+  return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int* v) {
+  *v = 13000;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int* v) {
+  device_count();
+  *v = state().driver_version;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError(void) {
+  return cudaSuccess;
+}
+
+const char* cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+    case cudaErrorCudartUnloading: return "driver shutting down";
+    case cudaErrorHostMemoryAlreadyRegistered: return "part or all of the requested memory range is already mapped";
+    case cudaErrorHostMemoryNotRegistered: return "pointer does not correspond to a registered memory region";
+    default: return "unknown error";
+  }
+}
+
+const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+    case cudaErrorCudartUnloading: return "cudaErrorCudartUnloading";
+    default: return "cudaErrorUnknown";
+  }
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  if (cudaError_t e = injected("cudaGetDevice")) {
+    return e;
+  }
+  *device = t_device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+  if (cudaError_t e = injected("cudaSetDevice")) {
+    return e;
+  }
+  if (device < 0 || device >= device_count()) {
+    return cudaErrorInvalidDevice;
+  }
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    ++state().set_device_calls;
+  }
+  t_device = device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
+  std::memset(prop, 0, sizeof(*prop));
+  std::snprintf(prop->name, sizeof(prop->name), "Mock GPU %d", device);
+  prop->major = 9;
+  prop->totalGlobalMem = size_t{1} << 30;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetPCIBusId(char* bus, int len, int device) {
+  std::snprintf(bus, len, "0000:%02x:00.0", device);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void** p, size_t n) {
+  if (cudaError_t e = injected("cudaMalloc")) {
+    return e;
+  }
+  void* mem = std::aligned_alloc(256, (n + 255) / 256 * 256);
+  if (mem == nullptr) {
+    return cudaErrorMemoryAllocation;
+  }
+  std::memset(mem, 0xA5, n); // never zeros: an unwritten byte shows
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.device[reinterpret_cast<uintptr_t>(mem)] = Range{n, t_device};
+  s.last_malloc_device = t_device;
+  *p = mem;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* p) {
+  if (cudaError_t e = injected("cudaFree")) {
+    return e;
+  }
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.device.find(reinterpret_cast<uintptr_t>(p));
+  if (it == s.device.end()) {
+    return cudaErrorInvalidValue;
+  }
+  s.device.erase(it);
+  std::free(p);
+  return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void** p, size_t n, unsigned int) {
+  if (cudaError_t e = injected("cudaHostAlloc")) {
+    return e;
+  }
+  void* mem = std::malloc(n);
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.pinned[reinterpret_cast<uintptr_t>(mem)] = Range{n, t_device};
+  *p = mem;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void* p) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.pinned.erase(reinterpret_cast<uintptr_t>(p)) == 0) {
+    return cudaErrorInvalidValue;
+  }
+  std::free(p);
+  return cudaSuccess;
+}
+
+cudaError_t cudaHostRegister(void* p, size_t n, unsigned int) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (find(s.pinned, p, 1) != nullptr) {
+    return cudaErrorHostMemoryAlreadyRegistered;
+  }
+  s.pinned[reinterpret_cast<uintptr_t>(p)] = Range{n, t_device};
+  return cudaSuccess;
+}
+
+cudaError_t cudaHostUnregister(void* p) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.pinned.erase(reinterpret_cast<uintptr_t>(p)) ? cudaSuccess : cudaErrorHostMemoryNotRegistered;
+}
+
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* attr, const void* p) {
+  std::memset(attr, 0, sizeof(*attr));
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (const Range* r = find(s.device, p, 1)) {
+    attr->type = cudaMemoryTypeDevice;
+    attr->device = r->device;
+  } else if (const Range* r = find(s.pinned, p, 1)) {
+    attr->type = cudaMemoryTypeHost;
+    attr->device = r->device;
+  } else {
+    attr->type = cudaMemoryTypeUnregistered;
+    attr->device = -2;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
+  *stream = reinterpret_cast<cudaStream_t>(new Stream());
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
+  *event = reinterpret_cast<cudaEvent_t>(new Event());
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, enum cudaMemcpyKind kind, cudaStream_t stream) {
+  if (cudaError_t e = injected("cudaMemcpyAsync")) {
+    return e;
+  }
+  const bool dst_device = is_device(dst, n);
+  const bool src_device = is_device(src, n);
+  if ((kind == cudaMemcpyHostToDevice && (!dst_device || src_device)) ||
+      (kind == cudaMemcpyDeviceToHost && (dst_device || !src_device)) ||
+      (kind == cudaMemcpyDeviceToDevice && (!dst_device || !src_device))) {
+    return cudaErrorInvalidValue;
+  }
+  auto* s = reinterpret_cast<Stream*>(stream);
+  std::function<void()> op;
+  if (kind == cudaMemcpyHostToDevice && !is_pinned(src, n)) {
+    // The driver stages pageable memory at the call.
+    auto copy = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + n);
+    op = [dst, copy] { std::memcpy(dst, copy->data(), copy->size()); };
+  } else {
+    op = [dst, src, n] { std::memcpy(dst, src, n); };
+  }
+  size_t target;
+  {
+    std::lock_guard<std::mutex> lock(s->mutex);
+    s->pending.push_back(std::move(op));
+    target = ++s->enqueued;
+  }
+  if (kind == cudaMemcpyDeviceToHost && !is_pinned(dst, n)) {
+    s->run_until(target); // synchronous for pageable destinations
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  auto* ev = reinterpret_cast<Event*>(event);
+  auto* s = reinterpret_cast<Stream*>(stream);
+  std::lock_guard<std::mutex> lock(s->mutex);
+  ev->stream = s;
+  ev->target = s->enqueued;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  auto* ev = reinterpret_cast<Event*>(event);
+  if (ev->stream != nullptr) {
+    ev->stream->run_until(ev->target);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (cudaError_t e = injected("cudaStreamSynchronize")) {
+    return e;
+  }
+  auto* s = reinterpret_cast<Stream*>(stream);
+  s->run_until(static_cast<size_t>(-1));
+  return cudaSuccess;
+}
+
+} // extern "C"

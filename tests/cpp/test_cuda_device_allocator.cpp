@@ -1,0 +1,383 @@
+// et_copy::CudaDeviceAllocator against the fake CUDA runtime in
+// mock_cuda_runtime.cpp (2 devices by default), so its logic is tested on
+// machines with no GPU: index handling and device restore, alignment, pointer
+// checks, the staged double-buffered pipeline (the mock defers pinned copies
+// like DMA), error mapping, exit-time frees, lanes under threads, and
+// registration. The NoDriver tests run in a second CTest entry with
+// MOCK_CUDA_DEVICES=nodriver. Registry state: starts empty.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <et_copy/cuda_device_allocator.h>
+#include <executorch/runtime/core/device_allocator.h>
+
+#include "mock_cuda_runtime.h"
+
+namespace {
+
+using et_copy::CudaCopyConfig;
+using et_copy::CudaDeviceAllocator;
+using et_copy::PageableCopy;
+using et_copy::Registration;
+using executorch::runtime::Error;
+using executorch::runtime::get_device_allocator;
+using executorch::runtime::etensor::DeviceType;
+
+bool no_driver_mode() {
+  const char* v = std::getenv("MOCK_CUDA_DEVICES");
+  return v != nullptr && std::string(v) == "nodriver";
+}
+
+class CudaAllocator : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (no_driver_mode()) {
+      GTEST_SKIP() << "runs with devices";
+    }
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    ASSERT_EQ(a.set_copy_config(CudaCopyConfig{}), Error::Ok);
+  }
+  void TearDown() override {
+    (void)a.set_copy_config(CudaCopyConfig{});
+  }
+
+  std::vector<unsigned char> pattern(size_t n, unsigned seed) {
+    std::vector<unsigned char> v(n);
+    for (size_t i = 0; i < n; ++i) {
+      v[i] = static_cast<unsigned char>((i * 131 + seed * 17 + (i >> 11)) & 0xFF);
+    }
+    return v;
+  }
+
+  // H2D then D2H of n bytes from/to `host_in`/`host_out` buffers.
+  void round_trip(unsigned char* host_in, unsigned char* host_out, size_t n, int device) {
+    auto d = a.allocate(n, device);
+    ASSERT_TRUE(d.ok());
+    ASSERT_EQ(a.copy_host_to_device(*d, host_in, n, device), Error::Ok);
+    ASSERT_EQ(a.copy_device_to_host(host_out, *d, n, device), Error::Ok);
+    EXPECT_EQ(std::memcmp(host_in, host_out, n), 0) << n << " bytes";
+    a.deallocate(*d, device);
+  }
+
+  CudaDeviceAllocator& a = et_copy::cuda_device_allocator();
+};
+
+TEST_F(CudaAllocator, CountsDevicesAndIsTheCudaAllocator) {
+  auto count = a.device_count();
+  ASSERT_TRUE(count.ok());
+  EXPECT_EQ(*count, 2);
+  EXPECT_EQ(a.device_type(), DeviceType::CUDA);
+  EXPECT_STREQ(a.name(), "cuda");
+  EXPECT_EQ(&a, &et_copy::cuda_device_allocator());
+}
+
+TEST_F(CudaAllocator, AlignmentUpTo256IsHonouredLargerIsNotSupported) {
+  for (size_t alignment : {1, 2, 16, 64, 256}) {
+    auto p = a.allocate(100, 0, alignment);
+    ASSERT_TRUE(p.ok()) << alignment;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(*p) % alignment, 0u);
+    a.deallocate(*p, 0);
+  }
+  auto big = a.allocate(100, 0, 512);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.error(), Error::NotSupported);
+  auto odd = a.allocate(100, 0, 48);
+  ASSERT_FALSE(odd.ok());
+  EXPECT_EQ(odd.error(), Error::InvalidArgument);
+}
+
+TEST_F(CudaAllocator, ZeroBytesGivesAFreeablePointer) {
+  const size_t live = mock_cuda::live_device_allocations();
+  auto p = a.allocate(0, 0);
+  ASSERT_TRUE(p.ok());
+  EXPECT_NE(*p, nullptr);
+  a.deallocate(*p, 0);
+  EXPECT_EQ(mock_cuda::live_device_allocations(), live);
+  EXPECT_EQ(a.copy_host_to_device(nullptr, nullptr, 0, 0), Error::Ok);
+}
+
+TEST_F(CudaAllocator, IndexOutOfRangeIsInvalidArgument) {
+  for (int index : {2, 5, -2}) {
+    auto p = a.allocate(16, static_cast<et_copy::DeviceIndex>(index));
+    ASSERT_FALSE(p.ok()) << index;
+    EXPECT_EQ(p.error(), Error::InvalidArgument);
+  }
+  char host[16] = {};
+  auto d = a.allocate(16, 0);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(a.copy_host_to_device(*d, host, 16, 2), Error::InvalidArgument);
+  EXPECT_NE(std::string(CudaDeviceAllocator::last_error_message()).find("no device 2"), std::string::npos);
+  a.deallocate(*d, 0);
+}
+
+TEST_F(CudaAllocator, MinusOneMeansTheCurrentDeviceAndTheCallersDeviceIsRestored) {
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  auto p = a.allocate(64, -1);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(mock_cuda::last_malloc_device(), 1);
+  auto q = a.allocate(4096, 0);
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(mock_cuda::last_malloc_device(), 0);
+  int current = -1;
+  ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+  EXPECT_EQ(current, 1);
+
+  auto in = pattern(4096, 1);
+  std::vector<unsigned char> out(4096);
+  ASSERT_EQ(a.copy_host_to_device(*q, in.data(), in.size(), 0), Error::Ok);
+  ASSERT_EQ(a.copy_device_to_host(out.data(), *q, out.size(), 0), Error::Ok);
+  EXPECT_EQ(in, out);
+  ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+  EXPECT_EQ(current, 1);
+  a.deallocate(*p, -1);
+  a.deallocate(*q, 0);
+  ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+  EXPECT_EQ(current, 1);
+}
+
+TEST_F(CudaAllocator, NoDeviceSwitchWhenAlreadyOnTheDevice) {
+  auto p = a.allocate(64, 0);
+  ASSERT_TRUE(p.ok());
+  const size_t before = mock_cuda::set_device_calls();
+  char host[64] = {};
+  ASSERT_EQ(a.copy_host_to_device(*p, host, 64, 0), Error::Ok);
+  EXPECT_EQ(mock_cuda::set_device_calls(), before);
+  a.deallocate(*p, 0);
+}
+
+TEST_F(CudaAllocator, MemoryOfAnotherDeviceIsRejected) {
+  auto p = a.allocate(64, 1);
+  ASSERT_TRUE(p.ok());
+  char host[64] = {};
+  EXPECT_EQ(a.copy_host_to_device(*p, host, 64, 0), Error::InvalidArgument);
+  EXPECT_NE(std::string(CudaDeviceAllocator::last_error_message()).find("memory of device 1"), std::string::npos);
+  EXPECT_EQ(a.copy_host_to_device(*p, host, 64, 1), Error::Ok);
+  a.deallocate(*p, 1);
+}
+
+TEST_F(CudaAllocator, HostAndDevicePointersInTheWrongPlaceAreRejected) {
+  auto d = a.allocate(64, 0);
+  auto e = a.allocate(64, 0);
+  ASSERT_TRUE(d.ok() && e.ok());
+  std::vector<unsigned char> host(64, 1);
+  EXPECT_EQ(a.copy_host_to_device(host.data(), host.data(), 64, 0), Error::InvalidArgument);
+  EXPECT_EQ(a.copy_host_to_device(*d, *e, 64, 0), Error::InvalidArgument); // device memory as the host side
+  EXPECT_EQ(a.copy_device_to_host(host.data(), host.data(), 64, 0), Error::InvalidArgument);
+  EXPECT_EQ(a.copy_device_to_device(*d, host.data(), 64, 0), Error::InvalidArgument);
+  EXPECT_EQ(a.copy_host_to_device(nullptr, host.data(), 64, 0), Error::InvalidArgument);
+  // A range that runs past the end of its allocation.
+  EXPECT_EQ(a.copy_host_to_device(static_cast<char*>(*d) + 32, host.data(), 64, 0), Error::InvalidArgument);
+  a.deallocate(*d, 0);
+  a.deallocate(*e, 0);
+}
+
+TEST_F(CudaAllocator, RoundTripsThroughEveryPathAtAwkwardSizes) {
+  const size_t chunk = size_t{64} << 10;
+  const std::vector<size_t> sizes = {1, 255, 4097, chunk - 1, chunk, chunk + 1, 2 * chunk, 5 * chunk + 3, (3 << 20) + 7};
+  for (PageableCopy mode : {PageableCopy::kDirect, PageableCopy::kStaged}) {
+    ASSERT_EQ(a.set_copy_config(CudaCopyConfig{mode, 0, chunk}), Error::Ok);
+    for (size_t n : sizes) {
+      auto in = pattern(n, static_cast<unsigned>(n));
+      std::vector<unsigned char> out(n, 0);
+      round_trip(in.data(), out.data(), n, 0);
+    }
+  }
+  // Pinned host buffers take the direct path whatever the mode.
+  void* pinned_in = nullptr;
+  void* pinned_out = nullptr;
+  const size_t n = (3 << 20) + 7;
+  ASSERT_EQ(cudaHostAlloc(&pinned_in, n, 0), cudaSuccess);
+  ASSERT_EQ(cudaHostAlloc(&pinned_out, n, 0), cudaSuccess);
+  auto in = pattern(n, 9);
+  std::memcpy(pinned_in, in.data(), n);
+  round_trip(static_cast<unsigned char*>(pinned_in), static_cast<unsigned char*>(pinned_out), n, 1);
+  cudaFreeHost(pinned_in);
+  cudaFreeHost(pinned_out);
+}
+
+TEST_F(CudaAllocator, RegisteredHostMemoryRoundTripsAndCannotBeRegisteredTwice) {
+  const size_t n = (1 << 20) + 3;
+  auto in = pattern(n, 4);
+  std::vector<unsigned char> out(n);
+  ASSERT_EQ(a.register_host_memory(in.data(), n), Error::Ok);
+  EXPECT_EQ(a.register_host_memory(in.data(), n), Error::InvalidArgument);
+  round_trip(in.data(), out.data(), n, 0);
+  EXPECT_EQ(a.unregister_host_memory(in.data()), Error::Ok);
+  EXPECT_EQ(a.unregister_host_memory(in.data()), Error::InvalidArgument);
+}
+
+TEST_F(CudaAllocator, DeviceToDeviceCopiesWithinOneDevice) {
+  const size_t n = 10000;
+  auto in = pattern(n, 3);
+  std::vector<unsigned char> out(n);
+  auto s = a.allocate(n, 1);
+  auto d = a.allocate(n, 1);
+  ASSERT_TRUE(s.ok() && d.ok());
+  const auto before = a.stats();
+  ASSERT_EQ(a.copy_host_to_device(*s, in.data(), n, 1), Error::Ok);
+  ASSERT_EQ(a.copy_device_to_device(*d, *s, n, 1), Error::Ok);
+  ASSERT_EQ(a.copy_device_to_host(out.data(), *d, n, 1), Error::Ok);
+  EXPECT_EQ(in, out);
+  const auto after = a.stats();
+  EXPECT_EQ(after.d2d_copies, before.d2d_copies + 1);
+  EXPECT_EQ(after.d2d_bytes, before.d2d_bytes + n);
+  EXPECT_EQ(after.h2d_bytes, before.h2d_bytes + n);
+  EXPECT_EQ(after.d2h_bytes, before.d2h_bytes + n);
+  a.deallocate(*s, 1);
+  a.deallocate(*d, 1);
+}
+
+TEST_F(CudaAllocator, ACudaFailureMapsToAnErrorWithCudasWordsAndTheLaneSurvives) {
+  ASSERT_EQ(a.set_copy_config(CudaCopyConfig{PageableCopy::kStaged, 0, size_t{64} << 10}), Error::Ok);
+  const size_t n = 5 * (size_t{64} << 10);
+  auto in = pattern(n, 5);
+  std::vector<unsigned char> out(n);
+  auto d = a.allocate(n, 0);
+  ASSERT_TRUE(d.ok());
+  const auto failed = a.stats().failed_calls;
+  mock_cuda::fail_after("cudaMemcpyAsync", 2, cudaErrorIllegalAddress);
+  EXPECT_EQ(a.copy_host_to_device(*d, in.data(), n, 0), Error::Internal);
+  EXPECT_NE(std::string(CudaDeviceAllocator::last_error_message()).find("an illegal memory access was encountered"), std::string::npos);
+  EXPECT_EQ(a.stats().failed_calls, failed + 1);
+  mock_cuda::fail_after("cudaMalloc", 0, cudaErrorMemoryAllocation);
+  auto oom = a.allocate(16, 0);
+  ASSERT_FALSE(oom.ok());
+  EXPECT_EQ(oom.error(), Error::MemoryAllocationFailed);
+  // The next copy works.
+  round_trip(in.data(), out.data(), n, 0);
+  a.deallocate(*d, 0);
+}
+
+TEST_F(CudaAllocator, AFailedDeviceSwitchIsReportedAndNothingIsAllocated) {
+  const size_t live = mock_cuda::live_device_allocations();
+  mock_cuda::fail_after("cudaSetDevice", 0, cudaErrorInvalidDevice);
+  auto p = a.allocate(16, 1);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error(), Error::InvalidArgument);
+  EXPECT_EQ(mock_cuda::live_device_allocations(), live);
+}
+
+TEST_F(CudaAllocator, UnknownAndDoubleFreesAreRefusedAndCounted) {
+  int not_ours = 0;
+  const auto before = a.stats();
+  a.deallocate(&not_ours, 0);
+  auto p = a.allocate(8, 0);
+  ASSERT_TRUE(p.ok());
+  a.deallocate(*p, 0);
+  a.deallocate(*p, 0);
+  EXPECT_EQ(a.stats().failed_calls, before.failed_calls + 2);
+  EXPECT_EQ(a.stats().live_allocations, before.live_allocations);
+}
+
+TEST_F(CudaAllocator, FreeingWhileTheRuntimeUnloadsOnlyDropsTheBookkeeping) {
+  auto p = a.allocate(100, 0);
+  ASSERT_TRUE(p.ok());
+  const auto before = a.stats();
+  mock_cuda::fail_after("cudaFree", 0, cudaErrorCudartUnloading);
+  a.deallocate(*p, 0);
+  const auto after = a.stats();
+  EXPECT_EQ(after.failed_calls, before.failed_calls);
+  EXPECT_EQ(after.bytes_outstanding, before.bytes_outstanding - 100);
+  EXPECT_EQ(after.deallocations, before.deallocations + 1);
+}
+
+TEST_F(CudaAllocator, ConcurrentCopiesOnMoreThreadsThanLanesAreAllCorrect) {
+  ASSERT_EQ(a.set_copy_config(CudaCopyConfig{PageableCopy::kStaged, 0, size_t{64} << 10}), Error::Ok);
+  const auto before = a.stats();
+  constexpr int kThreads = 8;
+  constexpr int kIters = 20;
+  std::vector<int> bad(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const int device = t % 2;
+      const size_t n = (size_t{200} << 10) + static_cast<size_t>(t) * 37;
+      auto in = pattern(n, static_cast<unsigned>(t));
+      std::vector<unsigned char> out(n);
+      auto d = a.allocate(n, device);
+      if (!d.ok()) {
+        bad[t] = -1;
+        return;
+      }
+      for (int i = 0; i < kIters; ++i) {
+        in[i] ^= 0xFF;
+        if (a.copy_host_to_device(*d, in.data(), n, device) != Error::Ok ||
+            a.copy_device_to_host(out.data(), *d, n, device) != Error::Ok || in != out) {
+          ++bad[t];
+        }
+      }
+      a.deallocate(*d, device);
+    });
+  }
+  for (auto& th : threads) {
+    th.join();
+  }
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(bad[t], 0) << "thread " << t;
+  }
+  const auto after = a.stats();
+  EXPECT_EQ(after.h2d_copies - before.h2d_copies, uint64_t{kThreads * kIters});
+  EXPECT_EQ(after.d2h_copies - before.d2h_copies, uint64_t{kThreads * kIters});
+  EXPECT_EQ(after.live_allocations, before.live_allocations);
+}
+
+TEST_F(CudaAllocator, ChunkSizesOutsideTheRangeAreRefused) {
+  EXPECT_EQ(a.set_copy_config(CudaCopyConfig{PageableCopy::kStaged, 0, 1024}), Error::InvalidArgument);
+  EXPECT_EQ(a.set_copy_config(CudaCopyConfig{PageableCopy::kStaged, 0, (size_t{1} << 30) + 1}), Error::InvalidArgument);
+  EXPECT_EQ(a.copy_config().chunk_bytes, CudaCopyConfig{}.chunk_bytes);
+}
+
+TEST_F(CudaAllocator, StatusAndPropertiesDescribeTheDevices) {
+  const auto s = et_copy::cuda_runtime_status();
+  EXPECT_EQ(s.error, Error::Ok);
+  EXPECT_EQ(s.device_count, 2);
+  EXPECT_EQ(s.runtime_version, 13000);
+  auto p = et_copy::cuda_device_properties(1);
+  ASSERT_TRUE(p.ok());
+  EXPECT_STREQ(p->name, "Mock GPU 1");
+  EXPECT_FALSE(et_copy::cuda_device_properties(2).ok());
+  auto d = a.allocate(8, 1);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(*et_copy::cuda_pointer_device(*d), 1);
+  int host = 0;
+  EXPECT_EQ(*et_copy::cuda_pointer_device(&host), -1);
+  a.deallocate(*d, 1);
+}
+
+// Last in this file: registration is for the life of the process.
+TEST_F(CudaAllocator, ZRegistrationIsIdempotent) {
+  ASSERT_EQ(get_device_allocator(DeviceType::CUDA), nullptr);
+  EXPECT_EQ(et_copy::register_cuda_device_allocator(), Registration::kRegistered);
+  EXPECT_EQ(et_copy::register_cuda_device_allocator(), Registration::kAlreadyOurs);
+  EXPECT_EQ(get_device_allocator(DeviceType::CUDA), &a);
+}
+
+TEST(NoDriver, EverythingFailsCleanlyWithNotFoundAndNothingIsRegistered) {
+  if (!no_driver_mode()) {
+    GTEST_SKIP() << "set MOCK_CUDA_DEVICES=nodriver";
+  }
+  auto& a = et_copy::cuda_device_allocator();
+  auto count = a.device_count();
+  ASSERT_FALSE(count.ok());
+  EXPECT_EQ(count.error(), Error::NotFound);
+  const auto s = et_copy::cuda_runtime_status();
+  EXPECT_EQ(s.error, Error::NotFound);
+  EXPECT_EQ(s.driver_version, 0);
+  EXPECT_NE(std::string(s.message).find("no CUDA driver"), std::string::npos) << s.message;
+  auto p = a.allocate(16, 0);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error(), Error::NotFound);
+  char host[4] = {};
+  EXPECT_EQ(a.copy_host_to_device(host, host, 4, -1), Error::NotFound);
+  Error err = Error::Ok;
+  EXPECT_EQ(et_copy::register_cuda_device_allocator(&err), Registration::kFailed);
+  EXPECT_EQ(err, Error::NotFound);
+  EXPECT_EQ(get_device_allocator(DeviceType::CUDA), nullptr);
+}
+
+} // namespace
