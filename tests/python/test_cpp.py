@@ -302,3 +302,19 @@ def test_executor_rejects_an_input_file_of_the_wrong_size(executor, programs, tm
     proc = run([str(executor), str(programs / "roundtrip.pte"), "--input", str(short)], timeout=120, check=False)
     assert proc.returncode == 2
     assert "has 59 bytes; input 0 takes 60" in proc.stderr
+
+
+def test_executor_built_with_add_subdirectory_runs_the_program(programs, tmp_path):
+    # The same consumer, with et-copy's source tree added in-line instead of
+    # the installed package (CUDA off: the installed-package runs cover it).
+    build_dir = tmp_path / "build"
+    configure(EXECUTOR_SRC, build_dir, f"-DET_COPY_SOURCE_DIR={REPO}", "-DET_COPY_WITH_CUDA=OFF")
+    build(build_dir)
+    meta = json.loads((programs / "meta.json").read_text())["swap"]
+    cmd = [str(build_dir / "et_copy_executor"), str(programs / "swap.pte"), "--require-copies"]
+    for i in range(meta["n_inputs"]):
+        cmd += ["--input", str(programs / f"swap.in{i}.bin")]
+    for i in range(meta["n_outputs"]):
+        cmd += ["--expect", str(programs / f"swap.expect{i}.bin")]
+    proc = run(cmd, timeout=120)
+    assert proc.stdout.count(": matches ") == meta["n_outputs"], proc.stdout
