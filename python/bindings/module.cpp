@@ -9,6 +9,7 @@
 
 #include "allocators.h"
 #include "bench.h"
+#include "copy_fast_path.h"
 #ifdef ET_COPY_WITH_CUDA
 #include "cuda.h"
 #endif
@@ -87,6 +88,7 @@ PYBIND11_MODULE(_C, m) {
   }, py::arg("op"), py::arg("self"), py::arg("out"), "Runs the registry's kernel for op; returns out's (sizes, strides).");
   bind_allocators(m);
   bind_bench(m);
+  bind_copy_fast_path(m);
 #ifdef ET_COPY_WITH_CUDA
   bind_cuda(m);
 #endif

@@ -1,5 +1,6 @@
 #include "tensor_view.h"
 
+#include <array>
 #include <limits>
 #include <string>
 
@@ -15,18 +16,18 @@ using executorch::runtime::Error;
 using executorch::runtime::kTensorDimensionLimit;
 namespace et = executorch::runtime::etensor;
 
-template <typename T>
-std::vector<T> narrow(const std::vector<int64_t>& values, const char* what) {
-  std::vector<T> out;
-  out.reserve(values.size());
-  for (int64_t v : values) {
+// Copies `values` (at most kTensorDimensionLimit, checked by the caller)
+// into `out`, each checked to fit T.
+template <typename T, size_t N>
+void narrow(const std::vector<int64_t>& values, std::array<T, N>& out, const char* what) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    const int64_t v = values[i];
     if (v < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
         v > static_cast<int64_t>(std::numeric_limits<T>::max())) {
       throw Failure(Error::InvalidArgument, std::string(what) + " value " + std::to_string(v) + " does not fit ExecuTorch's tensor metadata");
     }
-    out.push_back(static_cast<T>(v));
+    out[i] = static_cast<T>(v);
   }
-  return out;
 }
 
 // The dtypes et-copy moves: bool, the integers, half, bfloat16, float,
@@ -67,12 +68,14 @@ TensorView::TensorView(const TensorSpec& spec) {
   if (spec.device_type < 0 || spec.device_type > 127 || spec.device_index < -128 || spec.device_index > 127) {
     throw Failure(Error::InvalidArgument, "device type or index out of range");
   }
-  sizes_ = narrow<executorch::aten::SizesType>(initial, "size");
-  dim_order_ = narrow<executorch::aten::DimOrderType>(spec.dim_order, "dim_order");
-  strides_ = narrow<executorch::aten::StridesType>(spec.strides, "stride");
-  auto current = narrow<executorch::aten::SizesType>(spec.sizes, "size");
+  rank_ = rank;
+  narrow(initial, sizes_, "size");
+  narrow(spec.dim_order, dim_order_, "dim_order");
+  narrow(spec.strides, strides_, "stride");
+  std::array<executorch::aten::SizesType, kMaxDims> current{};
+  narrow(spec.sizes, current, "size");
 
-  impl_ = std::make_unique<et::TensorImpl>(
+  impl_.emplace(
       static_cast<executorch::aten::ScalarType>(spec.dtype),
       static_cast<ssize_t>(rank),
       sizes_.data(),
@@ -82,11 +85,11 @@ TensorView::TensorView(const TensorSpec& spec) {
       static_cast<executorch::runtime::TensorShapeDynamism>(spec.dynamism),
       static_cast<et::DeviceType>(spec.device_type),
       static_cast<et::DeviceIndex>(spec.device_index));
-  tensor_ = executorch::aten::Tensor(impl_.get());
+  tensor_ = executorch::aten::Tensor(&*impl_);
   if (spec.capacity && current != sizes_) {
     // A dynamic-bound tensor currently holding fewer elements than it can.
     const Error err = executorch::runtime::resize_tensor(
-        tensor_, {current.data(), current.size()});
+        tensor_, {current.data(), rank});
     if (err != Error::Ok) {
       throw Failure(err, "shape does not fit the tensor's capacity");
     }
@@ -94,11 +97,11 @@ TensorView::TensorView(const TensorSpec& spec) {
 }
 
 std::vector<int64_t> TensorView::sizes() const {
-  return {sizes_.begin(), sizes_.end()};
+  return {sizes_.begin(), sizes_.begin() + rank_};
 }
 
 std::vector<int64_t> TensorView::strides() const {
-  return {strides_.begin(), strides_.end()};
+  return {strides_.begin(), strides_.begin() + rank_};
 }
 
 } // namespace et_copy::bindings

@@ -2,13 +2,14 @@
 // DeviceTensor), built from plain metadata: no copy, no libtorch.
 #pragma once
 
+#include <array>
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <vector>
 
 #include <executorch/runtime/core/exec_aten/exec_aten.h>
 #include <executorch/runtime/core/portable_type/tensor_impl.h>
+#include <executorch/runtime/core/exec_aten/util/tensor_dimension_limit.h>
 
 namespace et_copy::bindings {
 
@@ -26,7 +27,8 @@ struct TensorSpec {
   std::optional<std::vector<int64_t>> capacity;
 };
 
-/// Owns the metadata arrays a TensorImpl points at.
+/// Owns the metadata arrays a TensorImpl points at. They live inline (no
+/// heap allocation per view): this sits on every et_copy.h2d_copy call.
 class TensorView {
  public:
   /// Throws Failure(InvalidArgument) for metadata a TensorImpl cannot hold
@@ -43,10 +45,12 @@ class TensorView {
   std::vector<int64_t> strides() const;
 
  private:
-  std::vector<executorch::aten::SizesType> sizes_;
-  std::vector<executorch::aten::DimOrderType> dim_order_;
-  std::vector<executorch::aten::StridesType> strides_;
-  std::unique_ptr<executorch::runtime::etensor::TensorImpl> impl_;
+  static constexpr size_t kMaxDims = executorch::runtime::kTensorDimensionLimit;
+  size_t rank_ = 0;
+  std::array<executorch::aten::SizesType, kMaxDims> sizes_{};
+  std::array<executorch::aten::DimOrderType, kMaxDims> dim_order_{};
+  std::array<executorch::aten::StridesType, kMaxDims> strides_{};
+  std::optional<executorch::runtime::etensor::TensorImpl> impl_;
   executorch::aten::Tensor tensor_{nullptr};
 };
 
