@@ -1,0 +1,117 @@
+"""``python -m et_copy parity``: the AOT device copy ops against the runtime
+kernels, byte for byte, in one process.
+
+Every case of an embedded matrix (every dtype, shapes from 0-d to large,
+both directions, static and dynamic-bound outs, and invalid calls) runs
+through the AOT functional op, the AOT ``.out`` op, et-copy's kernel, and
+the kernel ExecuTorch's registry holds for the op name (the executorch
+wheel's, once ``executorch.runtime`` is imported). Each buffer has guard
+bytes around it, so an out-of-bounds write is reported, not suffered.
+
+Exit status: 0 when et-copy's kernel copies every valid case exactly as the
+AOT op does and rejects every invalid case with ``out`` untouched; 1
+otherwise; 2 for a usage error. Findings about the other implementations
+are reported and do not change the exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from .cases import Case, all_cases, select
+
+__all__ = ["main", "run"]
+
+
+def _environment() -> dict:
+    """Loads what the run compares, in the order that keeps both registries
+    valid: executorch.runtime first (its kernels, and the et_copy namespace
+    through executorch.exir), then et_copy's AOT adoption and the simulated
+    device with one device (so index 1 and up are missing)."""
+    import torch
+
+    env: dict = {"torch": torch.__version__}
+    try:
+        import executorch.runtime  # noqa: F401  (registers the wheel's kernels)
+        from importlib.metadata import version
+
+        env["executorch"] = version("executorch")
+    except Exception as e:  # not installed or broken: the registry holds what et_copy registers
+        env["executorch"] = f"not importable ({type(e).__name__}: {e})"
+    import et_copy
+    from et_copy import aot
+
+    env["aot_namespace"] = aot.ensure_registered()
+    et_copy.use_simulated_device(num_devices=1)
+    if et_copy.kernel_owner(et_copy.H2D_COPY_OUT) == "absent":
+        et_copy.register_kernels()
+    owners = {et_copy.kernel_owner(op) for op in (et_copy.H2D_COPY_OUT, et_copy.D2H_COPY_OUT)}
+    env["registry_owner"] = ("the executorch wheel's kernels" if owners == {"already other"}
+                             else "et-copy's kernels" if owners == {"already et_copy"}
+                             else f"mixed: {sorted(owners)}")
+    env["et_copy"] = et_copy.__version__
+    env["device"] = "simulated CUDA, 1 device"
+    return env
+
+
+def run(cases: list[Case], *, progress: bool = False):
+    """Runs ``cases``; returns (results, environment, seconds)."""
+    from .report import Progress
+    from .runners import CapturedStderr, run_case
+
+    env = _environment()
+    capture = CapturedStderr()
+    bar = Progress(len(cases), progress)
+    start = time.perf_counter()
+    results = []
+    try:
+        for i, case in enumerate(cases):
+            bar.update(i, case.name)
+            results.append(run_case(case, capture))
+        bar.update(len(cases), "done")
+    finally:
+        bar.close()
+    return results, env, time.perf_counter() - start
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m et_copy parity",
+        description="Check the AOT device copy ops against et-copy's kernel and the registry's, byte for byte.",
+        epilog="PATTERN: comma-separated globs on case names (see --list), e.g. 'h2d/float32/*', "
+               "'invalid/*', '*/channels_last*'; a pattern without * ? [ matches as a substring "
+               "('bfloat16', 'dtype_mismatch'); a pattern starting with ! excludes ('!large').")
+    parser.add_argument("--cases", metavar="PATTERN", help="run only the cases PATTERN selects")
+    parser.add_argument("--list", action="store_true", help="list the (selected) cases and exit")
+    parser.add_argument("--json", metavar="PATH", help="write the full result as JSON to PATH")
+    parser.add_argument("--verbose", "-v", action="store_true", help="one table row per valid case, not per dtype")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    args = parser.parse_args(argv)
+
+    cases = select(all_cases(), args.cases)
+    if not cases:
+        print(f"et_copy parity: no case matches {args.cases!r} (see --list)", file=sys.stderr)
+        return 2
+    if args.list:
+        for case in cases:
+            print(f"{case.name:<64} {case.describe()}")
+        return 0
+
+    from .report import passed, render, to_json, verdict
+
+    import torch
+
+    # The work is many small memory compares: one thread is fastest and
+    # stays out of the way of whatever else the machine runs.
+    torch.set_num_threads(1)
+    results, env, seconds = run(cases, progress=not args.no_progress and sys.stderr.isatty())
+    print(render(cases, results, env, verbose=args.verbose))
+    print(f"({len(cases)} cases in {seconds:.1f} s)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(to_json(cases, results, env, seconds), f, indent=1)
+        print(f"full result: {args.json}")
+    return 0 if passed(verdict(cases, results)) else 1
