@@ -49,16 +49,20 @@ struct CopyDiagnostic {
 Error h2d_copy(const Tensor& self, Tensor& out, CopyDiagnostic* diag = nullptr);
 
 /// The mirror of h2d_copy: device tensor `self` (device from its metadata)
-/// into host tensor `out`. Same errors, same guarantees.
+/// into host tensor `out`. Same errors, same guarantees, same threading.
 Error d2h_copy(const Tensor& self, Tensor& out, CopyDiagnostic* diag = nullptr);
 
-/// Kernel-API forms: on failure they log the diagnostic and fail `ctx`.
+/// Kernel-API forms: run h2d_copy / d2h_copy; on failure they log the
+/// diagnostic (ET_LOG Error) and fail `ctx` with its Error. Always return
+/// `out`. Threading as h2d_copy.
 Tensor& h2d_copy_out(KernelRuntimeContext& ctx, const Tensor& self, Tensor& out);
 Tensor& d2h_copy_out(KernelRuntimeContext& ctx, const Tensor& self, Tensor& out);
 
 /// Boxed forms, as the ExecuTorch registry calls them: stack is
 /// [self, out, returned]. A stack of the wrong length or with non-tensor
-/// values fails `ctx` with InvalidProgram instead of aborting.
+/// values fails `ctx` with InvalidProgram instead of aborting; otherwise
+/// the kernel-API form runs and the result slot is set to `out`. These are
+/// what register_kernels() puts in the registry. Threading as h2d_copy.
 void h2d_copy_out_boxed(KernelRuntimeContext& ctx, Span<EValue*> stack);
 void d2h_copy_out_boxed(KernelRuntimeContext& ctx, Span<EValue*> stack);
 

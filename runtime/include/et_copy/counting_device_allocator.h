@@ -86,7 +86,8 @@ class CountingDeviceAllocator : public DeviceAllocator {
 };
 
 /// Returns `alloc` as et-copy's allocator type, or nullptr when it is some
-/// other implementation of ExecuTorch's interface.
+/// other implementation of ExecuTorch's interface (or nullptr). Pure; any
+/// thread.
 CountingDeviceAllocator* as_counting_allocator(DeviceAllocator* alloc);
 
 } // namespace et_copy

@@ -40,19 +40,21 @@ struct KernelRegistration {
 std::array<KernelRegistration, 2> register_kernels();
 
 /// Who provides the kernel for `op_name` now: kAlreadyOurs, kAlreadyOther or
-/// kAbsent.
+/// kAbsent. Registers nothing and never fails. Threading as register_kernels().
 Registration kernel_owner(const char* op_name);
 
 /**
  * Registers `alloc` for its device type unless an allocator is already
  * registered for that type. Returns kAlreadyOurs when `alloc` itself is the
- * registered one, kAlreadyOther when a different allocator is. `alloc` must
- * have static lifetime. Threading as register_kernels().
+ * registered one, kAlreadyOther when a different allocator is, kFailed for
+ * a null `alloc`. `alloc` must have static lifetime (the registry keeps the
+ * pointer and cannot unregister). Threading as register_kernels().
  */
 Registration register_allocator(executorch::runtime::DeviceAllocator* alloc);
 
 /// Registers the process-wide simulated allocator (simulated_device_allocator())
-/// for DeviceType::CUDA.
+/// for DeviceType::CUDA: register_allocator() with that allocator, so the
+/// same outcomes. Threading as register_kernels().
 Registration register_simulated_device_allocator();
 
 } // namespace et_copy

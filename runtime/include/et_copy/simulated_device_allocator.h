@@ -21,6 +21,14 @@ namespace et_copy {
  * Device indices: 0 .. device_count()-1, or -1 for "the current device"
  * (always device 0). Any other index is rejected with InvalidArgument.
  *
+ * Errors: allocate() gives InvalidArgument for a bad index or an alignment
+ * that is not a power of two, NotSupported above kMaxAlignment,
+ * MemoryAllocationFailed when the host heap is exhausted. Copies give
+ * InvalidArgument for a bad index, a null pointer with nbytes > 0, or a
+ * device range outside every live allocation of that device (nothing is
+ * written then). deallocate() of a pointer it did not hand out (or a second
+ * free) is refused, logged and counted in failed_calls; nullptr is a no-op.
+ *
  * Threading: all methods are thread-safe. The byte copies themselves run
  * outside the allocator's lock, so copies on different threads overlap.
  */
@@ -95,6 +103,7 @@ class SimulatedDeviceAllocator final : public CountingDeviceAllocator {
 
 /// The process-wide simulated allocator (created on first use and never
 /// destroyed, so device memory can be freed safely during process exit).
+/// Never fails; safe to call from any thread (a function-local static).
 SimulatedDeviceAllocator& simulated_device_allocator();
 
 } // namespace et_copy
