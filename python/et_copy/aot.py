@@ -28,6 +28,9 @@ finds it already loaded instead of defining the namespace again.
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
+import os
 import sys
 import threading
 
@@ -115,8 +118,6 @@ def _registry_locations() -> list[str]:
         import executorch  # a namespace package: cheap, runs no executorch code
     except ImportError:
         return []
-    import os
-
     return [os.path.join(root, "exir", "passes") for root in getattr(executorch, "__path__", [])]
 
 
@@ -151,8 +152,6 @@ def _load_executorch_registry() -> bool:
             break
     if spec is None or spec.loader is None:
         return False
-    import importlib.util
-
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
@@ -178,8 +177,6 @@ class _AdoptedRegistryFinder:
     def find_spec(self, fullname, path=None, target=None):
         if fullname != EXECUTORCH_REGISTRY_MODULE:
             return None
-        import importlib.machinery
-
         return importlib.machinery.ModuleSpec(fullname, self, origin=self._spec.origin)
 
     def create_module(self, spec):
