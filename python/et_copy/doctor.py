@@ -65,7 +65,8 @@ def report(*, register: bool = False) -> dict[str, Any]:
     }
     if register:
         out["registered_now"] = _register()
-    out["kernels"] = {op: _OWNERS.get(kernel_owner(op), kernel_owner(op)) for op in (H2D_COPY_OUT, D2H_COPY_OUT)}
+    owners = {op: kernel_owner(op) for op in (H2D_COPY_OUT, D2H_COPY_OUT)}
+    out["kernels"] = {op: _OWNERS.get(owner, owner) for op, owner in owners.items()}
     out["cuda_allocator"] = allocator_info("cuda")
     out["cuda"] = cuda_status()
     return out
