@@ -41,7 +41,8 @@ try:
 except Exception as e:  # executorch raises RuntimeError with the runtime's message
     results["load_without_allocator"] = f"{type(e).__name__}: {e}"
 
-results["use_simulated_device"] = et_copy.use_simulated_device()
+device = sys.argv[2]
+results["use_device"] = et_copy.use_simulated_device() if device == "simulated" else et_copy.use_cuda()
 methods = []  # keep methods (and their planned buffers) alive until the end
 for case in cases:
     inputs = torch.load(case["inputs"])
@@ -106,10 +107,10 @@ def _cases():
     return cases
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("end_to_end")
-    cases, expected, specs = _cases(), {}, []
+def _run_cases(folder, cases, device: str):
+    """Exports each case here, runs them all in one fresh process on ``device``
+    ("simulated" or "cuda"); returns (runner results, expected values)."""
+    expected, specs = {}, []
     for name, (build, eager, inputs) in cases.items():
         program = build()
         pte = folder / f"{name}.pte"
@@ -121,13 +122,18 @@ def runs(tmp_path_factory):
         expected[name] = {"eager": eager_out, "inputs": inputs, "device_buffer_bytes": _device_buffer_bytes(program)}
         specs.append({"name": name, "pte": str(pte), "inputs": str(folder / f"{name}.inputs.pt"),
                       "outputs": str(folder / f"{name}.outputs.pt")})
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(RUNNER), json.dumps(specs)],
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(RUNNER), json.dumps(specs), device],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"runner failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     results = json.loads(proc.stdout.strip().splitlines()[-1])
     for spec in specs:
         expected[spec["name"]]["outputs"] = torch.load(spec["outputs"])
     return results, expected
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return _run_cases(tmp_path_factory.mktemp("end_to_end"), _cases(), "simulated")
 
 
 NAMES = ["round_trip", "wrapped_affine", "two_inputs", "dynamic", "xnnpack_delegate"]
@@ -147,7 +153,7 @@ def test_device_planned_method_does_not_load_without_a_cuda_allocator(runs):
 
 
 def test_simulated_device_registers_in_the_fresh_process(runs):
-    assert runs[0]["use_simulated_device"] == "registered"
+    assert runs[0]["use_device"] == "registered"
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -184,3 +190,38 @@ def test_dynamic_program_is_planned_for_the_upper_bound_and_copies_the_actual_si
     assert expected["device_buffer_bytes"] >= 16 * 3 * 4
     assert result["execute"]["h2d_bytes"] == 5 * 3 * 4
     assert expected["outputs"][0].shape == (5, 3)
+
+
+# --- a real GPU: copy-only programs (CPU kernels cannot touch device memory) ------------
+
+
+def _gpu_available() -> bool:
+    from et_copy import _cuda
+
+    return _cuda.built_with_cuda() and bool(_cuda.cuda_status().get("device_count"))
+
+
+@pytest.fixture(scope="module")
+def cuda_runs(tmp_path_factory):
+    if not _gpu_available():
+        pytest.skip("needs a CUDA device and an et_copy built with CUDA")
+    cases = {
+        "round_trip": (lambda: export_device_program(RoundTrip(), RoundTrip.example_inputs(), insert_copies=False),
+                       RoundTrip(), RoundTrip.example_inputs()),
+        "dynamic": (lambda: export_device_program(torch.nn.Identity(), (torch.randn(8, 3),),
+                                                  dynamic_shapes=[{0: Dim("rows", min=1, max=16)}]),
+                    torch.nn.Identity(), (torch.randn(5, 3),)),
+    }
+    return _run_cases(tmp_path_factory.mktemp("end_to_end_cuda"), cases, "cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["round_trip", "dynamic"])
+def test_copy_only_program_round_trips_through_a_real_gpu(cuda_runs, name):
+    result, expected = _case(cuda_runs, name)
+    assert cuda_runs[0]["use_device"] == "registered"
+    assert torch.equal(expected["outputs"][0], expected["eager"])
+    assert result["load"]["allocations"] == 1
+    assert result["load"]["bytes_outstanding"] == expected["device_buffer_bytes"]
+    nbytes = expected["inputs"][0].nbytes
+    assert (result["execute"]["h2d_bytes"], result["execute"]["d2h_bytes"]) == (nbytes, nbytes)
