@@ -17,6 +17,7 @@ takes seconds: ``import et_copy`` does not import this module.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable, Sequence
 
 import torch
@@ -28,7 +29,7 @@ from executorch.exir import (
     to_edge_transform_and_lower,
 )
 from executorch.exir.backend.compile_spec_schema import CompileSpec
-from executorch.exir.backend.partitioner import Partitioner, PartitionResult
+from executorch.exir.backend.partitioner import DelegationSpec, Partitioner, PartitionResult
 from executorch.exir.passes import MemoryPlanningPass
 from executorch.exir.passes.propagate_device_config import PropagateDeviceConfig
 from executorch.exir.schema import DeviceType
@@ -81,18 +82,16 @@ class DevicePlanningPass(MemoryPlanningPass):
     def __init__(self, device: str = "cuda:0", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.device = parse_device(device, op="et_copy.export.DevicePlanningPass")
-        self.tagged_nodes: list[str] = []
 
     def run(self, graph_module: torch.fx.GraphModule, graph_signature=None):
-        self.tagged_nodes = _tag_device_side(graph_module, DeviceType(self.device.type), self.device.index)
+        _tag_device_side(graph_module, DeviceType(self.device.type), self.device.index)
         return super().run(graph_module, graph_signature)
 
 
-def _tag_device_side(graph_module: torch.fx.GraphModule, device_type: DeviceType, index: int) -> list[str]:
+def _tag_device_side(graph_module: torch.fx.GraphModule, device_type: DeviceType, index: int) -> None:
     h2d_out = torch.ops.et_copy._h2d_copy.out
     d2h_out = torch.ops.et_copy._d2h_copy.out
     on_device: set[torch.fx.Node] = set()
-    tagged = []
     for node in graph_module.graph.nodes:
         if node.op != "call_function" or node.target is d2h_out:
             continue
@@ -104,8 +103,6 @@ def _tag_device_side(graph_module: torch.fx.GraphModule, device_type: DeviceType
             if isinstance(spec, TensorSpec) and not spec.const:
                 spec.device, spec.device_index = device_type, index
         on_device.add(node)
-        tagged.append(node.name)
-    return tagged
 
 
 def export_device_program(
@@ -135,21 +132,22 @@ def export_device_program(
     aot.ensure_registered()
     planner = DevicePlanningPass(device, alloc_graph_input=alloc_graph_input, alloc_graph_output=alloc_graph_output)
     wrapped = DeviceBoundary(module) if insert_copies else module
-    exported = torch.export.export(wrapped, tuple(example_inputs), dynamic_shapes=_shift(dynamic_shapes, insert_copies),
+    exported = torch.export.export(wrapped, tuple(example_inputs), dynamic_shapes=_boundary_dynamic_shapes(module, dynamic_shapes) if insert_copies else dynamic_shapes,
                                    strict=strict)
     edge = to_edge(exported, compile_config=EdgeCompileConfig(preserve_ops=aot.preserve_ops()))
     return edge.to_executorch(ExecutorchBackendConfig(memory_planning_pass=planner,
                                                       enable_non_cpu_memory_planning=True))
 
 
-def _shift(dynamic_shapes: Any, wrapped: bool) -> Any:
-    # DeviceBoundary.forward takes *args, so a dict keyed by the module's
-    # argument names must become a tuple for it.
-    if wrapped and isinstance(dynamic_shapes, dict):
-        return {"args": tuple(dynamic_shapes.values())}
-    if wrapped and dynamic_shapes is not None:
-        return {"args": tuple(dynamic_shapes)}
-    return dynamic_shapes
+def _boundary_dynamic_shapes(module: torch.nn.Module, dynamic_shapes: Any) -> Any:
+    # DeviceBoundary.forward takes *args: give it the module's per-argument
+    # specs as one tuple, in the order of the module's parameters.
+    if dynamic_shapes is None:
+        return None
+    if isinstance(dynamic_shapes, dict):
+        names = list(inspect.signature(module.forward).parameters)
+        dynamic_shapes = tuple(dynamic_shapes.get(name) for name in names)
+    return {"args": tuple(dynamic_shapes)}
 
 
 class TargetDevicePartitioner(Partitioner):
@@ -166,9 +164,11 @@ class TargetDevicePartitioner(Partitioner):
     def partition(self, exported_program) -> PartitionResult:
         result = self.inner.partition(exported_program)
         value = self.device.encode()
-        for tag, spec in list(result.partition_tags.items()):
+        for tag, spec in result.partition_tags.items():
+            # A new spec per partition: partitioners share one DelegationSpec
+            # object across partitions and calls, and it must stay untouched.
             kept = [s for s in spec.compile_specs if s.key != TARGET_DEVICE_KEY]
-            spec.compile_specs[:] = kept + [CompileSpec(TARGET_DEVICE_KEY, value)]
+            result.partition_tags[tag] = DelegationSpec(spec.backend_id, kept + [CompileSpec(TARGET_DEVICE_KEY, value)])
         return result
 
     def ops_to_not_decompose(self, ep) -> tuple[list[torch._ops.OpOverload], Callable | None]:

@@ -133,6 +133,18 @@ def test_dynamic_shapes_plan_the_device_buffer_for_the_upper_bound(dynamic_round
     assert plan(dynamic_round_trip).non_const_buffer_sizes[h2d.meta["spec"].mem_id] == upper_bound_bytes
 
 
+def test_dynamic_shapes_keyed_by_argument_name_follow_the_signature_not_the_dict_order():
+    class Scaled(torch.nn.Module):
+        def forward(self, x, scale):
+            return x * scale
+
+    rows = Dim("rows", min=1, max=16)
+    program = export_device_program(Scaled(), (torch.randn(8, 3), torch.randn(3)),
+                                    dynamic_shapes={"scale": None, "x": {0: rows}})
+    (mul,) = call_nodes(program, "aten.mul")
+    assert mul.meta["spec"].shape == [16, 3]
+
+
 def test_device_boundary_copies_every_tensor_in_nested_inputs_and_outputs():
     class Pair(torch.nn.Module):
         def forward(self, xs):
@@ -195,6 +207,15 @@ def test_with_target_device_replaces_an_existing_target_device(xnnpack_partition
     result = with_target_device(Tagged(), "cuda").partition(ep)
     for spec in result.partition_tags.values():
         assert [s.value for s in spec.compile_specs if s.key == "target_device"] == [b"cuda:0"]
+
+
+def test_with_target_device_leaves_the_inner_partitioners_specs_untouched(xnnpack_partitioner):
+    inner = xnnpack_partitioner()
+    with_target_device(inner, "cuda:0").partition(torch.export.export(_LinearReLU().eval(), (torch.randn(4, 3),)))
+    plain = inner.partition(torch.export.export(_LinearReLU().eval(), (torch.randn(4, 3),)))
+    assert plain.partition_tags
+    for spec in plain.partition_tags.values():
+        assert all(s.key != "target_device" for s in spec.compile_specs)
 
 
 def test_with_target_device_rejects_a_bad_device(xnnpack_partitioner):
