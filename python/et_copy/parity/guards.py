@@ -19,8 +19,7 @@ import torch
 
 from .. import _tensors
 from .._device import CUDA, Device
-from .._ops import D2H_COPY_OUT, H2D_COPY_OUT, _run
-from .. import _C
+from .._ops import d2h_copy, h2d_copy
 
 # Guards and bodies start on 256-byte boundaries, like cudaMalloc's.
 ALIGN = 256
@@ -163,13 +162,11 @@ class GuardedHost(Guarded):
 
 
 def _write_device(dst: _tensors.DeviceTensor, src: torch.Tensor) -> None:
-    _run(_C.run_kernel, H2D_COPY_OUT, src, dst)
+    h2d_copy(src, out=dst)
 
 
 def _read_device(src: _tensors.DeviceTensor) -> torch.Tensor:
-    out = torch.empty(src.capacity_nbytes, dtype=torch.uint8)
-    _run(_C.run_kernel, D2H_COPY_OUT, src, out)
-    return out
+    return d2h_copy(src, out=torch.empty(src.capacity_nbytes, dtype=torch.uint8))
 
 
 class GuardedDevice(Guarded):

@@ -5,8 +5,8 @@ what each did.
   op, on host stand-ins (at trace time every tensor is a host tensor). Its
   result is the reference for valid cases.
 - ``aot_out``: the ``.out`` op on host stand-ins of the case's tensors.
-- ``et_copy``: et-copy's kernel called directly: the path
-  ``et_copy.h2d_copy``/``d2h_copy`` take with an explicit ``out``.
+- ``et_copy``: et-copy's kernel called directly, through
+  ``et_copy.h2d_copy``/``d2h_copy`` with an explicit ``out``.
 - ``registry``: whatever kernel ExecuTorch's registry resolves for the op
   name (``et_copy.run_registered``); with ``executorch.runtime`` imported,
   the executorch wheel's.
@@ -24,9 +24,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .. import _C
 from .._errors import EtCopyError
-from .._ops import _run
+from .._ops import d2h_copy, h2d_copy, run_registered
 from .._tensors import DeviceTensor, contiguous_strides
 from .cases import Case, dtype_name
 from .guards import Guarded, GuardedDevice, GuardedHost, guard_size, pattern, raw_bytes
@@ -80,13 +79,11 @@ class CapturedStderr:
     allocators log there from C++, which would tear the table apart."""
 
     def __init__(self) -> None:
-        self._file = tempfile.TemporaryFile()
         self.text = ""
 
     def __enter__(self) -> "CapturedStderr":
         sys.stderr.flush()
-        self._file.seek(0)
-        self._file.truncate()
+        self._file = tempfile.TemporaryFile()
         self._saved = os.dup(2)
         os.dup2(self._file.fileno(), 2)
         return self
@@ -95,8 +92,9 @@ class CapturedStderr:
         sys.stderr.flush()
         os.dup2(self._saved, 2)
         os.close(self._saved)
-        self._file.seek(0)
-        self.text = self._file.read().decode("utf-8", "replace").strip()
+        with self._file:
+            self._file.seek(0)
+            self.text = self._file.read().decode("utf-8", "replace").strip()
 
 
 # --- inputs -----------------------------------------------------------------
@@ -261,14 +259,20 @@ class _NotOut(Exception):
     pass
 
 
-def _run_kernel(impl: str, runner):
+def _et_copy_kernel(case: Case, inputs: Inputs) -> None:
+    copy = h2d_copy if case.direction == "h2d" else d2h_copy
+    copy(inputs.self, out=inputs.out, dynamic_out=inputs.dynamic_torch_out)
+
+
+def _registry_kernel(case: Case, inputs: Inputs) -> None:
+    run_registered(case.op, inputs.self, inputs.out, dynamic_out=inputs.dynamic_torch_out)
+
+
+def _run_kernel(impl: str, call):
     def run(case: Case, capture: CapturedStderr, ref: dict) -> Result:
         inputs = Inputs(case, host_only=False)
         try:
-            return _judge(Result(impl), case, inputs, capture,
-                          lambda: _run(runner, case.op, inputs.self, inputs.out,
-                                       dynamic_out=inputs.dynamic_torch_out),
-                          ref, kernel=True)
+            return _judge(Result(impl), case, inputs, capture, lambda: call(case, inputs), ref, kernel=True)
         finally:
             inputs.free()
     return run
@@ -417,6 +421,6 @@ def _cell(r: Result) -> str:
 _RUNNERS = {
     "aot": _run_aot,
     "aot_out": _run_aot_out,
-    "et_copy": _run_kernel("et_copy", _C.run_kernel),
-    "registry": _run_kernel("registry", _C.run_registered),
+    "et_copy": _run_kernel("et_copy", _et_copy_kernel),
+    "registry": _run_kernel("registry", _registry_kernel),
 }
