@@ -101,32 +101,46 @@ OpFunction resolve(const std::string& kind, bool* h2d) {
 // same two buffers, the baseline), "et_copy_h2d"/"et_copy_d2h" (et_copy's
 // boxed kernel) or "registry_h2d"/"registry_d2h" (the registry's kernel,
 // resolved once). Kernels get prebuilt EValues and one KernelRuntimeContext,
-// as an executor's loop gives them.
-std::vector<double> bench_kernel(const std::string& kind, size_t nbytes, int64_t iters, int repeats) {
+// as an executor's loop gives them. The buffers are fresh ones, or the
+// caller's (`host` and `device`, both non-zero: the device one must come
+// from the registered allocator, or the kernel rejects every call).
+std::vector<double> bench_kernel(const std::string& kind, size_t nbytes, int64_t iters, int repeats,
+                                 uintptr_t host_buffer, uintptr_t device_buffer) {
   if (nbytes == 0 || nbytes > (size_t{1} << 31) - 1) {
     throw Failure(Error::InvalidArgument, "bench_kernel: nbytes must be in 1..2^31-1");
   }
   if (executorch::runtime::get_device_allocator(et::DeviceType::CUDA) == nullptr) {
     throw Failure(Error::NotFound, "bench_kernel: no DeviceAllocator is registered for CUDA: call et_copy.use_simulated_device() first");
   }
-  auto device = DeviceMemoryBuffer::create(nbytes, et::DeviceType::CUDA, 0, 256);
-  if (!device.ok()) {
-    throw Failure(device.error(), "bench_kernel: could not allocate " + std::to_string(nbytes) + " device bytes");
+  if ((host_buffer == 0) != (device_buffer == 0)) {
+    throw Failure(Error::InvalidArgument, "bench_kernel: give both buffers or neither");
   }
-  std::vector<uint8_t> host(nbytes, 0x5A);
-  void* device_ptr = device->data();
+  DeviceMemoryBuffer device;
+  std::vector<uint8_t> host;
+  void* device_ptr = reinterpret_cast<void*>(device_buffer);
+  void* host_ptr = reinterpret_cast<void*>(host_buffer);
+  if (device_ptr == nullptr) {
+    auto fresh = DeviceMemoryBuffer::create(nbytes, et::DeviceType::CUDA, 0, 256);
+    if (!fresh.ok()) {
+      throw Failure(fresh.error(), "bench_kernel: could not allocate " + std::to_string(nbytes) + " device bytes");
+    }
+    device = std::move(*fresh);
+    device_ptr = device.data();
+    host.assign(nbytes, 0x5A);
+    host_ptr = host.data();
+  }
 
   if (kind == "memcpy") {
     return time_repeats(iters, repeats, [&](int64_t n) {
       for (int64_t i = 0; i < n; ++i) {
-        std::memcpy(device_ptr, host.data(), nbytes);
+        std::memcpy(device_ptr, host_ptr, nbytes);
         clobber(device_ptr);
       }
     });
   }
   bool h2d = true;
   OpFunction fn = resolve(kind, &h2d);
-  ByteTensor host_tensor(host.data(), nbytes, et::DeviceType::CPU);
+  ByteTensor host_tensor(host_ptr, nbytes, et::DeviceType::CPU);
   ByteTensor device_tensor(device_ptr, nbytes, et::DeviceType::CUDA);
   EValue self(h2d ? host_tensor.tensor : device_tensor.tensor);
   EValue out(h2d ? device_tensor.tensor : host_tensor.tensor);
@@ -164,6 +178,7 @@ std::vector<double> bench_memcpy(uintptr_t dst, uintptr_t src, size_t nbytes, in
 
 void bind_bench(py::module_& m) {
   m.def("bench_kernel", &bench_kernel, py::arg("kind"), py::arg("nbytes"), py::arg("iters"), py::arg("repeats"),
+        py::arg("host") = 0, py::arg("device") = 0,
         "ns per call, per repeat, of a C++ loop: memcpy, et_copy_h2d/d2h (boxed kernel) or registry_h2d/d2h.");
   m.def("bench_memcpy", &bench_memcpy, py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("iters"), py::arg("repeats"),
         "ns per call, per repeat, of std::memcpy between caller-owned buffers (single thread).");

@@ -80,6 +80,10 @@ def _copy(h2d: bool, op: str, self: AnyTensor, out: AnyTensor, dynamic_out: bool
         changed = _C.run_kernel_packed(h2d, _packed(self, op, "self"), _packed(out, op, "out", dynamic_out))
     if changed is None:  # out kept its shape
         return out
+    return _take_shape(out, changed)
+
+
+def _take_shape(out: AnyTensor, changed: tuple) -> AnyTensor:
     sizes, strides = changed
     if isinstance(out, DeviceTensor):
         out._set_shape(sizes)
@@ -98,6 +102,14 @@ def h2d_copy(self: AnyTensor, *, out: AnyTensor | None = None, device: str = "cu
     capacity that the copy may shrink. Raises EtCopyError naming the
     problem; a rejected call leaves ``out`` untouched.
     """
+    if out is not None:
+        # The common case straight to the bindings; NotImplemented means
+        # "not a plain tensor pair": the checks below then run as usual.
+        changed = _C.run_kernel_objects(True, self, out, dynamic_out)
+        if changed is None:
+            return out
+        if changed is not NotImplemented:
+            return _take_shape(out, changed)
     op = H2D_COPY_OUT
     if not isinstance(self, (torch.Tensor, DeviceTensor)):
         raise TypeError(f"{op}: self must be a torch.Tensor, got {type(self).__name__}")
@@ -119,6 +131,12 @@ def d2h_copy(self: AnyTensor, *, out: torch.Tensor | None = None, dynamic_out: b
     ``out`` defaults to a new CPU tensor with ``self``'s shape, dtype and
     dim order; ``dynamic_out=True`` lets the copy shrink a given ``out``.
     """
+    if out is not None:
+        changed = _C.run_kernel_objects(False, self, out, dynamic_out)  # as in h2d_copy
+        if changed is None:
+            return out
+        if changed is not NotImplemented:
+            return _take_shape(out, changed)
     op = D2H_COPY_OUT
     if out is None:
         if isinstance(self, DeviceTensor):

@@ -41,8 +41,8 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"comma-separated sections to run (default all: {','.join(SECTIONS)})")
     p.add_argument("--sizes", metavar="SIZE", nargs="+", type=_parse_size,
                    help="throughput sizes (default 4K, 16K, ... 256M)")
-    p.add_argument("--repeats", type=int, default=None, help="samples per case (default 11; --quick 3)")
-    p.add_argument("--sample-ms", type=float, default=None, help="target length of one sample (default 10; --quick 1)")
+    p.add_argument("--repeats", type=int, default=None, help="samples per case (default 21; --quick 3)")
+    p.add_argument("--sample-ms", type=float, default=None, help="target length of one sample (default 5; --quick 1)")
     p.add_argument("--quick", action="store_true",
                    help="a tiny configuration for smoke tests: 3 sizes, few short samples, small program")
     return p

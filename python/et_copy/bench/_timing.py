@@ -13,8 +13,10 @@ Sampler = Callable[[int], float]
 
 @dataclass(frozen=True)
 class Config:
-    repeats: int = 11  # samples per case, after one warm-up batch
-    sample_s: float = 0.01  # target length of one sample (a batch of calls)
+    repeats: int = 21  # samples per case, after one warm-up batch
+    # Target length of one sample (a batch of calls): short enough that on a
+    # shared machine many samples fit inside one scheduler time slice.
+    sample_s: float = 0.005
     max_iters: int = 1_000_000  # cap on calls in one batch
 
 
