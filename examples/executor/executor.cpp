@@ -102,6 +102,11 @@ bool parse(int argc, char** argv, Options* o) {
       o->require_copies = true;
     } else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
+#ifdef ET_COPY_EXECUTOR_WITH_CUDA
+      std::puts("--cuda: available (linked with et_copy::cuda)");
+#else
+      std::puts("--cuda: unavailable (built without et_copy::cuda)");
+#endif
       std::exit(0);
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "et_copy_executor: unknown option %s\n%s", a.c_str(), kUsage);

@@ -246,8 +246,8 @@ def test_executor_links_no_kernel_library(executor):
     assert not [lib for lib in libs if "kernels" in lib or "portable_lib" in lib], libs
 
 
-def stats(stdout: str) -> dict[str, int]:
-    line = re.search(r"^allocator simulated: (.*)$", stdout, re.M)
+def stats(stdout: str, allocator: str = "simulated") -> dict[str, int]:
+    line = re.search(rf"^allocator {allocator}: (.*)$", stdout, re.M)
     assert line is not None, stdout
     return {k: int(v) for k, v in (kv.split("=") for kv in line.group(1).split())}
 
@@ -318,3 +318,25 @@ def test_executor_built_with_add_subdirectory_runs_the_program(programs, tmp_pat
         cmd += ["--expect", str(programs / f"swap.expect{i}.bin")]
     proc = run(cmd, timeout=120)
     assert proc.stdout.count(": matches ") == meta["n_outputs"], proc.stdout
+
+
+def gpu_present() -> bool:
+    return Path("/dev/nvidiactl").exists()
+
+
+def test_executor_cuda_flag_uses_the_gpu_or_fails_cleanly_without_one(executor, programs, tmp_path):
+    if "--cuda: available" not in run([str(executor), "--help"], timeout=60).stdout:
+        pytest.skip("this executor was built without et_copy::cuda")
+    out = tmp_path / "out0.bin"
+    proc = run([str(executor), str(programs / "roundtrip.pte"), "--cuda", "--seed", "3", "--save-inputs",
+                str(tmp_path), "--output", str(out), "--require-copies"], timeout=120, check=False)
+    if gpu_present():
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert out.read_bytes() == (tmp_path / "input0.bin").read_bytes()
+        s = stats(proc.stdout, "cuda")
+        assert (s["h2d_copies"], s["d2h_copies"]) == (1, 1), s
+    else:
+        # No driver here: a clear error and exit status 2, not a crash.
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "cannot use the CUDA allocator" in proc.stderr, proc.stderr
+        assert not out.exists()
