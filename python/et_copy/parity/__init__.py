@@ -62,9 +62,10 @@ def run(cases: list[Case], *, progress: bool = False):
     from .report import Progress
     from .runners import CapturedStderr, run_case
 
+    bar = Progress(len(cases), progress)
+    bar.status("loading executorch.runtime and the AOT ops...")
     env = _environment()
     capture = CapturedStderr()
-    bar = Progress(len(cases), progress)
     start = time.perf_counter()
     results = []
     try:
@@ -82,7 +83,7 @@ def main(argv: list[str]) -> int:
         prog="python -m et_copy parity",
         description="Check the AOT device copy ops against et-copy's kernel and the registry's, byte for byte.",
         epilog="PATTERN: comma-separated globs on case names (see --list), e.g. 'h2d/float32/*', "
-               "'invalid/*', '*/channels_last*'; a pattern without * ? [ matches as a substring "
+               "'invalid/*', '*.channels_last*'; a pattern without * ? [ matches as a substring "
                "('bfloat16', 'dtype_mismatch'); a pattern starting with ! excludes ('!large').")
     parser.add_argument("--cases", metavar="PATTERN", help="run only the cases PATTERN selects")
     parser.add_argument("--list", action="store_true", help="list the (selected) cases and exit")

@@ -4,7 +4,7 @@ A case is one copy, described in plain data: direction, self's dtype, shape
 and layout, out's dtype, capacity, layout and dynamism, where each tensor
 lives, and whether the copy must succeed (``expect="copy"``) or be rejected
 (``expect="reject"``). Names read like paths, so ``--cases`` can select with
-globs: ``h2d/float32/*``, ``*/channels_last*``, ``invalid/*``.
+globs: ``h2d/float32/*``, ``*.channels_last*``, ``invalid/*``.
 """
 
 from __future__ import annotations

@@ -160,6 +160,11 @@ class Progress:
         self.total = total
         self.enabled = enabled and total > 0
 
+    def status(self, text: str) -> None:
+        if self.enabled:
+            sys.stderr.write(f"\r{text}")
+            sys.stderr.flush()
+
     def update(self, done: int, label: str) -> None:
         if not self.enabled:
             return
