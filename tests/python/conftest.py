@@ -11,7 +11,9 @@
 from __future__ import annotations
 
 import gc
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +22,19 @@ import fuzz_strategies
 fuzz_strategies.register_profiles()
 
 _leak_report: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def exported_programs(tmp_path_factory) -> Path:
+    """A real device-planned program (original.pte, et_copy.models.RoundTrip)
+    and tampered copies of it (tamper_programs.py), written by a child
+    process because exporting imports executorch.exir."""
+    out = tmp_path_factory.mktemp("programs")
+    script = Path(__file__).with_name("tamper_programs.py")
+    proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        pytest.fail(f"exporting the test programs failed:\n{proc.stderr[-6000:]}")
+    return out
 
 
 def pytest_sessionfinish(session, exitstatus):
