@@ -50,6 +50,7 @@ def test_default_run_exits_0_with_no_et_copy_findings(default_run):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert result["summary"]["passed"] is True
     assert result["summary"]["cases"] == len(parity_cases.all_cases())
+    assert result["summary"]["end_to_end_ok"] == result["summary"]["end_to_end_programs"] == 2
     assert [f for f in result["findings"] if f["impl"] == "et_copy"] == []
     for case in result["cases"]:
         assert case["results"]["et_copy"]["verdict"] == "ok", case["name"]
@@ -112,11 +113,11 @@ def test_cases_option_runs_only_the_selected_cases(tmp_path):
 
 
 def test_list_prints_the_selected_cases_and_runs_nothing():
-    proc, result = run_parity("--list", "--cases", "bfloat16,!large")
+    proc, result = run_parity("--list", "--cases", "bfloat16,!large,e2e/*dynamic*")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     expected = [c.name for c in parity_cases.select(parity_cases.all_cases(), "bfloat16,!large")]
-    assert [line.split()[0] for line in lines] == expected
+    assert [line.split()[0] for line in lines] == [*expected, "e2e/copy_only/dynamic_5_of_16"]
     assert "PASS" not in proc.stdout
 
 
@@ -141,6 +142,40 @@ def test_exit_status_is_1_when_et_copys_kernel_has_a_finding(tmp_path):
     assert result["summary"]["passed"] is False
     assert {f["kind"] for f in result["findings"] if f["impl"] == "et_copy"} >= {"out_of_bounds_write",
                                                                                    "accepts_invalid"}
+
+
+@pytest.mark.slow
+def test_default_run_runs_exported_programs_end_to_end(default_run):
+    _, result = default_run
+    programs = {p["name"]: p for p in result["end_to_end"]}
+    assert set(programs) == {"e2e/copy_only/all_dtypes", "e2e/copy_only/dynamic_5_of_16"}
+    for p in programs.values():
+        assert p["verdict"] == "ok", p
+        assert p["details"]["load"]["allocations"] >= 1  # the planned device buffer
+    every_dtype = programs["e2e/copy_only/all_dtypes"]["details"]
+    assert every_dtype["execute"]["h2d_copies"] == len(et_copy.SUPPORTED_DTYPES)
+    assert every_dtype["execute"]["d2h_bytes"] == 15 * sum(d.itemsize for d in et_copy.SUPPORTED_DTYPES)
+    dynamic = programs["e2e/copy_only/dynamic_5_of_16"]["details"]
+    assert dynamic["execute"]["h2d_bytes"] == 5 * 3 * 4  # the actual rows, not the planned 16
+    assert dynamic["load"]["bytes_outstanding"] >= 16 * 3 * 4
+
+
+@pytest.mark.slow
+def test_exit_status_is_1_when_an_end_to_end_program_fails(tmp_path):
+    # Counters that never move: the harness must see no device buffer and no copies.
+    code = """
+        import sys
+        import et_copy
+        from et_copy.parity import main
+        frozen = et_copy.allocator_stats
+        et_copy.allocator_stats = lambda *a: {k: 0 for k in frozen()}
+        sys.exit(main(sys.argv[1:]))
+    """
+    proc, result = run_parity("--cases", "e2e/copy_only/dynamic*", tmp_path=tmp_path, code=code)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    kinds = {f["kind"] for f in result["findings"] if f["impl"] == "end_to_end"}
+    assert kinds == {"no_device_buffer", "wrong_copies"}
+    assert "FAILS [1]" in proc.stdout
 
 
 # --- guard bytes ----------------------------------------------------------------------------

@@ -6,11 +6,13 @@ both directions, static and dynamic-bound outs, and invalid calls) runs
 through the AOT functional op, the AOT ``.out`` op, et-copy's kernel, and
 the kernel ExecuTorch's registry holds for the op name (the executorch
 wheel's, once ``executorch.runtime`` is imported). Each buffer has guard
-bytes around it, so an out-of-bounds write is reported, not suffered.
+bytes around it, so an out-of-bounds write is reported, not suffered. Then
+a few programs exported with et_copy.export run end to end through
+executorch.runtime (``e2e/*``).
 
 Exit status: 0 when et-copy's kernel copies every valid case exactly as the
-AOT op does and rejects every invalid case with ``out`` untouched; 1
-otherwise; 2 for a usage error. Findings about the other implementations
+AOT op does and rejects every invalid case with ``out`` untouched, and
+every end-to-end program returns eager's outputs; 1 otherwise; 2 for a usage error. Findings about the other implementations
 are reported and do not change the exit status.
 """
 
@@ -57,25 +59,32 @@ def _environment() -> dict:
     return env
 
 
-def run(cases: list[Case], *, progress: bool = False):
-    """Runs ``cases``; returns (results, environment, seconds)."""
+def run(cases: list[Case], programs: list | None = None, *, progress: bool = False):
+    """Runs ``cases`` and the end-to-end ``programs``; returns (results,
+    program results, environment, seconds)."""
+    from .e2e import run_program
     from .report import Progress
     from .runners import CapturedStderr, run_case
 
-    bar = Progress(len(cases), progress)
+    programs = programs or []
+    total = len(cases) + len(programs)
+    bar = Progress(total, progress)
     bar.status("loading executorch.runtime and the AOT ops...")
     env = _environment()
     capture = CapturedStderr()
     start = time.perf_counter()
-    results = []
+    results, program_results = [], []
     try:
         for i, case in enumerate(cases):
             bar.update(i, case.name)
             results.append(run_case(case, capture))
-        bar.update(len(cases), "done")
+        for i, program in enumerate(programs):
+            bar.update(len(cases) + i, program.name + " (exporting)")
+            program_results.append(run_program(program))
+        bar.update(total, "done")
     finally:
         bar.close()
-    return results, env, time.perf_counter() - start
+    return results, program_results, env, time.perf_counter() - start
 
 
 def main(argv: list[str]) -> int:
@@ -90,14 +99,19 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", metavar="PATH", help="write the full result as JSON to PATH")
     parser.add_argument("--verbose", "-v", action="store_true", help="one table row per valid case, not per dtype")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument("--no-end-to-end", action="store_true",
+                        help="skip the e2e/* cases (exported programs run by executorch.runtime; a few seconds)")
     args = parser.parse_args(argv)
 
+    from .e2e import PROGRAMS
+
     cases = select(all_cases(), args.cases)
-    if not cases:
+    programs = [] if args.no_end_to_end else select(PROGRAMS, args.cases)
+    if not cases and not programs:
         print(f"et_copy parity: no case matches {args.cases!r} (see --list)", file=sys.stderr)
         return 2
     if args.list:
-        for case in cases:
+        for case in [*cases, *programs]:
             print(f"{case.name:<64} {case.describe()}")
         return 0
 
@@ -108,11 +122,12 @@ def main(argv: list[str]) -> int:
     # The work is many small memory compares: one thread is fastest and
     # stays out of the way of whatever else the machine runs.
     torch.set_num_threads(1)
-    results, env, seconds = run(cases, progress=not args.no_progress and sys.stderr.isatty())
-    print(render(cases, results, env, verbose=args.verbose))
-    print(f"({len(cases)} cases in {seconds:.1f} s)")
+    results, program_results, env, seconds = run(cases, programs,
+                                                  progress=not args.no_progress and sys.stderr.isatty())
+    print(render(cases, results, env, program_results, verbose=args.verbose))
+    print(f"({len(cases) + len(programs)} cases in {seconds:.1f} s)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(to_json(cases, results, env, seconds), f, indent=1)
+            json.dump(to_json(cases, results, env, seconds, program_results), f, indent=1)
         print(f"full result: {args.json}")
-    return 0 if passed(verdict(cases, results)) else 1
+    return 0 if passed(verdict(cases, results, program_results)) else 1

@@ -12,9 +12,11 @@ from .runners import IMPLEMENTATIONS, LABELS, Result
 JUDGED = "et_copy"
 
 
-def verdict(cases: list[Case], results: list[dict[str, Result]]) -> dict:
+def verdict(cases: list[Case], results: list[dict[str, Result]], programs: list | None = None) -> dict:
     """Exit-status facts: et-copy's kernel matches the AOT semantics on every
-    valid case and rejects every invalid one cleanly."""
+    valid case and rejects every invalid one cleanly; every end-to-end
+    program returns eager's outputs."""
+    programs = programs or []
     valid = [(c, r[JUDGED]) for c, r in zip(cases, results) if c.valid]
     invalid = [(c, r[JUDGED]) for c, r in zip(cases, results) if not c.valid]
     return {
@@ -24,12 +26,15 @@ def verdict(cases: list[Case], results: list[dict[str, Result]]) -> dict:
         "invalid_rejected_cleanly": sum(r.verdict == "ok" for _, r in invalid),
         "et_copy_findings": sum(len(r[JUDGED].findings) for r in results),
         "harness_errors": sum(f.kind == "harness_error" for r in results for x in r.values() for f in x.findings),
+        "end_to_end_programs": len(programs),
+        "end_to_end_ok": sum(p.verdict == "ok" for p in programs),
     }
 
 
 def passed(v: dict) -> bool:
     return (v["valid_matching"] == v["valid_cases"] and v["invalid_rejected_cleanly"] == v["invalid_cases"]
-            and v["et_copy_findings"] == 0 and v["harness_errors"] == 0)
+            and v["et_copy_findings"] == 0 and v["harness_errors"] == 0
+            and v["end_to_end_ok"] == v["end_to_end_programs"])
 
 
 def _who(impl: str, env: dict) -> str:
@@ -46,7 +51,9 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [_row(header, widths), _row(["-" * w for w in widths], widths), *(_row(r, widths) for r in rows)]
 
 
-def render(cases: list[Case], results: list[dict[str, Result]], env: dict, *, verbose: bool = False) -> str:
+def render(cases: list[Case], results: list[dict[str, Result]], env: dict, programs: list | None = None, *,
+           verbose: bool = False) -> str:
+    programs = programs or []
     out: list[str] = []
     impl_cols = [LABELS[i] for i in IMPLEMENTATIONS]
     out.append(f"et-copy parity: {len(cases)} cases x {len(IMPLEMENTATIONS)} implementations "
@@ -105,10 +112,31 @@ def render(cases: list[Case], results: list[dict[str, Result]], env: dict, *, ve
         out += _table(["case", *impl_cols], rows)
         out.append("")
 
+    if programs:
+        out.append("end to end: programs exported with et_copy.export, run by executorch.runtime "
+                   f"(copies by {env['registry_owner']}, device buffer from et-copy's simulated allocator)")
+        rows = []
+        for p in programs:
+            d = p.details
+            if p.verdict == "ok":
+                cell = (f"ok: {d['inputs']} input(s), {d['bytes_each_way']} bytes each way, "
+                        f"{d['load']['allocations']} device buffer(s) of {d['load']['bytes_outstanding']} bytes planned")
+            else:
+                n = len(footnotes) + 1
+                footnotes[(p.program.name, "program")] = n
+                cell = f"FAILS [{n}]"
+                findings_lines.append(f"[{n}] end to end on {p.program.name}")
+                findings_lines.append(f"     {p.program.description}")
+                for f in p.findings:
+                    findings_lines.append(f"     {f.kind}: {f.message}")
+            rows.append([p.program.name, cell])
+        out += _table(["program", "result"], rows)
+        out.append("")
+
     if findings_lines:
         per_impl = defaultdict(int)
         for case_name, impl in footnotes:
-            per_impl[LABELS[impl]] += 1
+            per_impl[LABELS.get(impl, "end to end")] += 1
         summary = ", ".join(f"{k}: {v}" for k, v in per_impl.items())
         out.append(f"findings ({len(footnotes)} case/implementation pairs; {summary}):")
         out += findings_lines
@@ -124,28 +152,36 @@ def render(cases: list[Case], results: list[dict[str, Result]], env: dict, *, ve
         out.append("findings: none")
     out.append("")
 
-    v = verdict(cases, results)
+    v = verdict(cases, results, programs)
     ok = passed(v)
     out.append(f"et_copy kernel: matches the AOT op on {v['valid_matching']}/{v['valid_cases']} valid cases, "
                f"rejects {v['invalid_rejected_cleanly']}/{v['invalid_cases']} invalid cases cleanly, "
                f"{v['et_copy_findings']} finding(s)" + (f", {v['harness_errors']} harness error(s)" if v["harness_errors"] else ""))
-    out.append("PASS: et-copy's kernel agrees with the AOT semantics (findings about other implementations are reported, not failures)"
-               if ok else "FAIL: et-copy's kernel has findings (see above)")
+    if programs:
+        out.append(f"end to end: {v['end_to_end_ok']}/{v['end_to_end_programs']} programs return eager's outputs")
+    out.append("PASS: et-copy agrees with the AOT semantics (findings about other implementations are reported, not failures)"
+               if ok else "FAIL: et-copy has findings (see above)")
     return "\n".join(out)
 
 
-def to_json(cases: list[Case], results: list[dict[str, Result]], env: dict, seconds: float) -> dict:
-    v = verdict(cases, results)
+def to_json(cases: list[Case], results: list[dict[str, Result]], env: dict, seconds: float,
+            programs: list | None = None) -> dict:
+    programs = programs or []
+    v = verdict(cases, results, programs)
     flat = []
     for c, r in zip(cases, results):
         for impl in IMPLEMENTATIONS:
             for f in r[impl].findings:
                 flat.append({"case": c.name, "impl": impl, **f.to_json()})
+    for p in programs:
+        for f in p.findings:
+            flat.append({"case": p.program.name, "impl": "end_to_end", **f.to_json()})
     return {
         "environment": env,
         "implementations": {impl: LABELS[impl] for impl in IMPLEMENTATIONS},
         "judged": JUDGED,
         "summary": {**v, "passed": passed(v), "cases": len(cases), "seconds": round(seconds, 2)},
+        "end_to_end": [p.to_json() for p in programs],
         "findings": flat,
         "cases": [{**c.to_json(), "results": {i: r[i].to_json() for i in IMPLEMENTATIONS}}
                   for c, r in zip(cases, results)],
