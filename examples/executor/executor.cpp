@@ -2,15 +2,21 @@
 // device allocator, linking ExecuTorch's runtime (libexecutorch.so) and no
 // kernel library, so et-copy's kernels are the only ones registered.
 //
-//   et_copy_executor MODEL.pte [--method NAME] [--cuda]
+//   et_copy_executor MODEL.pte [--method NAME] [--cuda] [--load LIB]...
 //       [--input FILE]... | [--seed N]       inputs: raw bytes, or generated
 //       [--save-inputs DIR]                  write the inputs used
 //       [--output FILE]...                   write output i's raw bytes
 //       [--expect FILE]...                   compare output i with a file
 //       [--require-copies]                   fail unless both copies ran
 //
+// --load dlopens a shared library before anything is registered: a backend
+// such as libexecutorch_backend_xnnpack.so, for delegated programs, which
+// registers itself when loaded. The executor itself links no backend.
+//
 // Exit status: 0 success, 1 the program ran but an output differs, 2 bad
 // arguments or any ExecuTorch error.
+#include <dlfcn.h>
+
 #include <cerrno>
 #include <cinttypes>
 #include <cstdint>
@@ -60,10 +66,11 @@ struct Options {
   std::vector<std::string> outputs;
   std::vector<std::string> expects;
   bool require_copies = false;
+  std::vector<std::string> loads;
 };
 
 const char kUsage[] =
-    "usage: et_copy_executor MODEL.pte [--method NAME] [--cuda]\n"
+    "usage: et_copy_executor MODEL.pte [--method NAME] [--cuda] [--load LIB]...\n"
     "         [--input FILE]... | [--seed N]   (raw bytes per input, or generated)\n"
     "         [--save-inputs DIR] [--output FILE]... [--expect FILE]...\n"
     "         [--require-copies]\n";
@@ -98,6 +105,9 @@ bool parse(int argc, char** argv, Options* o) {
     } else if (a == "--expect") {
       if (!value(&v)) return false;
       o->expects.push_back(v);
+    } else if (a == "--load") {
+      if (!value(&v)) return false;
+      o->loads.push_back(v);
     } else if (a == "--require-copies") {
       o->require_copies = true;
     } else if (a == "-h" || a == "--help") {
@@ -258,6 +268,16 @@ int fail(const char* what, Error err) {
 
 int run(const Options& opt) {
   executorch::runtime::runtime_init();
+
+  // Libraries first, so a kernel one of them registers shows up below as
+  // "already other" instead of being hidden by ours.
+  for (const auto& lib : opt.loads) {
+    if (dlopen(lib.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+      std::fprintf(stderr, "et_copy_executor: cannot load %s: %s\n", lib.c_str(), dlerror());
+      return 2;
+    }
+    std::printf("loaded %s\n", lib.c_str());
+  }
 
   // Kernels and the allocator go in before load_method: loading allocates
   // the device-planned buffers and resolves every operator.
