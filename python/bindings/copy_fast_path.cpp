@@ -42,17 +42,30 @@ int64_t packed_int(PyObject* o) {
   return v;
 }
 
-std::vector<int64_t> packed_ints(PyObject* seq) {
+// Reads a tuple or list of ints into `out`, reusing its capacity.
+void packed_ints_into(PyObject* seq, std::vector<int64_t>& out) {
   if (!PyTuple_Check(seq) && !PyList_Check(seq)) {
     throw Failure(Error::InvalidArgument, "packed tensor spec: expected a tuple or list of ints");
   }
   const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
   PyObject** items = PySequence_Fast_ITEMS(seq);
-  std::vector<int64_t> out(static_cast<size_t>(n));
+  out.resize(static_cast<size_t>(n));
   for (Py_ssize_t i = 0; i < n; ++i) {
     out[i] = packed_int(items[i]);
   }
+}
+
+std::vector<int64_t> packed_ints(PyObject* seq) {
+  std::vector<int64_t> out;
+  packed_ints_into(seq, out);
   return out;
+}
+
+void capacity_into(PyObject* seq, TensorSpec& s) {
+  if (!s.capacity) {
+    s.capacity.emplace();
+  }
+  packed_ints_into(seq, *s.capacity);
 }
 
 // As _tensors.dim_order_of: dims by stride, outermost first, ties in
@@ -195,13 +208,13 @@ bool read_object(PyObject* o, bool dynamic_out, TensorSpec& s) {
     if (s.data == 0) {
       return false; // freed: DeviceBuffer.freed is "no data pointer"
     }
-    s.sizes = packed_ints(shape.ptr());
-    s.dim_order = packed_ints(order.ptr());
+    packed_ints_into(shape.ptr(), s.sizes);
+    packed_ints_into(order.ptr(), s.dim_order);
     strides_from_dim_order(s);
     s.dynamism = PyObject_IsTrue(dynamic.ptr()) == 1 ? 1 : 0; // DYNAMIC_BOUND : STATIC
     s.device_type = static_cast<int>(packed_int(PyTuple_GET_ITEM(device.ptr(), 0)));
     s.device_index = static_cast<int>(packed_int(PyTuple_GET_ITEM(device.ptr(), 1)));
-    s.capacity = packed_ints(capacity.ptr());
+    capacity_into(capacity.ptr(), s);
     return true;
   }
   if (g_types.torch_tensor == nullptr || !PyObject_TypeCheck(o, g_types.torch_tensor)) {
@@ -234,12 +247,14 @@ bool read_object(PyObject* o, bool dynamic_out, TensorSpec& s) {
     return false;
   }
   s.data = static_cast<uintptr_t>(packed_int(data.ptr()));
-  s.sizes = packed_ints(shape.ptr());
-  s.strides = packed_ints(strides.ptr());
+  packed_ints_into(shape.ptr(), s.sizes);
+  packed_ints_into(strides.ptr(), s.strides);
   dim_order_from_strides(s);
   s.dynamism = dynamic_out ? 1 : 0;
   if (dynamic_out) {
-    s.capacity = s.sizes;
+    capacity_into(shape.ptr(), s);
+  } else {
+    s.capacity.reset();
   }
   return true;
 }
@@ -275,24 +290,67 @@ py::object run_kernel_packed(bool h2d, const py::tuple& self, const py::tuple& o
 
 // As run_kernel_packed on the objects themselves; NotImplemented when
 // either needs Python's path (see read_object).
-py::object run_kernel_objects(bool h2d, const py::handle& self, const py::handle& out, bool dynamic_out) {
-  TensorSpec self_spec;
-  TensorSpec out_spec;
-  if (g_types.dtype_codes == nullptr || !read_object(self.ptr(), false, self_spec) ||
-      !read_object(out.ptr(), dynamic_out, out_spec)) {
+py::object run_kernel_objects(bool h2d, PyObject* self, PyObject* out, bool dynamic_out) {
+  // Specs reused per thread, so their vectors keep their capacity; a
+  // nested call (an attribute read that runs Python) gets fresh ones.
+  thread_local TensorSpec reused[2];
+  thread_local bool in_use = false;
+  TensorSpec fresh[2];
+  TensorSpec* specs = in_use ? fresh : reused;
+  struct Claim {
+    bool* flag;
+    bool was;
+    ~Claim() { *flag = was; }
+  } claim{&in_use, in_use};
+  in_use = true;
+  if (g_types.dtype_codes == nullptr || !read_object(self, false, specs[0]) ||
+      !read_object(out, dynamic_out, specs[1])) {
     return py::reinterpret_borrow<py::object>(Py_NotImplemented);
   }
-  return run_specs(h2d, self_spec, out_spec);
+  return run_specs(h2d, specs[0], specs[1]);
 }
+
+// run_kernel_objects as a raw METH_FASTCALL function: pybind's dispatcher
+// costs more than the rest of a 4 KiB copy's bookkeeping.
+PyObject* run_kernel_objects_fastcall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 4) {
+    PyErr_SetString(PyExc_TypeError, "run_kernel_objects(h2d, self, out, dynamic_out) takes 4 arguments");
+    return nullptr;
+  }
+  try {
+    const int h2d = PyObject_IsTrue(args[0]);
+    const int dynamic_out = PyObject_IsTrue(args[3]);
+    if (h2d < 0 || dynamic_out < 0) {
+      return nullptr;
+    }
+    return run_kernel_objects(h2d == 1, args[1], args[2], dynamic_out == 1).release().ptr();
+  } catch (const Failure& f) {
+    set_python_error(f);
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
+
+PyMethodDef run_kernel_objects_def = {
+    "run_kernel_objects",
+    reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(run_kernel_objects_fastcall)),
+    METH_FASTCALL,
+    "run_kernel_objects(h2d, self, out, dynamic_out): et_copy's kernel on torch tensors / DeviceTensors; "
+    "None, out's new (sizes, strides), or NotImplemented."};
 
 } // namespace
 
 void bind_copy_fast_path(py::module_& m) {
   m.def("run_kernel_packed", &run_kernel_packed, py::arg("h2d"), py::arg("self"), py::arg("out"),
         "et_copy's kernel on packed specs; returns None, or out's new (sizes, strides).");
-  m.def("run_kernel_objects", &run_kernel_objects, py::arg("h2d"), py::arg("self"), py::arg("out"),
-        py::arg("dynamic_out"),
-        "et_copy's kernel on torch tensors / DeviceTensors; None, out's new (sizes, strides), or NotImplemented.");
+  PyObject* fn = PyCFunction_NewEx(&run_kernel_objects_def, nullptr, m.attr("__name__").ptr());
+  if (fn == nullptr) {
+    throw py::error_already_set();
+  }
+  m.add_object("run_kernel_objects", py::reinterpret_steal<py::object>(fn));
   m.def("set_fast_path_types", [](py::object device_tensor, py::object device_buffer, py::object torch_tensor,
                                   py::dict dtype_codes) {
     if (!PyType_Check(torch_tensor.ptr())) {

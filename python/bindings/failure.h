@@ -18,4 +18,8 @@ struct Failure : std::runtime_error {
 /// "InvalidArgument" for Error::InvalidArgument.
 const char* error_name(executorch::runtime::Error e);
 
+/// Sets the Python error for `f`: et_copy.EtCopyError with its message and
+/// error name (what pybind's translator does; for raw C-API functions).
+void set_python_error(const Failure& f);
+
 } // namespace et_copy::bindings

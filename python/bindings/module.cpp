@@ -27,6 +27,12 @@ const char* error_name(executorch::runtime::Error e) {
   return std::strncmp(full, kPrefix, sizeof(kPrefix) - 1) == 0 ? full + sizeof(kPrefix) - 1 : full;
 }
 
+void set_python_error(const Failure& f) {
+  py::object cls = py::module_::import("et_copy._errors").attr("EtCopyError");
+  py::object exc = cls(f.what(), py::arg("error") = error_name(f.error));
+  PyErr_SetObject(cls.ptr(), exc.ptr());
+}
+
 namespace {
 
 TensorSpec to_spec(const py::dict& d) {
@@ -72,9 +78,7 @@ PYBIND11_MODULE(_C, m) {
         std::rethrow_exception(p);
       }
     } catch (const Failure& f) {
-      py::object cls = py::module_::import("et_copy._errors").attr("EtCopyError");
-      py::object exc = cls(f.what(), py::arg("error") = error_name(f.error));
-      PyErr_SetObject(cls.ptr(), exc.ptr());
+      set_python_error(f);
     }
   });
 

@@ -83,8 +83,9 @@ def _program_table(section: dict) -> list[str]:
                      f"{size_label(row['device_planned_bytes'])}; per execution {copies['h2d']} h2d + {copies['d2h']} d2h copies")
         width = max(len(n) for n in r) + 2
         for name, s in r.items():
-            lines.append(f"    {name:<{width}}{_time(s.median_ns):>11}   {_spread(s):<22}{s.median_ns / base:>6.2f}x"
-                         f"  (+{_time(max(0.0, s.median_ns - base))})")
+            diff = s.median_ns - base
+            delta = "" if name == section["baseline"] else f"  ({'+' if diff >= 0 else '-'}{_time(abs(diff))} per execution)"
+            lines.append(f"    {name:<{width}}{_time(s.median_ns):>11}   {_spread(s):<22}{s.median_ns / base:>6.2f}x{delta}")
     owners = ", ".join(f"{op}: {who}" for op, who in section["registry_kernels"].items())
     lines.append(f"  the program's copy kernels are the registry's ({owners}); the device buffers come from et_copy's simulated allocator")
     return lines
