@@ -12,8 +12,9 @@ executorch.runtime (``e2e/*``).
 
 Exit status: 0 when et-copy's kernel copies every valid case exactly as the
 AOT op does and rejects every invalid case with ``out`` untouched, and
-every end-to-end program returns eager's outputs; 1 otherwise; 2 for a usage error. Findings about the other implementations
-are reported and do not change the exit status.
+every end-to-end program returns eager's outputs; 1 otherwise; 2 for a
+usage error. Findings about the other implementations are reported and do
+not change the exit status.
 """
 
 from __future__ import annotations
@@ -35,14 +36,21 @@ def _environment() -> dict:
     device with one device (so index 1 and up are missing)."""
     import torch
 
+    from .runners import CapturedStderr
+
     env: dict = {"torch": torch.__version__}
+    # Importing executorch prints third-party noise (torchao's optional
+    # libraries, a torch deprecation): kept in the JSON, out of the table.
+    capture = CapturedStderr()
     try:
-        import executorch.runtime  # noqa: F401  (registers the wheel's kernels)
+        with capture:
+            import executorch.runtime  # noqa: F401  (registers the wheel's kernels)
         from importlib.metadata import version
 
         env["executorch"] = version("executorch")
     except Exception as e:  # not installed or broken: the registry holds what et_copy registers
         env["executorch"] = f"not importable ({type(e).__name__}: {e})"
+    env["import_log"] = capture.text
     import et_copy
     from et_copy import aot
 

@@ -123,7 +123,8 @@ def run_program(program: Program) -> ProgramResult:
         result.add("wrong_outputs", f"returned {len(outputs)} outputs, eager returns {len(expected)}")
     for i, (got, want) in enumerate(zip(outputs, expected)):
         if got.dtype != want.dtype or tuple(got.shape) != tuple(want.shape):
-            result.add("wrong_shape", f"output {i} is {got.dtype}{list(got.shape)}, eager's {want.dtype}{list(want.shape)}")
+            result.add("wrong_shape",
+                       f"output {i} is {got.dtype}{list(got.shape)}, eager's {want.dtype}{list(want.shape)}")
         elif _bytes(got) != _bytes(want):
             result.add("wrong_bytes", f"output {i} ({want.dtype}{list(want.shape)}) differs from eager's")
     if load["allocations"] < 1:

@@ -126,7 +126,8 @@ class Guarded:
         return found
 
 
-def _layout(shape: Sequence[int], dim_order: Sequence[int] | None) -> tuple[tuple[int, ...], tuple[int, ...], list[int]]:
+def _layout(shape: Sequence[int],
+            dim_order: Sequence[int] | None) -> tuple[tuple[int, ...], tuple[int, ...], list[int]]:
     shape = tuple(int(s) for s in shape)
     order = tuple(range(len(shape))) if dim_order is None else tuple(dim_order)
     # torch's strides for this layout (they differ from ExecuTorch's where a

@@ -58,7 +58,8 @@ def render(cases: list[Case], results: list[dict[str, Result]], env: dict, progr
     impl_cols = [LABELS[i] for i in IMPLEMENTATIONS]
     out.append(f"et-copy parity: {len(cases)} cases x {len(IMPLEMENTATIONS)} implementations "
                f"(torch {env['torch']}, executorch {env['executorch']})")
-    out.append(f"  aot       torch.ops.et_copy._h2d_copy / _d2h_copy, on host stand-ins (namespace: {env['aot_namespace']})")
+    out.append("  aot       torch.ops.et_copy._h2d_copy / _d2h_copy, on host stand-ins "
+               f"(namespace: {env['aot_namespace']})")
     out.append("  aot.out   the .out overloads, on host stand-ins")
     out.append("  et_copy   et-copy's kernel, called directly (et_copy.h2d_copy / d2h_copy with out)")
     out.append(f"  registry  the kernel ExecuTorch's registry resolves for the op name: {env['registry_owner']}")
@@ -119,8 +120,9 @@ def render(cases: list[Case], results: list[dict[str, Result]], env: dict, progr
         for p in programs:
             d = p.details
             if p.verdict == "ok":
+                load = d["load"]
                 cell = (f"ok: {d['inputs']} input(s), {d['bytes_each_way']} bytes each way, "
-                        f"{d['load']['allocations']} device buffer(s) of {d['load']['bytes_outstanding']} bytes planned")
+                        f"{load['allocations']} device buffer(s) of {load['bytes_outstanding']} bytes planned")
             else:
                 n = len(footnotes) + 1
                 footnotes[(p.program.name, "program")] = n
@@ -156,10 +158,12 @@ def render(cases: list[Case], results: list[dict[str, Result]], env: dict, progr
     ok = passed(v)
     out.append(f"et_copy kernel: matches the AOT op on {v['valid_matching']}/{v['valid_cases']} valid cases, "
                f"rejects {v['invalid_rejected_cleanly']}/{v['invalid_cases']} invalid cases cleanly, "
-               f"{v['et_copy_findings']} finding(s)" + (f", {v['harness_errors']} harness error(s)" if v["harness_errors"] else ""))
+               f"{v['et_copy_findings']} finding(s)"
+               + (f", {v['harness_errors']} harness error(s)" if v["harness_errors"] else ""))
     if programs:
         out.append(f"end to end: {v['end_to_end_ok']}/{v['end_to_end_programs']} programs return eager's outputs")
-    out.append("PASS: et-copy agrees with the AOT semantics (findings about other implementations are reported, not failures)"
+    out.append("PASS: et-copy agrees with the AOT semantics "
+               "(findings about other implementations are reported, not failures)"
                if ok else "FAIL: et-copy has findings (see above)")
     return "\n".join(out)
 

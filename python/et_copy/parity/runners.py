@@ -324,7 +324,8 @@ def _judge_valid(r, case, inputs, raised, body, before, shape_after, ref) -> Non
         changed = int((body[:n] != expected).sum())
         r.add("wrong_bytes", f"{changed} of out's {n} bytes differ from self's")
     if not torch.equal(body[n:], before[n:]):
-        r.add("writes_beyond_shape", f"changed out's capacity beyond its new shape ({int((body[n:] != before[n:]).sum())} bytes)")
+        changed = int((body[n:] != before[n:]).sum())
+        r.add("writes_beyond_shape", f"changed out's capacity beyond its new shape ({changed} bytes)")
     if ref:
         same_bytes = bytes_ok if ref["same_as_self"] else torch.equal(body[:n], ref["bytes"])
         r.matches_aot = bool(shape_after == ref["shape"] and same_bytes)
@@ -366,8 +367,9 @@ def _classify(case: Case, inputs: Inputs, body: torch.Tensor, shape_after: tuple
     except RuntimeError:
         pass
     if raw_same and kernel:
+        same = values_same and case.out_dtype != case.dtype
         parts.append(f"copies self's bytes unconverted ({n} bytes)"
-                     + (", which here equal the converted values" if values_same and case.out_dtype != case.dtype else ""))
+                     + (", which here equal the converted values" if same else ""))
     elif values_same:
         what = []
         if case.out_dtype != case.dtype:
