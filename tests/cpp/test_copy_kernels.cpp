@@ -12,6 +12,7 @@
 #include <et_copy/simulated_device_allocator.h>
 
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
+#include <executorch/runtime/core/exec_aten/util/tensor_dimension_limit.h>
 
 #include "test_tensors.h"
 
@@ -405,6 +406,16 @@ TEST_P(Rejections, FailedCopyRestoresTheShapeOfAResizedOut) {
   EXPECT_EQ(copy(h2d(), s.self.t(), s.out.t(), &diag), Error::InvalidArgument);
   EXPECT_EQ(s.out.sizes(), std::vector<SizesType>{4});
   EXPECT_EQ((h2d() ? fake_device : host).contents(), before);
+}
+
+TEST_P(Rejections, MoreDimsThanExecuTorchSupportsIsInvalidArgument) {
+  const std::vector<SizesType> ones(executorch::runtime::kTensorDimensionLimit + 1, 1);
+  GuardedBuffer host(4);
+  DeviceBuffer dev(4);
+  Sides s(h2d(), ScalarType::Float, ones, host.data(), dev.data(),
+          ScalarType::Float, ones);
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
+                  "self has 17 dims; at most 16 are supported");
 }
 
 TEST_P(Rejections, NegativeSizeInAMalformedTensorIsInvalidArgument) {
