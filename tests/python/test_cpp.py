@@ -389,3 +389,16 @@ def test_executor_runs_a_delegated_program_on_device_buffers_like_eager(executor
     assert "output 0: matches" in proc.stdout, proc.stdout
     s = stats(proc.stdout)
     assert (s["h2d_copies"], s["h2d_bytes"], s["d2h_copies"], s["d2h_bytes"]) == (2, 256, 1, 128), s
+
+
+def test_cmake_dir_cli_prints_the_package_folder_or_says_why_not():
+    proc = subprocess.run([sys.executable, "-m", "et_copy", "--cmake-dir"], capture_output=True, text=True,
+                          timeout=120)
+    if proc.returncode == 0:
+        folder = Path(proc.stdout.strip())
+        assert (folder / "et_copyConfig.cmake").is_file() and (folder / "et_copyConfigVersion.cmake").is_file()
+        assert folder.parts[-4:] == ("et_copy", "lib", "cmake", "et_copy"), folder
+    else:
+        # A source-tree et_copy has no package: one line saying so, no traceback.
+        assert proc.returncode == 1
+        assert "no CMake package" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
