@@ -26,7 +26,7 @@ def contiguous_strides(shape: Sequence[int], dim_order: Sequence[int]) -> list[i
     step = 1
     for d in reversed(dim_order):
         strides[d] = step
-        step *= shape[d]
+        step *= max(shape[d], 1)  # as torch does, so empty tensors round-trip their dim order
     return strides
 
 
