@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -60,3 +61,36 @@ def test_registry_dispatch_of_et_copy_kernels_holds_the_same_properties():
         fs.CASES[kind] = fs.CASES.get(kind, 0) + n
         fs.SECONDS[kind] = fs.SECONDS.get(kind, 0.0) + counts["seconds"][kind]
     assert min(counts["cases"].values()) >= fs.PROFILES[fs.profile_name()]
+
+
+def _libfuzzer_available() -> bool:
+    """clang++ that can link -fsanitize=fuzzer (libFuzzer ships in clang's
+    compiler-rt; CI images without clang skip the C++ fuzz target)."""
+    clang = shutil.which("clang++")
+    if clang is None:
+        return False
+    probe = subprocess.run([clang, "-fsanitize=fuzzer", "-x", "c++", "-", "-o", os.devnull],
+                           input='extern "C" int LLVMFuzzerTestOneInput(const char*, unsigned long) { return 0; }',
+                           capture_output=True, text=True)
+    return probe.returncode == 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _libfuzzer_available(), reason="needs clang++ with libFuzzer (apt-get install clang)")
+def test_libfuzzer_target_finds_nothing_in_a_bounded_run(tmp_path):
+    """fuzz/run.sh: the C++ fuzz target over the kernel entry points, from
+    the seed corpus, for 20 seconds under ASan and UBSan."""
+    script = Path(__file__).resolve().parents[2] / "fuzz" / "run.sh"
+    env = dict(os.environ, ET_COPY_FUZZ_BUILD_DIR=str(tmp_path / "build"))
+    try:
+        import cmake
+
+        env["CMAKE"] = str(Path(cmake.CMAKE_BIN_DIR) / "cmake")
+        import ninja
+
+        env["PATH"] = f"{ninja.BIN_DIR}{os.pathsep}{env['PATH']}"
+    except ImportError:
+        pass
+    proc = subprocess.run(["bash", str(script), "20"], capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-8000:]}"
+    assert "stat::number_of_executed_units" in proc.stderr
