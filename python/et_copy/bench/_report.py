@@ -100,6 +100,7 @@ def _cuda_table(section: dict) -> list[str]:
     for name in names:
         cells = "".join(f"{gb_per_s(r['nbytes'], r['results'][name].median_ns):>11.2f}" for r in rows)
         lines.append(f"  {name:<{width}}{cells}")
+    lines.append(f"  cudaMemcpy rows: {section.get('cudaMemcpy')}; every batch ends with torch.cuda.synchronize()")
     return lines
 
 
