@@ -9,6 +9,7 @@ with ratios to each baseline; ``--json`` and ``--plot`` save the results."""
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import time
 
@@ -142,7 +143,11 @@ def run(only: list[str], config: Config, sizes: tuple[int, ...], *, quick: bool 
             doc["skipped"]["cuda"] = reason
         else:
             _progress("CUDA rows (child process)")
-            doc["cuda"] = _cuda.run(sizes, config)
+            try:
+                doc["cuda"] = _cuda.run(sizes, config)
+            except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+                # Report it with the rest instead of losing the other sections.
+                doc["skipped"]["cuda"] = f"the CUDA benchmark failed: {str(e)[-2000:]}"
     doc["targets"] = _report.targets(doc)
     doc["elapsed_s"] = round(time.monotonic() - started, 1)
     return doc

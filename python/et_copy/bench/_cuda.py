@@ -26,8 +26,10 @@ def unavailable_reason() -> str | None:
 
     import et_copy
 
-    if not hasattr(et_copy, "use_cuda"):
-        return "this et_copy has no CUDA allocator (et_copy.use_cuda is missing)"
+    from et_copy import _C
+
+    if not hasattr(et_copy, "use_cuda") or not getattr(_C, "WITH_CUDA", False):
+        return "this et_copy was built without its CUDA allocator"
     if not torch.cuda.is_available():
         return f"torch {torch.__version__} sees no CUDA device"
     return None
