@@ -80,7 +80,7 @@ void dim_order_from_strides(TensorSpec& s) {
   });
 }
 
-// As _tensors.contiguous_strides: dense in dim order.
+// As _tensors.contiguous_strides: dense in dim order. Keep the two in step.
 void strides_from_dim_order(TensorSpec& s) {
   const size_t rank = s.sizes.size();
   if (s.dim_order.size() != rank) {
@@ -94,7 +94,7 @@ void strides_from_dim_order(TensorSpec& s) {
       throw Failure(Error::InvalidArgument, "dim_order is not a permutation of the tensor's dims");
     }
     s.strides[d] = step;
-    step *= s.sizes[d];
+    step *= std::max<int64_t>(s.sizes[d], 1); // size-0 dims count as 1, as there
   }
 }
 
