@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-import fuzz_strategies
+import fuzz_profiles
 
-fuzz_strategies.register_profiles()
+fuzz_profiles.register_profiles()
 
 _leak_report: list[str] = []
 
@@ -54,13 +54,14 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    cases = fuzz_strategies.CASES
+    fuzz_strategies = sys.modules.get("fuzz_strategies")  # only if a fuzz test ran
+    cases = fuzz_strategies.CASES if fuzz_strategies is not None else {}
     if cases:
         total = sum(cases.values())
         seconds = sum(fuzz_strategies.SECONDS.values())
         parts = ", ".join(f"{k}: {n}" for k, n in sorted(cases.items()))
         terminalreporter.write_line(
-            f"et_copy fuzz ({fuzz_strategies.profile_name()} profile): {total} cases in {seconds:.1f} s ({parts})")
+            f"et_copy fuzz ({fuzz_profiles.profile_name()} profile): {total} cases in {seconds:.1f} s ({parts})")
         outcomes = ", ".join(f"{k}: {n}" for k, n in sorted(fuzz_strategies.OUTCOMES.items(), key=lambda kv: -kv[1]))
         terminalreporter.write_line(f"et_copy fuzz outcomes in this process: {outcomes}")
     for line in _leak_report:

@@ -22,15 +22,15 @@ from __future__ import annotations
 
 import ctypes
 import math
-import os
 import time
 from dataclasses import dataclass, field
 
 import torch
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 
 import et_copy
+from fuzz_profiles import PROFILE_ENV, PROFILES, profile_name, register_profiles  # noqa: F401
 
 H2D = "et_copy::_h2d_copy.out"
 D2H = "et_copy::_d2h_copy.out"
@@ -55,31 +55,6 @@ BAD_DTYPE_CODES = (8, 12, 13, 14, 16, 44, 99, -1)
 INT32_MAX = 2**31 - 1
 
 # ---------------------------------------------------------------- profiles
-
-PROFILE_ENV = "ET_COPY_FUZZ_PROFILE"
-PROFILES = {"ci": 500, "long": 10_000, "dev": 50}
-
-
-def register_profiles() -> None:
-    """The fuzz budgets: "ci" (default) runs 500 cases per fuzz test, "long"
-    10,000 (select with ET_COPY_FUZZ_PROFILE=long), "dev" 50."""
-    for name, n in PROFILES.items():
-        settings.register_profile(
-            name,
-            max_examples=n,
-            deadline=None,
-            print_blob=True,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                   HealthCheck.filter_too_much],
-        )
-
-
-def profile_name() -> str:
-    name = os.environ.get(PROFILE_ENV, "ci")
-    if name not in PROFILES:
-        raise ValueError(f"{PROFILE_ENV}={name!r}: choose one of {', '.join(PROFILES)}")
-    return name
-
 
 def fuzz_settings() -> settings:
     """Settings for one fuzz test, from the selected profile (applied per
