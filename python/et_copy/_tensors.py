@@ -18,6 +18,7 @@ DYNAMIC_BOUND = 1
 # cudaMalloc aligns to 256 bytes; the simulated device matches it so code
 # that tests well here behaves the same on a GPU.
 _ALIGNMENT = 256
+_MAX_DIM = 2**31 - 1  # ExecuTorch's SizesType is int32
 
 
 def contiguous_strides(shape: Sequence[int], dim_order: Sequence[int]) -> list[int]:
@@ -156,12 +157,19 @@ def empty(shape: Sequence[int], dtype: torch.dtype, device: str = "cuda:0", *,
     shape = tuple(int(s) for s in shape)
     if any(s < 0 for s in shape):
         raise ValueError(f"{op}: shape {shape} has a negative size")
+    if any(s > _MAX_DIM for s in shape):
+        # ExecuTorch's tensor metadata holds int32 sizes: memory for a larger
+        # dim could be allocated but never copied.
+        raise ValueError(f"{op}: shape {shape} does not fit ExecuTorch's tensor metadata "
+                         f"(a dim of at most {_MAX_DIM} elements)")
     scalar_type_code(dtype, op=op, arg="the tensor")
     dev = parse_device(device, op=op)
     order = tuple(range(len(shape))) if dim_order is None else tuple(int(d) for d in dim_order)
     if sorted(order) != list(range(len(shape))):
         raise ValueError(f"{op}: dim_order {order} is not a permutation of the {len(shape)} dims of shape {shape}")
     nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes >= 2**64:
+        raise ValueError(f"{op}: shape {shape} of {dtype} needs {nbytes} bytes, beyond a 64-bit size")
     buffer = _C.DeviceBuffer(nbytes, dev.type, dev.index, _ALIGNMENT)
     return DeviceTensor(buffer, dtype, dev, shape, order, dynamic)
 

@@ -10,8 +10,8 @@ and confirms the registry now resolves to them. Prints one JSON line.
 
     python fuzz_registry_child.py [--also-direct]
 
---also-direct fuzzes the direct kernel calls too (the sanitizer test runs
-this script under AddressSanitizer that way).
+--also-direct fuzzes the direct kernel calls too, for running this script
+by hand under AddressSanitizer (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -63,11 +63,12 @@ def main() -> int:
         fs.run_raw_case(case, "direct")
 
     et_copy.use_simulated_device(2)
-    public()
-    raw()
-    if "--also-direct" in sys.argv[1:]:
-        public_direct()
-        raw_direct()
+    with fs.collector_paused():
+        public()
+        raw()
+        if "--also-direct" in sys.argv[1:]:
+            public_direct()
+            raw_direct()
     assert not wheel_kernels_mapped()
     stats = et_copy.allocator_stats()
     if stats["bytes_outstanding"] != 0:

@@ -20,7 +20,9 @@ memory, so the tests read guard bytes directly.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import gc
 import math
 import time
 from dataclasses import dataclass, field
@@ -80,6 +82,23 @@ def count_outcome(expect: "Expect") -> None:
 def count_case(kind: str, started: float) -> None:
     CASES[kind] = CASES.get(kind, 0) + 1
     SECONDS[kind] = SECONDS.get(kind, 0.0) + time.perf_counter() - started
+    if CASES[kind] % 256 == 0:
+        gc.collect()  # between cases: the fuzz tests run with the collector off
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """Counter deltas must be the case's alone: collect earlier garbage
+    (device tensors held by cycles free their memory when collected), then
+    keep the cycle collector from running inside a case."""
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 # ----------------------------------------------------------------- buffers

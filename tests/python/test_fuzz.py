@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import given
 
 import et_copy
@@ -32,7 +33,8 @@ import fuzz_strategies as fs
 @pytest.fixture(autouse=True)
 def simulated_device():
     et_copy.use_simulated_device(num_devices=2)
-    yield
+    with fs.collector_paused():
+        yield
     et_copy.use_simulated_device(num_devices=1)
 
 
@@ -94,3 +96,14 @@ def test_libfuzzer_target_finds_nothing_in_a_bounded_run(tmp_path):
     proc = subprocess.run(["bash", str(script), "20"], capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-8000:]}"
     assert "stat::number_of_executed_units" in proc.stderr
+
+
+@pytest.mark.parametrize("shape", [(2**31,), (2**64,), (2**40, 2**40), (2**31 - 1,) * 3])
+def test_empty_refuses_shapes_the_kernels_could_never_describe(shape):
+    """Found by fuzzing the public API by hand: such shapes used to allocate
+    (and then fail every copy with a binding error naming no op) or die in
+    pybind11's argument conversion with an unrelated TypeError."""
+    before = et_copy.allocator_stats()
+    with pytest.raises(ValueError, match=r"et_copy.empty: shape .* (does not fit ExecuTorch's tensor metadata|beyond a 64-bit size)"):
+        et_copy.empty(shape, torch.uint8)
+    assert et_copy.allocator_stats() == before

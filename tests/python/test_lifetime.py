@@ -23,6 +23,16 @@ def simulated_device():
     et_copy.use_simulated_device(num_devices=1)
 
 
+@pytest.fixture(autouse=True)
+def quiet_collector():
+    """Collect earlier tests' garbage first and keep the cycle collector
+    from running mid-test, so counter deltas are this test's alone."""
+    gc.collect()
+    gc.disable()
+    yield
+    gc.enable()
+
+
 def _delta(before: dict, after: dict) -> dict:
     return {k: after[k] - before[k] for k in ("allocations", "deallocations", "bytes_outstanding", "failed_calls")}
 

@@ -5,6 +5,7 @@ allocator; every byte must arrive and the counters must be exact.
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import pytest
@@ -23,6 +24,16 @@ def two_devices():
     et_copy.use_simulated_device(num_devices=2)
     yield
     et_copy.use_simulated_device(num_devices=1)
+
+
+@pytest.fixture(autouse=True)
+def quiet_collector():
+    """Earlier tests' garbage (device tensors held by cycles) is collected
+    first, and not mid-test, so the counter deltas are this test's alone."""
+    gc.collect()
+    gc.disable()
+    yield
+    gc.enable()
 
 
 def _worker(tid: int, barrier: threading.Barrier, tally: dict) -> None:
