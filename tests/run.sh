@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 # System packages the C++ tests build against (Debian names).
 need=()
 [ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
+# clang with libFuzzer and the sanitizer runtimes, for the C++ fuzz target.
+command -v clang++ >/dev/null && [ -n "$(clang++ -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null | grep /)" ] \
+  || need+=(clang libclang-rt-dev)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -q
@@ -16,4 +19,5 @@ fi
 
 python -m pip install -q ".[test]"
 # The package lives in python/et_copy, so the installed copy is what's tested.
-python -m pytest "$@"
+# Here everything is installed, so only a missing GPU may skip a test.
+ET_COPY_REQUIRE_ALL=1 python -m pytest "$@"

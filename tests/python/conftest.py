@@ -3,6 +3,9 @@
 - Hypothesis profiles for the fuzz tests: "ci" (default, 500 cases per fuzz
   test) and "long" (10,000), chosen with ET_COPY_FUZZ_PROFILE; the summary
   reports how many fuzz cases ran and how long they took.
+- ET_COPY_REQUIRE_ALL=1 (set by tests/run.sh, so CI) turns every skip that
+  is not about a missing GPU into a failure: on a machine that has everything
+  installed, a skip would hide a test that never ran.
 - A leak check: when the session ends, et_copy's simulated device (if this
   process registered it) must hold no memory. Every DeviceTensor a test made
   has been collected by then, so anything outstanding is a leak.
@@ -11,6 +14,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +39,22 @@ def exported_programs(tmp_path_factory) -> Path:
     if proc.returncode != 0:
         pytest.fail(f"exporting the test programs failed:\n{proc.stderr[-6000:]}")
     return out
+
+
+_GPU_WORDS = ("gpu", "cuda", "nvidia")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if not report.skipped or os.environ.get("ET_COPY_REQUIRE_ALL") != "1" or hasattr(report, "wasxfail"):
+        return
+    reason = str(report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr)
+    if item.get_closest_marker("gpu") is not None or any(w in reason.lower() for w in _GPU_WORDS):
+        return
+    report.outcome = "failed"
+    report.longrepr = f"skipped, but ET_COPY_REQUIRE_ALL=1 forbids skips that are not about a GPU: {reason}"
 
 
 def pytest_sessionfinish(session, exitstatus):
