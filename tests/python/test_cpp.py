@@ -21,34 +21,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from build_tools import CMAKE, CTEST, NINJA
+
 REPO = Path(__file__).resolve().parents[2]
 EXECUTOR_SRC = REPO / "examples" / "executor"
 
 pytestmark = pytest.mark.slow
 
 
-def _tools() -> tuple[str, str]:
-    """cmake >= 3.28 (executorch's imported targets need it) and ninja, from
-    the PyPI packages in the test extra, else from PATH."""
-    try:
-        import cmake
-
-        cmake_bin = str(Path(cmake.CMAKE_BIN_DIR) / "cmake")
-    except ImportError:
-        cmake_bin = shutil.which("cmake")
-    try:
-        import ninja
-
-        ninja_bin = str(Path(ninja.BIN_DIR) / "ninja")
-    except ImportError:
-        ninja_bin = shutil.which("ninja")
-    if not cmake_bin or not ninja_bin:
-        pytest.fail("test_cpp needs cmake>=3.28 and ninja: pip install '.[test]'")
-    return cmake_bin, ninja_bin
-
-
-CMAKE, NINJA = _tools()
-CTEST = str(Path(CMAKE).with_name("ctest"))
 
 
 def run(cmd: list[str], *, timeout: float, env: dict | None = None, cwd: Path | None = None,

@@ -15,12 +15,13 @@ or to $ET_COPY_SANITIZE_BUILD_DIR.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from build_tools import CMAKE, CTEST, NINJA
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -37,20 +38,6 @@ SANITIZER_ENV = {
 }
 
 
-def _tool(module: str, attr: str, name: str) -> str:
-    try:
-        mod = __import__(module)
-        return str(Path(getattr(mod, attr)) / name)
-    except ImportError:
-        found = shutil.which(name)
-        if not found:
-            pytest.fail(f"test_sanitizers needs {name}: pip install '.[test]'")
-        return found
-
-
-CMAKE = _tool("cmake", "CMAKE_BIN_DIR", "cmake")
-NINJA = _tool("ninja", "BIN_DIR", "ninja")
-CTEST = str(Path(CMAKE).with_name("ctest"))
 
 
 def _run(cmd, *, timeout, env=None, cwd=None) -> subprocess.CompletedProcess:

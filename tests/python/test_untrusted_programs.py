@@ -16,12 +16,13 @@ the rest reach et-copy's kernels, which must reject them by name.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from build_tools import CMAKE, NINJA
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,17 +50,6 @@ EXPECTED = {
 }
 
 
-def _tool(module: str, attr: str, name: str) -> str:
-    try:
-        mod = __import__(module)
-        return str(Path(getattr(mod, attr)) / name)
-    except ImportError:
-        found = shutil.which(name)
-        if not found:
-            pytest.fail(f"{name} is needed: pip install '.[test]'")
-        return found
-
-
 def _run(cmd, timeout, env=None):
     proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, env=env)
     if proc.returncode != 0:
@@ -70,8 +60,7 @@ def _run(cmd, timeout, env=None):
 @pytest.fixture(scope="module")
 def executor(tmp_path_factory) -> Path:
     """examples/executor over an installed, sanitized et_copy runtime."""
-    cmake = _tool("cmake", "CMAKE_BIN_DIR", "cmake")
-    ninja = _tool("ninja", "BIN_DIR", "ninja")
+    cmake, ninja = CMAKE, NINJA
     root = tmp_path_factory.mktemp("untrusted")
     common = ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}", f"-DPython_EXECUTABLE={sys.executable}"]
     _run([cmake, "-S", REPO, "-B", root / "runtime", *common, "-DET_COPY_SANITIZE=ON",
