@@ -1,5 +1,6 @@
 #include <et_copy/registration.h>
 
+#include <cstring>
 #include <mutex>
 
 #include <et_copy/copy_ops.h>
@@ -12,11 +13,9 @@ namespace {
 
 using executorch::runtime::DeviceAllocator;
 using executorch::runtime::get_device_allocator;
-using executorch::runtime::get_op_function_from_registry;
 using executorch::runtime::Kernel;
 using executorch::runtime::OpFunction;
 using executorch::runtime::register_device_allocator;
-using executorch::runtime::registry_has_op_function;
 
 // ExecuTorch's registries have no locking of their own.
 std::mutex& registry_mutex() {
@@ -35,16 +34,26 @@ constexpr OurKernel kOurKernels[2] = {
     {kD2hCopyOutName, &d2h_copy_out_boxed},
 };
 
-Registration owner_locked(const char* op_name) {
-  if (!registry_has_op_function(op_name)) {
-    return Registration::kAbsent;
+// The kernel the registry resolves for op_name with no tensor metadata (its
+// fallback kernel), or nullptr. Scans the registry instead of asking
+// registry_has_op_function(), which logs an error line for every miss.
+OpFunction find_fallback(const char* op_name) {
+  for (const Kernel& k : executorch::runtime::get_registered_kernels()) {
+    if (k.kernel_key_.is_fallback() && k.name_ != nullptr &&
+        std::strcmp(k.name_, op_name) == 0) {
+      return k.op_;
+    }
   }
-  auto fn = get_op_function_from_registry(op_name);
-  if (!fn.ok()) {
+  return nullptr;
+}
+
+Registration owner_locked(const char* op_name) {
+  const OpFunction fn = find_fallback(op_name);
+  if (fn == nullptr) {
     return Registration::kAbsent;
   }
   for (const auto& k : kOurKernels) {
-    if (*fn == k.fn) {
+    if (fn == k.fn) {
       return Registration::kAlreadyOurs;
     }
   }
@@ -80,7 +89,7 @@ std::array<KernelRegistration, 2> register_kernels() {
   for (size_t i = 0; i < 2; ++i) {
     const OurKernel& k = kOurKernels[i];
     result[i] = {k.name, Registration::kRegistered, Error::Ok};
-    if (registry_has_op_function(k.name)) {
+    if (find_fallback(k.name) != nullptr) {
       result[i].outcome = owner_locked(k.name);
       continue;
     }
