@@ -28,13 +28,7 @@ def _spec(t: object, *, op: str, arg: str, dynamic_out: bool = False) -> dict:
 def _run(runner, op: str, self: AnyTensor, out: AnyTensor, *, dynamic_out: bool = False) -> AnyTensor:
     self_spec = _spec(self, op=op, arg="self")
     out_spec = _spec(out, op=op, arg="out", dynamic_out=dynamic_out)
-    sizes, strides = runner(op, self_spec, out_spec)
-    if isinstance(out, DeviceTensor):
-        out._set_shape(sizes)
-    elif list(out.shape) != list(sizes):
-        # A dynamic torch out keeps its memory and takes the new shape.
-        out.as_strided_(sizes, strides)
-    return out
+    return _take_shape(out, runner(op, self_spec, out_spec))
 
 
 # The fast path of h2d_copy/d2h_copy: the same specs as _spec, packed in
@@ -88,6 +82,7 @@ def _take_shape(out: AnyTensor, changed: tuple) -> AnyTensor:
     if isinstance(out, DeviceTensor):
         out._set_shape(sizes)
     elif list(out.shape) != list(sizes):
+        # A dynamic torch out keeps its memory and takes the new shape.
         out.as_strided_(sizes, strides)
     return out
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 
-from . import _overhead, _program, _throughput
+from . import _overhead, _throughput
 from ._throughput import gb_per_s, size_label
 from ._timing import Stats
 
