@@ -98,6 +98,8 @@ void strides_from_dim_order(TensorSpec& s) {
   }
 }
 
+} // namespace
+
 TensorSpec packed_spec(const py::tuple& t) {
   if (t.size() != 9) {
     throw Failure(Error::InvalidArgument, "packed tensor spec: expected 9 fields");
@@ -126,6 +128,8 @@ TensorSpec packed_spec(const py::tuple& t) {
   }
   return s;
 }
+
+namespace {
 
 // The Python types the object reader recognises, set once by _ops at
 // import. Strong references, kept for the life of the process.

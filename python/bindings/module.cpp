@@ -15,6 +15,7 @@
 #endif
 #include "failure.h"
 #include "kernels.h"
+#include "program.h"
 #include "tensor_view.h"
 
 namespace py = pybind11;
@@ -93,6 +94,7 @@ PYBIND11_MODULE(_C, m) {
   bind_allocators(m);
   bind_bench(m);
   bind_copy_fast_path(m);
+  bind_program(m);
 #ifdef ET_COPY_WITH_CUDA
   bind_cuda(m);
 #endif

@@ -15,15 +15,15 @@ from ._device import CUDA
 from ._errors import EtCopyError
 
 
-def _wheel_kernel_library() -> str | None:
-    """Path of the executorch wheel's CPU kernel library, if installed."""
+def _wheel_library(name: str) -> str | None:
+    """Path of the executorch wheel's shared library ``name``, if installed."""
     try:
         import executorch
     except ImportError:
         return None
     # executorch is a namespace package: it has __path__ but no __file__.
     for root in executorch.__path__:
-        path = os.path.join(root, "lib", "libexecutorch_kernels_optimized.so")
+        path = os.path.join(root, "lib", name)
         if os.path.exists(path):
             return path
     return None
@@ -39,7 +39,7 @@ def register_kernels() -> dict[str, str]:
     the wheel's kernels stay in the registry and this reports "already
     other". Use :func:`h2d_copy`/:func:`d2h_copy` to run et_copy's own.
     """
-    wheel_kernels = _wheel_kernel_library()
+    wheel_kernels = _wheel_library("libexecutorch_kernels_optimized.so")
     if wheel_kernels is not None:
         ctypes.CDLL(wheel_kernels, mode=ctypes.RTLD_GLOBAL)
     result = {}

@@ -7,21 +7,28 @@
 #include <et_copy/simulated_device_allocator.h>
 #include <executorch/runtime/kernel/operator_registry.h>
 
+#include "registry_lock.h"
+
 namespace et_copy {
 
+namespace internal {
+
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+} // namespace internal
+
 namespace {
+
+using internal::registry_mutex;
 
 using executorch::runtime::DeviceAllocator;
 using executorch::runtime::get_device_allocator;
 using executorch::runtime::Kernel;
 using executorch::runtime::OpFunction;
 using executorch::runtime::register_device_allocator;
-
-// ExecuTorch's registries have no locking of their own.
-std::mutex& registry_mutex() {
-  static std::mutex m;
-  return m;
-}
 
 struct OurKernel {
   const char* name;

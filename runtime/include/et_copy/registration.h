@@ -6,6 +6,8 @@
 
 #include <executorch/runtime/core/device_allocator.h>
 #include <executorch/runtime/core/error.h>
+#include <executorch/runtime/core/span.h>
+#include <executorch/runtime/kernel/operator_registry.h>
 
 namespace et_copy {
 
@@ -51,6 +53,29 @@ Registration kernel_owner(const char* op_name);
  * pointer and cannot unregister). Threading as register_kernels().
  */
 Registration register_allocator(executorch::runtime::DeviceAllocator* alloc);
+
+/**
+ * et-copy's kernels for one method: pass the result to
+ * `Program::load_method(..., kernel_registry)` or
+ * `extension::Module::load_method(..., kernel_registry)`. This is how an
+ * executor that links an ExecuTorch kernel library (which registers its own
+ * et_copy::_h2d_copy.out / _d2h_copy.out globally, first) gets et-copy's
+ * checked kernels: the method resolves operators in this list before the
+ * global registry, and nothing is registered, so there is no duplicate
+ * abort and no load-order rule. Use register_kernels() instead only in an
+ * executor that links no kernel library.
+ *
+ * The list is a snapshot of the global registry with every et_copy entry
+ * replaced by et-copy's, so each operator of the method resolves in it and
+ * the method logs no "kernel not found" line per operator. A kernel
+ * registered after the snapshot still resolves through the method's
+ * fallback to the global registry; the next call takes a fresh snapshot.
+ *
+ * Never fails. The span stays valid for the life of the process.
+ * Threading: safe to call from any thread; serialised with the functions
+ * here, and like them must not race with another library registering.
+ */
+executorch::runtime::Span<const executorch::runtime::Kernel> method_kernels();
 
 /// Registers the process-wide simulated allocator (simulated_device_allocator())
 /// for DeviceType::CUDA: register_allocator() with that allocator, so the

@@ -1,0 +1,32 @@
+// Collects what ExecuTorch logs while et_copy.runtime loads or runs a
+// method, so a failure can raise with the runtime's own words (the failing
+// instruction and operator, the kernel's diagnostic) instead of an error code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace et_copy::bindings {
+
+/// Installs et-copy's log hook into ExecuTorch's platform layer, once per
+/// process. Every message still goes to the hook that was there before.
+void install_log_capture();
+
+/// While alive, the error and fatal lines ExecuTorch logs on this thread
+/// are also kept in `lines()`. Scopes do not nest.
+class LogCapture {
+ public:
+  LogCapture();
+  ~LogCapture();
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+
+  const std::vector<std::string>& lines() const {
+    return lines_;
+  }
+
+ private:
+  std::vector<std::string> lines_;
+};
+
+} // namespace et_copy::bindings

@@ -1,0 +1,424 @@
+// et_copy.runtime's core: ExecuTorch programs loaded and run with et-copy's
+// kernels scoped to each method (et_copy::method_kernels()), every other
+// operator from ExecuTorch's registry, planned memory on the devices the
+// program names, and failures raised with the runtime's own words.
+#include "program.h"
+
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <et_copy/registration.h>
+#include <executorch/extension/data_loader/buffer_data_loader.h>
+#include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
+#include <executorch/runtime/core/device_memory_buffer.h>
+#include <executorch/runtime/core/hierarchical_allocator.h>
+#include <executorch/runtime/executor/memory_manager.h>
+#include <executorch/runtime/executor/method.h>
+#include <executorch/runtime/executor/program.h>
+
+#include "copy_fast_path.h"
+#include "failure.h"
+#include "log_capture.h"
+#include "tensor_view.h"
+
+namespace py = pybind11;
+
+namespace et_copy::bindings {
+
+namespace {
+
+using executorch::extension::BufferDataLoader;
+using executorch::extension::MallocMemoryAllocator;
+using executorch::runtime::DeviceMemoryBuffer;
+using executorch::runtime::Error;
+using executorch::runtime::EValue;
+using executorch::runtime::HierarchicalAllocator;
+using executorch::runtime::MemoryManager;
+using executorch::runtime::Method;
+using executorch::runtime::MethodMeta;
+using executorch::runtime::Program;
+using executorch::runtime::Span;
+using executorch::runtime::Tag;
+namespace et = executorch::runtime::etensor;
+
+std::string device_str(et::DeviceType type, int index) {
+  return type == et::DeviceType::CPU ? "cpu" : (type == et::DeviceType::CUDA ? "cuda:" : "device" + std::to_string(static_cast<int>(type)) + ":") + std::to_string(index);
+}
+
+// The message of a failed runtime call: what the caller was doing, the
+// error, then what ExecuTorch logged while it failed (the kernel's own
+// diagnostic, the failing instruction and operator).
+struct RuntimeFailure : Failure {
+  RuntimeFailure(Error e, const std::string& what, const std::vector<std::string>& log)
+      : Failure(e, compose(e, what, log)), log(log) {}
+  static std::string compose(Error e, const std::string& what, const std::vector<std::string>& log) {
+    // ExecuTorch follows a failed kernel call with one "arg N with type id
+    // T" line per argument: kept in .log, left out of the message.
+    static const std::regex kArgLine(R"(^arg \d+ with type id \d+)");
+    std::string m = what + " failed with " + error_name(e);
+    for (const auto& line : log) {
+      if (!std::regex_search(line, kArgLine)) {
+        m += "\n  " + line;
+      }
+    }
+    return m;
+  }
+  std::vector<std::string> log;
+};
+
+[[noreturn]] void raise_runtime(Error e, const std::string& what, const std::vector<std::string>& log) {
+  // The failing instruction and operator, when ExecuTorch named them.
+  static const std::regex kKernelCall(R"(KernelCall failed at instruction (\d+:\d+) in operator (\S+?):? )");
+  py::object cls = py::module_::import("et_copy._errors").attr("EtCopyError");
+  std::string instruction, op;
+  for (const auto& line : log) {
+    std::smatch m;
+    if (std::regex_search(line, m, kKernelCall)) {
+      instruction = m[1];
+      op = m[2];
+    }
+  }
+  py::object exc = cls(RuntimeFailure::compose(e, what, log), py::arg("error") = error_name(e),
+                       py::arg("instruction") = instruction.empty() ? py::object(py::none()) : py::str(instruction),
+                       py::arg("operator") = op.empty() ? py::object(py::none()) : py::str(op),
+                       py::arg("log") = py::cast(log));
+  PyErr_SetObject(cls.ptr(), exc.ptr());
+  throw py::error_already_set();
+}
+
+} // namespace
+
+// The program bytes and everything ExecuTorch's Program points into.
+struct LoadedProgram {
+  std::string bytes;
+  std::unique_ptr<BufferDataLoader> loader;
+  std::optional<Program> program;
+};
+
+// One loaded method and the memory it runs in. Members are destroyed in
+// reverse order: the method goes before the buffers it points into.
+struct LoadedMethod {
+  std::shared_ptr<LoadedProgram> program;
+  std::string name;
+  MallocMemoryAllocator method_allocator;
+  MallocMemoryAllocator temp_allocator;
+  std::vector<std::vector<uint8_t>> host_buffers;
+  std::vector<DeviceMemoryBuffer> device_buffers;
+  std::vector<Span<uint8_t>> spans;
+  std::vector<et::Device> devices;
+  std::unique_ptr<HierarchicalAllocator> planned;
+  std::unique_ptr<MemoryManager> memory;
+  std::optional<Method> method;
+  std::vector<EValue> scratch; // get_inputs/get_outputs, reused per call
+};
+
+namespace {
+
+py::dict tensor_info_dict(const executorch::runtime::TensorInfo& info, const EValue& value) {
+  py::dict d;
+  d["name"] = std::string(info.name());
+  d["dtype"] = static_cast<int>(info.scalar_type());
+  d["shape"] = std::vector<int64_t>(info.sizes().begin(), info.sizes().end());
+  d["dim_order"] = std::vector<int64_t>(info.dim_order().begin(), info.dim_order().end());
+  d["nbytes"] = info.nbytes();
+  d["memory_planned"] = info.is_memory_planned();
+  const auto* impl = value.toTensor().unsafeGetTensorImpl();
+  d["device_type"] = static_cast<int>(impl->device_type());
+  d["device_index"] = static_cast<int>(impl->device_index());
+  return d;
+}
+
+std::shared_ptr<LoadedProgram> load_program(py::bytes data) {
+  install_log_capture();
+  auto lp = std::make_shared<LoadedProgram>();
+  lp->bytes = data; // owned here: the Program reads from it for its whole life
+  lp->loader = std::make_unique<BufferDataLoader>(lp->bytes.data(), lp->bytes.size());
+  std::vector<std::string> log;
+  {
+    LogCapture capture;
+    py::gil_scoped_release release;
+    auto result = Program::load(lp->loader.get(), Program::Verification::InternalConsistency);
+    if (result.ok()) {
+      lp->program.emplace(std::move(*result));
+    } else {
+      log = capture.lines();
+      py::gil_scoped_acquire acquire;
+      raise_runtime(result.error(), "et_copy.runtime.load: loading the program", log);
+    }
+  }
+  return lp;
+}
+
+std::vector<std::string> method_names(const LoadedProgram& lp) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < lp.program->num_methods(); ++i) {
+    auto name = lp.program->get_method_name(i);
+    if (name.ok()) {
+      names.emplace_back(*name);
+    }
+  }
+  return names;
+}
+
+std::shared_ptr<LoadedMethod> load_method(const std::shared_ptr<LoadedProgram>& lp, const std::string& name) {
+  const std::string what = "et_copy.runtime: loading method '" + name + "'";
+  auto meta = lp->program->method_meta(name.c_str());
+  if (!meta.ok()) {
+    throw Failure(meta.error(), what + ": the program has no method of that name (it has: " +
+                                    py::str(py::cast(method_names(*lp))).cast<std::string>() + ")");
+  }
+  auto lm = std::make_shared<LoadedMethod>();
+  lm->program = lp;
+  lm->name = name;
+  const size_t n = meta->num_memory_planned_buffers();
+  lm->host_buffers.reserve(n);
+  lm->device_buffers.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto size = meta->memory_planned_buffer_size(i);
+    const auto device = meta->memory_planned_buffer_device(i);
+    if (!size.ok() || !device.ok() || *size < 0) {
+      throw Failure(Error::InvalidProgram, what + ": planned buffer " + std::to_string(i) + " has no valid size or device");
+    }
+    const size_t nbytes = static_cast<size_t>(*size);
+    lm->devices.push_back(*device);
+    if (device->type() == et::DeviceType::CPU) {
+      lm->host_buffers.emplace_back(nbytes);
+      lm->spans.emplace_back(lm->host_buffers.back().data(), nbytes);
+    } else {
+      auto buffer = DeviceMemoryBuffer::create(nbytes, device->type(), device->index());
+      if (!buffer.ok()) {
+        throw Failure(buffer.error(), what + ": could not allocate planned buffer " + std::to_string(i) + " (" +
+                                          std::to_string(nbytes) + " bytes) on " +
+                                          device_str(device->type(), device->index()) +
+                                          ": no DeviceAllocator is registered for it, or it failed (call "
+                                          "et_copy.use_simulated_device() or et_copy.use_cuda() first)");
+      }
+      lm->device_buffers.push_back(std::move(*buffer));
+      lm->spans.push_back(lm->device_buffers.back().as_span());
+    }
+  }
+  lm->planned = std::make_unique<HierarchicalAllocator>(
+      Span<Span<uint8_t>>(lm->spans.data(), lm->spans.size()),
+      Span<const et::Device>(lm->devices.data(), lm->devices.size()));
+  lm->memory = std::make_unique<MemoryManager>(&lm->method_allocator, lm->planned.get(), &lm->temp_allocator);
+  std::vector<std::string> log;
+  Error err = Error::Ok;
+  {
+    LogCapture capture;
+    py::gil_scoped_release release;
+    auto method = lp->program->load_method(name.c_str(), lm->memory.get(), nullptr, nullptr, nullptr, method_kernels());
+    if (method.ok()) {
+      lm->method.emplace(std::move(*method));
+    } else {
+      err = method.error();
+      log = capture.lines();
+    }
+  }
+  if (err != Error::Ok) {
+    raise_runtime(err, what, log);
+  }
+  return lm;
+}
+
+// Inputs' and outputs' metadata, with the device each tensor lives on as
+// the loaded method holds it.
+py::dict method_meta(LoadedMethod& lm) {
+  Method& m = *lm.method;
+  const MethodMeta meta = m.method_meta();
+  py::dict d;
+  d["name"] = lm.name;
+  py::list inputs, outputs, buffers;
+  lm.scratch.resize(std::max(m.inputs_size(), m.outputs_size()));
+  // Deprecated, but the only way to read the device ExecuTorch gave each input.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  const Error inputs_read = m.get_inputs(lm.scratch.data(), lm.scratch.size());
+#pragma GCC diagnostic pop
+  if (inputs_read != Error::Ok) {
+    throw Failure(Error::Internal, "et_copy.runtime: could not read the method's inputs");
+  }
+  for (size_t i = 0; i < meta.num_inputs(); ++i) {
+    const auto tag = meta.input_tag(i);
+    if (tag.ok() && *tag == Tag::Tensor) {
+      inputs.append(tensor_info_dict(*meta.input_tensor_meta(i), lm.scratch[i]));
+    } else {
+      py::dict e;
+      e["name"] = py::none();
+      e["tag"] = tag.ok() ? static_cast<int>(*tag) : -1;
+      inputs.append(e);
+    }
+  }
+  if (m.get_outputs(lm.scratch.data(), lm.scratch.size()) != Error::Ok) {
+    throw Failure(Error::Internal, "et_copy.runtime: could not read the method's outputs");
+  }
+  for (size_t i = 0; i < meta.num_outputs(); ++i) {
+    const auto tag = meta.output_tag(i);
+    if (tag.ok() && *tag == Tag::Tensor) {
+      outputs.append(tensor_info_dict(*meta.output_tensor_meta(i), lm.scratch[i]));
+    } else {
+      py::dict e;
+      e["name"] = py::none();
+      e["tag"] = tag.ok() ? static_cast<int>(*tag) : -1;
+      outputs.append(e);
+    }
+  }
+  for (size_t i = 0; i < lm.spans.size(); ++i) {
+    py::dict b;
+    b["device_type"] = static_cast<int>(lm.devices[i].type());
+    b["device_index"] = static_cast<int>(lm.devices[i].index());
+    b["nbytes"] = lm.spans[i].size();
+    buffers.append(b);
+  }
+  d["inputs"] = inputs;
+  d["outputs"] = outputs;
+  d["planned_buffers"] = buffers;
+  return d;
+}
+
+// A method output as Python rebuilds it: a tensor that et_copy.runtime
+// bound (the caller's object takes the new shape), or one in the method's
+// planned host memory (copied out), or a plain value.
+py::object output_value(const EValue& v) {
+  if (v.isTensor()) {
+    const auto& t = v.toTensor();
+    std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+    std::vector<int64_t> order(t.dim_order().begin(), t.dim_order().end());
+    py::object data = py::none();
+    const auto* impl = t.unsafeGetTensorImpl();
+    if (impl->device_type() == et::DeviceType::CPU && t.nbytes() > 0 && t.const_data_ptr() != nullptr) {
+      // A view of the method's memory, for Python to copy out at once.
+      data = py::reinterpret_steal<py::object>(PyMemoryView_FromMemory(
+          static_cast<char*>(const_cast<void*>(t.const_data_ptr())), static_cast<Py_ssize_t>(t.nbytes()), PyBUF_WRITE));
+    }
+    return py::make_tuple(static_cast<int>(t.scalar_type()), sizes, order, data,
+                          static_cast<int>(impl->device_type()), static_cast<int>(impl->device_index()));
+  }
+  if (v.isInt()) {
+    return py::int_(v.toInt());
+  }
+  if (v.isDouble()) {
+    return py::float_(v.toDouble());
+  }
+  if (v.isBool()) {
+    return py::bool_(v.toBool());
+  }
+  if (v.isNone()) {
+    return py::none();
+  }
+  throw Failure(Error::NotSupported, "et_copy.runtime: an output of an unsupported type (tag " +
+                                         std::to_string(static_cast<int>(v.tag)) + ")");
+}
+
+EValue input_value(const py::handle& value, std::vector<std::unique_ptr<TensorView>>& views) {
+  if (py::isinstance<py::tuple>(value)) {
+    views.push_back(std::make_unique<TensorView>(packed_spec(value.cast<py::tuple>())));
+    return EValue(views.back()->tensor());
+  }
+  if (py::isinstance<py::bool_>(value)) {
+    return EValue(value.cast<bool>());
+  }
+  if (py::isinstance<py::int_>(value)) {
+    return EValue(value.cast<int64_t>());
+  }
+  if (py::isinstance<py::float_>(value)) {
+    return EValue(value.cast<double>());
+  }
+  if (value.is_none()) {
+    return EValue();
+  }
+  throw Failure(Error::InvalidArgument, "et_copy.runtime: unsupported input value");
+}
+
+// Runs the method. `inputs` holds packed tensor specs (et_copy._ops._packed)
+// or Python scalars, in order; `outputs` a packed spec per output to bind
+// the caller's memory to, or None to use the method's own. Device checks
+// (a host tensor where the method plans device memory, and the reverse)
+// are done in Python against method_meta before this is called.
+py::list execute(LoadedMethod& lm, const py::list& inputs, const py::list& outputs) {
+  Method& m = *lm.method;
+  const std::string what = "et_copy.runtime: method '" + lm.name + "'";
+  if (inputs.size() != m.inputs_size()) {
+    throw Failure(Error::InvalidArgument, what + " takes " + std::to_string(m.inputs_size()) + " inputs, got " +
+                                              std::to_string(inputs.size()));
+  }
+  std::vector<std::unique_ptr<TensorView>> views;
+  views.reserve(inputs.size() + outputs.size());
+  std::vector<EValue> values;
+  values.reserve(inputs.size());
+  for (const auto& v : inputs) {
+    values.push_back(input_value(v, views));
+  }
+  std::vector<std::pair<size_t, TensorView*>> bound;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!outputs[i].is_none()) {
+      views.push_back(std::make_unique<TensorView>(packed_spec(outputs[i].cast<py::tuple>())));
+      bound.emplace_back(i, views.back().get());
+    }
+  }
+  std::vector<std::string> log;
+  Error err = Error::Ok;
+  std::string step;
+  {
+    LogCapture capture;
+    py::gil_scoped_release release;
+    for (size_t i = 0; i < values.size() && err == Error::Ok; ++i) {
+      err = m.set_input(values[i], i);
+      if (err != Error::Ok) {
+        step = "setting input " + std::to_string(i);
+      }
+    }
+    for (const auto& [i, view] : bound) {
+      if (err != Error::Ok) {
+        break;
+      }
+      auto& t = view->tensor();
+      err = m.set_output_data_ptr(t.mutable_data_ptr(), t.nbytes(), i);
+      if (err != Error::Ok) {
+        step = "binding output " + std::to_string(i);
+      }
+    }
+    if (err == Error::Ok) {
+      err = m.execute();
+      if (err != Error::Ok) {
+        step = "executing"; // execute() has reset itself for the next call
+      }
+    }
+    if (err != Error::Ok) {
+      log = capture.lines();
+    }
+  }
+  if (err != Error::Ok) {
+    raise_runtime(err, what + ": " + step, log);
+  }
+  lm.scratch.resize(std::max(m.inputs_size(), m.outputs_size()));
+  if (m.get_outputs(lm.scratch.data(), m.outputs_size()) != Error::Ok) {
+    throw Failure(Error::Internal, what + ": could not read the outputs");
+  }
+  py::list result;
+  for (size_t i = 0; i < m.outputs_size(); ++i) {
+    result.append(output_value(lm.scratch[i]));
+  }
+  return result;
+}
+
+} // namespace
+
+void bind_program(py::module_& m) {
+  py::class_<LoadedProgram, std::shared_ptr<LoadedProgram>>(m, "Program")
+      .def_property_readonly("method_names", &method_names)
+      .def("load_method", &load_method, py::arg("name"))
+      .def_property_readonly("nbytes", [](const LoadedProgram& lp) { return lp.bytes.size(); });
+  py::class_<LoadedMethod, std::shared_ptr<LoadedMethod>>(m, "Method")
+      .def_readonly("name", &LoadedMethod::name)
+      .def("meta", &method_meta)
+      .def("execute", &execute, py::arg("inputs"), py::arg("outputs"));
+  m.def("load_program", &load_program, py::arg("data"),
+        "Loads program bytes, verified for internal consistency.");
+}
+
+} // namespace et_copy::bindings

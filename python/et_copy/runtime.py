@@ -1,0 +1,264 @@
+"""Running ExecuTorch programs with et-copy's kernels: ``et_copy.runtime``.
+
+``executorch.runtime`` runs a program's ``et_copy`` copies through the kernels
+of the wheel's kernel library, which registers those names first and checks
+less (a dtype mismatch writes past ``out``). ``et_copy.runtime`` loads the
+same program with et-copy's kernels scoped to each method
+(``et_copy::method_kernels()``): every other operator, and every delegate,
+resolves from ExecuTorch's registry as usual, and nothing is registered, so
+it works whichever of the two was imported first.
+
+    program = et_copy.runtime.load("model.pte")       # or the .pte bytes
+    method = program.load_method("forward")
+    outputs = method.execute([x])
+
+Inputs are torch tensors and :class:`et_copy.DeviceTensor` s; host outputs come
+back as torch tensors, device outputs (methods exported with
+``skip_d2h_for_method_outputs``) as DeviceTensors that the caller owns, so
+one method's device output can be the next method's device input with no
+host round trip.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence, Union
+
+import torch
+
+from . import _C
+from ._device import CPU, Device
+from ._dtypes import SCALAR_TYPE_CODES
+from ._errors import EtCopyError
+from ._ops import _packed
+from ._registration import _wheel_library
+from ._tensors import DeviceTensor, contiguous_strides, empty
+
+__all__ = ["BufferMeta", "Method", "MethodMeta", "Program", "TensorMeta", "load"]
+
+_DTYPES = {code: dtype for dtype, code in SCALAR_TYPE_CODES.items()}
+
+# The executorch wheel's CPU kernels and XNNPACK backend, loaded as
+# executorch.runtime loads them: dlopen of an already-loaded library is a
+# no-op, so the two runtimes can come in either order and nothing registers twice.
+_WHEEL_LIBRARIES = ("libexecutorch_kernels_optimized.so", "libexecutorch_backend_xnnpack.so")
+_loaded_wheel_libraries = False
+
+
+def _load_wheel_libraries() -> None:
+    global _loaded_wheel_libraries
+    if _loaded_wheel_libraries:
+        return
+    for name in _WHEEL_LIBRARIES:
+        path = _wheel_library(name)
+        if path is not None:
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    _loaded_wheel_libraries = True
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    """A tensor input or output of a method, as the program declares it."""
+
+    name: str
+    dtype: torch.dtype | None  # None for a ScalarType torch has no dtype for
+    shape: tuple[int, ...]  # the upper bound, for a dynamic shape
+    dim_order: tuple[int, ...]
+    device: str  # "cpu" or "cuda:N"
+    memory_planned: bool  # lives in the method's planned memory (else bound per call)
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class ValueMeta:
+    """A non-tensor input or output (int, float, bool, None)."""
+
+    tag: int  # ExecuTorch's EValue Tag code
+
+
+@dataclass(frozen=True)
+class BufferMeta:
+    """A memory-planned buffer of a method and the device it was allocated on."""
+
+    device: str
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class MethodMeta:
+    name: str
+    inputs: tuple[TensorMeta | ValueMeta, ...]
+    outputs: tuple[TensorMeta | ValueMeta, ...]
+    planned_buffers: tuple[BufferMeta, ...]
+
+
+def _entry(d: dict) -> TensorMeta | ValueMeta:
+    if "tag" in d:
+        return ValueMeta(d["tag"])
+    return TensorMeta(d["name"], _DTYPES.get(d["dtype"]), tuple(d["shape"]), tuple(d["dim_order"]),
+                      str(Device(d["device_type"], d["device_index"])), d["memory_planned"], d["nbytes"])
+
+
+def _meta(raw: dict) -> MethodMeta:
+    return MethodMeta(raw["name"], tuple(_entry(d) for d in raw["inputs"]), tuple(_entry(d) for d in raw["outputs"]),
+                      tuple(BufferMeta(str(Device(b["device_type"], b["device_index"])), b["nbytes"])
+                            for b in raw["planned_buffers"]))
+
+
+def _device_of(t: torch.Tensor | DeviceTensor) -> str:
+    if isinstance(t, DeviceTensor):
+        return str(t.device)
+    return "cpu" if t.is_cpu else str(t.device)
+
+
+AnyTensor = Union[torch.Tensor, DeviceTensor]
+
+
+class Method:
+    """A loaded method: :attr:`meta` and :meth:`execute`. Not thread-safe: one
+    call at a time per Method (as ExecuTorch's Method)."""
+
+    def __init__(self, core: Any) -> None:
+        self._core = core
+        self.name: str = core.name
+        self.meta: MethodMeta = _meta(core.meta())
+        self._where = f"et_copy.runtime: method '{self.name}'"
+        for i, m in enumerate(self.meta.outputs):
+            if isinstance(m, TensorMeta) and m.memory_planned and m.device != "cpu":
+                # Its memory is the method's, overwritten by the next call, and only a device copy could hand it out.
+                raise EtCopyError(f"{self._where}: output {i} is memory-planned on {m.device}; et_copy.runtime returns "
+                                  "device outputs in memory the caller owns: export with alloc_graph_output=False",
+                                  error="NotSupported")
+
+    def execute(self, inputs: Sequence[Any], *, outputs: Sequence[AnyTensor | None] | None = None) -> list[Any]:
+        """Runs the method on ``inputs`` (torch tensors, DeviceTensors, Python
+        scalars, in the method's order) and returns its outputs: torch tensors
+        for host outputs, DeviceTensors for device outputs.
+
+        ``outputs`` may give, per output, a tensor to write that output into
+        (only outputs the program does not memory-plan); None entries, or
+        no ``outputs``, let et_copy.runtime allocate them. Raises EtCopyError
+        (with ``.error``, ``.instruction``, ``.operator`` and ``.log`` when the
+        runtime failed inside a kernel), TypeError or ValueError for inputs
+        the method cannot take; nothing is written to a given output then.
+        """
+        meta = self.meta
+        if not isinstance(inputs, (list, tuple)):
+            raise TypeError(f"{self._where}: inputs must be a list or tuple, got {type(inputs).__name__}")
+        if len(inputs) != len(meta.inputs):
+            raise ValueError(f"{self._where}: takes {len(meta.inputs)} inputs, got {len(inputs)}")
+        packed = [self._input(i, value, m) for i, (value, m) in enumerate(zip(inputs, meta.inputs))]
+        if outputs is not None and len(outputs) != len(meta.outputs):
+            raise ValueError(f"{self._where}: has {len(meta.outputs)} outputs, got {len(outputs)} in outputs=")
+        bound: list[AnyTensor | None] = []
+        for i, m in enumerate(meta.outputs):
+            given = outputs[i] if outputs is not None else None
+            bound.append(self._output(i, given, m))
+        results = self._core.execute(packed, [None if b is None else _packed(b, self._where, f"outputs[{i}]",
+                                                                               isinstance(b, torch.Tensor))
+                                              for i, b in enumerate(bound)])
+        return [_result(r, b) for r, b in zip(results, bound)]
+
+    def _input(self, i: int, value: Any, m: TensorMeta | ValueMeta) -> Any:
+        if isinstance(m, ValueMeta):
+            if isinstance(value, (torch.Tensor, DeviceTensor)):
+                raise TypeError(f"{self._where}: input {i} is not a tensor input, got a tensor")
+            return value
+        arg = f"input {i} ({m.name})" if m.name else f"input {i}"
+        if not isinstance(value, (torch.Tensor, DeviceTensor)):
+            raise TypeError(f"{self._where}: {arg} must be a torch.Tensor or an et_copy.DeviceTensor, "
+                            f"got {type(value).__name__}")
+        if m.dtype is not None and value.dtype != m.dtype:
+            raise TypeError(f"{self._where}: {arg} must have dtype {m.dtype}, got {value.dtype}")
+        given = _device_of(value)
+        if given != m.device:
+            if m.device == "cpu":
+                hint = "pass a CPU torch tensor"
+            else:
+                hint = (f"pass an et_copy.DeviceTensor on {m.device} (et_copy.h2d_copy(x)); a host tensor would be "
+                        "copied into device memory with a host memcpy")
+            raise ValueError(f"{self._where}: {arg} is planned on {m.device}, got a tensor on {given}: {hint}")
+        if m.device != "cpu" and m.memory_planned:
+            raise EtCopyError(f"{self._where}: {arg} is memory-planned on {m.device}, which ExecuTorch fills with a "
+                              "host memcpy; export with alloc_graph_input=False", error="NotSupported")
+        return _packed(value, self._where, arg)
+
+    def _output(self, i: int, given: AnyTensor | None, m: TensorMeta | ValueMeta) -> AnyTensor | None:
+        if not isinstance(m, TensorMeta) or m.memory_planned:
+            if given is not None:
+                raise ValueError(f"{self._where}: output {i} lives in the method's planned memory and cannot be "
+                                 "bound to a tensor of the caller's; pass None for it")
+            return None
+        if given is None:
+            if m.dtype is None:
+                raise EtCopyError(f"{self._where}: output {i} has a dtype torch cannot represent", error="NotSupported")
+            if m.device == "cpu":
+                return torch.empty_permuted(m.shape, m.dim_order, dtype=m.dtype)
+            return empty(m.shape, m.dtype, m.device, dynamic=True, dim_order=m.dim_order)
+        arg = f"outputs[{i}]"
+        if not isinstance(given, (torch.Tensor, DeviceTensor)):
+            raise TypeError(f"{self._where}: {arg} must be a torch.Tensor, an et_copy.DeviceTensor or None")
+        if given.dtype != m.dtype or _device_of(given) != m.device:
+            raise ValueError(f"{self._where}: {arg} must be {m.dtype} on {m.device}, "
+                             f"got {given.dtype} on {_device_of(given)}")
+        capacity = given.capacity if isinstance(given, DeviceTensor) else given.shape
+        if tuple(capacity) != m.shape or (isinstance(given, DeviceTensor) and given.dim_order != m.dim_order):
+            raise ValueError(f"{self._where}: {arg} must have capacity {list(m.shape)} in dim order "
+                             f"{list(m.dim_order)}, got {list(capacity)}")
+        return given
+
+
+def _result(r: Any, bound: AnyTensor | None) -> Any:
+    if not isinstance(r, tuple):
+        return r  # int, float, bool, None
+    code, sizes, order, data, _device_type, _device_index = r
+    if bound is not None:
+        if isinstance(bound, DeviceTensor):
+            bound._set_shape(sizes)
+        elif list(bound.shape) != list(sizes):
+            bound.as_strided_(sizes, contiguous_strides(sizes, order))
+        return bound
+    dtype = _DTYPES[code]
+    if data is None:  # no bytes
+        return torch.empty_permuted(sizes, order, dtype=dtype)
+    flat = torch.frombuffer(data, dtype=torch.uint8).clone()
+    return flat.view(dtype).as_strided(sizes, contiguous_strides(sizes, order))
+
+
+class Program:
+    """A loaded, verified program: :attr:`method_names`, :meth:`load_method`."""
+
+    def __init__(self, core: Any) -> None:
+        self._core = core
+
+    @property
+    def method_names(self) -> list[str]:
+        return list(self._core.method_names)
+
+    def load_method(self, name: str = "forward") -> Method:
+        """Loads ``name`` with et-copy's kernels for its et_copy operators.
+        Its planned buffers are allocated on the devices the program names,
+        through the registered DeviceAllocator (call
+        :func:`et_copy.use_simulated_device` or :func:`et_copy.use_cuda`
+        first). Raises EtCopyError saying what failed."""
+        if not isinstance(name, str):
+            raise TypeError(f"et_copy.runtime.Program.load_method: name must be a str, got {type(name).__name__}")
+        _load_wheel_libraries()  # before method_kernels() snapshots the registry
+        return Method(self._core.load_method(name))
+
+
+def load(program: str | os.PathLike | bytes | bytearray | memoryview) -> Program:
+    """Loads an ExecuTorch program from a .pte path or its bytes, verifying
+    its internal consistency. Raises EtCopyError (error InvalidProgram, ...)
+    for a truncated or malformed program, OSError for an unreadable file."""
+    if isinstance(program, (str, os.PathLike)):
+        with open(program, "rb") as f:
+            data = f.read()
+    elif isinstance(program, (bytes, bytearray, memoryview)):
+        data = bytes(program)
+    else:
+        raise TypeError(f"et_copy.runtime.load: program must be a path or bytes, got {type(program).__name__}")
+    _load_wheel_libraries()
+    return Program(_C.load_program(data))
