@@ -1,17 +1,23 @@
-// et_copy_executor: runs an ExecuTorch program with et-copy's kernels and a
-// device allocator, linking ExecuTorch's runtime (libexecutorch.so) and no
-// kernel library, so et-copy's kernels are the only ones registered.
+// et_copy_executor: runs an ExecuTorch program the way a real executor
+// does, linking the executorch wheel's kernel library
+// (libexecutorch_kernels_optimized.so, for the model's arithmetic) and its
+// XNNPACK backend when they are there. Those register et_copy's two kernel
+// names globally themselves, so et-copy's kernels are handed to the method
+// instead: Module::load_method(..., et_copy::method_kernels()).
 //
 //   et_copy_executor MODEL.pte [--method NAME] [--cuda] [--load LIB]...
+//       [--global-kernels]                   use the registry's et_copy kernels
 //       [--input FILE]... | [--seed N]       inputs: raw bytes, or generated
 //       [--save-inputs DIR]                  write the inputs used
 //       [--output FILE]...                   write output i's raw bytes
 //       [--expect FILE]...                   compare output i with a file
 //       [--require-copies]                   fail unless both copies ran
 //
-// --load dlopens a shared library before anything is registered: a backend
-// such as libexecutorch_backend_xnnpack.so, for delegated programs, which
-// registers itself when loaded. The executor itself links no backend.
+// --load dlopens a shared library before the method loads: another backend,
+// which registers itself when loaded. --global-kernels loads the method
+// with the global registry alone (registering et-copy's kernels only where
+// no library did): with the wheel's kernel library linked, its et_copy
+// kernels then serve the copies, for comparison.
 //
 // Exit status: 0 success, 1 the program ran but an output differs, 2 bad
 // arguments or any ExecuTorch error.
@@ -66,11 +72,12 @@ struct Options {
   std::vector<std::string> outputs;
   std::vector<std::string> expects;
   bool require_copies = false;
+  bool global_kernels = false;
   std::vector<std::string> loads;
 };
 
 const char kUsage[] =
-    "usage: et_copy_executor MODEL.pte [--method NAME] [--cuda] [--load LIB]...\n"
+    "usage: et_copy_executor MODEL.pte [--method NAME] [--cuda] [--load LIB]... [--global-kernels]\n"
     "         [--input FILE]... | [--seed N]   (raw bytes per input, or generated)\n"
     "         [--save-inputs DIR] [--output FILE]... [--expect FILE]...\n"
     "         [--require-copies]\n";
@@ -108,6 +115,8 @@ bool parse(int argc, char** argv, Options* o) {
     } else if (a == "--load") {
       if (!value(&v)) return false;
       o->loads.push_back(v);
+    } else if (a == "--global-kernels") {
+      o->global_kernels = true;
     } else if (a == "--require-copies") {
       o->require_copies = true;
     } else if (a == "-h" || a == "--help") {
@@ -279,13 +288,20 @@ int run(const Options& opt) {
     std::printf("loaded %s\n", lib.c_str());
   }
 
-  // Kernels and the allocator go in before load_method: loading allocates
-  // the device-planned buffers and resolves every operator.
-  for (const auto& k : et_copy::register_kernels()) {
-    std::printf("kernel %s: %s\n", k.op_name, et_copy::registration_name(k.outcome));
-    if (k.outcome == et_copy::Registration::kFailed) {
-      return fail("registering et_copy's kernels", k.error);
+  // Kernels and the allocator are settled before load_method: loading
+  // allocates the device-planned buffers and resolves every operator.
+  std::vector<executorch::runtime::Kernel> method_kernels;
+  if (opt.global_kernels) {
+    for (const auto& k : et_copy::register_kernels()) {
+      std::printf("kernel %s: %s\n", k.op_name, et_copy::registration_name(k.outcome));
+      if (k.outcome == et_copy::Registration::kFailed) {
+        return fail("registering et_copy's kernels", k.error);
+      }
     }
+  } else {
+    const auto scoped = et_copy::method_kernels();
+    method_kernels.assign(scoped.begin(), scoped.end());
+    std::printf("kernels: et_copy's, method-scoped (%zu operators listed)\n", method_kernels.size());
   }
   et_copy::CountingDeviceAllocator* alloc = register_allocator(opt.cuda);
   if (opt.cuda && alloc == nullptr) {
@@ -293,7 +309,7 @@ int run(const Options& opt) {
   }
 
   Module module(opt.model, Module::LoadMode::File);
-  Error err = module.load_method(opt.method);
+  Error err = module.load_method(opt.method, nullptr, nullptr, nullptr, std::move(method_kernels));
   if (err != Error::Ok) {
     return fail(("loading method '" + opt.method + "' of " + opt.model).c_str(), err);
   }
