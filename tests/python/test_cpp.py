@@ -1,6 +1,7 @@
 """The C++ side through CMake: the GoogleTest suite under CTest, the
 installed CMake package, and examples/executor (a C++ executor linking
-executorch::runtime and no kernel library) running device-planned programs
+the wheel's kernel library and XNNPACK backend, loading methods with
+et_copy::method_kernels()) running device-planned programs
 that must match eager PyTorch.
 
 Everything runs in subprocesses (cmake, ctest, the executor, and the export,
@@ -195,6 +196,25 @@ for name, (module, inputs) in cases.items():
         meta[name]["n_outputs"] = len(expected)
         meta[name]["in_bytes"] = sum(t.numel() * t.element_size() for t in inputs)
 
+# Arithmetic between the copies, run by the kernel library the executor
+# links (aten::mul/add on device-planned memory: the simulated device's).
+class Affine(torch.nn.Module):
+    def forward(self, x, y):
+        return x * 2.0 + y
+
+
+inputs = (torch.randn(3, 4), torch.randn(3, 4))
+(out / "affine.pte").write_bytes(export_device_program(Affine(), inputs).buffer)
+for i, t in enumerate(inputs):
+    (out / f"affine.in{i}.bin").write_bytes(t.numpy().tobytes())
+(out / "affine.expect0.bin").write_bytes(Affine()(*inputs).numpy().tobytes())
+
+# The same program with its host output retyped to Half (tamper_programs.py):
+# a checked d2h kernel rejects it, the wheel's writes 96 bytes into 48.
+sys.path.insert(0, sys.argv[2])
+import tamper_programs
+tamper_programs.main(str(out / "tampered"))
+
 # A delegated program: XNNPACK computes relu(a + b) on buffers planned on the
 # device (PropagateDevicePass puts the copies around the delegate).
 try:
@@ -229,7 +249,7 @@ def programs(tmp_path_factory) -> Path:
     """Device-planned programs from et_copy.export, exported in a child
     process (importing executorch.exir mutates torch.library state)."""
     out = tmp_path_factory.mktemp("programs")
-    run([sys.executable, "-c", EXPORT_SCRIPT, str(out)], timeout=300)
+    run([sys.executable, "-c", EXPORT_SCRIPT, str(out), str(Path(__file__).parent)], timeout=300)
     return out
 
 
@@ -243,13 +263,43 @@ def executor(package_dir, tmp_path_factory) -> Path:
     return exe
 
 
-def test_executor_links_no_kernel_library(executor):
+def test_executor_links_the_wheels_kernel_library_and_xnnpack_backend(executor):
     needed = run(["readelf", "-d", str(executor)], timeout=60).stdout if shutil.which("readelf") else ""
     if not needed:
         pytest.skip("readelf not available")
     libs = re.findall(r"Shared library: \[([^\]]+)\]", needed)
-    assert "libexecutorch.so" in libs, libs
-    assert not [lib for lib in libs if "kernels" in lib or "portable_lib" in lib], libs
+    assert {"libexecutorch.so", "libexecutorch_kernels_optimized.so", "libexecutorch_backend_xnnpack.so"} <= set(libs)
+
+
+METHOD_SCOPED = "kernels: et_copy's, method-scoped"
+
+
+def test_executor_runs_arithmetic_between_the_copies_like_eager_with_method_scoped_kernels(executor, programs):
+    cmd = [str(executor), str(programs / "affine.pte"), "--require-copies", "--input", str(programs / "affine.in0.bin"),
+           "--input", str(programs / "affine.in1.bin"), "--expect", str(programs / "affine.expect0.bin")]
+    proc = run(cmd, timeout=120)
+    assert METHOD_SCOPED in proc.stdout and "output 0: matches" in proc.stdout, proc.stdout
+    # Loading with a method list that holds every registered operator logs no
+    # "kernel ... not found" line for aten::mul/add.
+    assert "not found" not in proc.stderr, proc.stderr
+    s = stats(proc.stdout)
+    assert (s["h2d_copies"], s["h2d_bytes"], s["d2h_copies"], s["d2h_bytes"]) == (2, 96, 1, 48), s
+
+
+def test_executor_serves_copies_with_et_copys_kernels_though_the_kernel_library_registered_the_names(
+        executor, programs, tmp_path):
+    # The host output retyped to Half: et-copy's d2h kernel rejects it by name.
+    pte = programs / "tampered" / "output_dtype_half.pte"
+    proc = run([str(executor), str(pte), "--output", str(tmp_path / "out.bin")], timeout=120, check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "et_copy::_d2h_copy.out: dtype mismatch: self has Float, out has Half" in proc.stderr, proc.stderr
+    assert not (tmp_path / "out.bin").exists()
+    # The registry's kernel for the name is the wheel's, which copies 96 bytes
+    # into the 48-byte output: what method-scoped kernels keep away.
+    proc = run([str(executor), str(pte), "--global-kernels"], timeout=120, check=False)
+    assert "kernel et_copy::_d2h_copy.out: already other" in proc.stdout, proc.stdout
+    assert "output 0: Half [2, 3, 4] on CPU, 48 bytes" in proc.stdout, proc.stdout + proc.stderr
+    assert stats(proc.stdout)["d2h_bytes"] == 96
 
 
 def stats(stdout: str, allocator: str = "simulated") -> dict[str, int]:
@@ -263,8 +313,7 @@ def test_executor_runs_a_device_planned_program_with_generated_inputs_like_eager
 
     proc = run([str(executor), str(programs / "roundtrip.pte"), "--seed", "7", "--save-inputs", str(tmp_path),
                 "--output", str(tmp_path / "out0.bin"), "--require-copies"], timeout=120)
-    assert "kernel et_copy::_h2d_copy.out: registered" in proc.stdout
-    assert "kernel et_copy::_d2h_copy.out: registered" in proc.stdout
+    assert METHOD_SCOPED in proc.stdout, proc.stdout
     x = torch.from_numpy(np.fromfile(tmp_path / "input0.bin", dtype=np.float32).reshape(3, 5))
     got = torch.from_numpy(np.fromfile(tmp_path / "out0.bin", dtype=np.float32).reshape(3, 5))
     assert x.abs().max() > 0  # generated data, not an all-zero buffer
@@ -352,20 +401,14 @@ def test_executor_runs_a_delegated_program_on_device_buffers_like_eager(executor
     meta = json.loads((programs / "meta.json").read_text()).get("xnnpack")
     if meta is None:
         pytest.skip("executorch has no XNNPACK partitioner here")
-    import executorch
-
-    # executorch is a namespace package (no __file__).
-    backend = Path(list(executorch.__path__)[0]) / "lib" / "libexecutorch_backend_xnnpack.so"
-    if not backend.is_file():
-        pytest.skip(f"no XNNPACK backend library at {backend}")
     # Only the two et_copy ops outside the delegate, and a buffer on CUDA.
     assert meta["operators"] == ["et_copy::_d2h_copy.out", "et_copy::_h2d_copy.out"], meta
     assert meta["delegates"] == ["XnnpackBackend"] and 1 in meta["device_buffers"], meta
-    proc = run([str(executor), str(programs / "xnnpack.pte"), "--load", str(backend),
+    # The executor links the XNNPACK backend itself: no --load needed.
+    proc = run([str(executor), str(programs / "xnnpack.pte"),
                 "--input", str(programs / "xnnpack.in0.bin"), "--input", str(programs / "xnnpack.in1.bin"),
                 "--expect", str(programs / "xnnpack.expect0.bin"), "--require-copies"], timeout=120)
-    # The backend library brought no et_copy kernels: ours were registered.
-    assert "kernel et_copy::_h2d_copy.out: registered" in proc.stdout
+    assert METHOD_SCOPED in proc.stdout, proc.stdout
     assert "output 0: matches" in proc.stdout, proc.stdout
     s = stats(proc.stdout)
     assert (s["h2d_copies"], s["h2d_bytes"], s["d2h_copies"], s["d2h_bytes"]) == (2, 256, 1, 128), s
