@@ -7,12 +7,14 @@ through the AOT functional op, the AOT ``.out`` op, et-copy's kernel, and
 the kernel ExecuTorch's registry holds for the op name (the executorch
 wheel's, once ``executorch.runtime`` is imported). Each buffer has guard
 bytes around it, so an out-of-bounds write is reported, not suffered. Then
-a few programs exported with et_copy.export run end to end through
-executorch.runtime (``e2e/*``).
+the program section (``program/*``, programs.py): real models exported with
+et_copy.export on both routes, run by eager, executorch.runtime and
+et_copy.runtime in this process, and tampered programs.
 
 Exit status: 0 when et-copy's kernel copies every valid case exactly as the
 AOT op does and rejects every invalid case with ``out`` untouched, and
-every end-to-end program returns eager's outputs; 1 otherwise; 2 for a
+et_copy.runtime gives eager's outputs with exact copies on every valid
+program and rejects every tampered one; 1 otherwise; 2 for a
 usage error. Findings about the other implementations are reported and do
 not change the exit status.
 """
@@ -70,7 +72,7 @@ def _environment() -> dict:
 def run(cases: list[Case], programs: list | None = None, *, progress: bool = False):
     """Runs ``cases`` and the end-to-end ``programs``; returns (results,
     program results, environment, seconds)."""
-    from .e2e import run_program
+    from .programs import run_programs
     from .report import Progress
     from .runners import CapturedStderr, run_case
 
@@ -86,9 +88,7 @@ def run(cases: list[Case], programs: list | None = None, *, progress: bool = Fal
         for i, case in enumerate(cases):
             bar.update(i, case.name)
             results.append(run_case(case, capture))
-        for i, program in enumerate(programs):
-            bar.update(len(cases) + i, program.name + " (exporting)")
-            program_results.append(run_program(program))
+        program_results = run_programs(programs, lambda i, name: bar.update(len(cases) + i, name))
         bar.update(total, "done")
     finally:
         bar.close()
@@ -107,14 +107,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", metavar="PATH", help="write the full result as JSON to PATH")
     parser.add_argument("--verbose", "-v", action="store_true", help="one table row per valid case, not per dtype")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    parser.add_argument("--no-end-to-end", action="store_true",
-                        help="skip the e2e/* cases (exported programs run by executorch.runtime; a few seconds)")
+    parser.add_argument("--no-programs", action="store_true",
+                        help="skip the program/* section (real models exported and run by eager, executorch.runtime "
+                             "and et_copy.runtime, and tampered programs; about a minute)")
     args = parser.parse_args(argv)
 
-    from .e2e import PROGRAMS
+    from .programs import PROGRAMS
 
     cases = select(all_cases(), args.cases)
-    programs = [] if args.no_end_to_end else select(PROGRAMS, args.cases)
+    programs = [] if args.no_programs else select(PROGRAMS, args.cases)
     if not cases and not programs:
         print(f"et_copy parity: no case matches {args.cases!r} (see --list)", file=sys.stderr)
         return 2

@@ -15,7 +15,8 @@ JUDGED = "et_copy"
 def verdict(cases: list[Case], results: list[dict[str, Result]], programs: list | None = None) -> dict:
     """Exit-status facts: et-copy's kernel matches the AOT semantics on every
     valid case and rejects every invalid one cleanly; every end-to-end
-    program returns eager's outputs."""
+    program gives eager's outputs on et_copy.runtime with exact copies, and
+    every tampered program is rejected."""
     programs = programs or []
     valid = [(c, r[JUDGED]) for c, r in zip(cases, results) if c.valid]
     invalid = [(c, r[JUDGED]) for c, r in zip(cases, results) if not c.valid]
@@ -26,15 +27,15 @@ def verdict(cases: list[Case], results: list[dict[str, Result]], programs: list 
         "invalid_rejected_cleanly": sum(r.verdict == "ok" for _, r in invalid),
         "et_copy_findings": sum(len(r[JUDGED].findings) for r in results),
         "harness_errors": sum(f.kind == "harness_error" for r in results for x in r.values() for f in x.findings),
-        "end_to_end_programs": len(programs),
-        "end_to_end_ok": sum(p.verdict == "ok" for p in programs),
+        "programs": len(programs),
+        "programs_ok": sum(p.verdict == "ok" for p in programs),
     }
 
 
 def passed(v: dict) -> bool:
     return (v["valid_matching"] == v["valid_cases"] and v["invalid_rejected_cleanly"] == v["invalid_cases"]
             and v["et_copy_findings"] == 0 and v["harness_errors"] == 0
-            and v["end_to_end_ok"] == v["end_to_end_programs"])
+            and v["programs_ok"] == v["programs"])
 
 
 def _who(impl: str, env: dict) -> str:
@@ -114,31 +115,37 @@ def render(cases: list[Case], results: list[dict[str, Result]], env: dict, progr
         out.append("")
 
     if programs:
-        out.append("end to end: programs exported with et_copy.export, run by executorch.runtime "
-                   f"(copies by {env['registry_owner']}, device buffer from et-copy's simulated allocator)")
+        from .programs import COLUMNS
+
+        out.append("programs: exported with et_copy.export, run in this process by eager PyTorch, "
+                   "executorch.runtime (the wheel's kernels serve the et_copy ops) and et_copy.runtime "
+                   "(et-copy's kernels, method-scoped), on et-copy's simulated device")
         rows = []
         for p in programs:
-            d = p.details
-            if p.verdict == "ok":
-                load = d["load"]
-                cell = (f"ok: {d['inputs']} input(s), {d['bytes_each_way']} bytes each way, "
-                        f"{load['allocations']} device buffer(s) of {load['bytes_outstanding']} bytes planned")
-            else:
-                n = len(footnotes) + 1
-                footnotes[(p.program.name, "program")] = n
-                cell = f"FAILS [{n}]"
-                findings_lines.append(f"[{n}] end to end on {p.program.name}")
-                findings_lines.append(f"     {p.program.description}")
-                for f in p.findings:
-                    findings_lines.append(f"     {f.kind}: {f.message}")
-            rows.append([p.program.name, cell])
-        out += _table(["program", "result"], rows)
+            cells = []
+            for column in COLUMNS:
+                c = p.cells.get(column)
+                text = c.text if c is not None else "not run"
+                if c is not None and not c.ok:
+                    key = (p.program.name, column)
+                    if key not in footnotes:
+                        footnotes[key] = len(footnotes) + 1
+                        findings_lines.append(f"[{footnotes[key]}] {column} on {p.program.name}")
+                        findings_lines.append(f"     {p.program.description}")
+                        for f in p.findings:
+                            if f.message.startswith(column) or f.kind == "export_failed":
+                                findings_lines.append(f"     {f.kind}: {f.message}")
+                    text = f"{text} [{footnotes[key]}]"
+                cells.append(text)
+            rows.append([p.program.name.removeprefix("program/"), "valid" if p.program.valid else "tampered",
+                         *cells])
+        out += _table(["program", "kind", *COLUMNS], rows)
         out.append("")
 
     if findings_lines:
         per_impl = defaultdict(int)
         for case_name, impl in footnotes:
-            per_impl[LABELS.get(impl, "end to end")] += 1
+            per_impl[LABELS.get(impl, impl)] += 1
         summary = ", ".join(f"{k}: {v}" for k, v in per_impl.items())
         out.append(f"findings ({len(footnotes)} case/implementation pairs; {summary}):")
         out += findings_lines
@@ -161,7 +168,8 @@ def render(cases: list[Case], results: list[dict[str, Result]], env: dict, progr
                f"{v['et_copy_findings']} finding(s)"
                + (f", {v['harness_errors']} harness error(s)" if v["harness_errors"] else ""))
     if programs:
-        out.append(f"end to end: {v['end_to_end_ok']}/{v['end_to_end_programs']} programs return eager's outputs")
+        out.append(f"programs: et_copy.runtime passes {v['programs_ok']}/{v['programs']} (valid ones equal eager "
+                   "with exact copies, tampered ones rejected)")
     out.append("PASS: et-copy agrees with the AOT semantics "
                "(findings about other implementations are reported, not failures)"
                if ok else "FAIL: et-copy has findings (see above)")
@@ -179,13 +187,13 @@ def to_json(cases: list[Case], results: list[dict[str, Result]], env: dict, seco
                 flat.append({"case": c.name, "impl": impl, **f.to_json()})
     for p in programs:
         for f in p.findings:
-            flat.append({"case": p.program.name, "impl": "end_to_end", **f.to_json()})
+            flat.append({"case": p.program.name, "impl": f.message.split(":", 1)[0], **f.to_json()})
     return {
         "environment": env,
         "implementations": {impl: LABELS[impl] for impl in IMPLEMENTATIONS},
         "judged": JUDGED,
         "summary": {**v, "passed": passed(v), "cases": len(cases), "seconds": round(seconds, 2)},
-        "end_to_end": [p.to_json() for p in programs],
+        "programs": [p.to_json() for p in programs],
         "findings": flat,
         "cases": [{**c.to_json(), "results": {i: r[i].to_json() for i in IMPLEMENTATIONS}}
                   for c, r in zip(cases, results)],
