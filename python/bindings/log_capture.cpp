@@ -29,6 +29,13 @@ void emit(
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) {
       text.pop_back();
     }
+    // A malformed program's strings reach the log as they are: keep the
+    // text printable ASCII, so it always makes a valid Python str.
+    for (char& c : text) {
+      if (static_cast<unsigned char>(c) >= 0x7f || (static_cast<unsigned char>(c) < 0x20 && c != '\t')) {
+        c = '?';
+      }
+    }
     active_lines->push_back(std::move(text));
   }
   if (previous_emit != nullptr) {

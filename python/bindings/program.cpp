@@ -6,12 +6,14 @@
 
 #include <pybind11/stl.h>
 
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <regex>
 #include <string>
 #include <vector>
 
+#include <et_copy/program_check.h>
 #include <et_copy/registration.h>
 #include <executorch/extension/data_loader/buffer_data_loader.h>
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
@@ -143,6 +145,12 @@ std::shared_ptr<LoadedProgram> load_program(py::bytes data) {
     LogCapture capture;
     py::gil_scoped_release release;
     auto result = Program::load(lp->loader.get(), Program::Verification::InternalConsistency);
+    std::string bad_index;
+    if (result.ok() && check_program_indices(lp->bytes.data(), lp->bytes.size(), &bad_index) != Error::Ok) {
+      // ExecuTorch would abort the process on this index later.
+      py::gil_scoped_acquire acquire;
+      raise_runtime(Error::InvalidProgram, "et_copy.runtime.load: checking the program", {bad_index});
+    }
     if (result.ok()) {
       lp->program.emplace(std::move(*result));
     } else {
@@ -154,12 +162,14 @@ std::shared_ptr<LoadedProgram> load_program(py::bytes data) {
   return lp;
 }
 
-std::vector<std::string> method_names(const LoadedProgram& lp) {
-  std::vector<std::string> names;
+// Names as Python strs; a malformed program's bytes decode with U+FFFD.
+py::list method_names(const LoadedProgram& lp) {
+  py::list names;
   for (size_t i = 0; i < lp.program->num_methods(); ++i) {
     auto name = lp.program->get_method_name(i);
     if (name.ok()) {
-      names.emplace_back(*name);
+      names.append(py::reinterpret_steal<py::str>(
+          PyUnicode_DecodeUTF8(*name, static_cast<Py_ssize_t>(std::strlen(*name)), "replace")));
     }
   }
   return names;
@@ -170,7 +180,7 @@ std::shared_ptr<LoadedMethod> load_method(const std::shared_ptr<LoadedProgram>& 
   auto meta = lp->program->method_meta(name.c_str());
   if (!meta.ok()) {
     throw Failure(meta.error(), what + ": the program has no method of that name (it has: " +
-                                    py::str(py::cast(method_names(*lp))).cast<std::string>() + ")");
+                                    py::str(method_names(*lp)).cast<std::string>() + ")");
   }
   auto lm = std::make_shared<LoadedMethod>();
   lm->program = lp;

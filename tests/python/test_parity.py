@@ -50,7 +50,7 @@ def test_default_run_exits_0_with_no_et_copy_findings(default_run):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert result["summary"]["passed"] is True
     assert result["summary"]["cases"] == len(parity_cases.all_cases())
-    assert result["summary"]["end_to_end_ok"] == result["summary"]["end_to_end_programs"] == 2
+    assert result["summary"]["programs_ok"] == result["summary"]["programs"] == len(result["programs"]) > 20
     assert [f for f in result["findings"] if f["impl"] == "et_copy"] == []
     for case in result["cases"]:
         assert case["results"]["et_copy"]["verdict"] == "ok", case["name"]
@@ -113,11 +113,12 @@ def test_cases_option_runs_only_the_selected_cases(tmp_path):
 
 
 def test_list_prints_the_selected_cases_and_runs_nothing():
-    proc, result = run_parity("--list", "--cases", "bfloat16,!large,e2e/*dynamic*")
+    proc, result = run_parity("--list", "--cases", "bfloat16,!large,program/dynamic_rows/*")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     expected = [c.name for c in parity_cases.select(parity_cases.all_cases(), "bfloat16,!large")]
-    assert [line.split()[0] for line in lines] == [*expected, "e2e/copy_only/dynamic_5_of_16"]
+    assert [line.split()[0] for line in lines] == [*expected, "program/dynamic_rows/device",
+                                                   "program/dynamic_rows/xnnpack"]
     assert "PASS" not in proc.stdout
 
 
@@ -145,24 +146,48 @@ def test_exit_status_is_1_when_et_copys_kernel_has_a_finding(tmp_path):
 
 
 @pytest.mark.slow
-def test_default_run_runs_exported_programs_end_to_end(default_run):
+def test_program_section_runs_real_models_on_both_runtimes_equal_to_eager_with_exact_copies(default_run):
+    from et_copy.parity.models import MODELS
+
     _, result = default_run
-    programs = {p["name"]: p for p in result["end_to_end"]}
-    assert set(programs) == {"e2e/copy_only/all_dtypes", "e2e/copy_only/dynamic_5_of_16"}
-    for p in programs.values():
+    programs = {p["name"]: p for p in result["programs"]}
+    valid = {f"program/{m.name}/{route}" for m in MODELS for route in ("device", "xnnpack")
+             if route == "device" or m.delegate}
+    assert valid <= set(programs)
+    for name in valid:
+        p = programs[name]
         assert p["verdict"] == "ok", p
-        assert p["details"]["load"]["allocations"] >= 1  # the planned device buffer
-    every_dtype = programs["e2e/copy_only/all_dtypes"]["details"]
-    assert every_dtype["execute"]["h2d_copies"] == len(et_copy.SUPPORTED_DTYPES)
-    assert every_dtype["execute"]["d2h_bytes"] == 15 * sum(d.itemsize for d in et_copy.SUPPORTED_DTYPES)
-    dynamic = programs["e2e/copy_only/dynamic_5_of_16"]["details"]
-    assert dynamic["execute"]["h2d_bytes"] == 5 * 3 * 4  # the actual rows, not the planned 16
-    assert dynamic["load"]["bytes_outstanding"] >= 16 * 3 * 4
+        for column in ("executorch.runtime", "et_copy.runtime"):
+            assert p["cells"][column] == {"text": "= eager, copies exact", "ok": True}, (name, p["cells"])
+            assert p["details"][column]["copies"] == p["details"]["expected_copies"], name
+    every_dtype = programs["program/copy_only_all_dtypes/device"]["details"]["expected_copies"]
+    assert every_dtype["h2d_copies"] == every_dtype["d2h_copies"] == len(et_copy.SUPPORTED_DTYPES)
+    assert every_dtype["d2h_bytes"] == 15 * sum(d.itemsize for d in et_copy.SUPPORTED_DTYPES)
+    dynamic = programs["program/dynamic_rows/device"]["details"]["expected_copies"]
+    assert dynamic["h2d_bytes"] == 5 * 8 * 4  # the rows it ran with, not the planned 16
 
 
 @pytest.mark.slow
-def test_exit_status_is_1_when_an_end_to_end_program_fails(tmp_path):
-    # Counters that never move: the harness must see no device buffer and no copies.
+def test_program_section_et_copy_runtime_rejects_every_tampered_program(default_run):
+    _, result = default_run
+    tampered = [p for p in result["programs"] if not p["valid"]]
+    assert len(tampered) >= 13
+    for p in tampered:
+        cell = p["cells"]["et_copy.runtime"]
+        assert cell["ok"] and cell["text"].startswith("rejected: "), p
+    by_name = {p["name"].rsplit("/", 1)[1]: p for p in tampered}
+    half = by_name["output_dtype_half"]
+    assert half["details"]["et_copy.runtime"]["operator"] == "et_copy::_d2h_copy.out"
+    assert "dtype mismatch: self has Float, out has Half" in half["details"]["et_copy.runtime"]["message"]
+    # The wheel's kernel takes it: 96 bytes into a 48-byte output, reported as its finding.
+    assert half["cells"]["executorch.runtime"]["text"].startswith("accepted: torch.float16[2, 3, 4]")
+    assert {"case": half["name"], "impl": "executorch.runtime", "kind": "accepted_tampered"}.items() <= next(
+        f for f in result["findings"] if f["case"] == half["name"]).items()
+
+
+@pytest.mark.slow
+def test_exit_status_is_1_when_a_program_fails(tmp_path):
+    # Counters that never move: the copies cannot match the plan.
     code = """
         import sys
         import et_copy
@@ -171,11 +196,11 @@ def test_exit_status_is_1_when_an_end_to_end_program_fails(tmp_path):
         et_copy.allocator_stats = lambda *a: {k: 0 for k in frozen()}
         sys.exit(main(sys.argv[1:]))
     """
-    proc, result = run_parity("--cases", "e2e/copy_only/dynamic*", tmp_path=tmp_path, code=code)
+    proc, result = run_parity("--cases", "program/dynamic_rows/device", tmp_path=tmp_path, code=code)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    kinds = {f["kind"] for f in result["findings"] if f["impl"] == "end_to_end"}
-    assert kinds == {"no_device_buffer", "wrong_copies"}
-    assert "FAILS [1]" in proc.stdout
+    kinds = {f["kind"] for f in result["findings"] if f["impl"] == "et_copy.runtime"}
+    assert kinds == {"wrong_copies"}
+    assert "FAIL" in proc.stdout
 
 
 # --- guard bytes ----------------------------------------------------------------------------

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 
 # The Python suites rerun under ASan (fuzzing at the small "dev" budget).
 ASAN_SUITES = ["test_fuzz.py", "test_threads.py", "test_lifetime.py", "test_copy_kernels.py",
-               "test_copy_rejections.py"]
+               "test_copy_rejections.py", "test_runtime_untrusted.py"]
 
 SANITIZER_ENV = {
     "ASAN_OPTIONS": "halt_on_error=1:abort_on_error=0:detect_stack_use_after_return=1:strict_string_checks=1",

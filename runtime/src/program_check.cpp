@@ -1,0 +1,230 @@
+#include <et_copy/program_check.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace et_copy {
+
+namespace {
+
+using executorch::runtime::Error;
+
+// Field slots and union tags, from executorch's schema/program.fbs (a union
+// takes two slots: its type, then its value).
+namespace slot {
+constexpr int kProgramPlans = 1;
+constexpr int kPlanValues = 2, kPlanInputs = 3, kPlanOutputs = 4, kPlanChains = 5, kPlanOperators = 6,
+              kPlanDelegates = 7, kPlanBufferSizes = 8, kPlanBufferDevices = 9;
+constexpr int kChainInputs = 0, kChainOutputs = 1, kChainInstructions = 2;
+constexpr int kUnionType = 0, kUnionValue = 1; // EValue.val, Instruction.instr_args
+constexpr int kFirst = 0, kSecond = 1; // the two fields of a call table, e.g. op_index, args
+} // namespace slot
+
+namespace tag {
+constexpr uint8_t kIntList = 7, kTensorList = 10, kOptionalTensorList = 11;
+constexpr uint8_t kKernelCall = 1, kDelegateCall = 2, kMoveCall = 3, kJumpFalseCall = 4, kFreeCall = 5;
+} // namespace tag
+
+// A bounds-checked flatbuffer reader: a bad offset marks it failed and
+// reads as zero, so the walk ends without touching memory outside `data`.
+class Reader {
+ public:
+  Reader(const void* data, size_t size) : p_(static_cast<const uint8_t*>(data)), n_(size) {}
+  bool failed() const {
+    return failed_;
+  }
+
+  template <typename T>
+  T read(size_t at) {
+    T v{};
+    if (at > n_ || sizeof(T) > n_ - at) {
+      failed_ = true;
+      return v;
+    }
+    std::memcpy(&v, p_ + at, sizeof(T));
+    return v;
+  }
+
+  // Where `field` of the table at `table` is, or 0 when it is absent.
+  size_t field(size_t table, int field) {
+    const int64_t vtable = static_cast<int64_t>(table) - read<int32_t>(table);
+    if (failed_ || vtable < 0) {
+      failed_ = true;
+      return 0;
+    }
+    const auto vt = static_cast<size_t>(vtable);
+    const uint16_t vsize = read<uint16_t>(vt);
+    const size_t entry = 4 + 2 * static_cast<size_t>(field);
+    if (failed_ || entry + 2 > vsize) {
+      return 0;
+    }
+    const uint16_t off = read<uint16_t>(vt + entry);
+    return off == 0 ? 0 : table + off;
+  }
+
+  // Follows the offset stored at `at` (0 stays 0: an absent field).
+  size_t follow(size_t at) {
+    return at == 0 ? 0 : at + read<uint32_t>(at);
+  }
+
+  // A vector field: its element count, and where its elements start.
+  uint32_t vector(size_t table, int f, size_t* elements) {
+    const size_t v = follow(field(table, f));
+    if (v == 0) {
+      *elements = 0;
+      return 0;
+    }
+    const uint32_t count = read<uint32_t>(v);
+    *elements = v + 4;
+    if (count > n_) { // more elements than bytes: corrupt
+      failed_ = true;
+      return 0;
+    }
+    return count;
+  }
+
+  // The i-th table of a vector of tables starting at `elements`.
+  size_t table_at(size_t elements, uint32_t i) {
+    return follow(elements + 4 * static_cast<size_t>(i));
+  }
+
+ private:
+  const uint8_t* p_;
+  size_t n_;
+  bool failed_ = false;
+};
+
+struct Walk {
+  Reader& r;
+  std::string* message;
+  std::string where;
+  uint32_t values = 0;
+  Error error = Error::Ok;
+
+  void bad(const std::string& what, int64_t index, uint32_t limit) {
+    if (error == Error::Ok) {
+      error = Error::InvalidProgram;
+      if (message != nullptr) {
+        *message = where + ": " + what + " " + std::to_string(index) + " is out of range (" +
+            std::to_string(limit) + ")";
+      }
+    }
+  }
+
+  void index(const char* what, int64_t i, uint32_t limit) {
+    if (i < 0 || i >= static_cast<int64_t>(limit)) {
+      bad(what, i, limit);
+    }
+  }
+
+  // A vector of value indices of element type T.
+  template <typename T>
+  void value_indices(size_t table, int f, const char* what) {
+    size_t at = 0;
+    const uint32_t n = r.vector(table, f, &at);
+    for (uint32_t i = 0; i < n && error == Error::Ok && !r.failed(); ++i) {
+      index(what, static_cast<int64_t>(r.read<T>(at + sizeof(T) * i)), values);
+    }
+  }
+
+  void plan(size_t p, uint32_t plan_index) {
+    where = "execution plan " + std::to_string(plan_index);
+    size_t values_at = 0, ops_at = 0, delegates_at = 0, sizes_at = 0;
+    values = r.vector(p, slot::kPlanValues, &values_at);
+    const uint32_t ops = r.vector(p, slot::kPlanOperators, &ops_at);
+    const uint32_t delegates = r.vector(p, slot::kPlanDelegates, &delegates_at);
+    const uint32_t buffers = r.vector(p, slot::kPlanBufferSizes, &sizes_at);
+    value_indices<int32_t>(p, slot::kPlanInputs, "method input value");
+    value_indices<int32_t>(p, slot::kPlanOutputs, "method output value");
+    for (uint32_t v = 0; v < values && error == Error::Ok && !r.failed(); ++v) {
+      const size_t e = r.table_at(values_at, v);
+      const uint8_t type = r.read<uint8_t>(r.field(e, slot::kUnionType));
+      if (type == tag::kIntList || type == tag::kTensorList || type == tag::kOptionalTensorList) {
+        const size_t list = r.follow(r.field(e, slot::kUnionValue));
+        if (list != 0 && type == tag::kIntList) {
+          value_indices<int64_t>(list, 0, "list item value");
+        } else if (list != 0) {
+          value_indices<int32_t>(list, 0, "list item value");
+        }
+      }
+    }
+    size_t devices_at = 0;
+    const uint32_t devices = r.vector(p, slot::kPlanBufferDevices, &devices_at);
+    for (uint32_t d = 0; d < devices && error == Error::Ok && !r.failed(); ++d) {
+      const size_t entry = r.table_at(devices_at, d);
+      const size_t at = r.field(entry, 0);
+      index("planned buffer of a device entry", at == 0 ? 0 : r.read<int32_t>(at), buffers);
+    }
+    size_t chains_at = 0;
+    const uint32_t chains = r.vector(p, slot::kPlanChains, &chains_at);
+    for (uint32_t c = 0; c < chains && error == Error::Ok && !r.failed(); ++c) {
+      const size_t chain = r.table_at(chains_at, c);
+      value_indices<int32_t>(chain, slot::kChainInputs, "chain input value");
+      value_indices<int32_t>(chain, slot::kChainOutputs, "chain output value");
+      size_t instr_at = 0;
+      const uint32_t n = r.vector(chain, slot::kChainInstructions, &instr_at);
+      for (uint32_t i = 0; i < n && error == Error::Ok && !r.failed(); ++i) {
+        instruction(r.table_at(instr_at, i), ops, delegates, n);
+      }
+    }
+  }
+
+  int64_t int_field(size_t table, int f) {
+    const size_t at = r.field(table, f);
+    return at == 0 ? 0 : r.read<int32_t>(at); // absent: the schema default, 0
+  }
+
+  void instruction(size_t instr, uint32_t ops, uint32_t delegates, uint32_t instructions) {
+    const uint8_t type = r.read<uint8_t>(r.field(instr, slot::kUnionType));
+    const size_t call = r.follow(r.field(instr, slot::kUnionValue));
+    if (call == 0) {
+      return; // no arguments: ExecuTorch rejects the instruction itself
+    }
+    switch (type) {
+      case tag::kKernelCall:
+        index("operator", int_field(call, slot::kFirst), ops);
+        value_indices<int32_t>(call, slot::kSecond, "kernel argument value");
+        break;
+      case tag::kDelegateCall:
+        index("delegate", int_field(call, slot::kFirst), delegates);
+        value_indices<int32_t>(call, slot::kSecond, "delegate argument value");
+        break;
+      case tag::kMoveCall:
+        index("move source value", int_field(call, slot::kFirst), values);
+        index("move destination value", int_field(call, slot::kSecond), values);
+        break;
+      case tag::kJumpFalseCall:
+        index("jump condition value", int_field(call, slot::kFirst), values);
+        index("jump destination instruction", int_field(call, slot::kSecond), instructions);
+        break;
+      case tag::kFreeCall:
+        index("freed value", int_field(call, slot::kFirst), values);
+        break;
+      default:
+        break;
+    }
+  }
+};
+
+} // namespace
+
+Error check_program_indices(const void* data, size_t size, std::string* message) {
+  Reader r(data, size);
+  Walk walk{r, message, {}};
+  const size_t root = r.read<uint32_t>(0); // the root table offset, from the start
+  size_t plans_at = 0;
+  const uint32_t plans = r.vector(root, slot::kProgramPlans, &plans_at);
+  for (uint32_t i = 0; i < plans && walk.error == Error::Ok && !r.failed(); ++i) {
+    walk.plan(r.table_at(plans_at, i), i);
+  }
+  if (walk.error == Error::Ok && r.failed()) {
+    if (message != nullptr) {
+      *message = "the program's flatbuffer has an offset outside the file";
+    }
+    return Error::InvalidProgram;
+  }
+  return walk.error;
+}
+
+} // namespace et_copy

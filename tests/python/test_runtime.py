@@ -1,0 +1,250 @@
+"""et_copy.runtime: programs run with et-copy's kernels scoped to the method,
+every other operator from ExecuTorch's registry (the wheel's kernel library
+and XNNPACK, loaded as executorch.runtime loads them), device-planned
+buffers from the registered allocator, and device-resident inputs and
+outputs. Programs are exported in a child process (importing executorch.exir
+changes torch.library state); they run here on the simulated device."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import et_copy
+from et_copy import runtime
+
+EXPORT = r"""
+import json, sys
+from pathlib import Path
+import torch
+from et_copy.export import export_device_program, lower_to_device
+from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+out = Path(sys.argv[1])
+torch.manual_seed(0)
+
+
+class Affine(torch.nn.Module):
+    def forward(self, x, y):
+        return x * 2.0 + y, (x - y).sum()
+
+
+x, y = torch.randn(3, 4), torch.randn(3, 4)
+(out / "affine.pte").write_bytes(export_device_program(Affine(), (x, y)).buffer)
+
+stage_a = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU()).eval()
+stage_b = torch.nn.Linear(16, 4).eval()
+a = torch.randn(2, 8)
+(out / "linear.pte").write_bytes(lower_to_device(stage_a, (a,), XnnpackPartitioner()).buffer)
+# Device in, device out: the caller passes and receives device tensors.
+(out / "stage_a.pte").write_bytes(lower_to_device(
+    stage_a, (a,), XnnpackPartitioner(), skip_h2d_for_method_inputs=True, skip_d2h_for_method_outputs=True,
+    alloc_graph_output=False).buffer)
+# Device in, host out.
+(out / "stage_b.pte").write_bytes(lower_to_device(
+    stage_b, (stage_a(a),), XnnpackPartitioner(), skip_h2d_for_method_inputs=True).buffer)
+torch.save({"affine": (x, y), "stage": a, "stage_a": stage_a.state_dict(), "stage_b": stage_b.state_dict()},
+           out / "data.pt")
+"""
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("runtime_programs")
+    proc = subprocess.run([sys.executable, "-c", EXPORT, str(out)], capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        pytest.fail(f"export failed:\n{proc.stderr[-6000:]}")
+    et_copy.use_simulated_device()
+    return out
+
+
+@pytest.fixture(scope="module")
+def data(programs):
+    return torch.load(programs / "data.pt")
+
+
+def stages(data):
+    a = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU()).eval()
+    a.load_state_dict(data["stage_a"])
+    b = torch.nn.Linear(16, 4).eval()
+    b.load_state_dict(data["stage_b"])
+    return a, b
+
+
+def delta(before: dict) -> dict:
+    after = et_copy.allocator_stats()
+    return {k: after[k] - before[k] for k in ("h2d_copies", "h2d_bytes", "d2h_copies", "d2h_bytes", "allocations")}
+
+
+def test_program_loads_from_a_path_or_bytes_and_lists_its_methods(programs):
+    for source in (programs / "affine.pte", str(programs / "affine.pte"), (programs / "affine.pte").read_bytes()):
+        assert runtime.load(source).method_names == ["forward"]
+
+
+def test_meta_gives_each_input_output_and_planned_buffer_with_its_device(programs):
+    meta = runtime.load(programs / "stage_a.pte").load_method("forward").meta
+    (inp,), (out,) = meta.inputs, meta.outputs
+    assert (inp.dtype, inp.shape, inp.device, inp.memory_planned) == (torch.float32, (2, 8), "cuda:0", False)
+    assert (out.dtype, out.shape, out.device, out.memory_planned) == (torch.float32, (2, 16), "cuda:0", False)
+    meta = runtime.load(programs / "affine.pte").load_method("forward").meta
+    assert [m.device for m in meta.inputs] == ["cpu", "cpu"]
+    assert [(m.dtype, m.shape, m.device) for m in meta.outputs] == [(torch.float32, (3, 4), "cpu"),
+                                                                    (torch.float32, (), "cpu")]
+    assert {b.device for b in meta.planned_buffers} == {"cpu", "cuda:0"}
+    assert all(b.nbytes > 0 for b in meta.planned_buffers if b.device == "cuda:0")
+
+
+def test_arithmetic_between_the_copies_equals_eager_with_one_copy_per_input_and_output(programs, data):
+    x, y = data["affine"]
+    method = runtime.load(programs / "affine.pte").load_method()
+    before = et_copy.allocator_stats()
+    got = method.execute([x, y])
+    assert delta(before) == {"h2d_copies": 2, "h2d_bytes": 96, "d2h_copies": 2, "d2h_bytes": 52, "allocations": 0}
+    torch.testing.assert_close(got[0], x * 2.0 + y)
+    torch.testing.assert_close(got[1], (x - y).sum())
+    # Again, on other inputs: the method is reusable and its outputs are the caller's.
+    got2 = method.execute([y, x])
+    torch.testing.assert_close(got2[0], y * 2.0 + x)
+    torch.testing.assert_close(got[0], x * 2.0 + y)
+
+
+def test_delegated_program_equals_eager(programs, data):
+    a, _ = stages(data)
+    method = runtime.load(programs / "linear.pte").load_method()
+    before = et_copy.allocator_stats()
+    (got,) = method.execute([data["stage"]])
+    torch.testing.assert_close(got, a(data["stage"]).detach())
+    assert delta(before) == {"h2d_copies": 1, "h2d_bytes": 64, "d2h_copies": 1, "d2h_bytes": 128, "allocations": 0}
+
+
+def test_device_resident_methods_chain_with_no_host_round_trip(programs, data):
+    a, b = stages(data)
+    first = runtime.load(programs / "stage_a.pte").load_method()
+    second = runtime.load(programs / "stage_b.pte").load_method()
+    x = et_copy.h2d_copy(data["stage"])
+    before = et_copy.allocator_stats()
+    (hidden,) = first.execute([x])
+    assert isinstance(hidden, et_copy.DeviceTensor)
+    assert (hidden.shape, str(hidden.device)) == (torch.Size([2, 16]), "cuda:0")
+    (logits,) = second.execute([hidden])
+    moved = delta(before)
+    # Only the final logits left the device; the hidden state never did.
+    assert moved == {"h2d_copies": 0, "h2d_bytes": 0, "d2h_copies": 1, "d2h_bytes": 32, "allocations": 1}
+    torch.testing.assert_close(logits, b(a(data["stage"])).detach())
+    torch.testing.assert_close(hidden.cpu(), a(data["stage"]).detach())
+
+
+def test_device_output_can_be_bound_to_a_device_tensor_of_the_callers(programs, data):
+    first = runtime.load(programs / "stage_a.pte").load_method()
+    mine = et_copy.empty((2, 16), torch.float32)
+    x = et_copy.h2d_copy(data["stage"])
+    before = et_copy.allocator_stats()
+    (hidden,) = first.execute([x], outputs=[mine])
+    assert hidden is mine and delta(before)["allocations"] == 0
+    a, _ = stages(data)
+    torch.testing.assert_close(mine.cpu(), a(data["stage"]).detach())
+
+
+def test_device_outputs_are_freed_with_their_tensors(programs, data):
+    first = runtime.load(programs / "stage_a.pte").load_method()
+    x = et_copy.h2d_copy(data["stage"])
+    outstanding = et_copy.allocator_stats()["bytes_outstanding"]
+    (hidden,) = first.execute([x])
+    assert et_copy.allocator_stats()["bytes_outstanding"] >= outstanding + 128
+    del hidden
+    assert et_copy.allocator_stats()["bytes_outstanding"] == outstanding
+
+
+def test_a_host_tensor_where_a_device_input_is_planned_is_rejected_without_a_copy(programs, data):
+    first = runtime.load(programs / "stage_a.pte").load_method()
+    before = et_copy.allocator_stats()
+    with pytest.raises(ValueError, match=r"input 0 .*is planned on cuda:0, got a tensor on cpu.*DeviceTensor"):
+        first.execute([data["stage"]])
+    assert delta(before) == dict.fromkeys(("h2d_copies", "h2d_bytes", "d2h_copies", "d2h_bytes", "allocations"), 0)
+
+
+def test_a_device_tensor_where_a_host_input_is_planned_is_rejected(programs, data):
+    method = runtime.load(programs / "affine.pte").load_method()
+    x, y = data["affine"]
+    with pytest.raises(ValueError, match=r"input 0 .*is planned on cpu, got a tensor on cuda:0"):
+        method.execute([et_copy.h2d_copy(x), y])
+
+
+@pytest.mark.parametrize("bad, error, match", [
+    (lambda x, y: [x], ValueError, "takes 2 inputs, got 1"),
+    (lambda x, y: [x.double(), y], TypeError, "input 0 .*must have dtype torch.float32, got torch.float64"),
+    (lambda x, y: [x, "y"], TypeError, "input 1 .*must be a torch.Tensor or an et_copy.DeviceTensor, got str"),
+])
+def test_inputs_the_method_cannot_take_are_rejected_naming_the_input(programs, data, bad, error, match):
+    method = runtime.load(programs / "affine.pte").load_method()
+    with pytest.raises(error, match=match):
+        method.execute(bad(*data["affine"]))
+
+
+def test_a_kernel_failure_raises_with_the_instruction_operator_and_the_kernels_own_words(exported_programs):
+    et_copy.use_simulated_device()
+    method = runtime.load(exported_programs / "output_dtype_half.pte").load_method()
+    with pytest.raises(et_copy.EtCopyError) as info:
+        method.execute([torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)])
+    e = info.value
+    assert (e.error, e.instruction, e.operator) == ("InvalidArgument", "0:1", "et_copy::_d2h_copy.out")
+    assert "et_copy::_d2h_copy.out: dtype mismatch: self has Float, out has Half" in str(e)
+    assert any("KernelCall failed at instruction 0:1" in line for line in e.log)
+
+
+def test_unknown_method_names_the_methods_there_are(programs):
+    with pytest.raises(et_copy.EtCopyError, match=r"no method of that name \(it has: \['forward'\]\)"):
+        runtime.load(programs / "affine.pte").load_method("backward")
+
+
+ORDERS = {
+    "executorch.runtime first": "import executorch.runtime\nimport et_copy.runtime as rt",
+    "et_copy.runtime first": "import et_copy.runtime as rt\nimport executorch.runtime",
+}
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_either_import_order_runs_programs_with_et_copys_kernels_serving_the_copies(programs, exported_programs,
+                                                                                    order):
+    code = ORDERS[order] + textwrap.dedent(f"""
+        import json, torch, et_copy
+        from executorch.runtime import Runtime
+        et_copy.use_simulated_device()
+        x, y = torch.load({str(programs / "data.pt")!r})["affine"]
+        got = rt.load({str(programs / "affine.pte")!r}).load_method().execute([x, y])
+        wheel = Runtime.get().load_program({str(programs / "affine.pte")!r}).load_method("forward").execute([x, y])
+        try:
+            rt.load({str(exported_programs / "output_dtype_half.pte")!r}).load_method().execute(
+                [torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)])
+            half = "accepted"
+        except et_copy.EtCopyError as e:
+            half = str(e)
+        print(json.dumps({{"equal": torch.equal(got[0], x * 2.0 + y), "same_as_wheel": torch.equal(got[0], wheel[0]),
+                          "owner": et_copy.kernel_owner(et_copy.D2H_COPY_OUT), "half": half}}))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    said = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert said["equal"] and said["same_as_wheel"]
+    # The global registry holds the wheel's kernel, yet et-copy's rejected the retyped output.
+    assert said["owner"] == "already other"
+    assert "dtype mismatch: self has Float, out has Half" in said["half"]
+
+
+def test_a_device_planned_method_without_an_allocator_says_what_to_register(programs):
+    code = f"""
+import et_copy.runtime as rt
+try:
+    rt.load({str(programs / "affine.pte")!r}).load_method()
+except Exception as e:
+    print(type(e).__name__, e.error, e)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert "EtCopyError NotFound" in proc.stdout, proc.stdout + proc.stderr
+    assert "on cuda:0" in proc.stdout and "et_copy.use_simulated_device()" in proc.stdout
