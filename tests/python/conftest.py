@@ -35,7 +35,14 @@ def exported_programs(tmp_path_factory) -> Path:
     process because exporting imports executorch.exir."""
     out = tmp_path_factory.mktemp("programs")
     script = Path(__file__).with_name("tamper_programs.py")
-    proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=600)
+    env = dict(os.environ)
+    if "LD_PRELOAD" in env:
+        # Under the sanitizer suite: export with the installed, uninstrumented
+        # et_copy (the instrumented one needs the preloaded ASan runtime).
+        for key in ("LD_PRELOAD", "PYTHONPATH", "ASAN_OPTIONS", "UBSAN_OPTIONS"):
+            env.pop(key, None)
+    proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=600,
+                          env=env)
     if proc.returncode != 0:
         pytest.fail(f"exporting the test programs failed:\n{proc.stderr[-6000:]}")
     return out
