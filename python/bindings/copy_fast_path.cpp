@@ -186,6 +186,8 @@ bool dtype_code(PyObject* dtype, int* code) {
   return true;
 }
 
+} // namespace
+
 // Reads `o` as _ops._packed would. Returns false, having read nothing
 // that matters, for anything unusual (a freed or sliced DeviceTensor, a
 // dtype or device et_copy does not move, another type): Python's path
@@ -262,6 +264,8 @@ bool read_object(PyObject* o, bool dynamic_out, TensorSpec& s) {
   }
   return true;
 }
+
+namespace {
 
 // Copies this small run faster than the GIL can be released and taken back.
 constexpr size_t kReleaseGilFromBytes = 64 * 1024;

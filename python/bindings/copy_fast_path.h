@@ -17,4 +17,11 @@ void bind_copy_fast_path(pybind11::module_& m);
 /// Failure(InvalidArgument) for a malformed one.
 TensorSpec packed_spec(const pybind11::tuple& t);
 
+/// Reads a torch.Tensor or et_copy.DeviceTensor into `s` without Python's
+/// help (as _ops._packed would describe it). Returns false, with `s`
+/// meaningless, for anything unusual (another type, a freed or sliced
+/// DeviceTensor, a dtype or device et_copy does not move): the caller then
+/// leaves the object to Python, which raises the right error.
+bool read_object(PyObject* o, bool dynamic_out, TensorSpec& s);
+
 } // namespace et_copy::bindings

@@ -6,6 +6,7 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -22,6 +23,7 @@
 #include <executorch/runtime/executor/memory_manager.h>
 #include <executorch/runtime/executor/method.h>
 #include <executorch/runtime/executor/program.h>
+#include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 
 #include "copy_fast_path.h"
 #include "failure.h"
@@ -117,11 +119,20 @@ struct LoadedMethod {
   std::unique_ptr<MemoryManager> memory;
   std::optional<Method> method;
   std::vector<EValue> scratch; // get_inputs/get_outputs, reused per call
+  // What each input and output is, read once at load for execute's checks.
+  struct Slot {
+    bool tensor = false;
+    bool planned = false;
+    int dtype = 0;
+    int device_type = 0;
+    int device_index = 0;
+  };
+  std::vector<Slot> inputs, outputs;
 };
 
 namespace {
 
-py::dict tensor_info_dict(const executorch::runtime::TensorInfo& info, const EValue& value) {
+py::dict tensor_info_dict(const executorch::runtime::TensorInfo& info, const LoadedMethod::Slot& slot) {
   py::dict d;
   d["name"] = std::string(info.name());
   d["dtype"] = static_cast<int>(info.scalar_type());
@@ -129,9 +140,8 @@ py::dict tensor_info_dict(const executorch::runtime::TensorInfo& info, const EVa
   d["dim_order"] = std::vector<int64_t>(info.dim_order().begin(), info.dim_order().end());
   d["nbytes"] = info.nbytes();
   d["memory_planned"] = info.is_memory_planned();
-  const auto* impl = value.toTensor().unsafeGetTensorImpl();
-  d["device_type"] = static_cast<int>(impl->device_type());
-  d["device_index"] = static_cast<int>(impl->device_index());
+  d["device_type"] = slot.device_type;
+  d["device_index"] = slot.device_index;
   return d;
 }
 
@@ -173,6 +183,39 @@ py::list method_names(const LoadedProgram& lp) {
     }
   }
   return names;
+}
+
+LoadedMethod::Slot slot_of(const EValue& value, const executorch::runtime::Result<executorch::runtime::TensorInfo>& info) {
+  LoadedMethod::Slot slot;
+  if (value.isTensor() && info.ok()) {
+    const auto* impl = value.toTensor().unsafeGetTensorImpl();
+    slot = {true, info->is_memory_planned(), static_cast<int>(info->scalar_type()),
+            static_cast<int>(impl->device_type()), static_cast<int>(impl->device_index())};
+  }
+  return slot;
+}
+
+void read_slots(LoadedMethod& lm) {
+  Method& m = *lm.method;
+  const MethodMeta meta = m.method_meta();
+  lm.scratch.resize(std::max(m.inputs_size(), m.outputs_size()));
+  // Deprecated, but the only way to read the device ExecuTorch gave each input.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  const Error inputs_read = m.get_inputs(lm.scratch.data(), lm.scratch.size());
+#pragma GCC diagnostic pop
+  if (inputs_read != Error::Ok) {
+    throw Failure(Error::Internal, "et_copy.runtime: could not read the method's inputs");
+  }
+  for (size_t i = 0; i < m.inputs_size(); ++i) {
+    lm.inputs.push_back(slot_of(lm.scratch[i], meta.input_tensor_meta(i)));
+  }
+  if (m.get_outputs(lm.scratch.data(), lm.scratch.size()) != Error::Ok) {
+    throw Failure(Error::Internal, "et_copy.runtime: could not read the method's outputs");
+  }
+  for (size_t i = 0; i < m.outputs_size(); ++i) {
+    lm.outputs.push_back(slot_of(lm.scratch[i], meta.output_tensor_meta(i)));
+  }
 }
 
 std::shared_ptr<LoadedMethod> load_method(const std::shared_ptr<LoadedProgram>& lp, const std::string& name) {
@@ -232,51 +275,35 @@ std::shared_ptr<LoadedMethod> load_method(const std::shared_ptr<LoadedProgram>& 
   if (err != Error::Ok) {
     raise_runtime(err, what, log);
   }
+  read_slots(*lm);
   return lm;
 }
 
 // Inputs' and outputs' metadata, with the device each tensor lives on as
 // the loaded method holds it.
-py::dict method_meta(LoadedMethod& lm) {
-  Method& m = *lm.method;
-  const MethodMeta meta = m.method_meta();
+py::dict method_meta(const LoadedMethod& lm) {
+  const MethodMeta meta = lm.method->method_meta();
+  auto entries = [](const std::vector<LoadedMethod::Slot>& slots, auto info_of, auto tag_of) {
+    py::list list;
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (slots[i].tensor) {
+        list.append(tensor_info_dict(*info_of(i), slots[i]));
+      } else {
+        const auto tag = tag_of(i);
+        py::dict e;
+        e["tag"] = tag.ok() ? static_cast<int>(*tag) : -1;
+        list.append(e);
+      }
+    }
+    return list;
+  };
   py::dict d;
   d["name"] = lm.name;
-  py::list inputs, outputs, buffers;
-  lm.scratch.resize(std::max(m.inputs_size(), m.outputs_size()));
-  // Deprecated, but the only way to read the device ExecuTorch gave each input.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-  const Error inputs_read = m.get_inputs(lm.scratch.data(), lm.scratch.size());
-#pragma GCC diagnostic pop
-  if (inputs_read != Error::Ok) {
-    throw Failure(Error::Internal, "et_copy.runtime: could not read the method's inputs");
-  }
-  for (size_t i = 0; i < meta.num_inputs(); ++i) {
-    const auto tag = meta.input_tag(i);
-    if (tag.ok() && *tag == Tag::Tensor) {
-      inputs.append(tensor_info_dict(*meta.input_tensor_meta(i), lm.scratch[i]));
-    } else {
-      py::dict e;
-      e["name"] = py::none();
-      e["tag"] = tag.ok() ? static_cast<int>(*tag) : -1;
-      inputs.append(e);
-    }
-  }
-  if (m.get_outputs(lm.scratch.data(), lm.scratch.size()) != Error::Ok) {
-    throw Failure(Error::Internal, "et_copy.runtime: could not read the method's outputs");
-  }
-  for (size_t i = 0; i < meta.num_outputs(); ++i) {
-    const auto tag = meta.output_tag(i);
-    if (tag.ok() && *tag == Tag::Tensor) {
-      outputs.append(tensor_info_dict(*meta.output_tensor_meta(i), lm.scratch[i]));
-    } else {
-      py::dict e;
-      e["name"] = py::none();
-      e["tag"] = tag.ok() ? static_cast<int>(*tag) : -1;
-      outputs.append(e);
-    }
-  }
+  d["inputs"] = entries(lm.inputs, [&](size_t i) { return meta.input_tensor_meta(i); },
+                        [&](size_t i) { return meta.input_tag(i); });
+  d["outputs"] = entries(lm.outputs, [&](size_t i) { return meta.output_tensor_meta(i); },
+                         [&](size_t i) { return meta.output_tag(i); });
+  py::list buffers;
   for (size_t i = 0; i < lm.spans.size(); ++i) {
     py::dict b;
     b["device_type"] = static_cast<int>(lm.devices[i].type());
@@ -284,30 +311,12 @@ py::dict method_meta(LoadedMethod& lm) {
     b["nbytes"] = lm.spans[i].size();
     buffers.append(b);
   }
-  d["inputs"] = inputs;
-  d["outputs"] = outputs;
   d["planned_buffers"] = buffers;
   return d;
 }
 
-// A method output as Python rebuilds it: a tensor that et_copy.runtime
-// bound (the caller's object takes the new shape), or one in the method's
-// planned host memory (copied out), or a plain value.
+// A non-tensor method output as a Python value.
 py::object output_value(const EValue& v) {
-  if (v.isTensor()) {
-    const auto& t = v.toTensor();
-    std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
-    std::vector<int64_t> order(t.dim_order().begin(), t.dim_order().end());
-    py::object data = py::none();
-    const auto* impl = t.unsafeGetTensorImpl();
-    if (impl->device_type() == et::DeviceType::CPU && t.nbytes() > 0 && t.const_data_ptr() != nullptr) {
-      // A view of the method's memory, for Python to copy out at once.
-      data = py::reinterpret_steal<py::object>(PyMemoryView_FromMemory(
-          static_cast<char*>(const_cast<void*>(t.const_data_ptr())), static_cast<Py_ssize_t>(t.nbytes()), PyBUF_WRITE));
-    }
-    return py::make_tuple(static_cast<int>(t.scalar_type()), sizes, order, data,
-                          static_cast<int>(impl->device_type()), static_cast<int>(impl->device_index()));
-  }
   if (v.isInt()) {
     return py::int_(v.toInt());
   }
@@ -344,31 +353,67 @@ EValue input_value(const py::handle& value, std::vector<std::unique_ptr<TensorVi
   throw Failure(Error::InvalidArgument, "et_copy.runtime: unsupported input value");
 }
 
-// Runs the method. `inputs` holds packed tensor specs (et_copy._ops._packed)
-// or Python scalars, in order; `outputs` a packed spec per output to bind
-// the caller's memory to, or None to use the method's own. Device checks
-// (a host tensor where the method plans device memory, and the reverse)
-// are done in Python against method_meta before this is called.
-py::list execute(LoadedMethod& lm, const py::list& inputs, const py::list& outputs) {
+size_t capacity_bytes(const TensorSpec& s) {
+  size_t n = executorch::runtime::elementSize(static_cast<executorch::aten::ScalarType>(s.dtype));
+  for (int64_t d : s.capacity ? *s.capacity : s.sizes) {
+    n *= static_cast<size_t>(d);
+  }
+  return n;
+}
+
+// Runs the method. `inputs`: torch tensors and DeviceTensors (read here),
+// packed tensor specs (et_copy._ops._packed, from Python's slow path) or
+// Python scalars, in order. `outputs`: per output, None (not a tensor), or
+// the tensor that receives it: bound as the output's memory when the
+// program does not plan it, copied into after the run when it does.
+// Returns NotImplemented, having run nothing, when an input or output is
+// not the plain tensor its slot expects: Python then raises the error.
+// Otherwise a list: per tensor output None (the given tensor kept its
+// shape) or its new sizes; per other output its value.
+py::object execute(LoadedMethod& lm, const py::list& inputs, const py::list& outputs) {
   Method& m = *lm.method;
   const std::string what = "et_copy.runtime: method '" + lm.name + "'";
-  if (inputs.size() != m.inputs_size()) {
-    throw Failure(Error::InvalidArgument, what + " takes " + std::to_string(m.inputs_size()) + " inputs, got " +
-                                              std::to_string(inputs.size()));
+  if (inputs.size() != lm.inputs.size() || outputs.size() != lm.outputs.size()) {
+    return py::reinterpret_borrow<py::object>(Py_NotImplemented);
   }
   std::vector<std::unique_ptr<TensorView>> views;
-  views.reserve(inputs.size() + outputs.size());
+  views.reserve(inputs.size());
   std::vector<EValue> values;
   values.reserve(inputs.size());
-  for (const auto& v : inputs) {
-    values.push_back(input_value(v, views));
-  }
-  std::vector<std::pair<size_t, TensorView*>> bound;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    if (!outputs[i].is_none()) {
-      views.push_back(std::make_unique<TensorView>(packed_spec(outputs[i].cast<py::tuple>())));
-      bound.emplace_back(i, views.back().get());
+  TensorSpec spec;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const LoadedMethod::Slot& slot = lm.inputs[i];
+    py::handle value = inputs[i];
+    if (slot.tensor && !py::isinstance<py::tuple>(value)) {
+      if (!read_object(value.ptr(), false, spec) || spec.dtype != slot.dtype ||
+          spec.device_type != slot.device_type || spec.device_index != slot.device_index ||
+          (slot.planned && slot.device_type != 0)) {
+        return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+      }
+      views.push_back(std::make_unique<TensorView>(spec));
+      values.emplace_back(views.back()->tensor());
+    } else {
+      values.push_back(input_value(value, views));
     }
+  }
+  struct Target {
+    void* data;
+    size_t capacity;
+    std::vector<int64_t> sizes;
+  };
+  std::vector<std::optional<Target>> targets(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const LoadedMethod::Slot& slot = lm.outputs[i];
+    if (!slot.tensor) {
+      continue;
+    }
+    const bool host_copy = slot.planned && slot.device_type == 0;
+    if (outputs[i].is_none() || !read_object(outputs[i].ptr(), true, spec) || spec.dtype != slot.dtype ||
+        spec.device_type != slot.device_type || spec.device_index != slot.device_index ||
+        (slot.planned && !host_copy)) {
+      return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+    }
+    targets[i] = Target{reinterpret_cast<void*>(spec.data), capacity_bytes(spec), spec.sizes};
   }
   std::vector<std::string> log;
   Error err = Error::Ok;
@@ -382,20 +427,30 @@ py::list execute(LoadedMethod& lm, const py::list& inputs, const py::list& outpu
         step = "setting input " + std::to_string(i);
       }
     }
-    for (const auto& [i, view] : bound) {
-      if (err != Error::Ok) {
-        break;
-      }
-      auto& t = view->tensor();
-      err = m.set_output_data_ptr(t.mutable_data_ptr(), t.nbytes(), i);
-      if (err != Error::Ok) {
-        step = "binding output " + std::to_string(i);
+    for (size_t i = 0; i < targets.size() && err == Error::Ok; ++i) {
+      if (targets[i] && !lm.outputs[i].planned) {
+        err = m.set_output_data_ptr(targets[i]->data, targets[i]->capacity, i);
+        if (err != Error::Ok) {
+          step = "binding output " + std::to_string(i);
+        }
       }
     }
     if (err == Error::Ok) {
       err = m.execute();
       if (err != Error::Ok) {
         step = "executing"; // execute() has reset itself for the next call
+      }
+    }
+    for (size_t i = 0; i < targets.size() && err == Error::Ok; ++i) {
+      if (targets[i] && lm.outputs[i].planned) { // host memory the method owns: copy out
+        const auto& t = m.get_output(i).toTensor();
+        if (t.nbytes() > targets[i]->capacity) {
+          err = Error::InvalidArgument;
+          step = "copying output " + std::to_string(i) + " (" + std::to_string(t.nbytes()) +
+              " bytes) into a " + std::to_string(targets[i]->capacity) + "-byte tensor";
+        } else if (t.nbytes() > 0) {
+          std::memcpy(targets[i]->data, t.const_data_ptr(), t.nbytes());
+        }
       }
     }
     if (err != Error::Ok) {
@@ -405,13 +460,17 @@ py::list execute(LoadedMethod& lm, const py::list& inputs, const py::list& outpu
   if (err != Error::Ok) {
     raise_runtime(err, what + ": " + step, log);
   }
-  lm.scratch.resize(std::max(m.inputs_size(), m.outputs_size()));
-  if (m.get_outputs(lm.scratch.data(), m.outputs_size()) != Error::Ok) {
-    throw Failure(Error::Internal, what + ": could not read the outputs");
-  }
   py::list result;
-  for (size_t i = 0; i < m.outputs_size(); ++i) {
-    result.append(output_value(lm.scratch[i]));
+  for (size_t i = 0; i < lm.outputs.size(); ++i) {
+    const EValue& v = m.get_output(i);
+    if (targets[i]) {
+      const auto sizes = v.toTensor().sizes();
+      const bool same = sizes.size() == targets[i]->sizes.size() &&
+          std::equal(sizes.begin(), sizes.end(), targets[i]->sizes.begin());
+      result.append(same ? py::object(py::none()) : py::cast(std::vector<int64_t>(sizes.begin(), sizes.end())));
+    } else {
+      result.append(output_value(v));
+    }
   }
   return result;
 }

@@ -22,6 +22,7 @@ host round trip.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 from dataclasses import dataclass
 from typing import Any, Sequence, Union
@@ -34,7 +35,7 @@ from ._dtypes import SCALAR_TYPE_CODES
 from ._errors import EtCopyError
 from ._ops import _packed
 from ._registration import _wheel_library
-from ._tensors import DeviceTensor, contiguous_strides, empty
+from ._tensors import DeviceTensor, contiguous_strides, dim_order_of, empty
 
 __all__ = ["BufferMeta", "Method", "MethodMeta", "Program", "TensorMeta", "load"]
 
@@ -125,41 +126,65 @@ class Method:
         self.name: str = core.name
         self.meta: MethodMeta = _meta(core.meta())
         self._where = f"et_copy.runtime: method '{self.name}'"
-        for i, m in enumerate(self.meta.outputs):
-            if isinstance(m, TensorMeta) and m.memory_planned and m.device != "cpu":
+        self._makers = [self._maker(i, m) for i, m in enumerate(self.meta.outputs)]
+
+    def _maker(self, i: int, m: TensorMeta | ValueMeta):
+        """What makes a fresh tensor for output ``i`` on each call (None: not a tensor)."""
+        if not isinstance(m, TensorMeta):
+            return None
+        if m.dtype is None:
+            raise EtCopyError(f"{self._where}: output {i} has a dtype torch cannot represent", error="NotSupported")
+        if m.device != "cpu":
+            if m.memory_planned:
                 # Its memory is the method's, overwritten by the next call, and only a device copy could hand it out.
-                raise EtCopyError(f"{self._where}: output {i} is memory-planned on {m.device}; et_copy.runtime returns "
-                                  "device outputs in memory the caller owns: export with alloc_graph_output=False",
-                                  error="NotSupported")
+                raise EtCopyError(f"{self._where}: output {i} is memory-planned on {m.device}; et_copy.runtime "
+                                  "returns device outputs in memory the caller owns: export with "
+                                  "alloc_graph_output=False", error="NotSupported")
+            return functools.partial(empty, m.shape, m.dtype, m.device, dynamic=True, dim_order=m.dim_order)
+        if list(m.dim_order) == sorted(m.dim_order):
+            return functools.partial(torch.empty, m.shape, dtype=m.dtype)
+        return functools.partial(torch.empty_permuted, m.shape, m.dim_order, dtype=m.dtype)
 
     def execute(self, inputs: Sequence[Any], *, outputs: Sequence[AnyTensor | None] | None = None) -> list[Any]:
         """Runs the method on ``inputs`` (torch tensors, DeviceTensors, Python
         scalars, in the method's order) and returns its outputs: torch tensors
-        for host outputs, DeviceTensors for device outputs.
+        for host outputs, DeviceTensors for device outputs, fresh each call.
 
         ``outputs`` may give, per output, a tensor to write that output into
-        (only outputs the program does not memory-plan); None entries, or
-        no ``outputs``, let et_copy.runtime allocate them. Raises EtCopyError
-        (with ``.error``, ``.instruction``, ``.operator`` and ``.log`` when the
-        runtime failed inside a kernel), TypeError or ValueError for inputs
-        the method cannot take; nothing is written to a given output then.
+        (one with the output's dtype, device, dim order and capacity); None
+        entries, or no ``outputs``, let et_copy.runtime allocate them. Raises
+        EtCopyError (with ``.error``, ``.instruction``, ``.operator`` and
+        ``.log`` when the runtime failed inside a kernel), TypeError or
+        ValueError for inputs the method cannot take.
         """
+        if outputs is None:
+            outs = [make() if make is not None else None for make in self._makers]
+        else:
+            outs = self._given_outputs(outputs)
+        result = self._core.execute(inputs, outs) if type(inputs) is list else NotImplemented
+        if result is NotImplemented:
+            # Not the plain tensors each slot expects: check them here, raising the error that says why,
+            # and hand the bindings their packed descriptions.
+            result = self._core.execute(self._checked_inputs(inputs), outs)
+            if result is NotImplemented:
+                raise EtCopyError(f"{self._where}: an output tensor could not be described", error="Internal")
+        for i, (out, changed) in enumerate(zip(outs, result)):
+            if out is None:
+                outs[i] = changed  # a non-tensor output's value
+            elif changed is not None:  # a dynamic shape: the tensor takes the size it ran with
+                if isinstance(out, DeviceTensor):
+                    out._set_shape(changed)
+                else:
+                    out.as_strided_(changed, contiguous_strides(changed, self.meta.outputs[i].dim_order))
+        return outs
+
+    def _checked_inputs(self, inputs: Any) -> list:
         meta = self.meta
         if not isinstance(inputs, (list, tuple)):
             raise TypeError(f"{self._where}: inputs must be a list or tuple, got {type(inputs).__name__}")
         if len(inputs) != len(meta.inputs):
             raise ValueError(f"{self._where}: takes {len(meta.inputs)} inputs, got {len(inputs)}")
-        packed = [self._input(i, value, m) for i, (value, m) in enumerate(zip(inputs, meta.inputs))]
-        if outputs is not None and len(outputs) != len(meta.outputs):
-            raise ValueError(f"{self._where}: has {len(meta.outputs)} outputs, got {len(outputs)} in outputs=")
-        bound: list[AnyTensor | None] = []
-        for i, m in enumerate(meta.outputs):
-            given = outputs[i] if outputs is not None else None
-            bound.append(self._output(i, given, m))
-        results = self._core.execute(packed, [None if b is None else _packed(b, self._where, f"outputs[{i}]",
-                                                                               isinstance(b, torch.Tensor))
-                                              for i, b in enumerate(bound)])
-        return [_result(r, b) for r, b in zip(results, bound)]
+        return [self._input(i, value, m) for i, (value, m) in enumerate(zip(inputs, meta.inputs))]
 
     def _input(self, i: int, value: Any, m: TensorMeta | ValueMeta) -> Any:
         if isinstance(m, ValueMeta):
@@ -185,46 +210,30 @@ class Method:
                               "host memcpy; export with alloc_graph_input=False", error="NotSupported")
         return _packed(value, self._where, arg)
 
-    def _output(self, i: int, given: AnyTensor | None, m: TensorMeta | ValueMeta) -> AnyTensor | None:
-        if not isinstance(m, TensorMeta) or m.memory_planned:
-            if given is not None:
-                raise ValueError(f"{self._where}: output {i} lives in the method's planned memory and cannot be "
-                                 "bound to a tensor of the caller's; pass None for it")
-            return None
-        if given is None:
-            if m.dtype is None:
-                raise EtCopyError(f"{self._where}: output {i} has a dtype torch cannot represent", error="NotSupported")
-            if m.device == "cpu":
-                return torch.empty_permuted(m.shape, m.dim_order, dtype=m.dtype)
-            return empty(m.shape, m.dtype, m.device, dynamic=True, dim_order=m.dim_order)
-        arg = f"outputs[{i}]"
-        if not isinstance(given, (torch.Tensor, DeviceTensor)):
-            raise TypeError(f"{self._where}: {arg} must be a torch.Tensor, an et_copy.DeviceTensor or None")
-        if given.dtype != m.dtype or _device_of(given) != m.device:
-            raise ValueError(f"{self._where}: {arg} must be {m.dtype} on {m.device}, "
-                             f"got {given.dtype} on {_device_of(given)}")
-        capacity = given.capacity if isinstance(given, DeviceTensor) else given.shape
-        if tuple(capacity) != m.shape or (isinstance(given, DeviceTensor) and given.dim_order != m.dim_order):
-            raise ValueError(f"{self._where}: {arg} must have capacity {list(m.shape)} in dim order "
-                             f"{list(m.dim_order)}, got {list(capacity)}")
-        return given
-
-
-def _result(r: Any, bound: AnyTensor | None) -> Any:
-    if not isinstance(r, tuple):
-        return r  # int, float, bool, None
-    code, sizes, order, data, _device_type, _device_index = r
-    if bound is not None:
-        if isinstance(bound, DeviceTensor):
-            bound._set_shape(sizes)
-        elif list(bound.shape) != list(sizes):
-            bound.as_strided_(sizes, contiguous_strides(sizes, order))
-        return bound
-    dtype = _DTYPES[code]
-    if data is None:  # no bytes
-        return torch.empty_permuted(sizes, order, dtype=dtype)
-    flat = torch.frombuffer(data, dtype=torch.uint8).clone()
-    return flat.view(dtype).as_strided(sizes, contiguous_strides(sizes, order))
+    def _given_outputs(self, outputs: Sequence[AnyTensor | None]) -> list:
+        if len(outputs) != len(self.meta.outputs):
+            raise ValueError(f"{self._where}: has {len(self.meta.outputs)} outputs, got {len(outputs)} in outputs=")
+        outs = []
+        for i, (given, m, make) in enumerate(zip(outputs, self.meta.outputs, self._makers)):
+            if given is None or make is None:
+                if given is not None:
+                    raise ValueError(f"{self._where}: output {i} is not a tensor; pass None for it")
+                outs.append(make() if make is not None else None)
+                continue
+            arg = f"outputs[{i}]"
+            if not isinstance(given, (torch.Tensor, DeviceTensor)):
+                raise TypeError(f"{self._where}: {arg} must be a torch.Tensor, an et_copy.DeviceTensor or None")
+            if given.dtype != m.dtype or _device_of(given) != m.device:
+                raise ValueError(f"{self._where}: {arg} must be {m.dtype} on {m.device}, "
+                                 f"got {given.dtype} on {_device_of(given)}")
+            capacity = given.capacity if isinstance(given, DeviceTensor) else given.shape
+            order = tuple(given.dim_order) if isinstance(given, DeviceTensor) else tuple(dim_order_of(given))
+            dense = isinstance(given, DeviceTensor) or given.stride() == tuple(contiguous_strides(given.shape, order))
+            if tuple(capacity) != m.shape or order != m.dim_order or not dense:
+                raise ValueError(f"{self._where}: {arg} must be dense with capacity {list(m.shape)} in dim order "
+                                 f"{list(m.dim_order)}, got {list(capacity)} in {list(order)}")
+            outs.append(given)
+        return outs
 
 
 class Program:
