@@ -1,6 +1,7 @@
-"""A whole program through ``executorch.runtime``: a .pte whose inner
-tensors are planned on the (simulated) device, against the same model
-exported without device planning."""
+"""A whole program: a .pte whose inner tensors are planned on the
+(simulated) device, through ``executorch.runtime`` (the wheel's kernels
+serve its copies) and through ``et_copy.runtime`` (et-copy's, scoped to the
+method), against the same model exported without device planning."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import torch
 from ._timing import Config, measure, python_sampler
 
 DEVICE_PLANNED = "device-planned .pte (h2d, model, d2h)"
+ET_COPY_RUNTIME = "the same .pte on et_copy.runtime"
 HOST_ONLY = "same model, no device planning"
 BASELINE = HOST_ONLY
 DEFAULT_SHAPES = ((1024,), (1024, 1024))  # 4 KiB and 4 MiB of float32
@@ -45,6 +47,7 @@ def program_level(config: Config, shapes=DEFAULT_SHAPES, progress=None) -> dict:
     from executorch.runtime import Runtime
 
     import et_copy
+    from et_copy import runtime as et_copy_runtime
     from et_copy.export import export_device_program
 
     runtime = Runtime.get()
@@ -60,9 +63,10 @@ def program_level(config: Config, shapes=DEFAULT_SHAPES, progress=None) -> dict:
         before = et_copy.allocator_stats()
         device_program, device_method = _load(runtime, device_pte)
         host_program, host_method = _load(runtime, host_pte)
+        ours = et_copy_runtime.load(device_pte).load_method("forward")
         planned = et_copy.allocator_stats()["bytes_outstanding"] - before["bytes_outstanding"]
         expected = module(x)
-        for method in (device_method, host_method):
+        for method in (device_method, host_method, ours):
             got = method.execute([x])[0]
             if not torch.equal(got, expected):
                 raise RuntimeError(f"et_copy bench: the {list(shape)} program returned wrong values; not timing it")
@@ -74,6 +78,7 @@ def program_level(config: Config, shapes=DEFAULT_SHAPES, progress=None) -> dict:
         results = measure({
             DEVICE_PLANNED: python_sampler(lambda: device_method.execute([x])),
             HOST_ONLY: python_sampler(lambda: host_method.execute([x])),
+            ET_COPY_RUNTIME: python_sampler(lambda: ours.execute([x])),
         }, config)
         rows.append({
             "shape": list(shape),
@@ -85,6 +90,6 @@ def program_level(config: Config, shapes=DEFAULT_SHAPES, progress=None) -> dict:
             },
             "results": results,
         })
-        del device_method, host_method, device_program, host_program
-    return {"baseline": BASELINE, "rows": rows,
+        del device_method, host_method, device_program, host_program, ours
+    return {"baseline": BASELINE, "rows": rows, "runtimes": [DEVICE_PLANNED, ET_COPY_RUNTIME],
             "registry_kernels": {op: et_copy.kernel_owner(op) for op in (et_copy.H2D_COPY_OUT, et_copy.D2H_COPY_OUT)}}
