@@ -59,6 +59,7 @@ endif()
 set(_et_copy_headers
   copy_ops.h
   counting_device_allocator.h
+  program_check.h
   registration.h
   simulated_device_allocator.h)
 if(ET_COPY_PACKAGE_HAS_CUDA)

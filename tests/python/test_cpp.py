@@ -87,7 +87,7 @@ def test_cpp_unit_tests_pass_under_ctest(repo_build):
 def test_cmake_install_lays_out_library_headers_and_package(plain_install):
     prefix = plain_install.parents[2]
     assert (prefix / "lib" / "libet_copy_runtime.a").is_file()
-    for header in ("copy_ops.h", "counting_device_allocator.h", "registration.h",
+    for header in ("copy_ops.h", "counting_device_allocator.h", "program_check.h", "registration.h",
                    "simulated_device_allocator.h"):
         assert (prefix / "include" / "et_copy" / header).is_file(), header
     for f in ("et_copyConfig.cmake", "et_copyConfigVersion.cmake", "et_copyTargets.cmake"):
