@@ -311,10 +311,10 @@ def run_programs(programs: list[Program], progress=None) -> list[ProgramResult]:
             with capture:
                 _run_valid(p, results[p.name])
         except Exception as e:  # noqa: BLE001 (export failed: every column fails)
+            first = (str(e).strip().splitlines() or [""])[0][:300]  # exir appends the whole graph
             for column in COLUMNS:
                 results[p.name].cells[column] = Cell(f"not exported: {type(e).__name__}", ok=False)
-            first = (str(e).strip().splitlines() or [""])[0][:300]  # exir appends the whole graph
-            results[p.name].add("export", "export_failed", f"{type(e).__name__}: {first}")
+                results[p.name].add(column, "export_failed", f"{type(e).__name__}: {first}")
         results[p.name].log = capture.text
     tampered = [p for p in programs if not p.valid]
     if tampered:

@@ -133,7 +133,7 @@ def render(cases: list[Case], results: list[dict[str, Result]], env: dict, progr
                         findings_lines.append(f"[{footnotes[key]}] {column} on {p.program.name}")
                         findings_lines.append(f"     {p.program.description}")
                         for f in p.findings:
-                            if f.message.startswith(column) or f.kind == "export_failed":
+                            if f.message.startswith(column):
                                 findings_lines.append(f"     {f.kind}: {f.message}")
                     text = f"{text} [{footnotes[key]}]"
                 cells.append(text)
