@@ -123,7 +123,7 @@ def test_bench_rejects_an_unknown_section():
 
 
 @pytest.mark.slow
-def test_bench_program_section_runs_a_device_planned_pte_and_its_host_twin(tmp_path):
+def test_bench_program_section_runs_a_device_planned_pte_on_both_runtimes_and_its_host_twin(tmp_path):
     json_path = tmp_path / "program.json"
     ok(run_bench(*TINY, "--only", "program", "--json", str(json_path)))
     doc = json.loads(json_path.read_text())
@@ -131,6 +131,8 @@ def test_bench_program_section_runs_a_device_planned_pte_and_its_host_twin(tmp_p
     # The device-planned program really crosses the boundary on every run.
     assert row["copies_per_execution"] == {"h2d": 1, "d2h": 1}
     assert row["device_planned_bytes"] >= row["nbytes"]
-    assert set(row["results"]) == {"device-planned .pte (h2d, model, d2h)", "same model, no device planning"}
+    assert set(row["results"]) == {"device-planned .pte (h2d, model, d2h)", "same model, no device planning",
+                                   "the same .pte on et_copy.runtime"}
+    assert doc["program"]["runtimes"] == ["device-planned .pte (h2d, model, d2h)", "the same .pte on et_copy.runtime"]
     for stats in row["results"].values():
         check_stats(stats)
