@@ -251,3 +251,17 @@ except Exception as e:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert "EtCopyError NotFound" in proc.stdout, proc.stdout + proc.stderr
     assert "on cuda:0" in proc.stdout and "et_copy.use_simulated_device()" in proc.stdout
+
+
+def test_loading_a_method_logs_no_kernel_not_found_line_per_operator(programs):
+    # method_kernels() lists every registered operator, so aten::mul/add
+    # resolve in the method's list without a failed lookup first.
+    code = f"""
+import et_copy, et_copy.runtime as rt
+et_copy.use_simulated_device()
+rt.load({str(programs / "affine.pte")!r}).load_method()
+print("loaded")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.stdout.strip() == "loaded", proc.stderr[-3000:]
+    assert "not found" not in proc.stderr, proc.stderr[-3000:]
