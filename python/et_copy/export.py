@@ -103,6 +103,12 @@ def _tag_device_side(graph_module: torch.fx.GraphModule, device_type: DeviceType
             if isinstance(spec, TensorSpec) and not spec.const:
                 spec.device, spec.device_index = device_type, index
         on_device.add(node)
+        # Out-variant ops write into the alloc nodes of their `out`, and readers of
+        # a multi-output op (split, chunk, unbind) take its results through
+        # getitem on that alloc, not on the op: those allocs are on the device too.
+        out = node.kwargs.get("out")
+        on_device.update(a for a in (out if isinstance(out, (tuple, list)) else [out])
+                         if isinstance(a, torch.fx.Node))
 
 
 def export_device_program(
