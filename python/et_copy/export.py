@@ -41,6 +41,7 @@ from ._device import parse_device
 TARGET_DEVICE_KEY = "target_device"  # executorch's PropagateDevicePass reads this CompileSpec key
 
 __all__ = [
+    "BoundaryPlanningPass",
     "DeviceBoundary",
     "DevicePlanningPass",
     "TargetDevicePartitioner",
@@ -109,6 +110,80 @@ def _tag_device_side(graph_module: torch.fx.GraphModule, device_type: DeviceType
         out = node.kwargs.get("out")
         on_device.update(a for a in (out if isinstance(out, (tuple, list)) else [out])
                          if isinstance(a, torch.fx.Node))
+
+
+class BoundaryPlanningPass(MemoryPlanningPass):
+    """The MemoryPlanningPass of the delegate route (:func:`lower_to_device`).
+
+    Before planning, on the graph executorch's PropagateDevicePass left:
+
+    - **Copy dedupe.** PropagateDevicePass copies a tensor to the device once
+      per partition that reads it. Copies of the same tensor to the same
+      device (and back from it) are merged into one, so an execution makes
+      one h2d per (tensor, device) and one d2h per device tensor.
+      ``copies_merged`` counts what the last run merged.
+    - **Scalar-constant workaround** (executorch 1.5.1). A partition that
+      reads a lifted 0-d constant (an attention scale, ``x * 0.5``) gets an
+      ``_h2d_copy`` whose output spec is copied from the constant's, still
+      marked constant but with no storage, and the emitter then fails with
+      ``'NoneType' object has no attribute 'nbytes'``. Such a spec is the
+      copy's output, not a constant: it is unmarked so it gets planned.
+      ``constants_unmarked`` counts them. (tests/python/test_export.py tells
+      when upstream no longer needs this.)
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.copies_merged = 0
+        self.constants_unmarked = 0
+
+    def run(self, graph_module: torch.fx.GraphModule, graph_signature=None):
+        self.constants_unmarked = _unmark_copied_constants(graph_module)
+        self.copies_merged = _merge_duplicate_copies(graph_module)
+        return super().run(graph_module, graph_signature)
+
+
+def _copy_nodes(graph_module: torch.fx.GraphModule):
+    copies = (torch.ops.et_copy._h2d_copy.out, torch.ops.et_copy._d2h_copy.out)
+    return [n for n in graph_module.graph.nodes if n.op == "call_function" and n.target in copies]
+
+
+def _unmark_copied_constants(graph_module: torch.fx.GraphModule) -> int:
+    h2d = torch.ops.et_copy._h2d_copy.out
+    count = 0
+    for node in _copy_nodes(graph_module):
+        spec = node.meta.get("spec")
+        if node.target is h2d and isinstance(spec, TensorSpec) and spec.const and spec.storage is None:
+            spec.const = False
+            count += 1
+    return count
+
+
+def _merge_duplicate_copies(graph_module: torch.fx.GraphModule) -> int:
+    """Merges copies with the same op, source and destination device into the
+    first; its output (and its out buffer) then serves every reader."""
+    first: dict[tuple, torch.fx.Node] = {}
+    merged = 0
+    for node in _copy_nodes(graph_module):
+        spec = node.meta.get("spec")
+        source = node.args[0] if node.args else None
+        if not isinstance(spec, TensorSpec) or not isinstance(source, torch.fx.Node):
+            continue
+        key = (node.target, source, spec.device, spec.device_index)
+        kept = first.setdefault(key, node)
+        if kept is node:
+            continue
+        out, kept_out = node.kwargs.get("out"), kept.kwargs.get("out")
+        node.replace_all_uses_with(kept)
+        graph_module.graph.erase_node(node)
+        if isinstance(out, torch.fx.Node) and isinstance(kept_out, torch.fx.Node):
+            out.replace_all_uses_with(kept_out)
+            if not out.users:
+                graph_module.graph.erase_node(out)
+        merged += 1
+    if merged:
+        graph_module.recompile()
+    return merged
 
 
 def export_device_program(
@@ -187,6 +262,13 @@ def with_target_device(partitioner: Partitioner, device: str = "cuda:0") -> Targ
     return TargetDevicePartitioner(partitioner, device)
 
 
+def _has_delegate(edge) -> bool:
+    from executorch.exir.delegate import executorch_call_delegate
+
+    return any(n.op == "call_function" and n.target is executorch_call_delegate
+               for method in edge.methods for n in edge.exported_program(method).graph.nodes)
+
+
 def lower_to_device(
     module: torch.nn.Module,
     example_inputs: Sequence[Any],
@@ -209,10 +291,13 @@ def lower_to_device(
     and needs ``alloc_graph_input=False``; ``skip_d2h_for_method_outputs``
     leaves partition outputs that are method outputs on the device and needs
     ``alloc_graph_output=False`` (a CPU build of torch cannot take such an
-    output back). The runtime needs a backend registered under the
-    partitioner's backend id and a DeviceAllocator for the device. Returns
-    the ExecutorchProgramManager. Raises ValueError for a bad device or a
-    skip flag without its memory-planning setting.
+    output back). Copies of one tensor are merged (one h2d per tensor and
+    device, one d2h per device tensor; :class:`BoundaryPlanningPass`). The
+    runtime needs a backend registered under the partitioner's backend id
+    and a DeviceAllocator for the device. Returns the
+    ExecutorchProgramManager. Raises ValueError for a bad device, a skip flag
+    without its memory-planning setting, or a partitioner that delegated
+    nothing (the program would have no device boundary).
     """
     op = "et_copy.export.lower_to_device"
     if skip_h2d_for_method_inputs and alloc_graph_input:
@@ -225,7 +310,11 @@ def lower_to_device(
     target = with_target_device(partitioner, device)
     exported = torch.export.export(module, tuple(example_inputs), dynamic_shapes=dynamic_shapes, strict=strict)
     edge = to_edge_transform_and_lower(exported, partitioner=[target])
-    planner = MemoryPlanningPass(alloc_graph_input=alloc_graph_input, alloc_graph_output=alloc_graph_output)
+    if not _has_delegate(edge):
+        raise ValueError(f"{op}: {type(partitioner).__name__} delegated nothing of {type(module).__name__}, so the "
+                         "program would have no device boundary; use export_device_program for a model without "
+                         "delegate work")
+    planner = BoundaryPlanningPass(alloc_graph_input=alloc_graph_input, alloc_graph_output=alloc_graph_output)
     config = ExecutorchBackendConfig(
         memory_planning_pass=planner,
         enable_non_cpu_memory_planning=True,

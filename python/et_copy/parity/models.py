@@ -88,6 +88,7 @@ class Model:
     description: str
     build: Callable[[], tuple[torch.nn.Module, tuple, tuple, Any]]
     delegate: bool = True  # has float32 work XNNPACK takes (the delegate route applies)
+    control: bool = True  # has compute to compare with a plain export (a passthrough has none)
 
 
 def _convnet():
@@ -149,7 +150,7 @@ def _all_dtypes():
 
 MODELS = [
     Model("copy_only_all_dtypes", "every dtype et-copy moves, [3, 5] of random bytes each, to the device and back",
-          _all_dtypes, delegate=False),
+          _all_dtypes, delegate=False, control=False),
     Model("convnet_bn", "conv + batch norm + ReLU x2, pooling, linear; [2, 3, 16, 16]", _convnet),
     Model("transformer_encoder", "nn.TransformerEncoderLayer(32, 4 heads); [2, 6, 32]", _encoder),
     Model("attention", "nn.MultiheadAttention(32, 4 heads), output and weights; [2, 5, 32]", _attention),

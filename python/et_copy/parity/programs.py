@@ -1,12 +1,13 @@
 """The program section: whole programs, exported with et_copy.export, run in
 one process by eager PyTorch, by ``executorch.runtime`` (the wheel's kernels
 serve the et_copy ops) and by ``et_copy.runtime`` (et-copy's kernels, scoped
-to the method), on the simulated device.
+to the method), on the simulated device; and the control, the same model
+exported without device planning, on ``executorch.runtime``.
 
 Valid programs (real architectures on both export routes) must give
-eager's outputs on both runtimes, byte-identical between the two (they run
-the same compute kernels), with exactly the copies the program's plan
-names. Tampered programs (parity/tamper.py) must be rejected cleanly by
+eager's outputs on both runtimes, byte-identical to each other and to the
+control (the same compute kernels run), with exactly the copies the
+program's plan names, and must hold no device memory once dropped. Tampered programs (parity/tamper.py) must be rejected cleanly by
 et_copy.runtime; the wheel's column runs them in a child process, since
 the wheel's kernels corrupt memory on some of them.
 """
@@ -27,7 +28,8 @@ from .models import MODELS, Model
 from .runners import CapturedStderr, Finding
 
 ROUTES = ("device", "xnnpack")  # export_device_program; lower_to_device with XNNPACK
-COLUMNS = ("executorch.runtime", "et_copy.runtime")
+CONTROL = "control"  # the same model exported without device planning, on executorch.runtime
+COLUMNS = (CONTROL, "executorch.runtime", "et_copy.runtime")
 JUDGED_COLUMN = "et_copy.runtime"
 COUNTERS = ("h2d_copies", "h2d_bytes", "d2h_copies", "d2h_bytes")
 
@@ -98,6 +100,23 @@ def _export(model: Model, route: str):
     return module, inputs, manager
 
 
+def _export_control(model: Model, route: str) -> bytes:
+    """The model exported the plain way: no device, same partitioner."""
+    from executorch.exir import ExecutorchBackendConfig, to_edge, to_edge_transform_and_lower
+    from executorch.exir.passes import MemoryPlanningPass
+
+    module, example, _, dynamic_shapes = model.build()
+    exported = torch.export.export(module, example, dynamic_shapes=dynamic_shapes, strict=False)
+    if route == "device":
+        edge = to_edge(exported)
+    else:
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+        edge = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
+    config = ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False))
+    return bytes(edge.to_executorch(config).buffer)
+
+
 def _nbytes(t) -> int:
     """Bytes of a plan's tensor value at its planned sizes."""
     from .._dtypes import SCALAR_TYPE_CODES
@@ -164,9 +183,11 @@ def _stats() -> dict:
     return et_copy.allocator_stats()
 
 
-def _run_column(column: str, pte: bytes, inputs: list) -> tuple[list, dict]:
-    """(outputs, counter deltas of the execution) on one runtime."""
-    if column == "executorch.runtime":
+def _run_column(column: str, pte: bytes, inputs: list) -> tuple[list, dict, int]:
+    """(outputs, counter deltas of the execution, device bytes still held
+    once the method is dropped) on one runtime."""
+    start = _stats()["bytes_outstanding"]
+    if column in ("executorch.runtime", CONTROL):
         from executorch.runtime import Runtime
 
         method = Runtime.get().load_program(pte).load_method("forward")
@@ -180,7 +201,7 @@ def _run_column(column: str, pte: bytes, inputs: list) -> tuple[list, dict]:
         outputs = method.execute(list(inputs))
     after = _stats()
     del method
-    return outputs, {k: after[k] - before[k] for k in COUNTERS}
+    return outputs, {k: after[k] - before[k] for k in COUNTERS}, _stats()["bytes_outstanding"] - start
 
 
 def _run_valid(program: Program, result: ProgramResult) -> None:
@@ -192,11 +213,15 @@ def _run_valid(program: Program, result: ProgramResult) -> None:
     pte = bytes(manager.buffer)
     want_copies = expected_copies(manager, list(inputs), eager)
     result.details = {"pte_bytes": len(pte), "expected_copies": want_copies}
+    programs = {CONTROL: _export_control(model, route)} if model.control else {}
     got = {}
     for column in COLUMNS:
+        if column == CONTROL and not model.control:
+            result.cells[column] = Cell("n/a (no compute)")
+            continue
         cell = result.cells[column] = Cell()
         try:
-            outputs, copies = _run_column(column, pte, inputs)
+            outputs, copies, held = _run_column(column, programs.get(column, pte), inputs)
         except Exception as e:  # noqa: BLE001 (a column's failure is a finding, not a crash)
             cell.text, cell.ok = f"error: {type(e).__name__}: {str(e).splitlines()[0][:90]}", False
             result.add(column, "program_failed", f"{type(e).__name__}: {e}")
@@ -208,15 +233,23 @@ def _run_valid(program: Program, result: ProgramResult) -> None:
         if differs:
             problems.append(differs)
             result.add(column, "wrong_outputs", differs)
-        if copies != want_copies:
-            problems.append(f"copies {copies} != plan's {want_copies}")
-            result.add(column, "wrong_copies", f"made {copies}, the plan names {want_copies}")
+        want = dict.fromkeys(COUNTERS, 0) if column == CONTROL else want_copies
+        if copies != want:
+            problems.append(f"copies {copies} != plan's {want}")
+            result.add(column, "wrong_copies", f"made {copies}, the plan names {want}")
+        if held:
+            problems.append(f"{held} device bytes held after the method was dropped")
+            result.add(column, "device_memory_held", f"{held} device bytes still allocated after the method was dropped")
         cell.ok = not problems
-        cell.text = "= eager, copies exact" if cell.ok else "; ".join(problems)[:120]
-    if len(got) == 2 and [_bytes(t) for t in got["executorch.runtime"]] != [_bytes(t) for t in got["et_copy.runtime"]]:
-        result.cells[JUDGED_COLUMN].ok = False
-        result.cells[JUDGED_COLUMN].text += "; bytes differ from executorch.runtime's"
-        result.add(JUDGED_COLUMN, "runtimes_differ", "outputs are not byte-identical to executorch.runtime's")
+        cell.text = ("= eager" if column == CONTROL else "= eager, copies exact") if cell.ok else "; ".join(problems)[:120]
+    # The same kernels compute on both runtimes and in the control: the bytes must agree exactly.
+    for other in (CONTROL, "executorch.runtime"):
+        if other in got and JUDGED_COLUMN in got and (
+                [_bytes(t) for t in got[other]] != [_bytes(t) for t in got[JUDGED_COLUMN]]):
+            result.cells[JUDGED_COLUMN].ok = False
+            result.cells[JUDGED_COLUMN].text += f"; bytes differ from {other}'s"
+            result.add(JUDGED_COLUMN, "differs_from_" + other.replace(".", "_"),
+                       f"outputs are not byte-identical to {other}'s")
 
 
 # ---- tampered programs ------------------------------------------------------

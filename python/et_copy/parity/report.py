@@ -125,7 +125,7 @@ def render(cases: list[Case], results: list[dict[str, Result]], env: dict, progr
             cells = []
             for column in COLUMNS:
                 c = p.cells.get(column)
-                text = c.text if c is not None else "not run"
+                text = c.text if c is not None else "n/a"
                 if c is not None and not c.ok:
                     key = (p.program.name, column)
                     if key not in footnotes:
