@@ -101,3 +101,11 @@ def test_blocks_run_as_written(doc, tmp_path):
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=REPO, capture_output=True,
                             text=True).stdout
     assert not [line for line in status.splitlines() if line[3:].endswith((".pte", ".json", ".png", ".bin"))], status
+
+
+def test_benchmarks_doc_quotes_the_defaults_the_code_uses():
+    from et_copy.bench._timing import Config
+
+    text = (REPO / "docs" / "benchmarks.md").read_text()
+    assert f"samples per case (default {Config.repeats})" in text
+    assert f"one sample (default {Config.sample_s * 1e3:g} ms)" in text
