@@ -28,9 +28,8 @@ import statistics
 import sys
 import time
 
-import torch
-
 import et_copy
+import torch
 from et_copy import _C, _cuda
 
 UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -68,17 +67,23 @@ def gbps(fn, nbytes: int, budget_s: float) -> float:
 
 def pageable_mode(mode: str | None, default: dict):
     """Runs a copy under one pageable-copy mode, restoring the default."""
+
     def wrap(fn):
         def run():
             if mode is None:
                 return fn()
-            _cuda.set_copy_config(mode, staging_threshold=0 if mode == "staged" else default["staging_threshold"],
-                                  chunk_bytes=default["chunk_bytes"])
+            _cuda.set_copy_config(
+                mode,
+                staging_threshold=0 if mode == "staged" else default["staging_threshold"],
+                chunk_bytes=default["chunk_bytes"],
+            )
             try:
                 return fn()
             finally:
                 _cuda.set_copy_config(**default)
+
         return run
+
     return wrap
 
 
@@ -107,8 +112,12 @@ def measure_size(n: int, budget_s: float, default: dict) -> list[dict]:
         h2d["cudaMemcpy"] = lambda: raw(dev.data_ptr(), h_src.data_ptr(), n, "h2d")
         d2h["cudaMemcpy"] = lambda: raw(h_out.data_ptr(), dev.data_ptr(), n, "d2h")
         for direction, cases in (("H2D", h2d), ("D2H", d2h)):
-            row = {"nbytes": n, "host": host, "direction": direction,
-                   "gbps": {name: gbps(fn, n, budget_s) for name, fn in cases.items()}}
+            row = {
+                "nbytes": n,
+                "host": host,
+                "direction": direction,
+                "gbps": {name: gbps(fn, n, budget_s) for name, fn in cases.items()},
+            }
             rows.append(row)
         if host == "pageable":
             _cuda.register_host_memory(h_src)
@@ -132,9 +141,13 @@ def chunk_sweep(n: int, budget_s: float, default: dict) -> list[dict]:
     try:
         for chunk in (1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20):
             _cuda.set_copy_config("staged", staging_threshold=0, chunk_bytes=chunk)
-            rows.append({"chunk_bytes": chunk,
-                         "H2D": gbps(lambda: et_copy.h2d_copy(src, out=dev), n, budget_s),
-                         "D2H": gbps(lambda: et_copy.d2h_copy(dev, out=out), n, budget_s)})
+            rows.append(
+                {
+                    "chunk_bytes": chunk,
+                    "H2D": gbps(lambda: et_copy.h2d_copy(src, out=dev), n, budget_s),
+                    "D2H": gbps(lambda: et_copy.d2h_copy(dev, out=out), n, budget_s),
+                }
+            )
     finally:
         _cuda.set_copy_config(**default)
     assert torch.equal(et_copy.d2h_copy(dev, out=out), src)
@@ -163,8 +176,18 @@ def main(argv: list[str] | None = None) -> int:
     if status["device_count"] is None:
         print(f"no CUDA device: {status['message']}", file=sys.stderr)
         return 2
-    print(et_copy.use_cuda(), "et_copy's CUDA allocator;", "device:", status["devices"][0]["name"],
-          "| torch", torch.__version__, "| CUDA runtime", status["runtime_version"], "driver", status["driver_version"])
+    print(
+        et_copy.use_cuda(),
+        "et_copy's CUDA allocator;",
+        "device:",
+        status["devices"][0]["name"],
+        "| torch",
+        torch.__version__,
+        "| CUDA runtime",
+        status["runtime_version"],
+        "driver",
+        status["driver_version"],
+    )
     default = _cuda.copy_config()
     print("default pageable tuning:", default)
     torch.empty(1, device="cuda")
@@ -172,8 +195,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for n in sizes:
         rows += measure_size(n, args.budget, default)
-    names = ["et-copy", "et-copy direct", "et-copy staged", "et-copy registered", "torch .to/.cpu", "torch copy_",
-             "cudaMemcpy"]
+    names = [
+        "et-copy",
+        "et-copy direct",
+        "et-copy staged",
+        "et-copy registered",
+        "torch .to/.cpu",
+        "torch copy_",
+        "cudaMemcpy",
+    ]
     print("\nGB/s (median)" + "".join(f"{name:>20}" for name in names))
     for r in rows:
         cells = "".join(f"{r['gbps'][k]:20.2f}" if k in r["gbps"] else f"{'-':>20}" for k in names)
@@ -189,8 +219,11 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"status": status, "default": default, "rows": rows, "chunk_sweep": sweep,
-                       "register_seconds": costs}, f, indent=1)
+            json.dump(
+                {"status": status, "default": default, "rows": rows, "chunk_sweep": sweep, "register_seconds": costs},
+                f,
+                indent=1,
+            )
     return 0
 
 

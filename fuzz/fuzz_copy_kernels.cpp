@@ -57,11 +57,9 @@ struct Dtype {
   size_t size;
 };
 constexpr Dtype kDtypes[] = {
-    {ScalarType::Byte, 1}, {ScalarType::Char, 1}, {ScalarType::Short, 2},
-    {ScalarType::Int, 4}, {ScalarType::Long, 8}, {ScalarType::Half, 2},
-    {ScalarType::Float, 4}, {ScalarType::Double, 8},
-    {ScalarType::ComplexFloat, 8}, {ScalarType::ComplexDouble, 16},
-    {ScalarType::Bool, 1}, {ScalarType::BFloat16, 2},
+    {ScalarType::Byte, 1},         {ScalarType::Char, 1},           {ScalarType::Short, 2}, {ScalarType::Int, 4},
+    {ScalarType::Long, 8},         {ScalarType::Half, 2},           {ScalarType::Float, 4}, {ScalarType::Double, 8},
+    {ScalarType::ComplexFloat, 8}, {ScalarType::ComplexDouble, 16}, {ScalarType::Bool, 1},  {ScalarType::BFloat16, 2},
 };
 constexpr SizesType kLargeSizes[] = {0x7fffffff, 1 << 30, 1 << 20, 65536, 4097};
 
@@ -86,7 +84,7 @@ class Input {
 
 struct FuzzTensor {
   Dtype dtype;
-  std::vector<SizesType> sizes; // current
+  std::vector<SizesType> sizes;    // current
   std::vector<SizesType> capacity; // what the buffer was sized for
   std::vector<DimOrderType> dim_order;
   std::vector<StridesType> strides;
@@ -182,12 +180,23 @@ void decode(Input& in, FuzzTensor& t, bool device_side, int num_devices) {
   }
   const uint8_t index_byte = in.byte();
   switch (index_byte % 10) {
-    case 0: t.device_index = -1; break;
-    case 1: t.device_index = -2; break;
-    case 2: t.device_index = static_cast<DeviceIndex>(num_devices); break;
-    case 3: t.device_index = 127; break;
-    case 4: t.device_index = -128; break;
-    default: t.device_index = static_cast<DeviceIndex>(index_byte % num_devices);
+    case 0:
+      t.device_index = -1;
+      break;
+    case 1:
+      t.device_index = -2;
+      break;
+    case 2:
+      t.device_index = static_cast<DeviceIndex>(num_devices);
+      break;
+    case 3:
+      t.device_index = 127;
+      break;
+    case 4:
+      t.device_index = -128;
+      break;
+    default:
+      t.device_index = static_cast<DeviceIndex>(index_byte % num_devices);
   }
   const uint8_t mem = in.byte();
   t.on_device = t.device_type == DeviceType::CUDA && mem % 8 != 0;
@@ -222,9 +231,9 @@ bool materialize(FuzzTensor& t, Input& in) {
       t.data[i] = static_cast<uint8_t>(seed + i * 7);
     }
   }
-  t.impl = std::make_unique<TensorImpl>(
-      t.dtype.type, static_cast<ssize_t>(t.sizes.size()), t.capacity.data(), t.data,
-      t.dim_order.data(), t.strides.data(), t.dynamism, t.device_type, t.device_index);
+  t.impl =
+      std::make_unique<TensorImpl>(t.dtype.type, static_cast<ssize_t>(t.sizes.size()), t.capacity.data(), t.data,
+                                   t.dim_order.data(), t.strides.data(), t.dynamism, t.device_type, t.device_index);
   if (t.capacity != t.sizes) {
     Tensor tensor(t.impl.get());
     if (executorch::runtime::resize_tensor(tensor, {t.sizes.data(), t.sizes.size()}) != Error::Ok) {
@@ -292,10 +301,18 @@ Error call(uint8_t mode, bool h2d, Tensor& self, Tensor& out) {
       size_t n = 3;
       if (mode % 4 == 3) { // a malformed stack: must fail, never crash
         switch ((mode >> 2) % 4) {
-          case 0: n = 2; break;
-          case 1: stack[0] = &not_a_tensor; break;
-          case 2: stack[1] = &not_a_tensor; break;
-          default: stack[2] = nullptr; break;
+          case 0:
+            n = 2;
+            break;
+          case 1:
+            stack[0] = &not_a_tensor;
+            break;
+          case 2:
+            stack[1] = &not_a_tensor;
+            break;
+          default:
+            stack[2] = nullptr;
+            break;
         }
       }
       KernelRuntimeContext ctx;
@@ -311,8 +328,8 @@ Error call(uint8_t mode, bool h2d, Tensor& self, Tensor& out) {
 } // namespace
 
 // ExecuTorch logs every rejection; the fuzzer would spend its time printing.
-extern "C" void et_pal_emit_log_message(
-    et_timestamp_t, et_pal_log_level_t, const char*, const char*, size_t, const char*, size_t) {}
+extern "C" void et_pal_emit_log_message(et_timestamp_t, et_pal_log_level_t, const char*, const char*, size_t,
+                                        const char*, size_t) {}
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   executorch::runtime::runtime_init();
@@ -348,8 +365,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const Error err = call(mode, h2d, self, out);
 
     const auto stats_after = sim.stats();
-    const uint64_t copies = h2d ? stats_after.h2d_copies - stats_before.h2d_copies
-                                : stats_after.d2h_copies - stats_before.d2h_copies;
+    const uint64_t copies =
+        h2d ? stats_after.h2d_copies - stats_before.h2d_copies : stats_after.d2h_copies - stats_before.d2h_copies;
     if (!std::equal(self_before.begin(), self_before.end(), s.data)) {
       violation("self's memory changed");
     }
@@ -357,10 +374,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const Tensor& host = h2d ? self : out;
       const Tensor& device = h2d ? out : self;
       const int count = num_devices;
-      if (self.scalar_type() != out.scalar_type() || self.dim() != out.dim() ||
-          host.device_type() != DeviceType::CPU || device.device_type() != DeviceType::CUDA ||
-          device.device_index() < -1 || device.device_index() >= count || !dense(self) ||
-          !dense(out)) {
+      if (self.scalar_type() != out.scalar_type() || self.dim() != out.dim() || host.device_type() != DeviceType::CPU ||
+          device.device_type() != DeviceType::CUDA || device.device_index() < -1 || device.device_index() >= count ||
+          !dense(self) || !dense(out)) {
         violation("an illegal copy succeeded");
       }
       for (ssize_t i = 0; i < self.dim(); ++i) {

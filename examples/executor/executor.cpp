@@ -95,25 +95,32 @@ bool parse(int argc, char** argv, Options* o) {
     };
     std::string v;
     if (a == "--method") {
-      if (!value(&o->method)) return false;
+      if (!value(&o->method))
+        return false;
     } else if (a == "--cuda") {
       o->cuda = true;
     } else if (a == "--input") {
-      if (!value(&v)) return false;
+      if (!value(&v))
+        return false;
       o->inputs.push_back(v);
     } else if (a == "--seed") {
-      if (!value(&v)) return false;
+      if (!value(&v))
+        return false;
       o->seed = std::strtoull(v.c_str(), nullptr, 10);
     } else if (a == "--save-inputs") {
-      if (!value(&o->save_inputs)) return false;
+      if (!value(&o->save_inputs))
+        return false;
     } else if (a == "--output") {
-      if (!value(&v)) return false;
+      if (!value(&v))
+        return false;
       o->outputs.push_back(v);
     } else if (a == "--expect") {
-      if (!value(&v)) return false;
+      if (!value(&v))
+        return false;
       o->expects.push_back(v);
     } else if (a == "--load") {
-      if (!value(&v)) return false;
+      if (!value(&v))
+        return false;
       o->loads.push_back(v);
     } else if (a == "--global-kernels") {
       o->global_kernels = true;
@@ -187,9 +194,11 @@ void generate(ScalarType dtype, uint64_t seed, std::vector<uint8_t>* bytes) {
       std::memcpy(bytes->data() + i, &d, 8);
     }
   } else if (dtype == ScalarType::Bool) {
-    for (auto& b : *bytes) b = next() & 1;
+    for (auto& b : *bytes)
+      b = next() & 1;
   } else {
-    for (auto& b : *bytes) b = static_cast<uint8_t>(next());
+    for (auto& b : *bytes)
+      b = static_cast<uint8_t>(next());
   }
 }
 
@@ -212,9 +221,8 @@ struct InputTensor {
       strides[dim_order[i]] = s;
       s *= sizes[dim_order[i]];
     }
-    impl = std::make_unique<TensorImpl>(
-        info.scalar_type(), static_cast<ssize_t>(sizes.size()), sizes.data(),
-        bytes.data(), dim_order.data(), strides.data());
+    impl = std::make_unique<TensorImpl>(info.scalar_type(), static_cast<ssize_t>(sizes.size()), sizes.data(),
+                                        bytes.data(), dim_order.data(), strides.data());
   }
 };
 
@@ -249,8 +257,7 @@ et_copy::CountingDeviceAllocator* register_allocator(bool cuda) {
     which = "simulated";
   }
   std::printf("allocator %s for CUDA: %s\n", which, et_copy::registration_name(r));
-  auto* alloc = et_copy::as_counting_allocator(
-      executorch::runtime::get_device_allocator(DeviceType::CUDA));
+  auto* alloc = et_copy::as_counting_allocator(executorch::runtime::get_device_allocator(DeviceType::CUDA));
   if (r == Registration::kAlreadyOther || alloc == nullptr) {
     std::fprintf(stderr, "et_copy_executor: another CUDA allocator is registered; counters unavailable\n");
   }
@@ -259,19 +266,16 @@ et_copy::CountingDeviceAllocator* register_allocator(bool cuda) {
 
 void print_stats(const et_copy::CountingDeviceAllocator& a) {
   const et_copy::DeviceAllocatorStats s = a.stats();
-  std::printf(
-      "allocator %s: allocations=%" PRIu64 " deallocations=%" PRIu64
-      " bytes_outstanding=%" PRIu64 " peak_bytes_outstanding=%" PRIu64
-      " h2d_copies=%" PRIu64 " h2d_bytes=%" PRIu64 " d2h_copies=%" PRIu64
-      " d2h_bytes=%" PRIu64 " failed_calls=%" PRIu64 "\n",
-      a.name(), s.allocations, s.deallocations, s.bytes_outstanding,
-      s.peak_bytes_outstanding, s.h2d_copies, s.h2d_bytes, s.d2h_copies,
-      s.d2h_bytes, s.failed_calls);
+  std::printf("allocator %s: allocations=%" PRIu64 " deallocations=%" PRIu64 " bytes_outstanding=%" PRIu64
+              " peak_bytes_outstanding=%" PRIu64 " h2d_copies=%" PRIu64 " h2d_bytes=%" PRIu64 " d2h_copies=%" PRIu64
+              " d2h_bytes=%" PRIu64 " failed_calls=%" PRIu64 "\n",
+              a.name(), s.allocations, s.deallocations, s.bytes_outstanding, s.peak_bytes_outstanding, s.h2d_copies,
+              s.h2d_bytes, s.d2h_copies, s.d2h_bytes, s.failed_calls);
 }
 
 int fail(const char* what, Error err) {
-  std::fprintf(stderr, "et_copy_executor: %s failed: %s (error 0x%x)\n", what,
-               executorch::runtime::to_string(err), static_cast<unsigned>(err));
+  std::fprintf(stderr, "et_copy_executor: %s failed: %s (error 0x%x)\n", what, executorch::runtime::to_string(err),
+               static_cast<unsigned>(err));
   return 2;
 }
 
@@ -320,8 +324,8 @@ int run(const Options& opt) {
 
   const size_t n_in = meta->num_inputs();
   if (!opt.inputs.empty() && opt.inputs.size() != n_in) {
-    std::fprintf(stderr, "et_copy_executor: %s takes %zu inputs, %zu --input files given\n",
-                 opt.method.c_str(), n_in, opt.inputs.size());
+    std::fprintf(stderr, "et_copy_executor: %s takes %zu inputs, %zu --input files given\n", opt.method.c_str(), n_in,
+                 opt.inputs.size());
     return 2;
   }
   std::vector<std::unique_ptr<InputTensor>> tensors;
@@ -340,10 +344,11 @@ int run(const Options& opt) {
     if (opt.inputs.empty()) {
       generate(info->scalar_type(), opt.seed + i, &bytes);
     } else {
-      if (!read_file(opt.inputs[i], &bytes)) return 2;
+      if (!read_file(opt.inputs[i], &bytes))
+        return 2;
       if (bytes.size() != info->nbytes()) {
-        std::fprintf(stderr, "et_copy_executor: %s has %zu bytes; input %zu takes %zu\n",
-                     opt.inputs[i].c_str(), bytes.size(), i, info->nbytes());
+        std::fprintf(stderr, "et_copy_executor: %s has %zu bytes; input %zu takes %zu\n", opt.inputs[i].c_str(),
+                     bytes.size(), i, info->nbytes());
         return 2;
       }
     }
@@ -382,26 +387,28 @@ int run(const Options& opt) {
         return 2;
       }
       err = alloc->copy_device_to_host(host.data(), t.const_data_ptr(), t.nbytes(), t.device_index());
-      if (err != Error::Ok) return fail("copying an output to the host", err);
+      if (err != Error::Ok)
+        return fail("copying an output to the host", err);
     } else if (t.nbytes() > 0) {
       std::memcpy(host.data(), t.const_data_ptr(), t.nbytes());
     }
-    std::printf("output %zu: %s %s on %s, %zu bytes\n", i,
-                executorch::runtime::toString(t.scalar_type()), shape_string(t).c_str(),
-                t.device_type() == DeviceType::CPU ? "CPU" : "CUDA", t.nbytes());
+    std::printf("output %zu: %s %s on %s, %zu bytes\n", i, executorch::runtime::toString(t.scalar_type()),
+                shape_string(t).c_str(), t.device_type() == DeviceType::CPU ? "CPU" : "CUDA", t.nbytes());
     if (!opt.outputs.empty() && !write_file(opt.outputs[i], host.data(), host.size())) {
       return 2;
     }
     if (!opt.expects.empty()) {
       std::vector<uint8_t> want;
-      if (!read_file(opt.expects[i], &want)) return 2;
+      if (!read_file(opt.expects[i], &want))
+        return 2;
       if (want == host) {
         std::printf("output %zu: matches %s\n", i, opt.expects[i].c_str());
       } else {
         size_t at = 0;
-        while (at < want.size() && at < host.size() && want[at] == host[at]) ++at;
-        std::printf("output %zu: DIFFERS from %s (%zu vs %zu bytes, first difference at byte %zu)\n",
-                    i, opt.expects[i].c_str(), host.size(), want.size(), at);
+        while (at < want.size() && at < host.size() && want[at] == host[at])
+          ++at;
+        std::printf("output %zu: DIFFERS from %s (%zu vs %zu bytes, first difference at byte %zu)\n", i,
+                    opt.expects[i].c_str(), host.size(), want.size(), at);
         status = 1;
       }
     }
@@ -413,8 +420,10 @@ int run(const Options& opt) {
     if (opt.require_copies && (s.h2d_copies == 0 || s.d2h_copies == 0)) {
       // Without copies the output could be the input's own buffer, and a
       // kernel that does nothing would pass (DESIGN.md, C++ executor pitfall).
-      std::fprintf(stderr, "et_copy_executor: --require-copies: the allocator saw %" PRIu64
-                   " host-to-device and %" PRIu64 " device-to-host copies\n", s.h2d_copies, s.d2h_copies);
+      std::fprintf(stderr,
+                   "et_copy_executor: --require-copies: the allocator saw %" PRIu64 " host-to-device and %" PRIu64
+                   " device-to-host copies\n",
+                   s.h2d_copies, s.d2h_copies);
       status = status ? status : 1;
     }
   } else if (opt.require_copies) {

@@ -73,11 +73,14 @@ class DeviceBuffer {
       throw Failure(Error::InvalidArgument, "device index " + std::to_string(device_index) + " is out of range");
     }
     if (get_device_allocator(type) == nullptr) {
-      throw Failure(Error::NotFound, "no DeviceAllocator is registered for CUDA: call et_copy.use_simulated_device() or et_copy.use_cuda() first");
+      throw Failure(
+          Error::NotFound,
+          "no DeviceAllocator is registered for CUDA: call et_copy.use_simulated_device() or et_copy.use_cuda() first");
     }
     auto buffer = DeviceMemoryBuffer::create(nbytes, type, static_cast<DeviceIndex>(device_index), alignment);
     if (!buffer.ok()) {
-      throw Failure(buffer.error(), "could not allocate " + std::to_string(nbytes) + " bytes on device " + std::to_string(device_index));
+      throw Failure(buffer.error(), "could not allocate " + std::to_string(nbytes) + " bytes on device " +
+                                        std::to_string(device_index));
     }
     buffer_ = std::move(*buffer);
     index_ = device_index;
@@ -107,59 +110,69 @@ class DeviceBuffer {
 } // namespace
 
 void bind_allocators(py::module_& m) {
-  m.def("register_kernels", [] {
-    py::list out;
-    for (const auto& r : register_kernels()) {
-      out.append(py::make_tuple(r.op_name, registration_name(r.outcome), error_name(r.error)));
-    }
-    return out;
-  }, "Registers et_copy's two kernels where the registry lacks them; returns (op, outcome, error) per op.");
+  m.def(
+      "register_kernels",
+      [] {
+        py::list out;
+        for (const auto& r : register_kernels()) {
+          out.append(py::make_tuple(r.op_name, registration_name(r.outcome), error_name(r.error)));
+        }
+        return out;
+      },
+      "Registers et_copy's two kernels where the registry lacks them; returns (op, outcome, error) per op.");
 
-  m.def("kernel_owner", [](const std::string& op) {
-    return std::string(registration_name(kernel_owner(op.c_str())));
-  }, "'already et_copy', 'already other' or 'absent' for an op name.");
+  m.def(
+      "kernel_owner", [](const std::string& op) { return std::string(registration_name(kernel_owner(op.c_str()))); },
+      "'already et_copy', 'already other' or 'absent' for an op name.");
 
-  m.def("use_simulated_device", [](int num_devices) {
-    auto& sim = simulated_device_allocator();
-    auto* current = get_device_allocator(DeviceType::CUDA);
-    if (current != nullptr && current != &sim) {
-      return std::string(registration_name(Registration::kAlreadyOther));
-    }
-    const Error err = sim.set_device_count(num_devices);
-    if (err != Error::Ok) {
-      throw Failure(err, "num_devices must be in 1..127, got " + std::to_string(num_devices));
-    }
-    return std::string(registration_name(register_simulated_device_allocator()));
-  }, py::arg("num_devices"), "Registers the simulated allocator for CUDA and sets its device count.");
+  m.def(
+      "use_simulated_device",
+      [](int num_devices) {
+        auto& sim = simulated_device_allocator();
+        auto* current = get_device_allocator(DeviceType::CUDA);
+        if (current != nullptr && current != &sim) {
+          return std::string(registration_name(Registration::kAlreadyOther));
+        }
+        const Error err = sim.set_device_count(num_devices);
+        if (err != Error::Ok) {
+          throw Failure(err, "num_devices must be in 1..127, got " + std::to_string(num_devices));
+        }
+        return std::string(registration_name(register_simulated_device_allocator()));
+      },
+      py::arg("num_devices"), "Registers the simulated allocator for CUDA and sets its device count.");
 
-  m.def("allocator_info", [](int device_type) -> py::object {
-    auto* alloc = get_device_allocator(checked_device_type(device_type));
-    if (alloc == nullptr) {
-      return py::none();
-    }
-    py::dict d;
-    auto* counting = as_counting_allocator(alloc);
-    d["owner"] = counting != nullptr ? "et_copy" : "other";
-    d["name"] = counting != nullptr ? counting->name() : "unknown";
-    d["device_count"] = py::none();
-    d["device_count_error"] = py::none();
-    if (counting != nullptr) {
-      auto count = counting->device_count();
-      if (count.ok()) {
-        d["device_count"] = *count;
-      } else {
-        d["device_count_error"] = error_name(count.error());
-      }
-    }
-    return d;
-  }, py::arg("device_type"), "Who serves a device type: None, or owner/name/device_count.");
+  m.def(
+      "allocator_info",
+      [](int device_type) -> py::object {
+        auto* alloc = get_device_allocator(checked_device_type(device_type));
+        if (alloc == nullptr) {
+          return py::none();
+        }
+        py::dict d;
+        auto* counting = as_counting_allocator(alloc);
+        d["owner"] = counting != nullptr ? "et_copy" : "other";
+        d["name"] = counting != nullptr ? counting->name() : "unknown";
+        d["device_count"] = py::none();
+        d["device_count_error"] = py::none();
+        if (counting != nullptr) {
+          auto count = counting->device_count();
+          if (count.ok()) {
+            d["device_count"] = *count;
+          } else {
+            d["device_count_error"] = error_name(count.error());
+          }
+        }
+        return d;
+      },
+      py::arg("device_type"), "Who serves a device type: None, or owner/name/device_count.");
 
-  m.def("allocator_stats", [](int device_type) {
-    return stats_dict(our_allocator(device_type).stats());
-  }, py::arg("device_type"), "Counters of et_copy's allocator for a device type.");
+  m.def(
+      "allocator_stats", [](int device_type) { return stats_dict(our_allocator(device_type).stats()); },
+      py::arg("device_type"), "Counters of et_copy's allocator for a device type.");
 
   py::class_<DeviceBuffer>(m, "DeviceBuffer")
-      .def(py::init<size_t, int, int, size_t>(), py::arg("nbytes"), py::arg("device_type"), py::arg("device_index"), py::arg("alignment"))
+      .def(py::init<size_t, int, int, size_t>(), py::arg("nbytes"), py::arg("device_type"), py::arg("device_index"),
+           py::arg("alignment"))
       .def_property_readonly("ptr", &DeviceBuffer::ptr)
       .def_property_readonly("nbytes", &DeviceBuffer::nbytes)
       .def_property_readonly("device_index", &DeviceBuffer::device_index)

@@ -80,9 +80,10 @@ using BoxedKernel = void (*)(KernelRuntimeContext&, Span<EValue*>);
 OpFunction resolve(const std::string& kind, bool* h2d) {
   const bool registry = kind.rfind("registry_", 0) == 0;
   const std::string direction = registry ? kind.substr(9) : kind.substr(kind.rfind('_') + 1);
-  if ((kind != "et_copy_h2d" && kind != "et_copy_d2h" && !registry) ||
-      (direction != "h2d" && direction != "d2h")) {
-    throw Failure(Error::InvalidArgument, "bench_kernel: kind must be memcpy, et_copy_h2d, et_copy_d2h, registry_h2d or registry_d2h, got '" + kind + "'");
+  if ((kind != "et_copy_h2d" && kind != "et_copy_d2h" && !registry) || (direction != "h2d" && direction != "d2h")) {
+    throw Failure(Error::InvalidArgument,
+                  "bench_kernel: kind must be memcpy, et_copy_h2d, et_copy_d2h, registry_h2d or registry_d2h, got '" +
+                      kind + "'");
   }
   *h2d = direction == "h2d";
   if (!registry) {
@@ -110,7 +111,8 @@ std::vector<double> bench_kernel(const std::string& kind, size_t nbytes, int64_t
     throw Failure(Error::InvalidArgument, "bench_kernel: nbytes must be in 1..2^31-1");
   }
   if (executorch::runtime::get_device_allocator(et::DeviceType::CUDA) == nullptr) {
-    throw Failure(Error::NotFound, "bench_kernel: no DeviceAllocator is registered for CUDA: call et_copy.use_simulated_device() first");
+    throw Failure(Error::NotFound,
+                  "bench_kernel: no DeviceAllocator is registered for CUDA: call et_copy.use_simulated_device() first");
   }
   if ((host_buffer == 0) != (device_buffer == 0)) {
     throw Failure(Error::InvalidArgument, "bench_kernel: give both buffers or neither");
@@ -153,7 +155,8 @@ std::vector<double> bench_kernel(const std::string& kind, size_t nbytes, int64_t
     }
   });
   if (ctx.failure_state() != Error::Ok) {
-    throw Failure(ctx.failure_state(), "bench_kernel: the " + kind + " kernel failed with " + error_name(ctx.failure_state()));
+    throw Failure(ctx.failure_state(),
+                  "bench_kernel: the " + kind + " kernel failed with " + error_name(ctx.failure_state()));
   }
   return ns;
 }
@@ -180,8 +183,8 @@ void bind_bench(py::module_& m) {
   m.def("bench_kernel", &bench_kernel, py::arg("kind"), py::arg("nbytes"), py::arg("iters"), py::arg("repeats"),
         py::arg("host") = 0, py::arg("device") = 0,
         "ns per call, per repeat, of a C++ loop: memcpy, et_copy_h2d/d2h (boxed kernel) or registry_h2d/d2h.");
-  m.def("bench_memcpy", &bench_memcpy, py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("iters"), py::arg("repeats"),
-        "ns per call, per repeat, of std::memcpy between caller-owned buffers (single thread).");
+  m.def("bench_memcpy", &bench_memcpy, py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("iters"),
+        py::arg("repeats"), "ns per call, per repeat, of std::memcpy between caller-owned buffers (single thread).");
 }
 
 } // namespace et_copy::bindings

@@ -75,9 +75,8 @@ void dim_order_from_strides(TensorSpec& s) {
   for (size_t i = 0; i < s.dim_order.size(); ++i) {
     s.dim_order[i] = static_cast<int64_t>(i);
   }
-  std::stable_sort(s.dim_order.begin(), s.dim_order.end(), [&](int64_t a, int64_t b) {
-    return s.strides[a] > s.strides[b];
-  });
+  std::stable_sort(s.dim_order.begin(), s.dim_order.end(),
+                   [&](int64_t a, int64_t b) { return s.strides[a] > s.strides[b]; });
 }
 
 // As _tensors.contiguous_strides: dense in dim order. Keep the two in step.
@@ -147,14 +146,13 @@ struct Names {
       *get_device, *stride, *data_ptr;
 };
 const Names& names() {
-  static const Names n = {
-      PyUnicode_InternFromString("_buffer"), PyUnicode_InternFromString("ptr"),
-      PyUnicode_InternFromString("dtype"), PyUnicode_InternFromString("_shape"), PyUnicode_InternFromString("shape"),
-      PyUnicode_InternFromString("dim_order"), PyUnicode_InternFromString("dynamic"),
-      PyUnicode_InternFromString("device"), PyUnicode_InternFromString("_capacity"),
-      PyUnicode_InternFromString("is_cpu"), PyUnicode_InternFromString("is_cuda"),
-      PyUnicode_InternFromString("get_device"), PyUnicode_InternFromString("stride"),
-      PyUnicode_InternFromString("data_ptr")};
+  static const Names n = {PyUnicode_InternFromString("_buffer"),   PyUnicode_InternFromString("ptr"),
+                          PyUnicode_InternFromString("dtype"),     PyUnicode_InternFromString("_shape"),
+                          PyUnicode_InternFromString("shape"),     PyUnicode_InternFromString("dim_order"),
+                          PyUnicode_InternFromString("dynamic"),   PyUnicode_InternFromString("device"),
+                          PyUnicode_InternFromString("_capacity"), PyUnicode_InternFromString("is_cpu"),
+                          PyUnicode_InternFromString("is_cuda"),   PyUnicode_InternFromString("get_device"),
+                          PyUnicode_InternFromString("stride"),    PyUnicode_InternFromString("data_ptr")};
   return n;
 }
 
@@ -308,7 +306,9 @@ py::object run_kernel_objects(bool h2d, PyObject* self, PyObject* out, bool dyna
   struct Claim {
     bool* flag;
     bool was;
-    ~Claim() { *flag = was; }
+    ~Claim() {
+      *flag = was;
+    }
   } claim{&in_use, in_use};
   in_use = true;
   if (g_types.dtype_codes == nullptr || !read_object(self, false, specs[0]) ||
@@ -343,8 +343,7 @@ PyObject* run_kernel_objects_fastcall(PyObject*, PyObject* const* args, Py_ssize
 }
 
 PyMethodDef run_kernel_objects_def = {
-    "run_kernel_objects",
-    reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(run_kernel_objects_fastcall)),
+    "run_kernel_objects", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(run_kernel_objects_fastcall)),
     METH_FASTCALL,
     "run_kernel_objects(h2d, self, out, dynamic_out): et_copy's kernel on torch tensors / DeviceTensors; "
     "None, out's new (sizes, strides), or NotImplemented."};
@@ -359,16 +358,18 @@ void bind_copy_fast_path(py::module_& m) {
     throw py::error_already_set();
   }
   m.add_object("run_kernel_objects", py::reinterpret_steal<py::object>(fn));
-  m.def("set_fast_path_types", [](py::object device_tensor, py::object device_buffer, py::object torch_tensor,
-                                  py::dict dtype_codes) {
-    if (!PyType_Check(torch_tensor.ptr())) {
-      throw Failure(Error::InvalidArgument, "set_fast_path_types: torch_tensor must be a type");
-    }
-    g_types.device_tensor = device_tensor.release().ptr();
-    g_types.device_buffer = device_buffer.release().ptr();
-    g_types.torch_tensor = reinterpret_cast<PyTypeObject*>(torch_tensor.release().ptr());
-    g_types.dtype_codes = dtype_codes.release().ptr();
-  }, "Tells run_kernel_objects which types are DeviceTensor, DeviceBuffer and torch.Tensor, and the dtype codes.");
+  m.def(
+      "set_fast_path_types",
+      [](py::object device_tensor, py::object device_buffer, py::object torch_tensor, py::dict dtype_codes) {
+        if (!PyType_Check(torch_tensor.ptr())) {
+          throw Failure(Error::InvalidArgument, "set_fast_path_types: torch_tensor must be a type");
+        }
+        g_types.device_tensor = device_tensor.release().ptr();
+        g_types.device_buffer = device_buffer.release().ptr();
+        g_types.torch_tensor = reinterpret_cast<PyTypeObject*>(torch_tensor.release().ptr());
+        g_types.dtype_codes = dtype_codes.release().ptr();
+      },
+      "Tells run_kernel_objects which types are DeviceTensor, DeviceBuffer and torch.Tensor, and the dtype codes.");
 }
 
 } // namespace et_copy::bindings

@@ -42,7 +42,8 @@ py::dict status_dict() {
   d["driver_version"] = s.driver_version;
   d["device_count"] = s.error == Error::Ok ? py::object(py::int_(s.device_count)) : py::object(py::none());
   d["error"] = s.error == Error::Ok ? py::object(py::none()) : py::object(py::str(error_name(s.error)));
-  d["cuda_error"] = s.cuda_error == 0 ? py::object(py::none()) : py::object(py::str(cudaGetErrorName(static_cast<cudaError_t>(s.cuda_error))));
+  d["cuda_error"] = s.cuda_error == 0 ? py::object(py::none())
+                                      : py::object(py::str(cudaGetErrorName(static_cast<cudaError_t>(s.cuda_error))));
   d["message"] = std::string(s.message);
   return d;
 }
@@ -146,39 +147,48 @@ void bind_cuda(py::module_& m) {
   m.def("cuda_status", &status_dict,
         "CUDA runtime and driver versions and the device count, or why there is none. Registers nothing.");
 
-  m.def("cuda_device_properties", [](int index) {
-    auto p = cuda_device_properties(index);
-    throw_if(p.ok() ? Error::Ok : p.error(), "cannot read the properties of CUDA device " + std::to_string(index));
-    py::dict d;
-    d["index"] = index;
-    d["name"] = std::string(p->name);
-    d["compute_capability"] = py::make_tuple(p->major, p->minor);
-    d["total_memory"] = p->total_memory;
-    d["pci_bus_id"] = std::string(p->pci_bus_id);
-    return d;
-  }, py::arg("index"));
+  m.def(
+      "cuda_device_properties",
+      [](int index) {
+        auto p = cuda_device_properties(index);
+        throw_if(p.ok() ? Error::Ok : p.error(), "cannot read the properties of CUDA device " + std::to_string(index));
+        py::dict d;
+        d["index"] = index;
+        d["name"] = std::string(p->name);
+        d["compute_capability"] = py::make_tuple(p->major, p->minor);
+        d["total_memory"] = p->total_memory;
+        d["pci_bus_id"] = std::string(p->pci_bus_id);
+        return d;
+      },
+      py::arg("index"));
 
-  m.def("use_cuda", [] {
-    auto* current = get_device_allocator(DeviceType::CUDA);
-    if (current == &cuda_device_allocator()) {
-      return std::string(registration_name(Registration::kAlreadyOurs));
-    }
-    if (current != nullptr) {
-      return std::string(registration_name(Registration::kAlreadyOther));
-    }
-    Error err = Error::Ok;
-    const Registration r = register_cuda_device_allocator(&err);
-    if (r == Registration::kFailed) {
-      throw Failure(err, cuda_runtime_status().message);
-    }
-    return std::string(registration_name(r));
-  }, "Registers et_copy's CUDA allocator if a device is usable; 'registered', 'already et_copy' or 'already other'.");
+  m.def(
+      "use_cuda",
+      [] {
+        auto* current = get_device_allocator(DeviceType::CUDA);
+        if (current == &cuda_device_allocator()) {
+          return std::string(registration_name(Registration::kAlreadyOurs));
+        }
+        if (current != nullptr) {
+          return std::string(registration_name(Registration::kAlreadyOther));
+        }
+        Error err = Error::Ok;
+        const Registration r = register_cuda_device_allocator(&err);
+        if (r == Registration::kFailed) {
+          throw Failure(err, cuda_runtime_status().message);
+        }
+        return std::string(registration_name(r));
+      },
+      "Registers et_copy's CUDA allocator if a device is usable; 'registered', 'already et_copy' or 'already other'.");
 
-  m.def("cuda_pointer_device", [](uintptr_t ptr) {
-    auto d = cuda_pointer_device(reinterpret_cast<const void*>(ptr));
-    throw_if(d.ok() ? Error::Ok : d.error(), "cannot query the pointer");
-    return *d;
-  }, py::arg("ptr"), "The CUDA device owning ptr, or -1 for host memory.");
+  m.def(
+      "cuda_pointer_device",
+      [](uintptr_t ptr) {
+        auto d = cuda_pointer_device(reinterpret_cast<const void*>(ptr));
+        throw_if(d.ok() ? Error::Ok : d.error(), "cannot query the pointer");
+        return *d;
+      },
+      py::arg("ptr"), "The CUDA device owning ptr, or -1 for host memory.");
 
   m.def("cuda_copy_config", [] {
     const CudaCopyConfig c = cuda_device_allocator().copy_config();
@@ -189,62 +199,81 @@ void bind_cuda(py::module_& m) {
     return d;
   });
 
-  m.def("set_cuda_copy_config", [](const std::string& pageable, size_t staging_threshold, size_t chunk_bytes) {
-    CudaCopyConfig c;
-    if (pageable == "staged") {
-      c.pageable = PageableCopy::kStaged;
-    } else if (pageable == "direct") {
-      c.pageable = PageableCopy::kDirect;
-    } else {
-      throw Failure(Error::InvalidArgument, "pageable must be 'staged' or 'direct', got '" + pageable + "'");
-    }
-    c.staging_threshold = staging_threshold;
-    c.chunk_bytes = chunk_bytes;
-    throw_if(cuda_device_allocator().set_copy_config(c), "invalid CUDA copy configuration");
-  }, py::arg("pageable"), py::arg("staging_threshold"), py::arg("chunk_bytes"));
+  m.def(
+      "set_cuda_copy_config",
+      [](const std::string& pageable, size_t staging_threshold, size_t chunk_bytes) {
+        CudaCopyConfig c;
+        if (pageable == "staged") {
+          c.pageable = PageableCopy::kStaged;
+        } else if (pageable == "direct") {
+          c.pageable = PageableCopy::kDirect;
+        } else {
+          throw Failure(Error::InvalidArgument, "pageable must be 'staged' or 'direct', got '" + pageable + "'");
+        }
+        c.staging_threshold = staging_threshold;
+        c.chunk_bytes = chunk_bytes;
+        throw_if(cuda_device_allocator().set_copy_config(c), "invalid CUDA copy configuration");
+      },
+      py::arg("pageable"), py::arg("staging_threshold"), py::arg("chunk_bytes"));
 
-  m.def("cuda_register_host", [](uintptr_t ptr, size_t nbytes) {
-    throw_if(cuda_device_allocator().register_host_memory(reinterpret_cast<void*>(ptr), nbytes), "cudaHostRegister failed");
-  }, py::arg("ptr"), py::arg("nbytes"), "Page-locks long-lived host memory (cudaHostRegister).");
+  m.def(
+      "cuda_register_host",
+      [](uintptr_t ptr, size_t nbytes) {
+        throw_if(cuda_device_allocator().register_host_memory(reinterpret_cast<void*>(ptr), nbytes),
+                 "cudaHostRegister failed");
+      },
+      py::arg("ptr"), py::arg("nbytes"), "Page-locks long-lived host memory (cudaHostRegister).");
 
-  m.def("cuda_unregister_host", [](uintptr_t ptr) {
-    throw_if(cuda_device_allocator().unregister_host_memory(reinterpret_cast<void*>(ptr)), "cudaHostUnregister failed");
-  }, py::arg("ptr"));
+  m.def(
+      "cuda_unregister_host",
+      [](uintptr_t ptr) {
+        throw_if(cuda_device_allocator().unregister_host_memory(reinterpret_cast<void*>(ptr)),
+                 "cudaHostUnregister failed");
+      },
+      py::arg("ptr"));
 
-  m.def("cuda_device_to_device", [](uintptr_t dst, uintptr_t src, size_t nbytes, int device_index) {
-    if (device_index < -1 || device_index > 127) {
-      throw Failure(Error::InvalidArgument, "device index " + std::to_string(device_index) + " is out of range");
-    }
-    Error err;
-    {
-      py::gil_scoped_release release;
-      err = cuda_device_allocator().copy_device_to_device(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), nbytes, static_cast<DeviceIndex>(device_index));
-    }
-    throw_if(err, "device-to-device copy failed");
-  }, py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("device_index"),
-     "Copies nbytes between two buffers of one device through et_copy's CUDA allocator.");
+  m.def(
+      "cuda_device_to_device",
+      [](uintptr_t dst, uintptr_t src, size_t nbytes, int device_index) {
+        if (device_index < -1 || device_index > 127) {
+          throw Failure(Error::InvalidArgument, "device index " + std::to_string(device_index) + " is out of range");
+        }
+        Error err;
+        {
+          py::gil_scoped_release release;
+          err = cuda_device_allocator().copy_device_to_device(reinterpret_cast<void*>(dst),
+                                                              reinterpret_cast<const void*>(src), nbytes,
+                                                              static_cast<DeviceIndex>(device_index));
+        }
+        throw_if(err, "device-to-device copy failed");
+      },
+      py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("device_index"),
+      "Copies nbytes between two buffers of one device through et_copy's CUDA allocator.");
 
   // The benchmark's baseline: one synchronous cudaMemcpy, nothing else.
-  m.def("cuda_raw_memcpy", [](uintptr_t dst, uintptr_t src, size_t nbytes, const std::string& kind) {
-    cudaMemcpyKind k;
-    if (kind == "h2d") {
-      k = cudaMemcpyHostToDevice;
-    } else if (kind == "d2h") {
-      k = cudaMemcpyDeviceToHost;
-    } else if (kind == "d2d") {
-      k = cudaMemcpyDeviceToDevice;
-    } else {
-      throw Failure(Error::InvalidArgument, "kind must be 'h2d', 'd2h' or 'd2d', got '" + kind + "'");
-    }
-    cudaError_t e;
-    {
-      py::gil_scoped_release release;
-      e = cudaMemcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), nbytes, k);
-    }
-    if (e != cudaSuccess) {
-      throw Failure(Error::Internal, std::string("cudaMemcpy failed: ") + cudaGetErrorString(e));
-    }
-  }, py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("kind"));
+  m.def(
+      "cuda_raw_memcpy",
+      [](uintptr_t dst, uintptr_t src, size_t nbytes, const std::string& kind) {
+        cudaMemcpyKind k;
+        if (kind == "h2d") {
+          k = cudaMemcpyHostToDevice;
+        } else if (kind == "d2h") {
+          k = cudaMemcpyDeviceToHost;
+        } else if (kind == "d2d") {
+          k = cudaMemcpyDeviceToDevice;
+        } else {
+          throw Failure(Error::InvalidArgument, "kind must be 'h2d', 'd2h' or 'd2d', got '" + kind + "'");
+        }
+        cudaError_t e;
+        {
+          py::gil_scoped_release release;
+          e = cudaMemcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), nbytes, k);
+        }
+        if (e != cudaSuccess) {
+          throw Failure(Error::Internal, std::string("cudaMemcpy failed: ") + cudaGetErrorString(e));
+        }
+      },
+      py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("kind"));
 
   m.def("cuda_dlpack", &dlpack_capsule, py::arg("owner"), py::arg("ptr"), py::arg("device"), py::arg("shape"),
         py::arg("strides"), py::arg("code"), py::arg("bits"),

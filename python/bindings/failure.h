@@ -10,8 +10,7 @@
 namespace et_copy::bindings {
 
 struct Failure : std::runtime_error {
-  Failure(executorch::runtime::Error e, const std::string& message)
-      : std::runtime_error(message), error(e) {}
+  Failure(executorch::runtime::Error e, const std::string& message) : std::runtime_error(message), error(e) {}
   executorch::runtime::Error error;
 };
 

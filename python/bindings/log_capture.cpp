@@ -15,16 +15,9 @@ thread_local std::vector<std::string>* active_lines = nullptr;
 // A runaway loop logging errors must not grow a capture without bound.
 constexpr size_t kMaxLines = 64;
 
-void emit(
-    et_timestamp_t timestamp,
-    et_pal_log_level_t level,
-    const char* filename,
-    const char* function,
-    size_t line,
-    const char* message,
-    size_t length) {
-  if (active_lines != nullptr && (level == kError || level == kFatal) &&
-      active_lines->size() < kMaxLines) {
+void emit(et_timestamp_t timestamp, et_pal_log_level_t level, const char* filename, const char* function, size_t line,
+          const char* message, size_t length) {
+  if (active_lines != nullptr && (level == kError || level == kFatal) && active_lines->size() < kMaxLines) {
     std::string text(message, length);
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) {
       text.pop_back();

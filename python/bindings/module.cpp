@@ -85,12 +85,17 @@ PYBIND11_MODULE(_C, m) {
 
   m.attr("H2D_COPY_OUT") = et_copy::kH2dCopyOutName;
   m.attr("D2H_COPY_OUT") = et_copy::kD2hCopyOutName;
-  m.def("run_kernel", [](const std::string& op, const py::dict& self, const py::dict& out) {
-    return call(run_kernel, op, self, out);
-  }, py::arg("op"), py::arg("self"), py::arg("out"), "Runs et_copy's kernel; returns out's (sizes, strides).");
-  m.def("run_registered", [](const std::string& op, const py::dict& self, const py::dict& out) {
-    return call(run_registered, op, self, out);
-  }, py::arg("op"), py::arg("self"), py::arg("out"), "Runs the registry's kernel for op; returns out's (sizes, strides).");
+  m.def(
+      "run_kernel",
+      [](const std::string& op, const py::dict& self, const py::dict& out) { return call(run_kernel, op, self, out); },
+      py::arg("op"), py::arg("self"), py::arg("out"), "Runs et_copy's kernel; returns out's (sizes, strides).");
+  m.def(
+      "run_registered",
+      [](const std::string& op, const py::dict& self, const py::dict& out) {
+        return call(run_registered, op, self, out);
+      },
+      py::arg("op"), py::arg("self"), py::arg("out"),
+      "Runs the registry's kernel for op; returns out's (sizes, strides).");
   bind_allocators(m);
   bind_bench(m);
   bind_copy_fast_path(m);

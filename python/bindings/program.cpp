@@ -51,7 +51,10 @@ using executorch::runtime::Tag;
 namespace et = executorch::runtime::etensor;
 
 std::string device_str(et::DeviceType type, int index) {
-  return type == et::DeviceType::CPU ? "cpu" : (type == et::DeviceType::CUDA ? "cuda:" : "device" + std::to_string(static_cast<int>(type)) + ":") + std::to_string(index);
+  return type == et::DeviceType::CPU
+             ? "cpu"
+             : (type == et::DeviceType::CUDA ? "cuda:" : "device" + std::to_string(static_cast<int>(type)) + ":") +
+                   std::to_string(index);
 }
 
 // The message of a failed runtime call: what the caller was doing, the
@@ -87,10 +90,10 @@ struct RuntimeFailure : Failure {
       op = m[2];
     }
   }
-  py::object exc = cls(RuntimeFailure::compose(e, what, log), py::arg("error") = error_name(e),
-                       py::arg("instruction") = instruction.empty() ? py::object(py::none()) : py::str(instruction),
-                       py::arg("operator") = op.empty() ? py::object(py::none()) : py::str(op),
-                       py::arg("log") = py::cast(log));
+  py::object exc =
+      cls(RuntimeFailure::compose(e, what, log), py::arg("error") = error_name(e),
+          py::arg("instruction") = instruction.empty() ? py::object(py::none()) : py::str(instruction),
+          py::arg("operator") = op.empty() ? py::object(py::none()) : py::str(op), py::arg("log") = py::cast(log));
   PyErr_SetObject(cls.ptr(), exc.ptr());
   throw py::error_already_set();
 }
@@ -185,7 +188,8 @@ py::list method_names(const LoadedProgram& lp) {
   return names;
 }
 
-LoadedMethod::Slot slot_of(const EValue& value, const executorch::runtime::Result<executorch::runtime::TensorInfo>& info) {
+LoadedMethod::Slot slot_of(const EValue& value,
+                           const executorch::runtime::Result<executorch::runtime::TensorInfo>& info) {
   LoadedMethod::Slot slot;
   if (value.isTensor() && info.ok()) {
     const auto* impl = value.toTensor().unsafeGetTensorImpl();
@@ -235,7 +239,8 @@ std::shared_ptr<LoadedMethod> load_method(const std::shared_ptr<LoadedProgram>& 
     const auto size = meta->memory_planned_buffer_size(i);
     const auto device = meta->memory_planned_buffer_device(i);
     if (!size.ok() || !device.ok() || *size < 0) {
-      throw Failure(Error::InvalidProgram, what + ": planned buffer " + std::to_string(i) + " has no valid size or device");
+      throw Failure(Error::InvalidProgram,
+                    what + ": planned buffer " + std::to_string(i) + " has no valid size or device");
     }
     const size_t nbytes = static_cast<size_t>(*size);
     lm->devices.push_back(*device);
@@ -255,9 +260,8 @@ std::shared_ptr<LoadedMethod> load_method(const std::shared_ptr<LoadedProgram>& 
       lm->spans.push_back(lm->device_buffers.back().as_span());
     }
   }
-  lm->planned = std::make_unique<HierarchicalAllocator>(
-      Span<Span<uint8_t>>(lm->spans.data(), lm->spans.size()),
-      Span<const et::Device>(lm->devices.data(), lm->devices.size()));
+  lm->planned = std::make_unique<HierarchicalAllocator>(Span<Span<uint8_t>>(lm->spans.data(), lm->spans.size()),
+                                                        Span<const et::Device>(lm->devices.data(), lm->devices.size()));
   lm->memory = std::make_unique<MemoryManager>(&lm->method_allocator, lm->planned.get(), &lm->temp_allocator);
   std::vector<std::string> log;
   Error err = Error::Ok;
@@ -299,10 +303,10 @@ py::dict method_meta(const LoadedMethod& lm) {
   };
   py::dict d;
   d["name"] = lm.name;
-  d["inputs"] = entries(lm.inputs, [&](size_t i) { return meta.input_tensor_meta(i); },
-                        [&](size_t i) { return meta.input_tag(i); });
-  d["outputs"] = entries(lm.outputs, [&](size_t i) { return meta.output_tensor_meta(i); },
-                         [&](size_t i) { return meta.output_tag(i); });
+  d["inputs"] = entries(
+      lm.inputs, [&](size_t i) { return meta.input_tensor_meta(i); }, [&](size_t i) { return meta.input_tag(i); });
+  d["outputs"] = entries(
+      lm.outputs, [&](size_t i) { return meta.output_tensor_meta(i); }, [&](size_t i) { return meta.output_tag(i); });
   py::list buffers;
   for (size_t i = 0; i < lm.spans.size(); ++i) {
     py::dict b;
@@ -385,9 +389,8 @@ py::object execute(LoadedMethod& lm, const py::list& inputs, const py::list& out
     const LoadedMethod::Slot& slot = lm.inputs[i];
     py::handle value = inputs[i];
     if (slot.tensor && !py::isinstance<py::tuple>(value)) {
-      if (!read_object(value.ptr(), false, spec) || spec.dtype != slot.dtype ||
-          spec.device_type != slot.device_type || spec.device_index != slot.device_index ||
-          (slot.planned && slot.device_type != 0)) {
+      if (!read_object(value.ptr(), false, spec) || spec.dtype != slot.dtype || spec.device_type != slot.device_type ||
+          spec.device_index != slot.device_index || (slot.planned && slot.device_type != 0)) {
         return py::reinterpret_borrow<py::object>(Py_NotImplemented);
       }
       views.push_back(std::make_unique<TensorView>(spec));
@@ -446,8 +449,8 @@ py::object execute(LoadedMethod& lm, const py::list& inputs, const py::list& out
         const auto& t = m.get_output(i).toTensor();
         if (t.nbytes() > targets[i]->capacity) {
           err = Error::InvalidArgument;
-          step = "copying output " + std::to_string(i) + " (" + std::to_string(t.nbytes()) +
-              " bytes) into a " + std::to_string(targets[i]->capacity) + "-byte tensor";
+          step = "copying output " + std::to_string(i) + " (" + std::to_string(t.nbytes()) + " bytes) into a " +
+                 std::to_string(targets[i]->capacity) + "-byte tensor";
         } else if (t.nbytes() > 0) {
           std::memcpy(targets[i]->data, t.const_data_ptr(), t.nbytes());
         }
@@ -465,8 +468,8 @@ py::object execute(LoadedMethod& lm, const py::list& inputs, const py::list& out
     const EValue& v = m.get_output(i);
     if (targets[i]) {
       const auto sizes = v.toTensor().sizes();
-      const bool same = sizes.size() == targets[i]->sizes.size() &&
-          std::equal(sizes.begin(), sizes.end(), targets[i]->sizes.begin());
+      const bool same =
+          sizes.size() == targets[i]->sizes.size() && std::equal(sizes.begin(), sizes.end(), targets[i]->sizes.begin());
       result.append(same ? py::object(py::none()) : py::cast(std::vector<int64_t>(sizes.begin(), sizes.end())));
     } else {
       result.append(output_value(v));
@@ -486,8 +489,7 @@ void bind_program(py::module_& m) {
       .def_readonly("name", &LoadedMethod::name)
       .def("meta", &method_meta)
       .def("execute", &execute, py::arg("inputs"), py::arg("outputs"));
-  m.def("load_program", &load_program, py::arg("data"),
-        "Loads program bytes, verified for internal consistency.");
+  m.def("load_program", &load_program, py::arg("data"), "Loads program bytes, verified for internal consistency.");
 }
 
 } // namespace et_copy::bindings

@@ -24,7 +24,8 @@ void narrow(const std::vector<int64_t>& values, std::array<T, N>& out, const cha
     const int64_t v = values[i];
     if (v < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
         v > static_cast<int64_t>(std::numeric_limits<T>::max())) {
-      throw Failure(Error::InvalidArgument, std::string(what) + " value " + std::to_string(v) + " does not fit ExecuTorch's tensor metadata");
+      throw Failure(Error::InvalidArgument,
+                    std::string(what) + " value " + std::to_string(v) + " does not fit ExecuTorch's tensor metadata");
     }
     out[i] = static_cast<T>(v);
   }
@@ -34,8 +35,18 @@ void narrow(const std::vector<int64_t>& values, std::array<T, N>& out, const cha
 // double and the two complex types (TensorImpl aborts on codes it lacks).
 bool supported_dtype(int code) {
   switch (code) {
-    case 0: case 1: case 2: case 3: case 4: case 5: case 6: case 7:
-    case 9: case 10: case 11: case 15:
+    case 0:
+    case 1:
+    case 2:
+    case 3:
+    case 4:
+    case 5:
+    case 6:
+    case 7:
+    case 9:
+    case 10:
+    case 11:
+    case 15:
       return true;
     default:
       return false;
@@ -47,7 +58,8 @@ bool supported_dtype(int code) {
 TensorView::TensorView(const TensorSpec& spec) {
   const size_t rank = spec.sizes.size();
   if (rank > kTensorDimensionLimit) {
-    throw Failure(Error::InvalidArgument, "tensor has " + std::to_string(rank) + " dims; ExecuTorch supports at most 16");
+    throw Failure(Error::InvalidArgument,
+                  "tensor has " + std::to_string(rank) + " dims; ExecuTorch supports at most 16");
   }
   if (spec.dim_order.size() != rank || spec.strides.size() != rank ||
       (spec.capacity && spec.capacity->size() != rank)) {
@@ -75,21 +87,14 @@ TensorView::TensorView(const TensorSpec& spec) {
   std::array<executorch::aten::SizesType, kMaxDims> current{};
   narrow(spec.sizes, current, "size");
 
-  impl_.emplace(
-      static_cast<executorch::aten::ScalarType>(spec.dtype),
-      static_cast<ssize_t>(rank),
-      sizes_.data(),
-      reinterpret_cast<void*>(spec.data),
-      dim_order_.data(),
-      strides_.data(),
-      static_cast<executorch::runtime::TensorShapeDynamism>(spec.dynamism),
-      static_cast<et::DeviceType>(spec.device_type),
-      static_cast<et::DeviceIndex>(spec.device_index));
+  impl_.emplace(static_cast<executorch::aten::ScalarType>(spec.dtype), static_cast<ssize_t>(rank), sizes_.data(),
+                reinterpret_cast<void*>(spec.data), dim_order_.data(), strides_.data(),
+                static_cast<executorch::runtime::TensorShapeDynamism>(spec.dynamism),
+                static_cast<et::DeviceType>(spec.device_type), static_cast<et::DeviceIndex>(spec.device_index));
   tensor_ = executorch::aten::Tensor(&*impl_);
   if (spec.capacity && current != sizes_) {
     // A dynamic-bound tensor currently holding fewer elements than it can.
-    const Error err = executorch::runtime::resize_tensor(
-        tensor_, {current.data(), rank});
+    const Error err = executorch::runtime::resize_tensor(tensor_, {current.data(), rank});
     if (err != Error::Ok) {
       throw Failure(err, "shape does not fit the tensor's capacity");
     }

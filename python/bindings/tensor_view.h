@@ -21,7 +21,7 @@ struct TensorSpec {
   std::vector<int64_t> sizes;
   std::vector<int64_t> dim_order;
   std::vector<int64_t> strides; ///< in elements
-  int dynamism = 0; ///< TensorShapeDynamism
+  int dynamism = 0;             ///< TensorShapeDynamism
   int device_type = 0;
   int device_index = 0;
   std::optional<std::vector<int64_t>> capacity;

@@ -77,8 +77,16 @@ def cuda_status() -> dict[str, Any]:
     compute_capability, total_memory, pci_bus_id).
     """
     if not built_with_cuda():
-        return {"built": False, "runtime_version": None, "driver_version": None, "device_count": None,
-                "error": "NotSupported", "cuda_error": None, "message": _NOT_BUILT, "devices": []}
+        return {
+            "built": False,
+            "runtime_version": None,
+            "driver_version": None,
+            "device_count": None,
+            "error": "NotSupported",
+            "cuda_error": None,
+            "message": _NOT_BUILT,
+            "devices": [],
+        }
     status = dict(_C.cuda_status())
     status["built"] = True
     status["devices"] = [dict(_C.cuda_device_properties(i)) for i in range(status["device_count"] or 0)]
@@ -110,8 +118,10 @@ def use_cuda() -> str:
     except EtCopyError as e:
         raise EtCopyError(f"{op}: {e}", error=e.error) from None
     if outcome == "already other":
-        raise EtCopyError(f"{op}: CUDA is already served by {before}; ExecuTorch cannot replace a registered allocator",
-                          error="RegistrationAlreadyRegistered")
+        raise EtCopyError(
+            f"{op}: CUDA is already served by {before}; ExecuTorch cannot replace a registered allocator",
+            error="RegistrationAlreadyRegistered",
+        )
     return outcome
 
 
@@ -122,9 +132,11 @@ def _require_real_cuda(t: DeviceTensor, what: str) -> None:
     info = _C.allocator_info(CUDA)
     if info is None or info["owner"] != "et_copy" or info["name"] != "cuda":
         served = _describe_cuda_allocator()
-        raise EtCopyError(f"DeviceTensor.{what}: needs real CUDA memory, but this tensor's memory comes from {served} "
-                          "(simulated memory is host memory standing in for a GPU); call et_copy.use_cuda() on a GPU machine",
-                          error="NotSupported")
+        raise EtCopyError(
+            f"DeviceTensor.{what}: needs real CUDA memory, but this tensor's memory comes from {served} "
+            "(simulated memory is host memory standing in for a GPU); call et_copy.use_cuda() on a GPU machine",
+            error="NotSupported",
+        )
 
 
 def dlpack_device(t: DeviceTensor) -> tuple[int, int]:
@@ -132,8 +144,9 @@ def dlpack_device(t: DeviceTensor) -> tuple[int, int]:
     return (_DL_CUDA, t.device.index)
 
 
-def dlpack(t: DeviceTensor, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
-           copy: bool | None = None) -> Any:
+def dlpack(
+    t: DeviceTensor, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: bool | None = None
+) -> Any:
     """A DLPack capsule over ``t``'s CUDA memory (no copy).
 
     et_copy's copies are complete when they return, so the data is ready
@@ -148,8 +161,9 @@ def dlpack(t: DeviceTensor, *, stream: Any = None, max_version: Any = None, dl_d
     from ._tensors import contiguous_strides
 
     code, bits = _DLPACK_DTYPES[t.dtype]
-    return _C.cuda_dlpack(t, t.data_ptr(), t.device.index, list(t.shape),
-                          contiguous_strides(tuple(t.shape), t.dim_order), code, bits)
+    return _C.cuda_dlpack(
+        t, t.data_ptr(), t.device.index, list(t.shape), contiguous_strides(tuple(t.shape), t.dim_order), code, bits
+    )
 
 
 def cuda_array_interface(t: DeviceTensor) -> dict[str, Any]:
@@ -165,8 +179,14 @@ def cuda_array_interface(t: DeviceTensor) -> dict[str, Any]:
     if tuple(t.dim_order) != natural:
         strides = tuple(s * t.itemsize for s in contiguous_strides(tuple(t.shape), t.dim_order))
     # stream None: no synchronisation is needed, the copies already waited.
-    return {"shape": tuple(t.shape), "typestr": typestr, "data": (t.data_ptr(), False),
-            "strides": strides, "version": 3, "stream": None}
+    return {
+        "shape": tuple(t.shape),
+        "typestr": typestr,
+        "data": (t.data_ptr(), False),
+        "strides": strides,
+        "version": 3,
+        "stream": None,
+    }
 
 
 def copy_config() -> dict[str, Any]:

@@ -37,10 +37,17 @@ def main(argv: list[str]) -> int:
         same = bytes(host.view(torch.uint8).reshape(-1).numpy()) == bytes(back.view(torch.uint8).reshape(-1).numpy())
         ok &= same
         name = str(dtype).removeprefix("torch.")
-        print(f"{name:<16}{host.nbytes:>8}  {s1['h2d_bytes'] - s0['h2d_bytes']:>5} {s1['d2h_bytes'] - s0['d2h_bytes']:>5}  {'yes' if same else 'NO'}")
+        print(
+            f"{name:<16}{host.nbytes:>8}  {s1['h2d_bytes'] - s0['h2d_bytes']:>5} "
+            f"{s1['d2h_bytes'] - s0['d2h_bytes']:>5}  {'yes' if same else 'NO'}"
+        )
         device.free()
     after = _registration.allocator_stats()
     moved = {k: after[k] - before[k] for k in ("allocations", "h2d_copies", "h2d_bytes", "d2h_copies", "d2h_bytes")}
-    print("allocator: " + ", ".join(f"{k}={v}" for k, v in moved.items()) + f", bytes_outstanding={after['bytes_outstanding']}")
+    print(
+        "allocator: "
+        + ", ".join(f"{k}={v}" for k, v in moved.items())
+        + f", bytes_outstanding={after['bytes_outstanding']}"
+    )
     print("all round trips returned the same bytes" if ok else "SOME ROUND TRIPS CHANGED BYTES")
     return 0 if ok else 1

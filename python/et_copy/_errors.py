@@ -14,8 +14,15 @@ class EtCopyError(RuntimeError):
     among them); otherwise they are None and empty.
     """
 
-    def __init__(self, message: str, *, error: str = "Internal", instruction: str | None = None,
-                 operator: str | None = None, log: list[str] | tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        error: str = "Internal",
+        instruction: str | None = None,
+        operator: str | None = None,
+        log: list[str] | tuple[str, ...] = (),
+    ) -> None:
         super().__init__(message)
         self.error = error
         self.instruction = instruction
@@ -26,6 +33,7 @@ class EtCopyError(RuntimeError):
         return (_rebuild, (str(self), self.error, self.instruction, self.operator, self.log))
 
 
-def _rebuild(message: str, error: str, instruction: str | None = None, operator: str | None = None,
-             log: tuple[str, ...] = ()) -> EtCopyError:
+def _rebuild(
+    message: str, error: str, instruction: str | None = None, operator: str | None = None, log: tuple[str, ...] = ()
+) -> EtCopyError:
     return EtCopyError(message, error=error, instruction=instruction, operator=operator, log=log)

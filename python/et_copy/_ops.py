@@ -44,8 +44,17 @@ def _packed(t: object, op: str, arg: str, dynamic_out: bool = False) -> tuple:
         if code is None:
             code = scalar_type_code(t.dtype, op=op, arg=arg)
         device_type, device_index = t.device
-        return (buffer.ptr, code, t._shape, None, t.dim_order, DYNAMIC_BOUND if t.dynamic else STATIC,
-                device_type, device_index, t._capacity)
+        return (
+            buffer.ptr,
+            code,
+            t._shape,
+            None,
+            t.dim_order,
+            DYNAMIC_BOUND if t.dynamic else STATIC,
+            device_type,
+            device_index,
+            t._capacity,
+        )
     if isinstance(t, torch.Tensor):
         if t.is_cpu:
             device_type, device_index = CPU, 0
@@ -57,8 +66,17 @@ def _packed(t: object, op: str, arg: str, dynamic_out: bool = False) -> tuple:
         if code is None:
             code = scalar_type_code(t.dtype, op=op, arg=arg)
         shape = t.shape
-        return (t.data_ptr(), code, shape, t.stride(), None, DYNAMIC_BOUND if dynamic_out else STATIC,
-                device_type, device_index, shape if dynamic_out else None)
+        return (
+            t.data_ptr(),
+            code,
+            shape,
+            t.stride(),
+            None,
+            DYNAMIC_BOUND if dynamic_out else STATIC,
+            device_type,
+            device_index,
+            shape if dynamic_out else None,
+        )
     raise TypeError(f"{op}: {arg} must be a torch.Tensor or an et_copy.DeviceTensor, got {type(t).__name__}")
 
 
@@ -87,8 +105,9 @@ def _take_shape(out: AnyTensor, changed: tuple) -> AnyTensor:
     return out
 
 
-def h2d_copy(self: AnyTensor, *, out: AnyTensor | None = None, device: str = "cuda:0",
-             dynamic_out: bool = False) -> AnyTensor:
+def h2d_copy(
+    self: AnyTensor, *, out: AnyTensor | None = None, device: str = "cuda:0", dynamic_out: bool = False
+) -> AnyTensor:
     """Copies host tensor ``self`` to the device with et_copy's kernel.
 
     ``out`` defaults to a new DeviceTensor on ``device`` with ``self``'s

@@ -51,7 +51,7 @@ def register_kernels() -> dict[str, str]:
 
 
 def kernel_owner(op_name: str) -> str:
-    """"already et_copy", "already other" or "absent" for a kernel name."""
+    """ "already et_copy", "already other" or "absent" for a kernel name."""
     return _C.kernel_owner(op_name)
 
 
@@ -81,8 +81,10 @@ def use_simulated_device(num_devices: int = 1) -> str:
     before = _describe_cuda_allocator()
     outcome = _C.use_simulated_device(num_devices)
     if outcome == "already other":
-        raise EtCopyError(f"{op}: CUDA is already served by {before}; ExecuTorch cannot replace a registered allocator",
-                          error="RegistrationAlreadyRegistered")
+        raise EtCopyError(
+            f"{op}: CUDA is already served by {before}; ExecuTorch cannot replace a registered allocator",
+            error="RegistrationAlreadyRegistered",
+        )
     return outcome
 
 

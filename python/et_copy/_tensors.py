@@ -47,8 +47,15 @@ class DeviceTensor:
 
     __slots__ = ("_buffer", "dtype", "device", "dim_order", "dynamic", "_capacity", "_shape", "__weakref__")
 
-    def __init__(self, buffer, dtype: torch.dtype, device: Device, shape: tuple[int, ...],
-                 dim_order: tuple[int, ...], dynamic: bool) -> None:
+    def __init__(
+        self,
+        buffer,
+        dtype: torch.dtype,
+        device: Device,
+        shape: tuple[int, ...],
+        dim_order: tuple[int, ...],
+        dynamic: bool,
+    ) -> None:
         self._buffer = buffer
         self.dtype = dtype
         self.device = device
@@ -144,8 +151,14 @@ class DeviceTensor:
         self._shape = tuple(int(s) for s in sizes)
 
 
-def empty(shape: Sequence[int], dtype: torch.dtype, device: str = "cuda:0", *,
-          dynamic: bool = False, dim_order: Sequence[int] | None = None) -> DeviceTensor:
+def empty(
+    shape: Sequence[int],
+    dtype: torch.dtype,
+    device: str = "cuda:0",
+    *,
+    dynamic: bool = False,
+    dim_order: Sequence[int] | None = None,
+) -> DeviceTensor:
     """Uninitialised device memory for a tensor of ``shape`` and ``dtype``.
 
     ``dynamic=True`` makes ``shape`` an upper bound: copies of smaller
@@ -160,8 +173,9 @@ def empty(shape: Sequence[int], dtype: torch.dtype, device: str = "cuda:0", *,
     if any(s > _MAX_DIM for s in shape):
         # ExecuTorch's tensor metadata holds int32 sizes: memory for a larger
         # dim could be allocated but never copied.
-        raise ValueError(f"{op}: shape {shape} does not fit ExecuTorch's tensor metadata "
-                         f"(a dim of at most {_MAX_DIM} elements)")
+        raise ValueError(
+            f"{op}: shape {shape} does not fit ExecuTorch's tensor metadata (a dim of at most {_MAX_DIM} elements)"
+        )
     scalar_type_code(dtype, op=op, arg="the tensor")
     dev = parse_device(device, op=op)
     order = tuple(range(len(shape))) if dim_order is None else tuple(int(d) for d in dim_order)
@@ -200,17 +214,25 @@ class _BufferSlice:
         pass
 
 
-def _device_view(parent: DeviceTensor, offset: int, shape: Sequence[int], dtype: torch.dtype, *,
-                 dim_order: Sequence[int] | None = None, dynamic: bool = False,
-                 device: Device | None = None) -> DeviceTensor:
+def _device_view(
+    parent: DeviceTensor,
+    offset: int,
+    shape: Sequence[int],
+    dtype: torch.dtype,
+    *,
+    dim_order: Sequence[int] | None = None,
+    dynamic: bool = False,
+    device: Device | None = None,
+) -> DeviceTensor:
     """A DeviceTensor over ``parent``'s bytes from ``offset``, sized for
     ``shape`` (its capacity). ``device`` overrides the metadata only (the
     memory stays where ``parent`` lives), to build deliberately wrong tensors."""
     shape = tuple(int(s) for s in shape)
     order = tuple(range(len(shape))) if dim_order is None else tuple(int(d) for d in dim_order)
     nbytes = math.prod(shape) * dtype.itemsize
-    return DeviceTensor(_BufferSlice(parent._buffer, offset, nbytes), dtype, device or parent.device,
-                        shape, order, dynamic)
+    return DeviceTensor(
+        _BufferSlice(parent._buffer, offset, nbytes), dtype, device or parent.device, shape, order, dynamic
+    )
 
 
 def torch_spec(t: torch.Tensor, *, op: str, arg: str, dynamic: bool = False) -> dict:

@@ -160,7 +160,9 @@ def _load_executorch_registry() -> bool:
     except Exception as exc:
         raise EtCopyError(
             f"et_copy.ensure_registered: executorch's registry {spec.origin} failed to define the "
-            f"{NAMESPACE} namespace: {exc}", error="Internal") from exc
+            f"{NAMESPACE} namespace: {exc}",
+            error="Internal",
+        ) from exc
     _adopted_module = module
     sys.meta_path.insert(0, _AdoptedRegistryFinder(module))
     return True
@@ -206,8 +208,9 @@ def _define_our_own() -> None:
             lib.impl(name, _functional_copy, "CompositeImplicitAutograd")
             lib.impl(f"{name}.out", _out_copy, "CompositeImplicitAutograd")
     except Exception as exc:
-        raise EtCopyError(f"et_copy.ensure_registered: could not define the {NAMESPACE} namespace: {exc}",
-                          error="Internal") from exc
+        raise EtCopyError(
+            f"et_copy.ensure_registered: could not define the {NAMESPACE} namespace: {exc}", error="Internal"
+        ) from exc
     _library = lib
 
 
@@ -230,8 +233,10 @@ def _verify_schemas(outcome: str) -> None:
             problems.append(f"{NAMESPACE}::{qualified} is `{actual}`, et_copy expects `{expected_full}`")
     if problems:
         who = "executorch's registry" if outcome == ADOPTED_EXECUTORCH else "the existing definition"
-        raise EtCopyError(f"et_copy.ensure_registered: {who} ({outcome}) does not match et_copy's schemas: "
-                          + "; ".join(problems), error="NotSupported")
+        raise EtCopyError(
+            f"et_copy.ensure_registered: {who} ({outcome}) does not match et_copy's schemas: " + "; ".join(problems),
+            error="NotSupported",
+        )
 
 
 def registration() -> str | None:

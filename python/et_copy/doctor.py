@@ -57,11 +57,17 @@ def _register() -> dict[str, str]:
 def report(*, register: bool = False) -> dict[str, Any]:
     """The doctor's findings as a dict (what ``--json`` prints)."""
     out: dict[str, Any] = {
-        "et_copy": {"version": _version("et-copy"), "extension": os.path.abspath(_C.__file__),
-                    "built_with_cuda": bool(getattr(_C, "WITH_CUDA", False))},
+        "et_copy": {
+            "version": _version("et-copy"),
+            "extension": os.path.abspath(_C.__file__),
+            "built_with_cuda": bool(getattr(_C, "WITH_CUDA", False)),
+        },
         "executorch": _version("executorch"),
-        "torch": {"version": torch.__version__, "cuda": torch.version.cuda,
-                  "cuda_available": torch.cuda.is_available()},
+        "torch": {
+            "version": torch.__version__,
+            "cuda": torch.version.cuda,
+            "cuda_available": torch.cuda.is_available(),
+        },
     }
     if register:
         out["registered_now"] = _register()
@@ -76,7 +82,8 @@ def _render(r: dict[str, Any]) -> str:
     lines = [
         f"et_copy      {r['et_copy']['version'] or '(not installed; running from a source tree)'}",
         f"  extension  {r['et_copy']['extension']}",
-        f"  CUDA       {'built in' if r['et_copy']['built_with_cuda'] else 'not built (no CUDA toolkit at build time)'}",
+        "  CUDA       "
+        + ("built in" if r["et_copy"]["built_with_cuda"] else "not built (no CUDA toolkit at build time)"),
         f"executorch   {r['executorch'] or 'not installed'}",
         f"torch        {r['torch']['version']} (CUDA build: {r['torch']['cuda'] or 'no'}; "
         f"CUDA available: {'yes' if r['torch']['cuda_available'] else 'no'})",
@@ -88,29 +95,40 @@ def _render(r: dict[str, Any]) -> str:
     lines += [f"  {op:<24} {who}" for op, who in r["kernels"].items()]
     alloc = r["cuda_allocator"]
     if alloc is None:
-        lines.append("CUDA allocator: none registered (et_copy.use_cuda() or et_copy.use_simulated_device() registers one)")
+        lines.append(
+            "CUDA allocator: none registered (et_copy.use_cuda() or et_copy.use_simulated_device() registers one)"
+        )
     else:
-        count = alloc["device_count"] if alloc["device_count"] is not None else f"unknown ({alloc['device_count_error']})"
+        count = (
+            alloc["device_count"] if alloc["device_count"] is not None else f"unknown ({alloc['device_count_error']})"
+        )
         lines.append(f"CUDA allocator: {alloc['owner']}'s {alloc['name']} allocator, {count} device(s)")
     c = r["cuda"]
     if not c["built"]:
         lines.append(f"CUDA: {c['message']}")
     else:
-        lines.append(f"CUDA runtime {_cuda_version(c['runtime_version'])} (linked statically), "
-                     f"driver {_cuda_version(c['driver_version']) or 'none'}")
+        lines.append(
+            f"CUDA runtime {_cuda_version(c['runtime_version'])} (linked statically), "
+            f"driver {_cuda_version(c['driver_version']) or 'none'}"
+        )
         if c["error"] is not None:
             lines.append(f"  no usable device: {c['message']}")
         for d in c["devices"]:
             cc = ".".join(str(x) for x in d["compute_capability"])
-            lines.append(f"  cuda:{d['index']}  {d['name']}  sm_{cc.replace('.', '')}  "
-                         f"{d['total_memory'] / 2**30:.1f} GiB  {d['pci_bus_id']}")
+            lines.append(
+                f"  cuda:{d['index']}  {d['name']}  sm_{cc.replace('.', '')}  "
+                f"{d['total_memory'] / 2**30:.1f} GiB  {d['pci_bus_id']}"
+            )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m et_copy doctor", description=__doc__.splitlines()[0])
-    parser.add_argument("--register", action="store_true",
-                        help="first register et_copy's kernels (where absent) and its CUDA allocator (if a GPU is usable)")
+    parser.add_argument(
+        "--register",
+        action="store_true",
+        help="first register et_copy's kernels (where absent) and its CUDA allocator (if a GPU is usable)",
+    )
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")
     args = parser.parse_args(argv)
     r = report(register=args.register)

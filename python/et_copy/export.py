@@ -108,8 +108,7 @@ def _tag_device_side(graph_module: torch.fx.GraphModule, device_type: DeviceType
         # a multi-output op (split, chunk, unbind) take its results through
         # getitem on that alloc, not on the op: those allocs are on the device too.
         out = node.kwargs.get("out")
-        on_device.update(a for a in (out if isinstance(out, (tuple, list)) else [out])
-                         if isinstance(a, torch.fx.Node))
+        on_device.update(a for a in (out if isinstance(out, (tuple, list)) else [out]) if isinstance(a, torch.fx.Node))
 
 
 class BoundaryPlanningPass(MemoryPlanningPass):
@@ -213,11 +212,16 @@ def export_device_program(
     aot.ensure_registered()
     planner = DevicePlanningPass(device, alloc_graph_input=alloc_graph_input, alloc_graph_output=alloc_graph_output)
     wrapped = DeviceBoundary(module) if insert_copies else module
-    exported = torch.export.export(wrapped, tuple(example_inputs), dynamic_shapes=_boundary_dynamic_shapes(module, dynamic_shapes) if insert_copies else dynamic_shapes,
-                                   strict=strict)
+    exported = torch.export.export(
+        wrapped,
+        tuple(example_inputs),
+        dynamic_shapes=_boundary_dynamic_shapes(module, dynamic_shapes) if insert_copies else dynamic_shapes,
+        strict=strict,
+    )
     edge = to_edge(exported, compile_config=EdgeCompileConfig(preserve_ops=aot.preserve_ops()))
-    return edge.to_executorch(ExecutorchBackendConfig(memory_planning_pass=planner,
-                                                      enable_non_cpu_memory_planning=True))
+    return edge.to_executorch(
+        ExecutorchBackendConfig(memory_planning_pass=planner, enable_non_cpu_memory_planning=True)
+    )
 
 
 def _boundary_dynamic_shapes(module: torch.nn.Module, dynamic_shapes: Any) -> Any:
@@ -265,8 +269,11 @@ def with_target_device(partitioner: Partitioner, device: str = "cuda:0") -> Targ
 def _has_delegate(edge) -> bool:
     from executorch.exir.delegate import executorch_call_delegate
 
-    return any(n.op == "call_function" and n.target is executorch_call_delegate
-               for method in edge.methods for n in edge.exported_program(method).graph.nodes)
+    return any(
+        n.op == "call_function" and n.target is executorch_call_delegate
+        for method in edge.methods
+        for n in edge.exported_program(method).graph.nodes
+    )
 
 
 def lower_to_device(
@@ -301,19 +308,25 @@ def lower_to_device(
     """
     op = "et_copy.export.lower_to_device"
     if skip_h2d_for_method_inputs and alloc_graph_input:
-        raise ValueError(f"{op}: skip_h2d_for_method_inputs=True needs alloc_graph_input=False, or the runtime "
-                         "reserves a buffer for the input and fills it from the caller's device memory with memcpy")
+        raise ValueError(
+            f"{op}: skip_h2d_for_method_inputs=True needs alloc_graph_input=False, or the runtime "
+            "reserves a buffer for the input and fills it from the caller's device memory with memcpy"
+        )
     if skip_d2h_for_method_outputs and alloc_graph_output:
-        raise ValueError(f"{op}: skip_d2h_for_method_outputs=True needs alloc_graph_output=False, or the runtime "
-                         "reserves a buffer for the device output and copies it with memcpy")
+        raise ValueError(
+            f"{op}: skip_d2h_for_method_outputs=True needs alloc_graph_output=False, or the runtime "
+            "reserves a buffer for the device output and copies it with memcpy"
+        )
     aot.ensure_registered()
     target = with_target_device(partitioner, device)
     exported = torch.export.export(module, tuple(example_inputs), dynamic_shapes=dynamic_shapes, strict=strict)
     edge = to_edge_transform_and_lower(exported, partitioner=[target])
     if not _has_delegate(edge):
-        raise ValueError(f"{op}: {type(partitioner).__name__} delegated nothing of {type(module).__name__}, so the "
-                         "program would have no device boundary; use export_device_program for a model without "
-                         "delegate work")
+        raise ValueError(
+            f"{op}: {type(partitioner).__name__} delegated nothing of {type(module).__name__}, so the "
+            "program would have no device boundary; use export_device_program for a model without "
+            "delegate work"
+        )
     planner = BoundaryPlanningPass(alloc_graph_input=alloc_graph_input, alloc_graph_output=alloc_graph_output)
     config = ExecutorchBackendConfig(
         memory_planning_pass=planner,

@@ -30,7 +30,7 @@ from typing import Any, Sequence, Union
 import torch
 
 from . import _C
-from ._device import CPU, Device
+from ._device import Device
 from ._dtypes import SCALAR_TYPE_CODES
 from ._errors import EtCopyError
 from ._ops import _packed
@@ -98,14 +98,26 @@ class MethodMeta:
 def _entry(d: dict) -> TensorMeta | ValueMeta:
     if "tag" in d:
         return ValueMeta(d["tag"])
-    return TensorMeta(d["name"], _DTYPES.get(d["dtype"]), tuple(d["shape"]), tuple(d["dim_order"]),
-                      str(Device(d["device_type"], d["device_index"])), d["memory_planned"], d["nbytes"])
+    return TensorMeta(
+        d["name"],
+        _DTYPES.get(d["dtype"]),
+        tuple(d["shape"]),
+        tuple(d["dim_order"]),
+        str(Device(d["device_type"], d["device_index"])),
+        d["memory_planned"],
+        d["nbytes"],
+    )
 
 
 def _meta(raw: dict) -> MethodMeta:
-    return MethodMeta(raw["name"], tuple(_entry(d) for d in raw["inputs"]), tuple(_entry(d) for d in raw["outputs"]),
-                      tuple(BufferMeta(str(Device(b["device_type"], b["device_index"])), b["nbytes"])
-                            for b in raw["planned_buffers"]))
+    return MethodMeta(
+        raw["name"],
+        tuple(_entry(d) for d in raw["inputs"]),
+        tuple(_entry(d) for d in raw["outputs"]),
+        tuple(
+            BufferMeta(str(Device(b["device_type"], b["device_index"])), b["nbytes"]) for b in raw["planned_buffers"]
+        ),
+    )
 
 
 def _device_of(t: torch.Tensor | DeviceTensor) -> str:
@@ -137,9 +149,12 @@ class Method:
         if m.device != "cpu":
             if m.memory_planned:
                 # Its memory is the method's, overwritten by the next call, and only a device copy could hand it out.
-                raise EtCopyError(f"{self._where}: output {i} is memory-planned on {m.device}; et_copy.runtime "
-                                  "returns device outputs in memory the caller owns: export with "
-                                  "alloc_graph_output=False", error="NotSupported")
+                raise EtCopyError(
+                    f"{self._where}: output {i} is memory-planned on {m.device}; et_copy.runtime "
+                    "returns device outputs in memory the caller owns: export with "
+                    "alloc_graph_output=False",
+                    error="NotSupported",
+                )
             return functools.partial(empty, m.shape, m.dtype, m.device, dynamic=True, dim_order=m.dim_order)
         if list(m.dim_order) == sorted(m.dim_order):
             return functools.partial(torch.empty, m.shape, dtype=m.dtype)
@@ -193,8 +208,9 @@ class Method:
             return value
         arg = f"input {i} ({m.name})" if m.name else f"input {i}"
         if not isinstance(value, (torch.Tensor, DeviceTensor)):
-            raise TypeError(f"{self._where}: {arg} must be a torch.Tensor or an et_copy.DeviceTensor, "
-                            f"got {type(value).__name__}")
+            raise TypeError(
+                f"{self._where}: {arg} must be a torch.Tensor or an et_copy.DeviceTensor, got {type(value).__name__}"
+            )
         if m.dtype is not None and value.dtype != m.dtype:
             raise TypeError(f"{self._where}: {arg} must have dtype {m.dtype}, got {value.dtype}")
         given = _device_of(value)
@@ -202,12 +218,17 @@ class Method:
             if m.device == "cpu":
                 hint = "pass a CPU torch tensor"
             else:
-                hint = (f"pass an et_copy.DeviceTensor on {m.device} (et_copy.h2d_copy(x)); a host tensor would be "
-                        "copied into device memory with a host memcpy")
+                hint = (
+                    f"pass an et_copy.DeviceTensor on {m.device} (et_copy.h2d_copy(x)); a host tensor would be "
+                    "copied into device memory with a host memcpy"
+                )
             raise ValueError(f"{self._where}: {arg} is planned on {m.device}, got a tensor on {given}: {hint}")
         if m.device != "cpu" and m.memory_planned:
-            raise EtCopyError(f"{self._where}: {arg} is memory-planned on {m.device}, which ExecuTorch fills with a "
-                              "host memcpy; export with alloc_graph_input=False", error="NotSupported")
+            raise EtCopyError(
+                f"{self._where}: {arg} is memory-planned on {m.device}, which ExecuTorch fills with a "
+                "host memcpy; export with alloc_graph_input=False",
+                error="NotSupported",
+            )
         return _packed(value, self._where, arg)
 
     def _given_outputs(self, outputs: Sequence[AnyTensor | None]) -> list:
@@ -224,14 +245,17 @@ class Method:
             if not isinstance(given, (torch.Tensor, DeviceTensor)):
                 raise TypeError(f"{self._where}: {arg} must be a torch.Tensor, an et_copy.DeviceTensor or None")
             if given.dtype != m.dtype or _device_of(given) != m.device:
-                raise ValueError(f"{self._where}: {arg} must be {m.dtype} on {m.device}, "
-                                 f"got {given.dtype} on {_device_of(given)}")
+                raise ValueError(
+                    f"{self._where}: {arg} must be {m.dtype} on {m.device}, got {given.dtype} on {_device_of(given)}"
+                )
             capacity = given.capacity if isinstance(given, DeviceTensor) else given.shape
             order = tuple(given.dim_order) if isinstance(given, DeviceTensor) else tuple(dim_order_of(given))
             dense = isinstance(given, DeviceTensor) or given.stride() == tuple(contiguous_strides(given.shape, order))
             if tuple(capacity) != m.shape or order != m.dim_order or not dense:
-                raise ValueError(f"{self._where}: {arg} must be dense with capacity {list(m.shape)} in dim order "
-                                 f"{list(m.dim_order)}, got {list(capacity)} in {list(order)}")
+                raise ValueError(
+                    f"{self._where}: {arg} must be dense with capacity {list(m.shape)} in dim order "
+                    f"{list(m.dim_order)}, got {list(capacity)} in {list(order)}"
+                )
             outs.append(given)
         return outs
 

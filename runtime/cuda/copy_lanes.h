@@ -23,9 +23,9 @@ using executorch::runtime::Result;
 struct Lane {
   int device = 0;
   cudaStream_t stream = nullptr;
-  void* staging[2] = {nullptr, nullptr}; ///< pinned, chunk_bytes each
+  void* staging[2] = {nullptr, nullptr};    ///< pinned, chunk_bytes each
   cudaEvent_t done[2] = {nullptr, nullptr}; ///< recorded after each use of staging[i]
-  size_t chunk_bytes = 0; ///< 0 until staging is made
+  size_t chunk_bytes = 0;                   ///< 0 until staging is made
 
   /// Makes (or remakes, for a new size) the pinned staging buffers. The
   /// lane's device must be current.

@@ -57,7 +57,8 @@ Error check_device_range(const void* p, size_t nbytes, int device, const char* w
       return fail(Error::InvalidArgument, "cuda: %s: %s (%p, %zu bytes) is not device memory", what, arg, p, nbytes);
     }
     if (attr->device != device) {
-      return fail(Error::InvalidArgument, "cuda: %s: %s (%p) is memory of device %d, not of device %d", what, arg, p, attr->device, device);
+      return fail(Error::InvalidArgument, "cuda: %s: %s (%p) is memory of device %d, not of device %d", what, arg, p,
+                  attr->device, device);
     }
   }
   return Error::Ok;
@@ -73,7 +74,8 @@ Result<bool> host_range_is_pinned(const void* p, size_t nbytes, const char* what
       return attr.error();
     }
     if (attr->type == cudaMemoryTypeDevice) {
-      return fail(Error::InvalidArgument, "cuda: %s: %s (%p) is device memory, where host memory is needed", what, arg, p);
+      return fail(Error::InvalidArgument, "cuda: %s: %s (%p) is device memory, where host memory is needed", what, arg,
+                  p);
     }
     pinned = pinned && attr->type != cudaMemoryTypeUnregistered;
   }
@@ -107,7 +109,8 @@ Error staged_h2d(Lane& lane, char* dst, const char* src, size_t nbytes) {
       }
     }
     std::memcpy(lane.staging[b], src + off, len);
-    Error err = check(cudaMemcpyAsync(dst + off, lane.staging[b], len, cudaMemcpyHostToDevice, lane.stream), "cudaMemcpyAsync (host to device, staged)", lane.device);
+    Error err = check(cudaMemcpyAsync(dst + off, lane.staging[b], len, cudaMemcpyHostToDevice, lane.stream),
+                      "cudaMemcpyAsync (host to device, staged)", lane.device);
     if (err == Error::Ok) {
       err = check(cudaEventRecord(lane.done[b], lane.stream), "cudaEventRecord", lane.device);
     }
@@ -127,7 +130,8 @@ Error staged_d2h(Lane& lane, char* dst, const char* src, size_t nbytes) {
     const int b = static_cast<int>(i & 1);
     const size_t off = i * chunk;
     const size_t len = std::min(chunk, nbytes - off);
-    Error err = check(cudaMemcpyAsync(lane.staging[b], src + off, len, cudaMemcpyDeviceToHost, lane.stream), "cudaMemcpyAsync (device to host, staged)", lane.device);
+    Error err = check(cudaMemcpyAsync(lane.staging[b], src + off, len, cudaMemcpyDeviceToHost, lane.stream),
+                      "cudaMemcpyAsync (device to host, staged)", lane.device);
     if (err == Error::Ok) {
       err = check(cudaEventRecord(lane.done[b], lane.stream), "cudaEventRecord", lane.device);
     }
@@ -185,13 +189,12 @@ struct CudaDeviceAllocator::Impl {
   std::once_flag lanes_once[kMaxDevices];
 
   LanePool& pool(int device) {
-    std::call_once(lanes_once[device], [&] {
-      lanes[device] = std::make_unique<LanePool>(kMaxLanesPerDevice);
-    });
+    std::call_once(lanes_once[device], [&] { lanes[device] = std::make_unique<LanePool>(kMaxLanesPerDevice); });
     return *lanes[device];
   }
 
-  Error run_copy(const CudaDeviceAllocator& self, Kind kind, void* dst, const void* src, size_t nbytes, DeviceIndex index);
+  Error run_copy(const CudaDeviceAllocator& self, Kind kind, void* dst, const void* src, size_t nbytes,
+                 DeviceIndex index);
 };
 
 CudaDeviceAllocator::CudaDeviceAllocator() : impl_(new Impl()) {}
@@ -231,7 +234,8 @@ Result<int> resolve(const CudaDeviceAllocator& a, DeviceIndex index, const char*
     }
   }
   if (device < 0 || device >= *count) {
-    return fail(Error::InvalidArgument, "cuda: %s: no device %d (%d device(s) present)", what, static_cast<int>(index), *count);
+    return fail(Error::InvalidArgument, "cuda: %s: no device %d (%d device(s) present)", what, static_cast<int>(index),
+                *count);
   }
   return device;
 }
@@ -245,7 +249,8 @@ Result<void*> CudaDeviceAllocator::allocate(size_t nbytes, DeviceIndex index, si
   }
   if (alignment > kMaxAlignment) {
     record_failure();
-    return fail(Error::NotSupported, "cuda: allocate: alignment %zu is above the %zu bytes cudaMalloc guarantees", alignment, kMaxAlignment);
+    return fail(Error::NotSupported, "cuda: allocate: alignment %zu is above the %zu bytes cudaMalloc guarantees",
+                alignment, kMaxAlignment);
   }
   auto device = resolve(*this, index, "allocate");
   if (!device.ok()) {
@@ -256,9 +261,7 @@ Result<void*> CudaDeviceAllocator::allocate(size_t nbytes, DeviceIndex index, si
   // Zero bytes still gets a real allocation: callers treat nullptr as
   // "nothing to free", and every allocate() must be freeable.
   const size_t request = std::max<size_t>(nbytes, 1);
-  Error err = with_device(*device, [&] {
-    return check(cudaMalloc(&ptr, request), "cudaMalloc", *device);
-  });
+  Error err = with_device(*device, [&] { return check(cudaMalloc(&ptr, request), "cudaMalloc", *device); });
   if (err != Error::Ok) {
     record_failure();
     return err;
@@ -281,14 +284,16 @@ void CudaDeviceAllocator::deallocate(void* ptr, DeviceIndex index) {
     auto it = impl_->live.find(ptr);
     if (it == impl_->live.end()) {
       record_failure();
-      fail(Error::InvalidArgument, "cuda: deallocate: %p was not allocated by et_copy's CUDA allocator (or was freed already)", ptr);
+      fail(Error::InvalidArgument,
+           "cuda: deallocate: %p was not allocated by et_copy's CUDA allocator (or was freed already)", ptr);
       return;
     }
     a = it->second;
     impl_->live.erase(it);
   }
   if (index != -1 && index != a.device) {
-    fail(Error::InvalidArgument, "cuda: deallocate: %p belongs to device %d, freed as device %d; freeing it on %d", ptr, a.device, static_cast<int>(index), a.device);
+    fail(Error::InvalidArgument, "cuda: deallocate: %p belongs to device %d, freed as device %d; freeing it on %d", ptr,
+         a.device, static_cast<int>(index), a.device);
   }
   const Error err = with_device(a.device, [&] { return check(cudaFree(ptr), "cudaFree", a.device); });
   const cudaError_t cuda_err = last_cuda_error();
@@ -298,8 +303,6 @@ void CudaDeviceAllocator::deallocate(void* ptr, DeviceIndex index) {
   // Freed, or gone with its context at exit: either way no longer ours.
   record_deallocation(a.nbytes);
 }
-
-
 
 Error CudaDeviceAllocator::copy_host_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) {
   const Error err = impl_->run_copy(*this, Kind::kH2D, dst, src, nbytes, index);
@@ -333,13 +336,8 @@ Error CudaDeviceAllocator::copy_device_to_device(void* dst, const void* src, siz
 
 // All three copies: validate, pick the path, run it on a lane's stream and
 // wait for the stream, so the copy is complete when this returns.
-Error CudaDeviceAllocator::Impl::run_copy(
-    const CudaDeviceAllocator& self,
-    Kind kind,
-    void* dst,
-    const void* src,
-    size_t nbytes,
-    DeviceIndex index) {
+Error CudaDeviceAllocator::Impl::run_copy(const CudaDeviceAllocator& self, Kind kind, void* dst, const void* src,
+                                          size_t nbytes, DeviceIndex index) {
   const char* what = kind_name(kind);
   auto device = resolve(self, index, what);
   if (!device.ok()) {
@@ -349,7 +347,8 @@ Error CudaDeviceAllocator::Impl::run_copy(
     return Error::Ok;
   }
   if (dst == nullptr || src == nullptr) {
-    return fail(Error::InvalidArgument, "cuda: %s of %zu bytes with a null %s pointer", what, nbytes, dst == nullptr ? "destination" : "source");
+    return fail(Error::InvalidArgument, "cuda: %s of %zu bytes with a null %s pointer", what, nbytes,
+                dst == nullptr ? "destination" : "source");
   }
   const CudaCopyConfig config = self.copy_config();
   return with_device(*device, [&]() -> Error {
@@ -386,14 +385,13 @@ Error CudaDeviceAllocator::Impl::run_copy(
     if (staged) {
       err = l.ensure_staging(config.chunk_bytes);
       if (err == Error::Ok) {
-        err = kind == Kind::kH2D
-            ? staged_h2d(l, static_cast<char*>(dst), static_cast<const char*>(src), nbytes)
-            : staged_d2h(l, static_cast<char*>(dst), static_cast<const char*>(src), nbytes);
+        err = kind == Kind::kH2D ? staged_h2d(l, static_cast<char*>(dst), static_cast<const char*>(src), nbytes)
+                                 : staged_d2h(l, static_cast<char*>(dst), static_cast<const char*>(src), nbytes);
       }
     } else {
-      const cudaMemcpyKind k = kind == Kind::kH2D ? cudaMemcpyHostToDevice
-          : kind == Kind::kD2H                    ? cudaMemcpyDeviceToHost
-                                                  : cudaMemcpyDeviceToDevice;
+      const cudaMemcpyKind k = kind == Kind::kH2D   ? cudaMemcpyHostToDevice
+                               : kind == Kind::kD2H ? cudaMemcpyDeviceToHost
+                                                    : cudaMemcpyDeviceToDevice;
       err = check(cudaMemcpyAsync(dst, src, nbytes, k, l.stream), "cudaMemcpyAsync", *device);
     }
     // Always drain the stream: on success the copy must be complete before
@@ -418,7 +416,8 @@ Error CudaDeviceAllocator::register_host_memory(void* ptr, size_t nbytes) {
     return attr.error();
   }
   if (attr->type != cudaMemoryTypeUnregistered) {
-    return fail(Error::InvalidArgument, "cuda: register_host_memory: %p is already pinned, registered or device memory", ptr);
+    return fail(Error::InvalidArgument, "cuda: register_host_memory: %p is already pinned, registered or device memory",
+                ptr);
   }
   // Portable: the pages are pinned for every device's context.
   return check(cudaHostRegister(ptr, nbytes, cudaHostRegisterPortable), "cudaHostRegister");

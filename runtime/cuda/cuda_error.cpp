@@ -51,9 +51,11 @@ Error check(cudaError_t e, const char* call, int device) {
   }
   t_error = e;
   if (device >= 0) {
-    std::snprintf(t_message, sizeof(t_message), "cuda: %s on device %d failed: %s (%s)", call, device, cudaGetErrorString(e), cudaGetErrorName(e));
+    std::snprintf(t_message, sizeof(t_message), "cuda: %s on device %d failed: %s (%s)", call, device,
+                  cudaGetErrorString(e), cudaGetErrorName(e));
   } else {
-    std::snprintf(t_message, sizeof(t_message), "cuda: %s failed: %s (%s)", call, cudaGetErrorString(e), cudaGetErrorName(e));
+    std::snprintf(t_message, sizeof(t_message), "cuda: %s failed: %s (%s)", call, cudaGetErrorString(e),
+                  cudaGetErrorName(e));
   }
   if (!is_shutdown(e)) {
     ET_LOG(Error, "%s", t_message);

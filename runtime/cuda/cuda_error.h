@@ -24,8 +24,7 @@ Error check(cudaError_t e, const char* call, int device = -1);
 
 /// Formats, logs and stores a failure that has no CUDA result behind it
 /// (e.g. an index out of range); returns `error`.
-Error fail(Error error, const char* fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+Error fail(Error error, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /// The last CUDA result check() saw fail on this thread.
 cudaError_t last_cuda_error();

@@ -48,14 +48,20 @@ CudaRuntimeStatus cuda_runtime_status() {
   }
   s.error = Error::NotFound;
   if (e == cudaSuccess || e == cudaErrorNoDevice) {
-    std::snprintf(s.message, sizeof(s.message), "no CUDA device: the CUDA driver (%s) is installed but reports no device (check CUDA_VISIBLE_DEVICES)", driver);
+    std::snprintf(
+        s.message, sizeof(s.message),
+        "no CUDA device: the CUDA driver (%s) is installed but reports no device (check CUDA_VISIBLE_DEVICES)", driver);
   } else if ((e == cudaErrorInsufficientDriver && s.driver_version == 0) || e == cudaErrorStubLibrary) {
-    std::snprintf(s.message, sizeof(s.message), "no CUDA driver: libcuda.so%s was not found, so no GPU can be used (cudaGetDeviceCount: %s)", e == cudaErrorStubLibrary ? " (only its stub)" : "", cudaGetErrorString(e));
+    std::snprintf(s.message, sizeof(s.message),
+                  "no CUDA driver: libcuda.so%s was not found, so no GPU can be used (cudaGetDeviceCount: %s)",
+                  e == cudaErrorStubLibrary ? " (only its stub)" : "", cudaGetErrorString(e));
   } else if (e == cudaErrorInsufficientDriver) {
-    std::snprintf(s.message, sizeof(s.message), "CUDA driver too old: it supports CUDA %s, et_copy was built with CUDA runtime %s", driver, runtime);
+    std::snprintf(s.message, sizeof(s.message),
+                  "CUDA driver too old: it supports CUDA %s, et_copy was built with CUDA runtime %s", driver, runtime);
   } else {
     s.error = map_cuda_error(e) == Error::NotFound ? Error::NotFound : Error::Internal;
-    std::snprintf(s.message, sizeof(s.message), "CUDA is unusable: cudaGetDeviceCount failed: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+    std::snprintf(s.message, sizeof(s.message), "CUDA is unusable: cudaGetDeviceCount failed: %s (%s)",
+                  cudaGetErrorString(e), cudaGetErrorName(e));
   }
   return s;
 }

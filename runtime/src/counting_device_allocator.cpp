@@ -30,12 +30,9 @@ DeviceAllocatorStats CountingDeviceAllocator::stats() const {
 
 void CountingDeviceAllocator::record_allocation(size_t nbytes) {
   add(allocations_, 1);
-  const uint64_t now =
-      bytes_outstanding_.fetch_add(nbytes, std::memory_order_relaxed) + nbytes;
+  const uint64_t now = bytes_outstanding_.fetch_add(nbytes, std::memory_order_relaxed) + nbytes;
   uint64_t peak = peak_bytes_outstanding_.load(std::memory_order_relaxed);
-  while (now > peak &&
-         !peak_bytes_outstanding_.compare_exchange_weak(
-             peak, now, std::memory_order_relaxed)) {
+  while (now > peak && !peak_bytes_outstanding_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
   }
 }
 

@@ -29,12 +29,7 @@ const char* op_name(Direction d) {
 }
 
 // Formats "op: <message>" into diag and returns `error`.
-Error reject(
-    CopyDiagnostic* diag,
-    Direction d,
-    Error error,
-    const char* fmt,
-    ...) {
+Error reject(CopyDiagnostic* diag, Direction d, Error error, const char* fmt, ...) {
   if (diag != nullptr) {
     int n = std::snprintf(diag->message, sizeof(diag->message), "%s: ", op_name(d));
     if (n < 0 || static_cast<size_t>(n) >= sizeof(diag->message)) {
@@ -53,8 +48,7 @@ void format_sizes(const Tensor& t, char* buf, size_t len) {
   size_t used = 0;
   used += std::snprintf(buf, len, "[");
   for (ssize_t i = 0; i < t.dim() && used < len; ++i) {
-    used += std::snprintf(
-        buf + used, len - used, i == 0 ? "%d" : ", %d", static_cast<int>(t.sizes()[i]));
+    used += std::snprintf(buf + used, len - used, i == 0 ? "%d" : ", %d", static_cast<int>(t.sizes()[i]));
   }
   if (used < len) {
     std::snprintf(buf + used, len - used, "]");
@@ -149,13 +143,10 @@ bool same_sizes(const Tensor& a, const Tensor& b) {
 }
 
 // Checks one tensor's own metadata; `arg` is "self" or "out".
-Error check_tensor(
-    Direction d,
-    const char* arg,
-    const Tensor& t,
-    CopyDiagnostic* diag) {
+Error check_tensor(Direction d, const char* arg, const Tensor& t, CopyDiagnostic* diag) {
   if (t.dim() < 0 || t.dim() > static_cast<ssize_t>(kTensorDimensionLimit)) {
-    return reject(diag, d, Error::InvalidArgument, "%s has %zd dims; at most %zu are supported", arg, t.dim(), kTensorDimensionLimit);
+    return reject(diag, d, Error::InvalidArgument, "%s has %zd dims; at most %zu are supported", arg, t.dim(),
+                  kTensorDimensionLimit);
   }
   if (t.dim() > 0 && t.sizes().data() == nullptr) {
     return reject(diag, d, Error::InvalidArgument, "%s has no sizes", arg);
@@ -165,13 +156,16 @@ Error check_tensor(
     return reject(diag, d, Error::InvalidArgument, "%s has a negative size or a byte count that overflows", arg);
   }
   if (!valid_dim_order(t)) {
-    return reject(diag, d, Error::InvalidArgument, "%s has a dim order that is not a permutation of its %zd dims", arg, t.dim());
+    return reject(diag, d, Error::InvalidArgument, "%s has a dim order that is not a permutation of its %zd dims", arg,
+                  t.dim());
   }
   if (!dense_in_dim_order(t)) {
-    return reject(diag, d, Error::InvalidArgument, "%s is not dense in its dim order (its strides leave gaps or overlap)", arg);
+    return reject(diag, d, Error::InvalidArgument,
+                  "%s is not dense in its dim order (its strides leave gaps or overlap)", arg);
   }
   if (!valid_device_type(t.device_type())) {
-    return reject(diag, d, Error::InvalidArgument, "%s has unknown device type %d", arg, static_cast<int>(t.device_type()));
+    return reject(diag, d, Error::InvalidArgument, "%s has unknown device type %d", arg,
+                  static_cast<int>(t.device_type()));
   }
   return Error::Ok;
 }
@@ -196,11 +190,7 @@ CountingDeviceAllocator* counting_allocator_for(DeviceType type, DeviceAllocator
 
 } // namespace
 
-Error device_copy(
-    Direction d,
-    const Tensor& self,
-    Tensor& out,
-    CopyDiagnostic* diag) {
+Error device_copy(Direction d, const Tensor& self, Tensor& out, CopyDiagnostic* diag) {
   if (diag != nullptr) {
     diag->message[0] = '\0';
   }
@@ -220,17 +210,20 @@ Error device_copy(
   const char* host_arg = h2d ? "self" : "out";
   const char* device_arg = h2d ? "out" : "self";
   if (host.device_type() != DeviceType::CPU) {
-    return reject(diag, d, Error::InvalidArgument, "%s must be a host (CPU) tensor, got a %s tensor", host_arg, device_name(host.device_type()));
+    return reject(diag, d, Error::InvalidArgument, "%s must be a host (CPU) tensor, got a %s tensor", host_arg,
+                  device_name(host.device_type()));
   }
   if (device.device_type() == DeviceType::CPU) {
     return reject(diag, d, Error::InvalidArgument, "%s must be a device tensor, got a CPU tensor", device_arg);
   }
 
   if (self.scalar_type() != out.scalar_type()) {
-    return reject(diag, d, Error::InvalidArgument, "dtype mismatch: self has %s, out has %s", executorch::runtime::toString(self.scalar_type()), executorch::runtime::toString(out.scalar_type()));
+    return reject(diag, d, Error::InvalidArgument, "dtype mismatch: self has %s, out has %s",
+                  executorch::runtime::toString(self.scalar_type()), executorch::runtime::toString(out.scalar_type()));
   }
   if (self.dim() != out.dim()) {
-    return reject(diag, d, Error::InvalidArgument, "rank mismatch: self has %zd dims, out has %zd", self.dim(), out.dim());
+    return reject(diag, d, Error::InvalidArgument, "rank mismatch: self has %zd dims, out has %zd", self.dim(),
+                  out.dim());
   }
   if (!same_dim_order(self, out)) {
     return reject(diag, d, Error::InvalidArgument, "dim order mismatch between self and out");
@@ -238,7 +231,8 @@ Error device_copy(
 
   DeviceAllocator* alloc = get_device_allocator(device.device_type());
   if (alloc == nullptr) {
-    return reject(diag, d, Error::NotFound, "no DeviceAllocator is registered for %s", device_name(device.device_type()));
+    return reject(diag, d, Error::NotFound, "no DeviceAllocator is registered for %s",
+                  device_name(device.device_type()));
   }
   const auto index = device.device_index();
   if (CountingDeviceAllocator* counting = counting_allocator_for(device.device_type(), alloc)) {
@@ -247,7 +241,9 @@ Error device_copy(
       return reject(diag, d, count.error(), "the %s allocator cannot count its devices", counting->name());
     }
     if (index < -1 || index >= count.get()) {
-      return reject(diag, d, Error::InvalidArgument, "%s is on %s device %d, but the %s allocator has %d device(s)", device_arg, device_name(device.device_type()), static_cast<int>(index), counting->name(), count.get());
+      return reject(diag, d, Error::InvalidArgument, "%s is on %s device %d, but the %s allocator has %d device(s)",
+                    device_arg, device_name(device.device_type()), static_cast<int>(index), counting->name(),
+                    count.get());
     }
   }
 
@@ -266,11 +262,14 @@ Error device_copy(
     format_sizes(self, self_shape, sizeof(self_shape));
     format_sizes(out, out_shape, sizeof(out_shape));
     if (out.shape_dynamism() == TensorShapeDynamism::STATIC) {
-      return reject(diag, d, Error::InvalidArgument, "out has static shape %s but self has shape %s", out_shape, self_shape);
+      return reject(diag, d, Error::InvalidArgument, "out has static shape %s but self has shape %s", out_shape,
+                    self_shape);
     }
     std::memcpy(old_sizes, out.sizes().data(), rank * sizeof(SizesType));
     if (executorch::runtime::resize_tensor(out, self.sizes()) != Error::Ok) {
-      return reject(diag, d, Error::InvalidArgument, "self has shape %s (%zu bytes), beyond the capacity of out (shape %s, dynamic bound)", self_shape, nbytes, out_shape);
+      return reject(diag, d, Error::InvalidArgument,
+                    "self has shape %s (%zu bytes), beyond the capacity of out (shape %s, dynamic bound)", self_shape,
+                    nbytes, out_shape);
     }
   }
   if (nbytes > 0 && out.mutable_data_ptr() == nullptr) {
@@ -279,31 +278,27 @@ Error device_copy(
     err = h2d ? alloc->copy_host_to_device(out.mutable_data_ptr(), self.const_data_ptr(), nbytes, index)
               : alloc->copy_device_to_host(out.mutable_data_ptr(), self.const_data_ptr(), nbytes, index);
     if (err != Error::Ok) {
-      reject(diag, d, err, "the device allocator failed the %zu-byte copy (error 0x%x)", nbytes, static_cast<unsigned>(err));
+      reject(diag, d, err, "the device allocator failed the %zu-byte copy (error 0x%x)", nbytes,
+             static_cast<unsigned>(err));
     }
   }
   if (err != Error::Ok && resize) {
     // Put out's shape back: a rejected call leaves out as it was.
-    (void)executorch::runtime::resize_tensor(
-        out, executorch::aten::ArrayRef<SizesType>(old_sizes, rank));
+    (void)executorch::runtime::resize_tensor(out, executorch::aten::ArrayRef<SizesType>(old_sizes, rank));
   }
   return err;
 }
 
-void device_copy_boxed(
-    Direction d,
-    KernelRuntimeContext& ctx,
-    Span<EValue*> stack) {
-  if (stack.size() != 3 || stack[0] == nullptr || stack[1] == nullptr ||
-      stack[2] == nullptr || !stack[0]->isTensor() || !stack[1]->isTensor()) {
+void device_copy_boxed(Direction d, KernelRuntimeContext& ctx, Span<EValue*> stack) {
+  if (stack.size() != 3 || stack[0] == nullptr || stack[1] == nullptr || stack[2] == nullptr || !stack[0]->isTensor() ||
+      !stack[1]->isTensor()) {
     ET_LOG(Error, "%s: expected arguments (Tensor self, Tensor out) and a result slot", op_name(d));
     ctx.fail(Error::InvalidProgram);
     return;
   }
   Tensor& out = stack[1]->toTensor();
-  Tensor& result = d == Direction::kHostToDevice
-      ? h2d_copy_out(ctx, stack[0]->toTensor(), out)
-      : d2h_copy_out(ctx, stack[0]->toTensor(), out);
+  Tensor& result = d == Direction::kHostToDevice ? h2d_copy_out(ctx, stack[0]->toTensor(), out)
+                                                 : d2h_copy_out(ctx, stack[0]->toTensor(), out);
   *stack[2] = EValue(result);
 }
 

@@ -9,18 +9,11 @@ namespace internal {
 
 enum class Direction { kHostToDevice, kDeviceToHost };
 
-Error device_copy(
-    Direction direction,
-    const Tensor& self,
-    Tensor& out,
-    CopyDiagnostic* diag);
+Error device_copy(Direction direction, const Tensor& self, Tensor& out, CopyDiagnostic* diag);
 
 // Unboxes [self, out, returned] and runs `direction`'s kernel, failing ctx
 // rather than aborting on a malformed stack.
-void device_copy_boxed(
-    Direction direction,
-    KernelRuntimeContext& ctx,
-    Span<EValue*> stack);
+void device_copy_boxed(Direction direction, KernelRuntimeContext& ctx, Span<EValue*> stack);
 
 } // namespace internal
 } // namespace et_copy

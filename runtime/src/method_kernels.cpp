@@ -18,8 +18,7 @@ using executorch::runtime::Kernel;
 using executorch::runtime::Span;
 
 bool is_copy_op(const char* name) {
-  return name != nullptr &&
-      (std::strcmp(name, kH2dCopyOutName) == 0 || std::strcmp(name, kD2hCopyOutName) == 0);
+  return name != nullptr && (std::strcmp(name, kH2dCopyOutName) == 0 || std::strcmp(name, kD2hCopyOutName) == 0);
 }
 
 struct Snapshot {

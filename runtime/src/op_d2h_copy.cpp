@@ -8,8 +8,7 @@
 namespace et_copy {
 
 Error d2h_copy(const Tensor& self, Tensor& out, CopyDiagnostic* diag) {
-  return internal::device_copy(
-      internal::Direction::kDeviceToHost, self, out, diag);
+  return internal::device_copy(internal::Direction::kDeviceToHost, self, out, diag);
 }
 
 Tensor& d2h_copy_out(KernelRuntimeContext& ctx, const Tensor& self, Tensor& out) {

@@ -8,8 +8,7 @@
 namespace et_copy {
 
 Error h2d_copy(const Tensor& self, Tensor& out, CopyDiagnostic* diag) {
-  return internal::device_copy(
-      internal::Direction::kHostToDevice, self, out, diag);
+  return internal::device_copy(internal::Direction::kHostToDevice, self, out, diag);
 }
 
 Tensor& h2d_copy_out(KernelRuntimeContext& ctx, const Tensor& self, Tensor& out) {

@@ -18,7 +18,7 @@ constexpr int kPlanValues = 2, kPlanInputs = 3, kPlanOutputs = 4, kPlanChains = 
               kPlanDelegates = 7, kPlanBufferSizes = 8, kPlanBufferDevices = 9;
 constexpr int kChainInputs = 0, kChainOutputs = 1, kChainInstructions = 2;
 constexpr int kUnionType = 0, kUnionValue = 1; // EValue.val, Instruction.instr_args
-constexpr int kFirst = 0, kSecond = 1; // the two fields of a call table, e.g. op_index, args
+constexpr int kFirst = 0, kSecond = 1;         // the two fields of a call table, e.g. op_index, args
 } // namespace slot
 
 namespace tag {
@@ -106,8 +106,8 @@ struct Walk {
     if (error == Error::Ok) {
       error = Error::InvalidProgram;
       if (message != nullptr) {
-        *message = where + ": " + what + " " + std::to_string(index) + " is out of range (" +
-            std::to_string(limit) + ")";
+        *message =
+            where + ": " + what + " " + std::to_string(index) + " is out of range (" + std::to_string(limit) + ")";
       }
     }
   }

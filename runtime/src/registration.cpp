@@ -46,8 +46,7 @@ constexpr OurKernel kOurKernels[2] = {
 // registry_has_op_function(), which logs an error line for every miss.
 OpFunction find_fallback(const char* op_name) {
   for (const Kernel& k : executorch::runtime::get_registered_kernels()) {
-    if (k.kernel_key_.is_fallback() && k.name_ != nullptr &&
-        std::strcmp(k.name_, op_name) == 0) {
+    if (k.kernel_key_.is_fallback() && k.name_ != nullptr && std::strcmp(k.name_, op_name) == 0) {
       return k.op_;
     }
   }

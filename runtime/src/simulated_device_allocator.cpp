@@ -16,10 +16,7 @@ bool is_power_of_two(size_t v) {
 } // namespace
 
 SimulatedDeviceAllocator::SimulatedDeviceAllocator(int device_count)
-    : device_count_(
-          device_count < 1 ? 1
-                           : (device_count > kMaxDevices ? kMaxDevices
-                                                         : device_count)) {}
+    : device_count_(device_count < 1 ? 1 : (device_count > kMaxDevices ? kMaxDevices : device_count)) {}
 
 SimulatedDeviceAllocator::~SimulatedDeviceAllocator() {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -51,10 +48,7 @@ int SimulatedDeviceAllocator::resolve_index(DeviceIndex index) const {
   return index;
 }
 
-Result<void*> SimulatedDeviceAllocator::allocate(
-    size_t nbytes,
-    DeviceIndex index,
-    size_t alignment) {
+Result<void*> SimulatedDeviceAllocator::allocate(size_t nbytes, DeviceIndex index, size_t alignment) {
   const int device = resolve_index(index);
   if (device < 0) {
     record_failure();
@@ -71,8 +65,7 @@ Result<void*> SimulatedDeviceAllocator::allocate(
     ET_LOG(Error, "simulated device: alignment %zu above %zu", alignment, kMaxAlignment);
     return Error::NotSupported;
   }
-  alignment = alignment < alignof(std::max_align_t) ? alignof(std::max_align_t)
-                                                    : alignment;
+  alignment = alignment < alignof(std::max_align_t) ? alignof(std::max_align_t) : alignment;
   // aligned_alloc wants a size that is a multiple of the alignment; a zero
   // byte request still gets a unique pointer so it can be freed like any.
   size_t padded = (nbytes + alignment - 1) / alignment * alignment;
@@ -92,8 +85,7 @@ Result<void*> SimulatedDeviceAllocator::allocate(
   std::memset(ptr, kFreshByte, padded);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    live_[reinterpret_cast<uintptr_t>(ptr)] =
-        Allocation{nbytes, static_cast<DeviceIndex>(device)};
+    live_[reinterpret_cast<uintptr_t>(ptr)] = Allocation{nbytes, static_cast<DeviceIndex>(device)};
   }
   record_allocation(nbytes);
   return ptr;
@@ -116,12 +108,8 @@ void SimulatedDeviceAllocator::deallocate(void* ptr, DeviceIndex index) {
     }
     const int device = index == -1 ? 0 : index;
     if (device != it->second.index) {
-      ET_LOG(
-          Error,
-          "simulated device: %p belongs to device %d, freed as device %d",
-          ptr,
-          static_cast<int>(it->second.index),
-          device);
+      ET_LOG(Error, "simulated device: %p belongs to device %d, freed as device %d", ptr,
+             static_cast<int>(it->second.index), device);
     }
     nbytes = it->second.nbytes;
     live_.erase(it);
@@ -130,10 +118,7 @@ void SimulatedDeviceAllocator::deallocate(void* ptr, DeviceIndex index) {
   record_deallocation(nbytes);
 }
 
-bool SimulatedDeviceAllocator::contains(
-    const void* ptr,
-    size_t nbytes,
-    int device) const {
+bool SimulatedDeviceAllocator::contains(const void* ptr, size_t nbytes, int device) const {
   const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
   auto it = live_.upper_bound(p);
   if (it == live_.begin()) {
@@ -142,16 +127,11 @@ bool SimulatedDeviceAllocator::contains(
   --it;
   const uintptr_t start = it->first;
   const size_t size = it->second.nbytes;
-  return it->second.index == device && p >= start && p - start <= size &&
-      nbytes <= size - (p - start);
+  return it->second.index == device && p >= start && p - start <= size && nbytes <= size - (p - start);
 }
 
-Error SimulatedDeviceAllocator::check_copy(
-    const char* what,
-    const void* device_ptr,
-    const void* other_ptr,
-    size_t nbytes,
-    DeviceIndex index) const {
+Error SimulatedDeviceAllocator::check_copy(const char* what, const void* device_ptr, const void* other_ptr,
+                                           size_t nbytes, DeviceIndex index) const {
   const int device = resolve_index(index);
   if (device < 0) {
     ET_LOG(Error, "simulated device: %s on missing device %d", what, static_cast<int>(index));
@@ -166,23 +146,14 @@ Error SimulatedDeviceAllocator::check_copy(
   }
   std::lock_guard<std::mutex> lock(mutex_);
   if (!contains(device_ptr, nbytes, device)) {
-    ET_LOG(
-        Error,
-        "simulated device: %s of %zu bytes at %p is outside every live allocation on device %d",
-        what,
-        nbytes,
-        device_ptr,
-        device);
+    ET_LOG(Error, "simulated device: %s of %zu bytes at %p is outside every live allocation on device %d", what, nbytes,
+           device_ptr, device);
     return Error::InvalidArgument;
   }
   return Error::Ok;
 }
 
-Error SimulatedDeviceAllocator::copy_host_to_device(
-    void* dst,
-    const void* src,
-    size_t nbytes,
-    DeviceIndex index) {
+Error SimulatedDeviceAllocator::copy_host_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) {
   Error err = check_copy("host-to-device copy", dst, src, nbytes, index);
   if (err != Error::Ok) {
     record_failure();
@@ -195,11 +166,7 @@ Error SimulatedDeviceAllocator::copy_host_to_device(
   return Error::Ok;
 }
 
-Error SimulatedDeviceAllocator::copy_device_to_host(
-    void* dst,
-    const void* src,
-    size_t nbytes,
-    DeviceIndex index) {
+Error SimulatedDeviceAllocator::copy_device_to_host(void* dst, const void* src, size_t nbytes, DeviceIndex index) {
   Error err = check_copy("device-to-host copy", src, dst, nbytes, index);
   if (err != Error::Ok) {
     record_failure();
@@ -212,11 +179,7 @@ Error SimulatedDeviceAllocator::copy_device_to_host(
   return Error::Ok;
 }
 
-Error SimulatedDeviceAllocator::copy_device_to_device(
-    void* dst,
-    const void* src,
-    size_t nbytes,
-    DeviceIndex index) {
+Error SimulatedDeviceAllocator::copy_device_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) {
   Error err = check_copy("device-to-device copy", dst, src, nbytes, index);
   if (err == Error::Ok) {
     err = check_copy("device-to-device copy", src, dst, nbytes, index);

@@ -33,8 +33,7 @@ constexpr DeviceType kCpu = DeviceType::CPU;
 /// A buffer from the simulated device, freed on scope exit.
 class DeviceBuffer {
  public:
-  explicit DeviceBuffer(size_t nbytes, DeviceIndex index = 0)
-      : nbytes_(nbytes), index_(index) {
+  explicit DeviceBuffer(size_t nbytes, DeviceIndex index = 0) : nbytes_(nbytes), index_(index) {
     auto r = et_copy::simulated_device_allocator().allocate(nbytes, index);
     EXPECT_TRUE(r.ok());
     data_ = r.ok() ? static_cast<uint8_t*>(r.get()) : nullptr;
@@ -78,8 +77,7 @@ TestTensor::Options dynamic(DeviceType device, TensorShapeDynamism d) {
 }
 
 Error copy(bool h2d, const Tensor& self, Tensor& out, CopyDiagnostic* diag) {
-  return h2d ? et_copy::h2d_copy(self, out, diag)
-             : et_copy::d2h_copy(self, out, diag);
+  return h2d ? et_copy::h2d_copy(self, out, diag) : et_copy::d2h_copy(self, out, diag);
 }
 
 const char* op(bool h2d) {
@@ -90,9 +88,7 @@ class CopyKernels : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto r = et_copy::register_simulated_device_allocator();
-    ASSERT_TRUE(
-        r == et_copy::Registration::kRegistered ||
-        r == et_copy::Registration::kAlreadyOurs)
+    ASSERT_TRUE(r == et_copy::Registration::kRegistered || r == et_copy::Registration::kAlreadyOurs)
         << et_copy::registration_name(r);
     ASSERT_EQ(alloc().set_device_count(1), Error::Ok);
     before_ = alloc().stats();
@@ -105,19 +101,13 @@ class CopyKernels : public ::testing::Test {
   /// Copies the allocator made since SetUp, in the given direction.
   uint64_t copies_since_setup(bool h2d) const {
     const DeviceAllocatorStats now = alloc().stats();
-    return h2d ? now.h2d_copies - before_.h2d_copies
-               : now.d2h_copies - before_.d2h_copies;
+    return h2d ? now.h2d_copies - before_.h2d_copies : now.d2h_copies - before_.d2h_copies;
   }
 
   /// Runs a copy expected to fail with `want`, and checks the promises a
   /// rejection makes: the diagnostic names the op and says `needle`, `out`
   /// keeps its bytes and shape, and no copy reached the allocator.
-  void expect_rejected(
-      bool h2d,
-      const Tensor& self,
-      Tensor& out,
-      Error want,
-      const std::string& needle) {
+  void expect_rejected(bool h2d, const Tensor& self, Tensor& out, Error want, const std::string& needle) {
     const auto* out_bytes = static_cast<const uint8_t*>(out.const_data_ptr());
     // Read the bytes out's shape covers (nbytes() is safe only when the
     // sizes are non-negative, which every test but one keeps).
@@ -129,25 +119,17 @@ class CopyKernels : public ::testing::Test {
     if (readable) {
       n = out.nbytes();
     }
-    const std::vector<uint8_t> bytes_before(
-        readable ? out_bytes : nullptr, readable ? out_bytes + n : nullptr);
-    const std::vector<SizesType> sizes_before(
-        out.sizes().begin(), out.sizes().end());
-    const std::vector<StridesType> strides_before(
-        out.strides().begin(), out.strides().end());
+    const std::vector<uint8_t> bytes_before(readable ? out_bytes : nullptr, readable ? out_bytes + n : nullptr);
+    const std::vector<SizesType> sizes_before(out.sizes().begin(), out.sizes().end());
+    const std::vector<StridesType> strides_before(out.strides().begin(), out.strides().end());
 
     CopyDiagnostic diag;
     EXPECT_EQ(copy(h2d, self, out, &diag), want);
     const std::string msg = diag.message;
     EXPECT_NE(msg.find(op(h2d)), std::string::npos) << msg;
-    EXPECT_NE(msg.find(needle), std::string::npos)
-        << "diagnostic \"" << msg << "\" does not say \"" << needle << "\"";
-    EXPECT_EQ(
-        std::vector<SizesType>(out.sizes().begin(), out.sizes().end()),
-        sizes_before);
-    EXPECT_EQ(
-        std::vector<StridesType>(out.strides().begin(), out.strides().end()),
-        strides_before);
+    EXPECT_NE(msg.find(needle), std::string::npos) << "diagnostic \"" << msg << "\" does not say \"" << needle << "\"";
+    EXPECT_EQ(std::vector<SizesType>(out.sizes().begin(), out.sizes().end()), sizes_before);
+    EXPECT_EQ(std::vector<StridesType>(out.strides().begin(), out.strides().end()), strides_before);
     if (readable) {
       EXPECT_EQ(std::vector<uint8_t>(out_bytes, out_bytes + n), bytes_before);
     }
@@ -160,61 +142,46 @@ class CopyKernels : public ::testing::Test {
 
 // ---- rejections, in both directions --------------------------------------
 
-class Rejections : public CopyKernels,
-                   public ::testing::WithParamInterface<bool> {
+class Rejections : public CopyKernels, public ::testing::WithParamInterface<bool> {
  protected:
   bool h2d() const {
     return GetParam();
   }
 };
 
-INSTANTIATE_TEST_SUITE_P(
-    BothDirections,
-    Rejections,
-    ::testing::Values(true, false),
-    [](const auto& info) { return info.param ? "h2d" : "d2h"; });
+INSTANTIATE_TEST_SUITE_P(BothDirections, Rejections, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "h2d" : "d2h"; });
 
 TEST_P(Rejections, SelfOnTheWrongSideIsInvalidArgument) {
   GuardedBuffer a(24), b(24);
   DeviceBuffer dev(24);
   // h2d wants self on CPU: give it a CUDA self. d2h wants a device self:
   // give it a CPU self. out is on its correct side in both.
-  TestTensor self(ScalarType::Float, {6}, h2d() ? dev.data() : a.data(),
-                  on(h2d() ? kCuda : kCpu));
+  TestTensor self(ScalarType::Float, {6}, h2d() ? dev.data() : a.data(), on(h2d() ? kCuda : kCpu));
   DeviceBuffer dev_out(24);
-  TestTensor out(ScalarType::Float, {6}, h2d() ? dev_out.data() : b.data(),
-                 on(h2d() ? kCuda : kCpu));
+  TestTensor out(ScalarType::Float, {6}, h2d() ? dev_out.data() : b.data(), on(h2d() ? kCuda : kCpu));
   expect_rejected(h2d(), self.t(), out.t(), Error::InvalidArgument,
-                  h2d() ? "self must be a host (CPU) tensor"
-                        : "self must be a device tensor");
+                  h2d() ? "self must be a host (CPU) tensor" : "self must be a device tensor");
 }
 
 TEST_P(Rejections, OutOnTheWrongSideIsInvalidArgument) {
   GuardedBuffer host_self(24), host_out(24, 7);
   DeviceBuffer dev_self(24), dev_out(24);
   // Both tensors on the same side as self should be.
-  TestTensor self(ScalarType::Float, {6},
-                  h2d() ? host_self.data() : dev_self.data(),
-                  on(h2d() ? kCpu : kCuda));
-  TestTensor out(ScalarType::Float, {6},
-                 h2d() ? host_out.data() : dev_out.data(),
-                 on(h2d() ? kCpu : kCuda));
+  TestTensor self(ScalarType::Float, {6}, h2d() ? host_self.data() : dev_self.data(), on(h2d() ? kCpu : kCuda));
+  TestTensor out(ScalarType::Float, {6}, h2d() ? host_out.data() : dev_out.data(), on(h2d() ? kCpu : kCuda));
   expect_rejected(h2d(), self.t(), out.t(), Error::InvalidArgument,
-                  h2d() ? "out must be a device tensor"
-                        : "out must be a host (CPU) tensor");
+                  h2d() ? "out must be a device tensor" : "out must be a host (CPU) tensor");
 }
 
 // Builds self and out on the correct sides for the direction, over the
 // given buffers and options.
 struct Sides {
-  Sides(bool h2d,
-        ScalarType self_dtype, std::vector<SizesType> self_sizes, void* host, void* device,
-        ScalarType out_dtype, std::vector<SizesType> out_sizes,
-        TestTensor::Options self_opts = {}, TestTensor::Options out_opts = {})
-      : self(self_dtype, std::move(self_sizes), h2d ? host : device,
-             with_device(self_opts, h2d ? kCpu : kCuda)),
-        out(out_dtype, std::move(out_sizes), h2d ? device : host,
-            with_device(out_opts, h2d ? kCuda : kCpu)) {}
+  Sides(bool h2d, ScalarType self_dtype, std::vector<SizesType> self_sizes, void* host, void* device,
+        ScalarType out_dtype, std::vector<SizesType> out_sizes, TestTensor::Options self_opts = {},
+        TestTensor::Options out_opts = {})
+      : self(self_dtype, std::move(self_sizes), h2d ? host : device, with_device(self_opts, h2d ? kCpu : kCuda)),
+        out(out_dtype, std::move(out_sizes), h2d ? device : host, with_device(out_opts, h2d ? kCuda : kCpu)) {}
 
   static TestTensor::Options with_device(TestTensor::Options o, DeviceType d) {
     o.device = d;
@@ -230,20 +197,16 @@ TEST_P(Rejections, DtypeMismatchIsRejectedBeforeAnyByteMoves) {
   GuardedBuffer host(32, 9);
   host.fill_pattern();
   DeviceBuffer dev(32);
-  Sides s(h2d(), ScalarType::Double, {4}, host.data(), dev.data(),
-          ScalarType::Float, {4});
-  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
-                  "dtype mismatch");
+  Sides s(h2d(), ScalarType::Double, {4}, host.data(), dev.data(), ScalarType::Float, {4});
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument, "dtype mismatch");
   EXPECT_TRUE(host.guards_intact());
 }
 
 TEST_P(Rejections, RankMismatchIsInvalidArgument) {
   GuardedBuffer host(24);
   DeviceBuffer dev(24);
-  Sides s(h2d(), ScalarType::Float, {2, 3}, host.data(), dev.data(),
-          ScalarType::Float, {6});
-  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
-                  "rank mismatch");
+  Sides s(h2d(), ScalarType::Float, {2, 3}, host.data(), dev.data(), ScalarType::Float, {6});
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument, "rank mismatch");
 }
 
 TEST_P(Rejections, DimOrderMismatchIsInvalidArgument) {
@@ -251,10 +214,8 @@ TEST_P(Rejections, DimOrderMismatchIsInvalidArgument) {
   DeviceBuffer dev(96);
   TestTensor::Options last;
   last.dim_order = {0, 2, 1};
-  Sides s(h2d(), ScalarType::Float, {2, 3, 4}, host.data(), dev.data(),
-          ScalarType::Float, {2, 3, 4}, last, {});
-  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
-                  "dim order mismatch");
+  Sides s(h2d(), ScalarType::Float, {2, 3, 4}, host.data(), dev.data(), ScalarType::Float, {2, 3, 4}, last, {});
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument, "dim order mismatch");
 }
 
 TEST_P(Rejections, DimOrderThatIsNotAPermutationIsInvalidArgument) {
@@ -263,10 +224,8 @@ TEST_P(Rejections, DimOrderThatIsNotAPermutationIsInvalidArgument) {
   TestTensor::Options bad;
   bad.dim_order = {0, 0};
   bad.strides = {3, 1};
-  Sides s(h2d(), ScalarType::Float, {2, 3}, host.data(), dev.data(),
-          ScalarType::Float, {2, 3}, bad, {});
-  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
-                  "not a permutation");
+  Sides s(h2d(), ScalarType::Float, {2, 3}, host.data(), dev.data(), ScalarType::Float, {2, 3}, bad, {});
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument, "not a permutation");
 }
 
 TEST_P(Rejections, StridesWithGapsAreInvalidArgument) {
@@ -274,10 +233,8 @@ TEST_P(Rejections, StridesWithGapsAreInvalidArgument) {
   DeviceBuffer dev(32);
   TestTensor::Options gappy;
   gappy.strides = {4, 1}; // rows padded to 4 elements
-  Sides s(h2d(), ScalarType::Float, {2, 3}, host.data(), dev.data(),
-          ScalarType::Float, {2, 3}, gappy, {});
-  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
-                  "self is not dense");
+  Sides s(h2d(), ScalarType::Float, {2, 3}, host.data(), dev.data(), ScalarType::Float, {2, 3}, gappy, {});
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument, "self is not dense");
 }
 
 TEST_P(Rejections, OutWithOverlappingStridesIsInvalidArgument) {
@@ -285,36 +242,31 @@ TEST_P(Rejections, OutWithOverlappingStridesIsInvalidArgument) {
   DeviceBuffer dev(24);
   TestTensor::Options overlapping;
   overlapping.strides = {1, 1};
-  Sides s(h2d(), ScalarType::Float, {2, 3}, host.data(), dev.data(),
-          ScalarType::Float, {2, 3}, {}, overlapping);
-  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
-                  "out is not dense");
+  Sides s(h2d(), ScalarType::Float, {2, 3}, host.data(), dev.data(), ScalarType::Float, {2, 3}, {}, overlapping);
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument, "out is not dense");
 }
 
 TEST_P(Rejections, NullSelfDataIsInvalidArgument) {
   GuardedBuffer host(24);
   DeviceBuffer dev(24);
-  Sides s(h2d(), ScalarType::Float, {6}, h2d() ? nullptr : host.data(),
-          h2d() ? dev.data() : nullptr, ScalarType::Float, {6});
-  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
-                  "self has no data");
+  Sides s(h2d(), ScalarType::Float, {6}, h2d() ? nullptr : host.data(), h2d() ? dev.data() : nullptr, ScalarType::Float,
+          {6});
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument, "self has no data");
 }
 
 TEST_P(Rejections, NullOutDataIsInvalidArgument) {
   GuardedBuffer host(24);
   host.fill_pattern();
   DeviceBuffer dev(24);
-  Sides s(h2d(), ScalarType::Float, {6}, h2d() ? host.data() : nullptr,
-          h2d() ? nullptr : dev.data(), ScalarType::Float, {6});
-  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
-                  "out has no data");
+  Sides s(h2d(), ScalarType::Float, {6}, h2d() ? host.data() : nullptr, h2d() ? nullptr : dev.data(), ScalarType::Float,
+          {6});
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument, "out has no data");
 }
 
 TEST_P(Rejections, StaticOutWithAnotherShapeIsInvalidArgument) {
   GuardedBuffer host(24);
   DeviceBuffer dev(24);
-  Sides s(h2d(), ScalarType::Float, {2, 3}, host.data(), dev.data(),
-          ScalarType::Float, {3, 2});
+  Sides s(h2d(), ScalarType::Float, {2, 3}, host.data(), dev.data(), ScalarType::Float, {3, 2});
   expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
                   "out has static shape [3, 2] but self has shape [2, 3]");
 }
@@ -322,11 +274,9 @@ TEST_P(Rejections, StaticOutWithAnotherShapeIsInvalidArgument) {
 TEST_P(Rejections, SelfBeyondDynamicOutCapacityIsInvalidArgument) {
   GuardedBuffer host(36);
   DeviceBuffer dev(36);
-  Sides s(h2d(), ScalarType::Float, {3, 3}, host.data(), dev.data(),
-          ScalarType::Float, {2, 2}, {},
+  Sides s(h2d(), ScalarType::Float, {3, 3}, host.data(), dev.data(), ScalarType::Float, {2, 2}, {},
           dynamic(kCpu, TensorShapeDynamism::DYNAMIC_BOUND));
-  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
-                  "beyond the capacity of out");
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument, "beyond the capacity of out");
 }
 
 TEST_P(Rejections, SelfBeyondUnboundOutCapacityIsInvalidArgument) {
@@ -334,11 +284,9 @@ TEST_P(Rejections, SelfBeyondUnboundOutCapacityIsInvalidArgument) {
   // is what it was planned with, and a copy past it must be refused.
   GuardedBuffer host(36);
   DeviceBuffer dev(36);
-  Sides s(h2d(), ScalarType::Float, {3, 3}, host.data(), dev.data(),
-          ScalarType::Float, {2, 2}, {},
+  Sides s(h2d(), ScalarType::Float, {3, 3}, host.data(), dev.data(), ScalarType::Float, {2, 2}, {},
           dynamic(kCpu, TensorShapeDynamism::DYNAMIC_UNBOUND));
-  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
-                  "beyond the capacity of out");
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument, "beyond the capacity of out");
 }
 
 TEST_P(Rejections, DeviceIndexBeyondDeviceCountIsInvalidArgument) {
@@ -346,9 +294,8 @@ TEST_P(Rejections, DeviceIndexBeyondDeviceCountIsInvalidArgument) {
   DeviceBuffer dev(24);
   TestTensor::Options dev1;
   dev1.index = 1;
-  Sides s(h2d(), ScalarType::Float, {6}, host.data(), dev.data(),
-          ScalarType::Float, {6}, h2d() ? TestTensor::Options{} : dev1,
-          h2d() ? dev1 : TestTensor::Options{});
+  Sides s(h2d(), ScalarType::Float, {6}, host.data(), dev.data(), ScalarType::Float, {6},
+          h2d() ? TestTensor::Options{} : dev1, h2d() ? dev1 : TestTensor::Options{});
   expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
                   "CUDA device 1, but the simulated allocator has 1 device(s)");
 }
@@ -358,36 +305,29 @@ TEST_P(Rejections, NegativeDeviceIndexOtherThanMinusOneIsInvalidArgument) {
   DeviceBuffer dev(24);
   TestTensor::Options bad;
   bad.index = -2;
-  Sides s(h2d(), ScalarType::Float, {6}, host.data(), dev.data(),
-          ScalarType::Float, {6}, h2d() ? TestTensor::Options{} : bad,
-          h2d() ? bad : TestTensor::Options{});
-  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
-                  "device -2");
+  Sides s(h2d(), ScalarType::Float, {6}, host.data(), dev.data(), ScalarType::Float, {6},
+          h2d() ? TestTensor::Options{} : bad, h2d() ? bad : TestTensor::Options{});
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument, "device -2");
 }
 
 TEST_P(Rejections, UnknownDeviceTypeIsInvalidArgument) {
   GuardedBuffer host(24), other(24);
   TestTensor::Options unknown;
   unknown.device = static_cast<DeviceType>(7);
-  TestTensor self(ScalarType::Float, {6}, h2d() ? host.data() : other.data(),
-                  h2d() ? on(kCpu) : unknown);
-  TestTensor out(ScalarType::Float, {6}, h2d() ? other.data() : host.data(),
-                 h2d() ? unknown : on(kCpu));
-  expect_rejected(h2d(), self.t(), out.t(), Error::InvalidArgument,
-                  "unknown device type 7");
+  TestTensor self(ScalarType::Float, {6}, h2d() ? host.data() : other.data(), h2d() ? on(kCpu) : unknown);
+  TestTensor out(ScalarType::Float, {6}, h2d() ? other.data() : host.data(), h2d() ? unknown : on(kCpu));
+  expect_rejected(h2d(), self.t(), out.t(), Error::InvalidArgument, "unknown device type 7");
 }
 
 TEST_P(Rejections, DeviceMemoryTheAllocatorDoesNotOwnIsRejectedByIt) {
   // A "device" tensor over plain host memory: the simulated allocator
   // refuses the copy, and the kernel reports the allocator's error.
   GuardedBuffer host(24, 1), fake_device(24, 2);
-  Sides s(h2d(), ScalarType::Float, {6}, host.data(), fake_device.data(),
-          ScalarType::Float, {6});
+  Sides s(h2d(), ScalarType::Float, {6}, host.data(), fake_device.data(), ScalarType::Float, {6});
   CopyDiagnostic diag;
   const std::vector<uint8_t> before = (h2d() ? fake_device : host).contents();
   EXPECT_EQ(copy(h2d(), s.self.t(), s.out.t(), &diag), Error::InvalidArgument);
-  EXPECT_NE(std::string(diag.message).find("device allocator failed the 24-byte copy"),
-            std::string::npos)
+  EXPECT_NE(std::string(diag.message).find("device allocator failed the 24-byte copy"), std::string::npos)
       << diag.message;
   EXPECT_EQ((h2d() ? fake_device : host).contents(), before);
   EXPECT_TRUE(host.guards_intact());
@@ -398,8 +338,7 @@ TEST_P(Rejections, FailedCopyRestoresTheShapeOfAResizedOut) {
   // out would be resized from [4] to [2]; the allocator then refuses the
   // copy, and out must come back with shape [4].
   GuardedBuffer host(16, 3), fake_device(16, 4);
-  Sides s(h2d(), ScalarType::Float, {2}, host.data(), fake_device.data(),
-          ScalarType::Float, {4}, {},
+  Sides s(h2d(), ScalarType::Float, {2}, host.data(), fake_device.data(), ScalarType::Float, {4}, {},
           dynamic(kCpu, TensorShapeDynamism::DYNAMIC_BOUND));
   const std::vector<uint8_t> before = (h2d() ? fake_device : host).contents();
   CopyDiagnostic diag;
@@ -412,33 +351,27 @@ TEST_P(Rejections, MoreDimsThanExecuTorchSupportsIsInvalidArgument) {
   const std::vector<SizesType> ones(executorch::runtime::kTensorDimensionLimit + 1, 1);
   GuardedBuffer host(4);
   DeviceBuffer dev(4);
-  Sides s(h2d(), ScalarType::Float, ones, host.data(), dev.data(),
-          ScalarType::Float, ones);
-  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
-                  "self has 17 dims; at most 16 are supported");
+  Sides s(h2d(), ScalarType::Float, ones, host.data(), dev.data(), ScalarType::Float, ones);
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument, "self has 17 dims; at most 16 are supported");
 }
 
 TEST_P(Rejections, NegativeSizeInAMalformedTensorIsInvalidArgument) {
   GuardedBuffer host(24);
   DeviceBuffer dev(24);
-  Sides s(h2d(), ScalarType::Float, {2, 3}, host.data(), dev.data(),
-          ScalarType::Float, {2, 3});
+  Sides s(h2d(), ScalarType::Float, {2, 3}, host.data(), dev.data(), ScalarType::Float, {2, 3});
   // TensorImpl refuses negative sizes at construction; a corrupt program
   // can still produce one, so poke it into self's sizes afterwards.
   const_cast<SizesType*>(s.self.t().sizes().data())[0] = -2;
-  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
-                  "self has a negative size");
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument, "self has a negative size");
 }
 
 // ---- successful copies ---------------------------------------------------
 
 TEST_F(CopyKernels, RoundTripPreservesBytesForEveryDtype) {
   const ScalarType dtypes[] = {
-      ScalarType::Byte,  ScalarType::Char,   ScalarType::Short,
-      ScalarType::Int,   ScalarType::Long,   ScalarType::Half,
-      ScalarType::Float, ScalarType::Double, ScalarType::ComplexFloat,
-      ScalarType::ComplexDouble, ScalarType::Bool, ScalarType::BFloat16,
-      ScalarType::UInt16, ScalarType::UInt32, ScalarType::UInt64};
+      ScalarType::Byte, ScalarType::Char,     ScalarType::Short,  ScalarType::Int,          ScalarType::Long,
+      ScalarType::Half, ScalarType::Float,    ScalarType::Double, ScalarType::ComplexFloat, ScalarType::ComplexDouble,
+      ScalarType::Bool, ScalarType::BFloat16, ScalarType::UInt16, ScalarType::UInt32,       ScalarType::UInt64};
   for (ScalarType dtype : dtypes) {
     SCOPED_TRACE(executorch::runtime::toString(dtype));
     const size_t n = 15 * executorch::runtime::elementSize(dtype);
@@ -509,8 +442,7 @@ TEST_F(CopyKernels, EmptySelfResizesDynamicOutToEmpty) {
   GuardedBuffer dst(16, 0x5A);
   DeviceBuffer dev(16);
   TestTensor self(ScalarType::Float, {0}, nullptr);
-  TestTensor device(ScalarType::Float, {4}, dev.data(),
-                    dynamic(kCuda, TensorShapeDynamism::DYNAMIC_BOUND));
+  TestTensor device(ScalarType::Float, {4}, dev.data(), dynamic(kCuda, TensorShapeDynamism::DYNAMIC_BOUND));
   ASSERT_EQ(et_copy::h2d_copy(self.t(), device.t()), Error::Ok);
   EXPECT_EQ(device.sizes(), std::vector<SizesType>{0});
   EXPECT_EQ(copies_since_setup(true), 0u);
@@ -521,10 +453,8 @@ TEST_F(CopyKernels, DynamicBoundOutIsResizedToSelfShape) {
   src.fill_pattern();
   DeviceBuffer dev(64);
   TestTensor self(ScalarType::Float, {2, 3}, src.data());
-  TestTensor device(ScalarType::Float, {4, 4}, dev.data(),
-                    dynamic(kCuda, TensorShapeDynamism::DYNAMIC_BOUND));
-  TestTensor out(ScalarType::Float, {4, 4}, dst.data(),
-                 dynamic(kCpu, TensorShapeDynamism::DYNAMIC_BOUND));
+  TestTensor device(ScalarType::Float, {4, 4}, dev.data(), dynamic(kCuda, TensorShapeDynamism::DYNAMIC_BOUND));
+  TestTensor out(ScalarType::Float, {4, 4}, dst.data(), dynamic(kCpu, TensorShapeDynamism::DYNAMIC_BOUND));
   ASSERT_EQ(et_copy::h2d_copy(self.t(), device.t()), Error::Ok);
   EXPECT_EQ(device.sizes(), (std::vector<SizesType>{2, 3}));
   EXPECT_EQ(device.strides(), (std::vector<StridesType>{3, 1}));
@@ -533,8 +463,7 @@ TEST_F(CopyKernels, DynamicBoundOutIsResizedToSelfShape) {
   const auto got = dst.contents();
   EXPECT_EQ(std::vector<uint8_t>(got.begin(), got.begin() + 24), src.contents());
   // Past self's 24 bytes, out's buffer is untouched.
-  EXPECT_EQ(std::vector<uint8_t>(got.begin() + 24, got.end()),
-            std::vector<uint8_t>(40, 0x77));
+  EXPECT_EQ(std::vector<uint8_t>(got.begin() + 24, got.end()), std::vector<uint8_t>(40, 0x77));
   EXPECT_EQ(dev.contents()[24], SimulatedDeviceAllocator::kFreshByte);
   EXPECT_EQ(alloc().stats().h2d_bytes - before_.h2d_bytes, 24u);
 }
@@ -545,8 +474,7 @@ TEST_F(CopyKernels, DynamicOutGrowsBackUpToItsCapacity) {
   DeviceBuffer dev(64);
   TestTensor s1(ScalarType::Float, {1, 2}, small.data());
   TestTensor s2(ScalarType::Float, {4, 4}, full.data());
-  TestTensor device(ScalarType::Float, {4, 4}, dev.data(),
-                    dynamic(kCuda, TensorShapeDynamism::DYNAMIC_BOUND));
+  TestTensor device(ScalarType::Float, {4, 4}, dev.data(), dynamic(kCuda, TensorShapeDynamism::DYNAMIC_BOUND));
   ASSERT_EQ(et_copy::h2d_copy(s1.t(), device.t()), Error::Ok);
   EXPECT_EQ(device.sizes(), (std::vector<SizesType>{1, 2}));
   ASSERT_EQ(et_copy::h2d_copy(s2.t(), device.t()), Error::Ok);
@@ -559,10 +487,8 @@ TEST_F(CopyKernels, DynamicUnboundOutIsResizedWithinItsCapacity) {
   src.fill_pattern();
   DeviceBuffer dev(48);
   TestTensor self(ScalarType::Int, {3}, src.data());
-  TestTensor device(ScalarType::Int, {12}, dev.data(),
-                    dynamic(kCuda, TensorShapeDynamism::DYNAMIC_UNBOUND));
-  TestTensor out(ScalarType::Int, {12}, dst.data(),
-                 dynamic(kCpu, TensorShapeDynamism::DYNAMIC_UNBOUND));
+  TestTensor device(ScalarType::Int, {12}, dev.data(), dynamic(kCuda, TensorShapeDynamism::DYNAMIC_UNBOUND));
+  TestTensor out(ScalarType::Int, {12}, dst.data(), dynamic(kCpu, TensorShapeDynamism::DYNAMIC_UNBOUND));
   ASSERT_EQ(et_copy::h2d_copy(self.t(), device.t()), Error::Ok);
   ASSERT_EQ(et_copy::d2h_copy(device.t(), out.t()), Error::Ok);
   EXPECT_EQ(out.sizes(), std::vector<SizesType>{3});
@@ -691,14 +617,10 @@ TEST_F(CopyKernels, BoxedFormFailsTheContextWhenTheKernelRejects) {
   EXPECT_EQ(dev.contents(), std::vector<uint8_t>(16, SimulatedDeviceAllocator::kFreshByte));
 }
 
-class MalformedStacks : public CopyKernels,
-                        public ::testing::WithParamInterface<bool> {};
+class MalformedStacks : public CopyKernels, public ::testing::WithParamInterface<bool> {};
 
-INSTANTIATE_TEST_SUITE_P(
-    BothDirections,
-    MalformedStacks,
-    ::testing::Values(true, false),
-    [](const auto& info) { return info.param ? "h2d" : "d2h"; });
+INSTANTIATE_TEST_SUITE_P(BothDirections, MalformedStacks, ::testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "h2d" : "d2h"; });
 
 TEST_P(MalformedStacks, FailWithInvalidProgramAndCopyNothing) {
   const bool h2d = GetParam();

@@ -178,7 +178,8 @@ TEST_F(CudaAllocator, HostAndDevicePointersInTheWrongPlaceAreRejected) {
 
 TEST_F(CudaAllocator, RoundTripsThroughEveryPathAtAwkwardSizes) {
   const size_t chunk = size_t{64} << 10;
-  const std::vector<size_t> sizes = {1, 255, 4097, chunk - 1, chunk, chunk + 1, 2 * chunk, 5 * chunk + 3, (3 << 20) + 7};
+  const std::vector<size_t> sizes = {1,         255,       4097,          chunk - 1,    chunk,
+                                     chunk + 1, 2 * chunk, 5 * chunk + 3, (3 << 20) + 7};
   for (PageableCopy mode : {PageableCopy::kDirect, PageableCopy::kStaged}) {
     ASSERT_EQ(a.set_copy_config(CudaCopyConfig{mode, 0, chunk}), Error::Ok);
     for (size_t n : sizes) {
@@ -242,7 +243,8 @@ TEST_F(CudaAllocator, ACudaFailureMapsToAnErrorWithCudasWordsAndTheLaneSurvives)
   const auto failed = a.stats().failed_calls;
   mock_cuda::fail_after("cudaMemcpyAsync", 2, cudaErrorIllegalAddress);
   EXPECT_EQ(a.copy_host_to_device(*d, in.data(), n, 0), Error::Internal);
-  EXPECT_NE(std::string(CudaDeviceAllocator::last_error_message()).find("an illegal memory access was encountered"), std::string::npos);
+  EXPECT_NE(std::string(CudaDeviceAllocator::last_error_message()).find("an illegal memory access was encountered"),
+            std::string::npos);
   EXPECT_EQ(a.stats().failed_calls, failed + 1);
   mock_cuda::fail_after("cudaMalloc", 0, cudaErrorMemoryAllocation);
   auto oom = a.allocate(16, 0);

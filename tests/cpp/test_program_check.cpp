@@ -27,18 +27,18 @@ void put32(std::vector<uint8_t>& b, size_t at, uint32_t v) {
 std::vector<uint8_t> plan_with_input(int32_t input) {
   std::vector<uint8_t> b(60, 0);
   put32(b, 0, 12); // root table
-  put16(b, 4, 8); // Program vtable: size, table size, version (absent), execution_plan at +4
+  put16(b, 4, 8);  // Program vtable: size, table size, version (absent), execution_plan at +4
   put16(b, 6, 8);
   put16(b, 10, 4);
-  put32(b, 12, 8); // Program table: vtable at 12 - 8
-  put32(b, 16, 4); // execution_plan -> vector at 20
-  put32(b, 20, 1); // one plan
+  put32(b, 12, 8);  // Program table: vtable at 12 - 8
+  put32(b, 16, 4);  // execution_plan -> vector at 20
+  put32(b, 20, 1);  // one plan
   put32(b, 24, 20); // -> plan table at 44
   put16(b, 28, 14); // plan vtable: 5 fields, only inputs (slot 3) present, at +4
   put16(b, 30, 8);
   put16(b, 38, 4);
   put32(b, 44, 16); // plan table: vtable at 44 - 16
-  put32(b, 48, 4); // inputs -> vector at 52
+  put32(b, 48, 4);  // inputs -> vector at 52
   put32(b, 52, 1);
   std::memcpy(b.data() + 56, &input, 4);
   return b;

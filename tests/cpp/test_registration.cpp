@@ -65,8 +65,7 @@ class FreshProcess : public ::testing::Environment {
   }
 };
 
-const ::testing::Environment* const kFreshProcess =
-    ::testing::AddGlobalTestEnvironment(new FreshProcess);
+const ::testing::Environment* const kFreshProcess = ::testing::AddGlobalTestEnvironment(new FreshProcess);
 
 TEST(Registration, KernelsAreAbsentFromTheRuntimeAlone) {
   // libexecutorch.so carries no et_copy kernels; only a kernel library or
@@ -77,8 +76,7 @@ TEST(Registration, KernelsAreAbsentFromTheRuntimeAlone) {
 
 TEST(Registration, CopyWithNoAllocatorIsNotFoundAndLeavesOutUntouched) {
   EXPECT_EQ(fresh().copy_without_allocator, Error::NotFound);
-  EXPECT_NE(fresh().copy_diagnostic.find("no DeviceAllocator is registered for CUDA"),
-            std::string::npos)
+  EXPECT_NE(fresh().copy_diagnostic.find("no DeviceAllocator is registered for CUDA"), std::string::npos)
       << fresh().copy_diagnostic;
   EXPECT_TRUE(fresh().out_untouched);
 }
@@ -136,14 +134,12 @@ TEST(Registration, TheRegistryRunsOurKernels) {
 
 TEST(Registration, FirstAllocatorRegistrationInstallsTheSimulatedDevice) {
   EXPECT_EQ(fresh().first_allocator, Registration::kRegistered);
-  EXPECT_EQ(executorch::runtime::get_device_allocator(DeviceType::CUDA),
-            &et_copy::simulated_device_allocator());
+  EXPECT_EQ(executorch::runtime::get_device_allocator(DeviceType::CUDA), &et_copy::simulated_device_allocator());
 }
 
 TEST(Registration, RegisteringTheSimulatedDeviceAgainReportsAlreadyOurs) {
   EXPECT_EQ(et_copy::register_simulated_device_allocator(), Registration::kAlreadyOurs);
-  EXPECT_EQ(et_copy::register_allocator(&et_copy::simulated_device_allocator()),
-            Registration::kAlreadyOurs);
+  EXPECT_EQ(et_copy::register_allocator(&et_copy::simulated_device_allocator()), Registration::kAlreadyOurs);
 }
 
 TEST(Registration, AnotherAllocatorForTheSameTypeIsReportedAndNotRegistered) {
@@ -151,8 +147,7 @@ TEST(Registration, AnotherAllocatorForTheSameTypeIsReportedAndNotRegistered) {
   // notice the slot is taken and leave it alone.
   static et_copy::SimulatedDeviceAllocator other;
   EXPECT_EQ(et_copy::register_allocator(&other), Registration::kAlreadyOther);
-  EXPECT_EQ(executorch::runtime::get_device_allocator(DeviceType::CUDA),
-            &et_copy::simulated_device_allocator());
+  EXPECT_EQ(executorch::runtime::get_device_allocator(DeviceType::CUDA), &et_copy::simulated_device_allocator());
 }
 
 TEST(Registration, NullAllocatorFails) {

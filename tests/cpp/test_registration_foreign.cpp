@@ -88,8 +88,7 @@ Observed& observed() {
 class ForeignFirst : public ::testing::Environment {
  public:
   void SetUp() override {
-    static const executorch::runtime::Kernel kForeign(
-        et_copy::kH2dCopyOutName, &foreign_h2d);
+    static const executorch::runtime::Kernel kForeign(et_copy::kH2dCopyOutName, &foreign_h2d);
     ASSERT_EQ(executorch::runtime::register_kernels({&kForeign, 1}), Error::Ok);
     executorch::runtime::register_device_allocator(&foreign_allocator());
 
@@ -101,8 +100,7 @@ class ForeignFirst : public ::testing::Environment {
   }
 };
 
-const ::testing::Environment* const kForeignFirst =
-    ::testing::AddGlobalTestEnvironment(new ForeignFirst);
+const ::testing::Environment* const kForeignFirst = ::testing::AddGlobalTestEnvironment(new ForeignFirst);
 
 TEST(ForeignRegistration, KernelOwnerReportsTheForeignKernelAsOther) {
   EXPECT_EQ(observed().h2d_owner, Registration::kAlreadyOther);
@@ -132,8 +130,7 @@ TEST(ForeignRegistration, TheForeignKernelStaysTheOneTheRegistryRuns) {
 TEST(ForeignRegistration, SimulatedDeviceIsNotRegisteredOverAForeignAllocator) {
   EXPECT_EQ(observed().first_allocator, Registration::kAlreadyOther);
   EXPECT_EQ(et_copy::register_simulated_device_allocator(), Registration::kAlreadyOther);
-  EXPECT_EQ(executorch::runtime::get_device_allocator(DeviceType::CUDA),
-            &foreign_allocator());
+  EXPECT_EQ(executorch::runtime::get_device_allocator(DeviceType::CUDA), &foreign_allocator());
 }
 
 TEST(ForeignRegistration, KernelsCopyThroughAForeignAllocatorWithTheTensorsIndex) {
@@ -165,8 +162,7 @@ TEST(ForeignRegistration, AnAllocatorErrorIsReturnedAndOutKeepsItsShape) {
   EXPECT_EQ(et_copy::h2d_copy(self.t(), out.t(), &diag), Error::Internal);
   EXPECT_EQ(out.sizes(), std::vector<SizesType>{4});
   EXPECT_EQ(device.contents(), std::vector<uint8_t>(16, 2));
-  EXPECT_NE(std::string(diag.message).find("device allocator failed"), std::string::npos)
-      << diag.message;
+  EXPECT_NE(std::string(diag.message).find("device allocator failed"), std::string::npos) << diag.message;
 }
 
 } // namespace

@@ -46,8 +46,7 @@ TEST(SimulatedDeviceAllocator, FreshAllocationIsFilledWithFreshByte) {
 
 TEST(SimulatedDeviceAllocator, HonoursRequestedAlignment) {
   SimulatedDeviceAllocator a;
-  for (size_t align : {size_t(1), size_t(16), size_t(64), size_t(256),
-                       SimulatedDeviceAllocator::kMaxAlignment}) {
+  for (size_t align : {size_t(1), size_t(16), size_t(64), size_t(256), SimulatedDeviceAllocator::kMaxAlignment}) {
     void* p = must_allocate(a, 24, 0, align);
     ASSERT_NE(p, nullptr);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % align, 0u) << "alignment " << align;
@@ -66,9 +65,7 @@ TEST(SimulatedDeviceAllocator, RejectsAlignmentThatIsNotAPowerOfTwo) {
 
 TEST(SimulatedDeviceAllocator, RejectsAlignmentAboveMaximumAsNotSupported) {
   SimulatedDeviceAllocator a;
-  EXPECT_EQ(
-      a.allocate(16, 0, SimulatedDeviceAllocator::kMaxAlignment * 2).error(),
-      Error::NotSupported);
+  EXPECT_EQ(a.allocate(16, 0, SimulatedDeviceAllocator::kMaxAlignment * 2).error(), Error::NotSupported);
   EXPECT_EQ(a.stats().failed_calls, 1u);
 }
 
@@ -193,11 +190,9 @@ TEST(SimulatedDeviceAllocator, RejectsCopyRunningPastTheAllocationAndWritesNothi
 TEST(SimulatedDeviceAllocator, RejectsCopiesToMemoryItDidNotAllocate) {
   SimulatedDeviceAllocator a;
   std::vector<uint8_t> not_device(16, 0), host(16, 0x33);
-  EXPECT_EQ(a.copy_host_to_device(not_device.data(), host.data(), 16, 0),
-            Error::InvalidArgument);
+  EXPECT_EQ(a.copy_host_to_device(not_device.data(), host.data(), 16, 0), Error::InvalidArgument);
   EXPECT_EQ(not_device, std::vector<uint8_t>(16, 0));
-  EXPECT_EQ(a.copy_device_to_host(host.data(), not_device.data(), 16, 0),
-            Error::InvalidArgument);
+  EXPECT_EQ(a.copy_device_to_host(host.data(), not_device.data(), 16, 0), Error::InvalidArgument);
   EXPECT_EQ(host, std::vector<uint8_t>(16, 0x33));
   EXPECT_EQ(a.stats().failed_calls, 2u);
 }
@@ -290,8 +285,7 @@ TEST(SimulatedDeviceAllocator, DoubleFreeIsRefusedAndCounted) {
 TEST(SimulatedDeviceAllocator, IsACountingAllocator) {
   SimulatedDeviceAllocator a;
   EXPECT_EQ(as_counting_allocator(&a), &a);
-  EXPECT_EQ(&et_copy::simulated_device_allocator(),
-            &et_copy::simulated_device_allocator());
+  EXPECT_EQ(&et_copy::simulated_device_allocator(), &et_copy::simulated_device_allocator());
 }
 
 } // namespace

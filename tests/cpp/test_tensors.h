@@ -32,20 +32,14 @@ class TestTensor {
     DeviceIndex index = 0;
     TensorShapeDynamism dynamism = TensorShapeDynamism::STATIC;
     std::vector<DimOrderType> dim_order; // empty: contiguous
-    std::vector<StridesType> strides; // empty: dense in dim_order
+    std::vector<StridesType> strides;    // empty: dense in dim_order
   };
 
   TestTensor(ScalarType dtype, std::vector<SizesType> sizes, void* data)
       : TestTensor(dtype, std::move(sizes), data, Options{}) {}
 
-  TestTensor(
-      ScalarType dtype,
-      std::vector<SizesType> sizes,
-      void* data,
-      Options opts)
-      : sizes_(std::move(sizes)),
-        dim_order_(std::move(opts.dim_order)),
-        strides_(std::move(opts.strides)) {
+  TestTensor(ScalarType dtype, std::vector<SizesType> sizes, void* data, Options opts)
+      : sizes_(std::move(sizes)), dim_order_(std::move(opts.dim_order)), strides_(std::move(opts.strides)) {
     const size_t rank = sizes_.size();
     if (dim_order_.empty()) {
       dim_order_.resize(rank);
@@ -60,16 +54,8 @@ class TestTensor {
         s *= sizes_[d] > 0 ? sizes_[d] : 1;
       }
     }
-    impl_ = std::make_unique<TensorImpl>(
-        dtype,
-        static_cast<ssize_t>(rank),
-        sizes_.data(),
-        data,
-        dim_order_.data(),
-        strides_.data(),
-        opts.dynamism,
-        opts.device,
-        opts.index);
+    impl_ = std::make_unique<TensorImpl>(dtype, static_cast<ssize_t>(rank), sizes_.data(), data, dim_order_.data(),
+                                         strides_.data(), opts.dynamism, opts.device, opts.index);
     tensor_ = Tensor(impl_.get());
   }
 
@@ -79,13 +65,11 @@ class TestTensor {
 
   /// The tensor's current sizes (they change when a kernel resizes it).
   std::vector<SizesType> sizes() const {
-    return std::vector<SizesType>(
-        tensor_.sizes().begin(), tensor_.sizes().end());
+    return std::vector<SizesType>(tensor_.sizes().begin(), tensor_.sizes().end());
   }
 
   std::vector<StridesType> strides() const {
-    return std::vector<StridesType>(
-        tensor_.strides().begin(), tensor_.strides().end());
+    return std::vector<StridesType>(tensor_.strides().begin(), tensor_.strides().end());
   }
 
  private:
@@ -103,8 +87,7 @@ class GuardedBuffer {
   static constexpr size_t kGuard = 64;
   static constexpr uint8_t kGuardByte = 0xCD;
 
-  explicit GuardedBuffer(size_t nbytes, uint8_t fill = 0)
-      : nbytes_(nbytes), bytes_(nbytes + 2 * kGuard, kGuardByte) {
+  explicit GuardedBuffer(size_t nbytes, uint8_t fill = 0) : nbytes_(nbytes), bytes_(nbytes + 2 * kGuard, kGuardByte) {
     std::memset(data(), fill, nbytes);
   }
 
@@ -115,8 +98,7 @@ class GuardedBuffer {
     return nbytes_;
   }
   std::vector<uint8_t> contents() const {
-    return std::vector<uint8_t>(
-        bytes_.begin() + kGuard, bytes_.begin() + kGuard + nbytes_);
+    return std::vector<uint8_t>(bytes_.begin() + kGuard, bytes_.begin() + kGuard + nbytes_);
   }
   bool guards_intact() const {
     for (size_t i = 0; i < kGuard; ++i) {

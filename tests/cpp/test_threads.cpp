@@ -74,8 +74,7 @@ void run_worker(int id, ThreadTally& tally) {
     src.fill_pattern(static_cast<uint8_t>(id * 31 + i));
     GuardedBuffer dst(nbytes, 0xEE);
     TestTensor host_in(dtype.type, shape, src.data());
-    TestTensor on_device(
-        dtype.type, shape, *device, {DeviceType::CUDA, index});
+    TestTensor on_device(dtype.type, shape, *device, {DeviceType::CUDA, index});
     TestTensor host_out(dtype.type, shape, dst.data());
 
     if (et_copy::h2d_copy(host_in.t(), on_device.t()) != Error::Ok ||
@@ -109,9 +108,7 @@ void run_worker(int id, ThreadTally& tally) {
 TEST(Threads, EightThreadsOfMixedCopiesThroughOneAllocatorMoveEveryByteAndCountExactly) {
   auto& sim = et_copy::simulated_device_allocator();
   const auto reg = et_copy::register_simulated_device_allocator();
-  ASSERT_TRUE(
-      reg == et_copy::Registration::kRegistered ||
-      reg == et_copy::Registration::kAlreadyOurs);
+  ASSERT_TRUE(reg == et_copy::Registration::kRegistered || reg == et_copy::Registration::kAlreadyOurs);
   ASSERT_EQ(sim.set_device_count(2), Error::Ok);
   const auto before = sim.stats();
 

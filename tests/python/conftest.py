@@ -19,9 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import fuzz_profiles
+import pytest
 
 fuzz_profiles.register_profiles()
 
@@ -41,8 +40,7 @@ def exported_programs(tmp_path_factory) -> Path:
         # et_copy (the instrumented one needs the preloaded ASan runtime).
         for key in ("LD_PRELOAD", "PYTHONPATH", "ASAN_OPTIONS", "UBSAN_OPTIONS"):
             env.pop(key, None)
-    proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=600,
-                          env=env)
+    proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=600, env=env)
     if proc.returncode != 0:
         pytest.fail(f"exporting the test programs failed:\n{proc.stderr[-6000:]}")
     return out
@@ -76,7 +74,8 @@ def pytest_sessionfinish(session, exitstatus):
     if stats["bytes_outstanding"] != 0 or stats["live_allocations"] != 0:
         _leak_report.append(
             f"simulated device leak: {stats['bytes_outstanding']} bytes in {stats['live_allocations']} "
-            f"allocation(s) outstanding after the test session ({stats})")
+            f"allocation(s) outstanding after the test session ({stats})"
+        )
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -88,7 +87,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         seconds = sum(fuzz_strategies.SECONDS.values())
         parts = ", ".join(f"{k}: {n}" for k, n in sorted(cases.items()))
         terminalreporter.write_line(
-            f"et_copy fuzz ({fuzz_profiles.profile_name()} profile): {total} cases in {seconds:.1f} s ({parts})")
+            f"et_copy fuzz ({fuzz_profiles.profile_name()} profile): {total} cases in {seconds:.1f} s ({parts})"
+        )
         outcomes = ", ".join(f"{k}: {n}" for k, n in sorted(fuzz_strategies.OUTCOMES.items(), key=lambda kv: -kv[1]))
         terminalreporter.write_line(f"et_copy fuzz outcomes in this process: {outcomes}")
     for line in _leak_report:

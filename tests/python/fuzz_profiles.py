@@ -14,7 +14,7 @@ PROFILES = {"ci": 500, "long": 10_000, "dev": 50}
 
 
 def register_profiles() -> None:
-    """"ci" (default) runs 500 cases per fuzz test, "long" 10,000 (select
+    """ "ci" (default) runs 500 cases per fuzz test, "long" 10,000 (select
     with ET_COPY_FUZZ_PROFILE=long), "dev" 50."""
     for name, n in PROFILES.items():
         settings.register_profile(
@@ -22,8 +22,7 @@ def register_profiles() -> None:
             max_examples=n,
             deadline=None,
             print_blob=True,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                   HealthCheck.filter_too_much],
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
         )
 
 

@@ -19,10 +19,9 @@ from __future__ import annotations
 import json
 import sys
 
-from hypothesis import given
-
 import et_copy
 import fuzz_strategies as fs
+from hypothesis import given
 
 WHEEL_KERNELS = "libexecutorch_kernels_optimized.so"
 

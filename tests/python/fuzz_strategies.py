@@ -27,12 +27,11 @@ import math
 import time
 from dataclasses import dataclass, field
 
+import et_copy
 import torch
+from fuzz_profiles import PROFILE_ENV, PROFILES, profile_name, register_profiles  # noqa: F401
 from hypothesis import settings
 from hypothesis import strategies as st
-
-import et_copy
-from fuzz_profiles import PROFILE_ENV, PROFILES, profile_name, register_profiles  # noqa: F401
 
 H2D = "et_copy::_h2d_copy.out"
 D2H = "et_copy::_d2h_copy.out"
@@ -46,9 +45,18 @@ MAX_REGION = 1 << 16  # larger claimed buffers get no memory (null data)
 
 # ExecuTorch ScalarType codes (as python/et_copy/_dtypes.py documents them).
 DTYPE_CODES = {
-    torch.uint8: 0, torch.int8: 1, torch.int16: 2, torch.int32: 3, torch.int64: 4,
-    torch.float16: 5, torch.float32: 6, torch.float64: 7, torch.complex64: 9,
-    torch.complex128: 10, torch.bool: 11, torch.bfloat16: 15,
+    torch.uint8: 0,
+    torch.int8: 1,
+    torch.int16: 2,
+    torch.int32: 3,
+    torch.int64: 4,
+    torch.float16: 5,
+    torch.float32: 6,
+    torch.float64: 7,
+    torch.complex64: 9,
+    torch.complex128: 10,
+    torch.bool: 11,
+    torch.bfloat16: 15,
 }
 DTYPES = tuple(DTYPE_CODES)
 UNSUPPORTED_DTYPES = (torch.uint16, torch.uint32, torch.float8_e4m3fn)
@@ -57,6 +65,7 @@ BAD_DTYPE_CODES = (8, 12, 13, 14, 16, 44, 99, -1)
 INT32_MAX = 2**31 - 1
 
 # ---------------------------------------------------------------- profiles
+
 
 def fuzz_settings() -> settings:
     """Settings for one fuzz test, from the selected profile (applied per
@@ -102,6 +111,7 @@ def collector_paused():
 
 
 # ----------------------------------------------------------------- buffers
+
 
 def read(ptr: int, n: int) -> bytes:
     return ctypes.string_at(ptr, n) if n else b""
@@ -152,7 +162,7 @@ class DeviceArena:
 
 def _guards_intact(snap: bytes, nbytes: int, byte: int) -> bool:
     guard = bytes([byte]) * GUARD
-    return snap[:GUARD] == guard and snap[GUARD + nbytes:] == guard
+    return snap[:GUARD] == guard and snap[GUARD + nbytes :] == guard
 
 
 def random_bytes(seed: int, n: int) -> bytes:
@@ -161,6 +171,7 @@ def random_bytes(seed: int, n: int) -> bytes:
 
 
 # ------------------------------------------------------------------ oracle
+
 
 def numel(sizes) -> int:
     return math.prod(sizes) if sizes else 1
@@ -269,12 +280,15 @@ def _binding_check_inner(m: Meta) -> Expect | None:
         return _reject("shape dynamism")
     if not (0 <= m.device_type <= 127 and -128 <= m.device_index <= 127):
         return _reject("device type or index out of range")
-    if any(not -2**31 <= v <= INT32_MAX for v in list(m.sizes) + list(m.strides)):
+    if any(not -(2**31) <= v <= INT32_MAX for v in list(m.sizes) + list(m.strides)):
         return _reject("does not fit")
     if any(not 0 <= v <= 255 for v in m.dim_order):
         return _reject("does not fit")
-    if m.capacity is not None and list(m.capacity) != list(m.sizes) \
-            and sorted(m.dim_order) != list(range(len(m.sizes))):
+    if (
+        m.capacity is not None
+        and list(m.capacity) != list(m.sizes)
+        and sorted(m.dim_order) != list(range(len(m.sizes)))
+    ):
         # Built at its capacity, then resized: ExecuTorch's resize refuses a
         # dim order that is not a permutation.
         return _reject("shape does not fit the tensor's capacity")
@@ -355,6 +369,7 @@ def oracle(op: str, s: Meta, o: Meta, num_devices: int) -> Expect:
 
 # -------------------------------------------------------------- strategies
 
+
 @st.composite
 def permutations_of(draw, rank: int) -> list[int]:
     return list(draw(st.permutations(range(rank))))
@@ -395,8 +410,12 @@ def raw_meta(draw, *, device_side: bool, num_devices: int) -> Meta:
         strides = draw(st.lists(st.integers(-2, 12), min_size=rank, max_size=rank))
     dynamism = draw(st.sampled_from([STATIC, STATIC, DYNAMIC_BOUND, DYNAMIC_UNBOUND] + ([3] if roll == 3 else [])))
     capacity = None
-    if dynamism in (DYNAMIC_BOUND, DYNAMIC_UNBOUND) and all(0 <= s <= 5 for s in sizes) \
-            and (valid_order or draw(st.integers(0, 3)) == 0) and draw(st.booleans()):
+    if (
+        dynamism in (DYNAMIC_BOUND, DYNAMIC_UNBOUND)
+        and all(0 <= s <= 5 for s in sizes)
+        and (valid_order or draw(st.integers(0, 3)) == 0)
+        and draw(st.booleans())
+    ):
         capacity = [s + draw(st.integers(0, 2)) for s in sizes]
     if draw(st.integers(0, 9)) == 0:
         device_type = draw(st.sampled_from([CPU, CUDA, 2, 5, 127]))
@@ -415,8 +434,20 @@ def raw_meta(draw, *, device_side: bool, num_devices: int) -> Meta:
     if on_device and num_devices > 1 and draw(st.integers(0, 9)) == 0:
         alloc_index = (alloc_index + 1) % num_devices  # memory on another device
     null_data = draw(st.integers(0, 19)) == 0
-    return Meta(code, itemsize, sizes, dim_order, strides, dynamism, capacity, device_type,
-                device_index, null_data, on_device, alloc_index)
+    return Meta(
+        code,
+        itemsize,
+        sizes,
+        dim_order,
+        strides,
+        dynamism,
+        capacity,
+        device_type,
+        device_index,
+        null_data,
+        on_device,
+        alloc_index,
+    )
 
 
 @dataclass
@@ -444,9 +475,20 @@ def raw_cases(draw) -> RawCase:
         if draw(st.booleans()):
             capacity = [v + draw(st.integers(0, 2)) for v in sizes]
         dynamism = draw(st.sampled_from([STATIC, DYNAMIC_BOUND, DYNAMIC_BOUND, DYNAMIC_UNBOUND]))
-        o = Meta(s.dtype_code, s.itemsize, sizes, list(s.dim_order), dense_strides(sizes, s.dim_order),
-                 dynamism, capacity if dynamism != STATIC else None, o.device_type, o.device_index,
-                 o.null_data, o.on_device, o.alloc_index)
+        o = Meta(
+            s.dtype_code,
+            s.itemsize,
+            sizes,
+            list(s.dim_order),
+            dense_strides(sizes, s.dim_order),
+            dynamism,
+            capacity if dynamism != STATIC else None,
+            o.device_type,
+            o.device_index,
+            o.null_data,
+            o.on_device,
+            o.alloc_index,
+        )
     elif draw(st.integers(0, 2)):
         o.dtype_code, o.itemsize = s.dtype_code, s.itemsize
     if draw(st.integers(0, 2)) and o.capacity is None and len(o.sizes) == len(s.sizes):
@@ -507,9 +549,22 @@ def public_cases(draw) -> PublicCase:
     dynamic = draw(st.booleans())
     device_index = draw(st.sampled_from([0, 1, 1, 0, 0, 2, 0, 1, 1, 0, 0, 3]))
     wrong_direction = draw(st.sampled_from([""] * 8 + ["self", "out"]))
-    return PublicCase(op, self_dtype, out_dtype, self_shape, out_shape, self_order, out_order,
-                      host_layout, host_strides, host_offset, dynamic, device_index,
-                      wrong_direction, draw(st.integers(0, 2**31)))
+    return PublicCase(
+        op,
+        self_dtype,
+        out_dtype,
+        self_shape,
+        out_shape,
+        self_order,
+        out_order,
+        host_layout,
+        host_strides,
+        host_offset,
+        dynamic,
+        device_index,
+        wrong_direction,
+        draw(st.integers(0, 2**31)),
+    )
 
 
 # ----------------------------------------------------------------- runners
@@ -574,7 +629,7 @@ def run_raw_case(case: RawCase, runner: str = "direct") -> None:
             assert list(sizes) == expect.out_sizes, f"out sizes {sizes}\n{ctx}"
             assert list(strides) == expect.out_strides, f"out strides {strides}\n{ctx}"
             n = expect.nbytes
-            want = out_before[:GUARD] + self_before[GUARD:GUARD + n] + out_before[GUARD + n:]
+            want = out_before[:GUARD] + self_before[GUARD : GUARD + n] + out_before[GUARD + n :]
             assert oa.snapshot() == want, f"out does not hold exactly self's bytes\n{ctx}"
         else:
             _check_error(err, case.op, expect, runner, ctx)
@@ -595,7 +650,7 @@ def _host_tensor(dtype, shape, order, layout, strides, offset, seed):
     extent = 1 + sum((s - 1) * st_ for s, st_ in zip(shape, strides)) if all(shape) else 0
     region = (extent + offset) * dtype.itemsize
     arena = HostArena(region, random_bytes(seed, region))
-    typed = arena.buf[GUARD:GUARD + region].view(dtype) if region else torch.empty(0, dtype=dtype)
+    typed = arena.buf[GUARD : GUARD + region].view(dtype) if region else torch.empty(0, dtype=dtype)
     # as_strided's offset counts from the start of the storage, not the view.
     t = torch.as_strided(typed, shape, strides, typed.storage_offset() + (offset if region else 0))
     return arena, t
@@ -621,12 +676,30 @@ def _device_bytes(t) -> bytes:
 
 def _meta_of(t, *, dynamic: bool) -> Meta:
     if isinstance(t, et_copy.DeviceTensor):
-        return Meta(DTYPE_CODES[t.dtype], t.itemsize, list(t.shape), list(t.dim_order),
-                    dense_strides(list(t.shape), list(t.dim_order)),
-                    DYNAMIC_BOUND if t.dynamic else STATIC, list(t.capacity), CUDA, t.device.index,
-                    on_device=True, alloc_index=t.device.index)
-    return Meta(DTYPE_CODES[t.dtype], t.dtype.itemsize, list(t.shape), torch_dim_order(t), list(t.stride()),
-                DYNAMIC_BOUND if dynamic else STATIC, list(t.shape) if dynamic else None, CPU, 0)
+        return Meta(
+            DTYPE_CODES[t.dtype],
+            t.itemsize,
+            list(t.shape),
+            list(t.dim_order),
+            dense_strides(list(t.shape), list(t.dim_order)),
+            DYNAMIC_BOUND if t.dynamic else STATIC,
+            list(t.capacity),
+            CUDA,
+            t.device.index,
+            on_device=True,
+            alloc_index=t.device.index,
+        )
+    return Meta(
+        DTYPE_CODES[t.dtype],
+        t.dtype.itemsize,
+        list(t.shape),
+        torch_dim_order(t),
+        list(t.stride()),
+        DYNAMIC_BOUND if dynamic else STATIC,
+        list(t.shape) if dynamic else None,
+        CPU,
+        0,
+    )
 
 
 def _state(t, arena):
@@ -646,16 +719,24 @@ def run_public_case(case: PublicCase, runner: str = "direct") -> None:
     arenas = {}
     stats_start = et_copy.allocator_stats()
     try:
+
         def device(role, dtype, shape, order):
-            t = _device_tensor(dtype, shape, order, case.device_index, case.dynamic and role == "out",
-                               case.seed + (role == "out"))
+            t = _device_tensor(
+                dtype, shape, order, case.device_index, case.dynamic and role == "out", case.seed + (role == "out")
+            )
             made.append(t)
             return t
 
         def host(role, dtype, shape, order, layout):
-            arena, t = _host_tensor(dtype, shape, order, layout, case.host_strides[:len(shape)]
-                                    + [1] * (len(shape) - len(case.host_strides)), case.host_offset,
-                                    case.seed + (role == "out"))
+            arena, t = _host_tensor(
+                dtype,
+                shape,
+                order,
+                layout,
+                case.host_strides[: len(shape)] + [1] * (len(shape) - len(case.host_strides)),
+                case.host_offset,
+                case.seed + (role == "out"),
+            )
             arenas[role] = arena
             return t
 
@@ -665,13 +746,15 @@ def run_public_case(case: PublicCase, runner: str = "direct") -> None:
             if self_on_device:
                 self_t = device("self", case.self_dtype, case.self_shape, case.self_order)
             else:
-                self_t = host("self", case.self_dtype, case.self_shape, case.self_order,
-                              case.host_layout if h2d else "dense")
+                self_t = host(
+                    "self", case.self_dtype, case.self_shape, case.self_order, case.host_layout if h2d else "dense"
+                )
             if out_on_device:
                 out_t = device("out", case.out_dtype, case.out_shape, case.out_order)
             else:
-                out_t = host("out", case.out_dtype, case.out_shape, case.out_order,
-                             case.host_layout if not h2d else "dense")
+                out_t = host(
+                    "out", case.out_dtype, case.out_shape, case.out_order, case.host_layout if not h2d else "dense"
+                )
         except TypeError as e:  # an unsupported dtype, named before any memory is allocated
             assert unsupported, f"unexpected {e!r} for {case}"
             assert "et_copy does not move" in str(e)
@@ -682,11 +765,15 @@ def run_public_case(case: PublicCase, runner: str = "direct") -> None:
             after = et_copy.allocator_stats()
             assert after["failed_calls"] == stats_start["failed_calls"] + 1
             return
-        assert case.device_index < 2 or not (self_on_device or out_on_device), \
+        assert case.device_index < 2 or not (self_on_device or out_on_device), (
             f"et_copy.empty accepted device cuda:{case.device_index} with 2 simulated devices"
+        )
 
-        expect = None if unsupported else oracle(
-            case.op, _meta_of(self_t, dynamic=False), _meta_of(out_t, dynamic=case.dynamic), 2)
+        expect = (
+            None
+            if unsupported
+            else oracle(case.op, _meta_of(self_t, dynamic=False), _meta_of(out_t, dynamic=case.dynamic), 2)
+        )
         self_before = _state(self_t, arenas.get("self"))
         out_before = _state(out_t, arenas.get("out"))
         stats0 = et_copy.allocator_stats()
@@ -709,8 +796,9 @@ def run_public_case(case: PublicCase, runner: str = "direct") -> None:
             assert arena.guards_intact(), f"a guard byte around {role} changed\n{ctx}"
         for t in made:
             b = _device_bytes(t)
-            assert b[t.capacity_nbytes:] == bytes([_FRESH]) * (len(b) - t.capacity_nbytes), \
+            assert b[t.capacity_nbytes :] == bytes([_FRESH]) * (len(b) - t.capacity_nbytes), (
                 f"device memory past a DeviceTensor's end changed\n{ctx}"
+            )
         assert _state(self_t, arenas.get("self")) == self_before, f"self changed\n{ctx}"
         if expect.ok:
             assert err is None, f"expected success, got {err!r}\n{ctx}"
@@ -720,7 +808,7 @@ def run_public_case(case: PublicCase, runner: str = "direct") -> None:
             shape, strides, after = _state(out_t, arenas.get("out"))
             start = 0 if isinstance(out_t, et_copy.DeviceTensor) else out_t.data_ptr() - arenas["out"].base
             before = out_before[2]
-            assert after == before[:start] + src + before[start + n:], f"out does not hold exactly self's bytes\n{ctx}"
+            assert after == before[:start] + src + before[start + n :], f"out does not hold exactly self's bytes\n{ctx}"
             if strides is not None:
                 assert list(strides) == expect.out_strides, f"out strides {strides}\n{ctx}"
         else:

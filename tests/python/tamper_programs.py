@@ -34,14 +34,14 @@ except Exception as e:
     sys.exit(1)
 raw = bytes(out.contiguous().view(torch.uint8).flatten().numpy())
 same = raw == bytes(x.view(torch.uint8).flatten().numpy())[:len(raw)]
-print(f"success: {out.dtype} {tuple(out.shape)} ({len(raw)} bytes), bytes {'equal' if same else 'differ from'} the input's")
+same = "equal" if same else "differ from"
+print(f"success: {out.dtype} {tuple(out.shape)} ({len(raw)} bytes), bytes {same} the input's")
 """
 
 
 def run_on_wheel(out_dir: str) -> int:
     for pte in sorted(Path(out_dir).glob("*.pte")):
-        proc = subprocess.run([sys.executable, "-c", WHEEL_RUN, str(pte)], capture_output=True, text=True,
-                              timeout=600)
+        proc = subprocess.run([sys.executable, "-c", WHEEL_RUN, str(pte)], capture_output=True, text=True, timeout=600)
         said = (proc.stdout.strip().splitlines() or [""])[-1]
         print(f"{pte.stem:<28} exit {proc.returncode:>4}  {said}")
     return 0

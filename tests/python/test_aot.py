@@ -8,12 +8,11 @@ import subprocess
 import sys
 import textwrap
 
+import et_copy
+import et_copy.aot as aot
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
-
-import et_copy
-import et_copy.aot as aot
 
 OPS = ["_h2d_copy", "_d2h_copy"]
 EXPECTED = {
@@ -169,17 +168,24 @@ def test_aot_module_registers_by_loading_only_executorchs_registry_file(import_s
 
 
 def test_executorch_exir_imports_after_registration_and_gets_the_same_registry_module(import_sequence):
-    assert import_sequence["after_import_exir"] == {"same": True, "bound": True, "file": True,
-                                                    "outcome": "adopted executorch"}
+    assert import_sequence["after_import_exir"] == {
+        "same": True,
+        "bound": True,
+        "file": True,
+        "outcome": "adopted executorch",
+    }
 
 
 def test_ensure_registered_after_import_executorch_exir_adopts_it():
-    result = run_fresh(_SCHEMAS + """
+    result = run_fresh(
+        _SCHEMAS
+        + """
 import json
 import executorch.exir
 import et_copy
 print(json.dumps({"outcome": et_copy.ensure_registered(), "schemas": schemas()}))
-""")
+"""
+    )
     assert result["outcome"] == "adopted executorch"
     assert result["schemas"] == EXPECTED
 
@@ -198,7 +204,10 @@ sys.meta_path.insert(0, Blocker())
 
 @pytest.mark.parametrize("blocker", [_BLOCK_BY_NONE, _BLOCK_BY_FINDER], ids=["sys_modules_none", "meta_path"])
 def test_ensure_registered_defines_its_own_namespace_when_executorchs_cannot_be_imported(blocker):
-    result = run_fresh(blocker + _SCHEMAS + """
+    result = run_fresh(
+        blocker
+        + _SCHEMAS
+        + """
 import json, torch
 import et_copy
 outcome = et_copy.ensure_registered()
@@ -214,7 +223,8 @@ graph_ops = [str(n.target) for n in torch.export.export(M(), (x,)).graph.nodes i
 print(json.dumps({"outcome": outcome, "again": again, "schemas": schemas(),
                   "clone": torch.equal(y, x) and y.data_ptr() != x.data_ptr(),
                   "out": ret is out and torch.equal(out, x), "graph": graph_ops}))
-""")
+"""
+    )
     assert result["outcome"] == result["again"] == "defined by et_copy"
     assert result["schemas"] == EXPECTED
     assert result["clone"] and result["out"]
@@ -232,7 +242,9 @@ lib.define("_d2h_copy(Tensor self) -> Tensor")
 
 def test_ensure_registered_names_each_schema_difference_in_executorchs_definition():
     # Stand in for an executorch whose registry defines different schemas.
-    result = run_fresh(_FOREIGN_DEFINITION + """
+    result = run_fresh(
+        _FOREIGN_DEFINITION
+        + """
 import json
 sys.modules["executorch.exir.passes._device_copy_ops_registry"] = types.ModuleType("registry")
 import et_copy
@@ -241,7 +253,8 @@ try:
     print(json.dumps({"raised": False}))
 except et_copy.EtCopyError as e:
     print(json.dumps({"raised": True, "message": str(e), "error": e.error}))
-""")
+"""
+    )
     assert result["raised"]
     message = result["message"]
     assert "executorch's registry" in message
@@ -252,14 +265,17 @@ except et_copy.EtCopyError as e:
 
 
 def test_ensure_registered_rejects_a_mismatched_definition_from_another_library():
-    result = run_fresh(_FOREIGN_DEFINITION + """
+    result = run_fresh(
+        _FOREIGN_DEFINITION
+        + """
 import json, et_copy
 try:
     et_copy.ensure_registered()
     print(json.dumps({"raised": False}))
 except et_copy.EtCopyError as e:
     print(json.dumps({"raised": True, "message": str(e)}))
-""")
+"""
+    )
     assert result["raised"]
     assert "the existing definition" in result["message"]
     assert "int extra" in result["message"]

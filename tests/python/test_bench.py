@@ -16,8 +16,9 @@ TINY = ["--quick", "--repeats", "2", "--sample-ms", "0.5"]
 
 
 def run_bench(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "et_copy", "bench", *args], capture_output=True, text=True,
-                          timeout=600, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "et_copy", "bench", *args], capture_output=True, text=True, timeout=600, env=env
+    )
 
 
 def ok(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
@@ -36,8 +37,20 @@ def micro_run(tmp_path_factory):
     """One run of the overhead, kernel and throughput sections at two sizes."""
     out = tmp_path_factory.mktemp("bench")
     json_path, png_path = out / "bench.json", out / "bench.png"
-    proc = ok(run_bench(*TINY, "--only", "overhead,kernel,throughput,cuda", "--sizes", "4K", "64K",
-                        "--json", str(json_path), "--plot", str(png_path)))
+    proc = ok(
+        run_bench(
+            *TINY,
+            "--only",
+            "overhead,kernel,throughput,cuda",
+            "--sizes",
+            "4K",
+            "64K",
+            "--json",
+            str(json_path),
+            "--plot",
+            str(png_path),
+        )
+    )
     return proc, json.loads(json_path.read_text()), png_path
 
 
@@ -55,7 +68,11 @@ def test_bench_call_overhead_sections_compare_against_their_baselines(micro_run)
     _, doc, _ = micro_run
     py = doc["python_overhead"]
     assert py["nbytes"] == 4096
-    assert set(py["results"]) == {py["baseline"], "et_copy.h2d_copy (out=DeviceTensor)", "et_copy.d2h_copy (out=torch tensor)"}
+    assert set(py["results"]) == {
+        py["baseline"],
+        "et_copy.h2d_copy (out=DeviceTensor)",
+        "et_copy.d2h_copy (out=torch tensor)",
+    }
     kernel = doc["kernel_overhead"]
     assert kernel["nbytes"] == 8
     assert kernel["baseline"] in kernel["results"]
@@ -131,8 +148,11 @@ def test_bench_program_section_runs_a_device_planned_pte_on_both_runtimes_and_it
     # The device-planned program really crosses the boundary on every run.
     assert row["copies_per_execution"] == {"h2d": 1, "d2h": 1}
     assert row["device_planned_bytes"] >= row["nbytes"]
-    assert set(row["results"]) == {"device-planned .pte (h2d, model, d2h)", "same model, no device planning",
-                                   "the same .pte on et_copy.runtime"}
+    assert set(row["results"]) == {
+        "device-planned .pte (h2d, model, d2h)",
+        "same model, no device planning",
+        "the same .pte on et_copy.runtime",
+    }
     assert doc["program"]["runtimes"] == ["device-planned .pte (h2d, model, d2h)", "the same .pte on et_copy.runtime"]
     for stats in row["results"].values():
         check_stats(stats)

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import itertools
 
+import et_copy
 import pytest
 import torch
-
-import et_copy
 from et_copy import _C, _ops
 
 SHAPES = [(), (0,), (3, 5), (2, 3, 1, 4), (2, 0, 3, 4), (5, 1, 0), (1, 1, 1, 1)]
@@ -44,12 +43,14 @@ def test_fast_path_agrees_with_the_dict_path_on_results_and_errors(shape, dynami
         x = host(shape, self_order)
         fast_dev = et_copy.empty(shape, torch.float32, dim_order=out_order, dynamic=dynamic)
         dict_dev = et_copy.empty(shape, torch.float32, dim_order=out_order, dynamic=dynamic)
-        assert outcome(lambda: et_copy.h2d_copy(x, out=fast_dev)) == \
-            outcome(lambda: _ops._run(_C.run_kernel, _ops.H2D_COPY_OUT, x, dict_dev))
+        assert outcome(lambda: et_copy.h2d_copy(x, out=fast_dev)) == outcome(
+            lambda: _ops._run(_C.run_kernel, _ops.H2D_COPY_OUT, x, dict_dev)
+        )
         fast_host = host(shape, self_order).zero_()
         dict_host = fast_host.clone()
-        assert outcome(lambda: et_copy.d2h_copy(fast_dev, out=fast_host, dynamic_out=dynamic)) == \
-            outcome(lambda: _ops._run(_C.run_kernel, _ops.D2H_COPY_OUT, fast_dev, dict_host, dynamic_out=dynamic))
+        assert outcome(lambda: et_copy.d2h_copy(fast_dev, out=fast_host, dynamic_out=dynamic)) == outcome(
+            lambda: _ops._run(_C.run_kernel, _ops.D2H_COPY_OUT, fast_dev, dict_host, dynamic_out=dynamic)
+        )
         assert torch.equal(fast_host, dict_host)
         assert fast_host.stride() == dict_host.stride()
 

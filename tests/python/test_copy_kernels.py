@@ -3,10 +3,9 @@ round trips of every dtype and shape, dynamic resize, and exact counters."""
 
 from __future__ import annotations
 
+import et_copy
 import pytest
 import torch
-
-import et_copy
 
 
 @pytest.fixture(autouse=True)
@@ -25,7 +24,11 @@ def random_tensor(shape, dtype, *, seed=0):
 
 
 def raw_bytes(t: torch.Tensor) -> bytes:
-    return t.contiguous().view(torch.uint8).numpy().tobytes() if t.dim() else t.reshape(1).view(torch.uint8).numpy().tobytes()
+    return (
+        t.contiguous().view(torch.uint8).numpy().tobytes()
+        if t.dim()
+        else t.reshape(1).view(torch.uint8).numpy().tobytes()
+    )
 
 
 SHAPES = [(), (0,), (3, 0, 2), (1,), (7,), (3, 5), (2, 3, 5, 7), (1, 1, 1, 1, 1, 3)]
@@ -147,4 +150,9 @@ def test_simulated_device_count_is_configurable_and_indices_within_it_work():
 
 def test_use_simulated_device_is_idempotent():
     assert et_copy.use_simulated_device() == "already et_copy"
-    assert et_copy.allocator_info() == {"owner": "et_copy", "name": "simulated", "device_count": 1, "device_count_error": None}
+    assert et_copy.allocator_info() == {
+        "owner": "et_copy",
+        "name": "simulated",
+        "device_count": 1,
+        "device_count_error": None,
+    }

@@ -4,10 +4,9 @@ as it was (bytes and shape) with no copy counted."""
 
 from __future__ import annotations
 
+import et_copy
 import pytest
 import torch
-
-import et_copy
 
 H2D = "et_copy::_h2d_copy.out"
 D2H = "et_copy::_d2h_copy.out"
@@ -19,7 +18,13 @@ def simulated_device():
 
 
 def pattern(shape, dtype):
-    return torch.arange(torch.Size(shape).numel() * dtype.itemsize, dtype=torch.int64).remainder(251).to(torch.uint8).view(dtype).reshape(shape)
+    return (
+        torch.arange(torch.Size(shape).numel() * dtype.itemsize, dtype=torch.int64)
+        .remainder(251)
+        .to(torch.uint8)
+        .view(dtype)
+        .reshape(shape)
+    )
 
 
 def device_state(out: et_copy.DeviceTensor):
@@ -51,8 +56,14 @@ def expect_rejection(fn, error, *fragments):
 def test_h2d_dtype_mismatch_is_rejected_and_out_is_untouched():
     out = filled_device((4,), torch.float32)
     before = device_state(out)
-    expect_rejection(lambda: et_copy.h2d_copy(torch.ones(4, dtype=torch.float64), out=out),
-                     "InvalidArgument", H2D, "dtype mismatch", "self has Double", "out has Float")
+    expect_rejection(
+        lambda: et_copy.h2d_copy(torch.ones(4, dtype=torch.float64), out=out),
+        "InvalidArgument",
+        H2D,
+        "dtype mismatch",
+        "self has Double",
+        "out has Float",
+    )
     assert device_state(out) == before
 
 
@@ -81,8 +92,13 @@ def test_d2h_dim_order_mismatch_is_rejected():
 def test_h2d_into_static_out_of_another_shape_is_rejected():
     out = filled_device((4,), torch.int32)
     before = device_state(out)
-    expect_rejection(lambda: et_copy.h2d_copy(torch.ones(5, dtype=torch.int32), out=out),
-                     "InvalidArgument", H2D, "out has static shape [4]", "self has shape [5]")
+    expect_rejection(
+        lambda: et_copy.h2d_copy(torch.ones(5, dtype=torch.int32), out=out),
+        "InvalidArgument",
+        H2D,
+        "out has static shape [4]",
+        "self has shape [5]",
+    )
     assert device_state(out) == before
 
 
@@ -91,16 +107,24 @@ def test_h2d_beyond_dynamic_capacity_is_rejected_and_shape_kept():
     et_copy.h2d_copy(pattern((2,), torch.int64), out=out)
     before = device_state(out)
     assert before[0] == (2,)
-    expect_rejection(lambda: et_copy.h2d_copy(torch.ones(7, dtype=torch.int64), out=out),
-                     "InvalidArgument", H2D, "beyond the capacity of out")
+    expect_rejection(
+        lambda: et_copy.h2d_copy(torch.ones(7, dtype=torch.int64), out=out),
+        "InvalidArgument",
+        H2D,
+        "beyond the capacity of out",
+    )
     assert device_state(out) == before
 
 
 def test_d2h_beyond_dynamic_host_capacity_is_rejected_and_shape_kept():
     device = filled_device((9,), torch.int8)
     out = torch.zeros(4, dtype=torch.int8)
-    expect_rejection(lambda: et_copy.d2h_copy(device, out=out, dynamic_out=True),
-                     "InvalidArgument", D2H, "beyond the capacity of out")
+    expect_rejection(
+        lambda: et_copy.d2h_copy(device, out=out, dynamic_out=True),
+        "InvalidArgument",
+        D2H,
+        "beyond the capacity of out",
+    )
     assert out.shape == (4,) and not out.any()
 
 
@@ -115,20 +139,25 @@ def test_h2d_from_a_device_tensor_is_the_wrong_direction():
     device = filled_device((3,), torch.float32)
     out = filled_device((3,), torch.float32)
     before = device_state(out)
-    expect_rejection(lambda: et_copy.h2d_copy(device, out=out),
-                     "InvalidArgument", H2D, "self must be a host (CPU) tensor")
+    expect_rejection(
+        lambda: et_copy.h2d_copy(device, out=out), "InvalidArgument", H2D, "self must be a host (CPU) tensor"
+    )
     assert device_state(out) == before
 
 
 def test_h2d_into_a_cpu_out_is_the_wrong_direction():
     out = torch.full((3,), 5.0)
-    expect_rejection(lambda: et_copy.h2d_copy(torch.ones(3), out=out), "InvalidArgument", H2D, "out must be a device tensor")
+    expect_rejection(
+        lambda: et_copy.h2d_copy(torch.ones(3), out=out), "InvalidArgument", H2D, "out must be a device tensor"
+    )
     assert torch.equal(out, torch.full((3,), 5.0))
 
 
 def test_d2h_from_a_cpu_tensor_is_the_wrong_direction():
     out = torch.full((3,), 5.0)
-    expect_rejection(lambda: et_copy.d2h_copy(torch.ones(3), out=out), "InvalidArgument", D2H, "self must be a device tensor")
+    expect_rejection(
+        lambda: et_copy.d2h_copy(torch.ones(3), out=out), "InvalidArgument", D2H, "self must be a device tensor"
+    )
     assert torch.equal(out, torch.full((3,), 5.0))
 
 
@@ -136,8 +165,9 @@ def test_d2h_into_a_device_out_is_the_wrong_direction():
     device = filled_device((3,), torch.float32)
     out = filled_device((3,), torch.float32)
     before = device_state(out)
-    expect_rejection(lambda: et_copy.d2h_copy(device, out=out),
-                     "InvalidArgument", D2H, "out must be a host (CPU) tensor")
+    expect_rejection(
+        lambda: et_copy.d2h_copy(device, out=out), "InvalidArgument", D2H, "out must be a host (CPU) tensor"
+    )
     assert device_state(out) == before
 
 
@@ -145,8 +175,13 @@ def test_device_index_the_allocator_does_not_have_is_rejected():
     out = filled_device((3,), torch.float32)
     before = device_state(out)
     bad = et_copy.DeviceTensor(out._buffer, out.dtype, et_copy._device.Device(1, 1), (3,), (0,), False)
-    expect_rejection(lambda: et_copy.h2d_copy(torch.ones(3), out=bad),
-                     "InvalidArgument", H2D, "out is on CUDA device 1", "1 device(s)")
+    expect_rejection(
+        lambda: et_copy.h2d_copy(torch.ones(3), out=bad),
+        "InvalidArgument",
+        H2D,
+        "out is on CUDA device 1",
+        "1 device(s)",
+    )
     assert device_state(out) == before
     host = torch.full((3,), 2.0)
     expect_rejection(lambda: et_copy.d2h_copy(bad, out=host), "InvalidArgument", D2H, "self is on CUDA device 1")

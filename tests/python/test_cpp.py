@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from build_tools import CMAKE, CTEST, NINJA
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,22 +29,38 @@ EXECUTOR_SRC = REPO / "examples" / "executor"
 pytestmark = pytest.mark.slow
 
 
-
-
-def run(cmd: list[str], *, timeout: float, env: dict | None = None, cwd: Path | None = None,
-        check: bool = True) -> subprocess.CompletedProcess:
+def run(
+    cmd: list[str], *, timeout: float, env: dict | None = None, cwd: Path | None = None, check: bool = True
+) -> subprocess.CompletedProcess:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
     if check and proc.returncode != 0:
-        pytest.fail(f"{' '.join(map(str, cmd))} exited {proc.returncode}\n"
-                    f"--- stdout ---\n{proc.stdout[-6000:]}\n--- stderr ---\n{proc.stderr[-6000:]}")
+        pytest.fail(
+            f"{' '.join(map(str, cmd))} exited {proc.returncode}\n"
+            f"--- stdout ---\n{proc.stdout[-6000:]}\n--- stderr ---\n{proc.stderr[-6000:]}"
+        )
     return proc
 
 
-def configure(src: Path, build: Path, *defs: str, env: dict | None = None,
-              check: bool = True) -> subprocess.CompletedProcess:
-    return run([CMAKE, "-S", str(src), "-B", str(build), "-G", "Ninja",
-                f"-DCMAKE_MAKE_PROGRAM={NINJA}", f"-DPython_EXECUTABLE={sys.executable}", *defs],
-               timeout=180, env=env, check=check)
+def configure(
+    src: Path, build: Path, *defs: str, env: dict | None = None, check: bool = True
+) -> subprocess.CompletedProcess:
+    return run(
+        [
+            CMAKE,
+            "-S",
+            str(src),
+            "-B",
+            str(build),
+            "-G",
+            "Ninja",
+            f"-DCMAKE_MAKE_PROGRAM={NINJA}",
+            f"-DPython_EXECUTABLE={sys.executable}",
+            *defs,
+        ],
+        timeout=180,
+        env=env,
+        check=check,
+    )
 
 
 def build(build_dir: Path) -> None:
@@ -54,13 +69,16 @@ def build(build_dir: Path) -> None:
 
 # ---- the repository's C++ build: unit tests, then a plain install ---------
 
+
 @pytest.fixture(scope="module")
 def repo_build(tmp_path_factory) -> Path:
     build_dir = tmp_path_factory.mktemp("cpp") / "build"
     proc = configure(REPO, build_dir, "-DET_COPY_BUILD_TESTS=ON", "-DET_COPY_BUILD_PYTHON=OFF", check=False)
     if proc.returncode != 0 and "GoogleTest" in proc.stderr:
-        pytest.fail("the C++ tests need GoogleTest: apt-get install libgtest-dev "
-                    f"(tests/run.sh does this)\n{proc.stderr[-3000:]}")
+        pytest.fail(
+            "the C++ tests need GoogleTest: apt-get install libgtest-dev "
+            f"(tests/run.sh does this)\n{proc.stderr[-3000:]}"
+        )
     elif proc.returncode != 0:
         pytest.fail(f"configuring the C++ build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     build(build_dir)
@@ -76,8 +94,9 @@ def plain_install(repo_build, tmp_path_factory) -> Path:
 
 
 def test_cpp_unit_tests_pass_under_ctest(repo_build):
-    proc = run([CTEST, "--test-dir", str(repo_build), "--output-on-failure", "--timeout", "120"],
-               timeout=300, check=False)
+    proc = run(
+        [CTEST, "--test-dir", str(repo_build), "--output-on-failure", "--timeout", "120"], timeout=300, check=False
+    )
     summary = re.search(r"(\d+)% tests passed.* out of (\d+)", proc.stdout)
     assert proc.returncode == 0, proc.stdout[-8000:] + proc.stderr[-2000:]
     assert summary is not None, proc.stdout[-3000:]
@@ -87,8 +106,13 @@ def test_cpp_unit_tests_pass_under_ctest(repo_build):
 def test_cmake_install_lays_out_library_headers_and_package(plain_install):
     prefix = plain_install.parents[2]
     assert (prefix / "lib" / "libet_copy_runtime.a").is_file()
-    for header in ("copy_ops.h", "counting_device_allocator.h", "program_check.h", "registration.h",
-                   "simulated_device_allocator.h"):
+    for header in (
+        "copy_ops.h",
+        "counting_device_allocator.h",
+        "program_check.h",
+        "registration.h",
+        "simulated_device_allocator.h",
+    ):
         assert (prefix / "include" / "et_copy" / header).is_file(), header
     for f in ("et_copyConfig.cmake", "et_copyConfigVersion.cmake", "et_copyTargets.cmake"):
         assert (plain_install / f).is_file(), f
@@ -96,10 +120,10 @@ def test_cmake_install_lays_out_library_headers_and_package(plain_install):
 
 # ---- the installed package as a consumer sees it --------------------------
 
+
 def installed_cmake_dir() -> Path | None:
     """The CMake package of the pip-installed et_copy (None in a source tree)."""
-    proc = subprocess.run([sys.executable, "-m", "et_copy", "--cmake-dir"], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "et_copy", "--cmake-dir"], capture_output=True, text=True, timeout=120)
     return Path(proc.stdout.strip()) if proc.returncode == 0 else None
 
 
@@ -124,33 +148,48 @@ def bare_env() -> dict:
 def find_package_project(tmp_path: Path, request: str) -> Path:
     src = tmp_path / "find"
     src.mkdir(exist_ok=True)
-    (src / "CMakeLists.txt").write_text(textwrap.dedent(f"""\
+    (src / "CMakeLists.txt").write_text(
+        textwrap.dedent(f"""\
         cmake_minimum_required(VERSION 3.28)
         project(probe LANGUAGES CXX)
         find_package(et_copy {request} CONFIG REQUIRED)
-        message(STATUS "et_copy ${{et_copy_VERSION}} cuda=${{et_copy_HAS_CUDA}} executorch=${{et_copy_EXECUTORCH_VERSION}}")
+        message(STATUS
+          "et_copy ${{et_copy_VERSION}} cuda=${{et_copy_HAS_CUDA}} executorch=${{et_copy_EXECUTORCH_VERSION}}")
         if(NOT TARGET et_copy::runtime OR NOT TARGET executorch::runtime)
           message(FATAL_ERROR "et_copy::runtime or executorch::runtime missing")
         endif()
-        """))
+        """)
+    )
     return src
 
 
 def test_find_package_checks_the_version(package_dir, tmp_path):
     import et_copy
 
-    ok = configure(find_package_project(tmp_path, "0.1"), tmp_path / "b1", f"-Det_copy_DIR={package_dir}",
-                   env=bare_env())
+    ok = configure(
+        find_package_project(tmp_path, "0.1"), tmp_path / "b1", f"-Det_copy_DIR={package_dir}", env=bare_env()
+    )
     assert f"et_copy {et_copy.__version__} " in ok.stdout
-    too_new = configure(find_package_project(tmp_path, "0.2"), tmp_path / "b2", f"-Det_copy_DIR={package_dir}",
-                        env=bare_env(), check=False)
+    too_new = configure(
+        find_package_project(tmp_path, "0.2"),
+        tmp_path / "b2",
+        f"-Det_copy_DIR={package_dir}",
+        env=bare_env(),
+        check=False,
+    )
     assert too_new.returncode != 0
     assert "et_copy" in too_new.stderr and "0.2" in too_new.stderr, too_new.stderr
 
 
 def test_find_package_without_executorch_fails_with_a_clear_message(package_dir, tmp_path):
-    proc = configure(find_package_project(tmp_path, "0.1"), tmp_path / "b", f"-Det_copy_DIR={package_dir}",
-                     "-DCMAKE_DISABLE_FIND_PACKAGE_executorch=TRUE", env=bare_env(), check=False)
+    proc = configure(
+        find_package_project(tmp_path, "0.1"),
+        tmp_path / "b",
+        f"-Det_copy_DIR={package_dir}",
+        "-DCMAKE_DISABLE_FIND_PACKAGE_executorch=TRUE",
+        env=bare_env(),
+        check=False,
+    )
     assert proc.returncode != 0
     err = " ".join(proc.stderr.split())
     assert "et_copy needs ExecuTorch's C++ runtime, executorch::runtime" in err, proc.stderr
@@ -275,8 +314,17 @@ METHOD_SCOPED = "kernels: et_copy's, method-scoped"
 
 
 def test_executor_runs_arithmetic_between_the_copies_like_eager_with_method_scoped_kernels(executor, programs):
-    cmd = [str(executor), str(programs / "affine.pte"), "--require-copies", "--input", str(programs / "affine.in0.bin"),
-           "--input", str(programs / "affine.in1.bin"), "--expect", str(programs / "affine.expect0.bin")]
+    cmd = [
+        str(executor),
+        str(programs / "affine.pte"),
+        "--require-copies",
+        "--input",
+        str(programs / "affine.in0.bin"),
+        "--input",
+        str(programs / "affine.in1.bin"),
+        "--expect",
+        str(programs / "affine.expect0.bin"),
+    ]
     proc = run(cmd, timeout=120)
     assert METHOD_SCOPED in proc.stdout and "output 0: matches" in proc.stdout, proc.stdout
     # Loading with a method list that holds every registered operator logs no
@@ -287,7 +335,8 @@ def test_executor_runs_arithmetic_between_the_copies_like_eager_with_method_scop
 
 
 def test_executor_serves_copies_with_et_copys_kernels_though_the_kernel_library_registered_the_names(
-        executor, programs, tmp_path):
+    executor, programs, tmp_path
+):
     # The host output retyped to Half: et-copy's d2h kernel rejects it by name.
     pte = programs / "tampered" / "output_dtype_half.pte"
     proc = run([str(executor), str(pte), "--output", str(tmp_path / "out.bin")], timeout=120, check=False)
@@ -311,8 +360,20 @@ def stats(stdout: str, allocator: str = "simulated") -> dict[str, int]:
 def test_executor_runs_a_device_planned_program_with_generated_inputs_like_eager(executor, programs, tmp_path):
     import torch
 
-    proc = run([str(executor), str(programs / "roundtrip.pte"), "--seed", "7", "--save-inputs", str(tmp_path),
-                "--output", str(tmp_path / "out0.bin"), "--require-copies"], timeout=120)
+    proc = run(
+        [
+            str(executor),
+            str(programs / "roundtrip.pte"),
+            "--seed",
+            "7",
+            "--save-inputs",
+            str(tmp_path),
+            "--output",
+            str(tmp_path / "out0.bin"),
+            "--require-copies",
+        ],
+        timeout=120,
+    )
     assert METHOD_SCOPED in proc.stdout, proc.stdout
     x = torch.from_numpy(np.fromfile(tmp_path / "input0.bin", dtype=np.float32).reshape(3, 5))
     got = torch.from_numpy(np.fromfile(tmp_path / "out0.bin", dtype=np.float32).reshape(3, 5))
@@ -383,8 +444,22 @@ def test_executor_cuda_flag_uses_the_gpu_or_fails_cleanly_without_one(executor, 
     if "--cuda: available" not in run([str(executor), "--help"], timeout=60).stdout:
         pytest.skip("this executor was built without et_copy::cuda")
     out = tmp_path / "out0.bin"
-    proc = run([str(executor), str(programs / "roundtrip.pte"), "--cuda", "--seed", "3", "--save-inputs",
-                str(tmp_path), "--output", str(out), "--require-copies"], timeout=120, check=False)
+    proc = run(
+        [
+            str(executor),
+            str(programs / "roundtrip.pte"),
+            "--cuda",
+            "--seed",
+            "3",
+            "--save-inputs",
+            str(tmp_path),
+            "--output",
+            str(out),
+            "--require-copies",
+        ],
+        timeout=120,
+        check=False,
+    )
     if gpu_present():
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert out.read_bytes() == (tmp_path / "input0.bin").read_bytes()
@@ -405,9 +480,20 @@ def test_executor_runs_a_delegated_program_on_device_buffers_like_eager(executor
     assert meta["operators"] == ["et_copy::_d2h_copy.out", "et_copy::_h2d_copy.out"], meta
     assert meta["delegates"] == ["XnnpackBackend"] and 1 in meta["device_buffers"], meta
     # The executor links the XNNPACK backend itself: no --load needed.
-    proc = run([str(executor), str(programs / "xnnpack.pte"),
-                "--input", str(programs / "xnnpack.in0.bin"), "--input", str(programs / "xnnpack.in1.bin"),
-                "--expect", str(programs / "xnnpack.expect0.bin"), "--require-copies"], timeout=120)
+    proc = run(
+        [
+            str(executor),
+            str(programs / "xnnpack.pte"),
+            "--input",
+            str(programs / "xnnpack.in0.bin"),
+            "--input",
+            str(programs / "xnnpack.in1.bin"),
+            "--expect",
+            str(programs / "xnnpack.expect0.bin"),
+            "--require-copies",
+        ],
+        timeout=120,
+    )
     assert METHOD_SCOPED in proc.stdout, proc.stdout
     assert "output 0: matches" in proc.stdout, proc.stdout
     s = stats(proc.stdout)
@@ -415,8 +501,7 @@ def test_executor_runs_a_delegated_program_on_device_buffers_like_eager(executor
 
 
 def test_cmake_dir_cli_prints_the_package_folder_or_says_why_not():
-    proc = subprocess.run([sys.executable, "-m", "et_copy", "--cmake-dir"], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "et_copy", "--cmake-dir"], capture_output=True, text=True, timeout=120)
     if proc.returncode == 0:
         folder = Path(proc.stdout.strip())
         assert (folder / "et_copyConfig.cmake").is_file() and (folder / "et_copyConfigVersion.cmake").is_file()

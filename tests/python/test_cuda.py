@@ -18,17 +18,20 @@ import sys
 import textwrap
 import time
 
+import et_copy
 import pytest
 import torch
-
-import et_copy
 from et_copy import _C, _cuda
 from et_copy._device import CUDA
 
 
 def run_fresh(code: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args, "-c", textwrap.dedent(code)] if code else [sys.executable, *args],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, *args, "-c", textwrap.dedent(code)] if code else [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def last_json(proc: subprocess.CompletedProcess):
@@ -43,6 +46,7 @@ no_gpu_here = pytest.mark.skipif(HAS_GPU, reason="a CUDA device is present; this
 
 
 # ---- everywhere --------------------------------------------------------------
+
 
 def test_extension_holds_the_cuda_allocator_when_the_toolkit_is_on_path():
     if shutil.which("nvcc") is None:
@@ -66,10 +70,12 @@ def test_extension_links_no_shared_cuda_runtime():
 def test_import_prints_nothing_and_registers_nothing():
     quiet = run_fresh("import et_copy, et_copy._cuda, et_copy.doctor")
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
-    out = last_json(run_fresh("""
+    out = last_json(
+        run_fresh("""
         import json, et_copy
         print(json.dumps(et_copy.allocator_info("cuda")))
-    """))
+    """)
+    )
     assert out is None
 
 
@@ -82,13 +88,17 @@ def test_cuda_status_reports_versions_and_either_devices_or_the_reason():
     else:
         assert STATUS["error"] == "NotFound"
         assert STATUS["cuda_error"] in ("cudaErrorInsufficientDriver", "cudaErrorNoDevice", "cudaErrorStubLibrary")
-        assert ("no CUDA driver" in STATUS["message"] or "no CUDA device" in STATUS["message"]
-                or "driver too old" in STATUS["message"])
+        assert (
+            "no CUDA driver" in STATUS["message"]
+            or "no CUDA device" in STATUS["message"]
+            or "driver too old" in STATUS["message"]
+        )
         assert STATUS["devices"] == []
 
 
 def test_use_cuda_is_refused_while_the_simulated_device_serves_cuda():
-    out = last_json(run_fresh("""
+    out = last_json(
+        run_fresh("""
         import json, et_copy
         et_copy.use_simulated_device()
         try:
@@ -97,7 +107,8 @@ def test_use_cuda_is_refused_while_the_simulated_device_serves_cuda():
         except et_copy.EtCopyError as e:
             result = [e.error, str(e)]
         print(json.dumps(result + [et_copy.allocator_info("cuda")["name"]]))
-    """))
+    """)
+    )
     if not _cuda.built_with_cuda():
         assert out[0] == "NotSupported"
         return
@@ -110,7 +121,8 @@ def test_use_cuda_is_refused_while_the_simulated_device_serves_cuda():
 @needs_cuda_build
 @no_gpu_here
 def test_use_cuda_without_a_gpu_says_why_and_leaves_the_registry_usable():
-    out = last_json(run_fresh("""
+    out = last_json(
+        run_fresh("""
         import json, torch, et_copy
         errors = []
         for _ in range(2):  # failing twice changes nothing either
@@ -126,7 +138,8 @@ def test_use_cuda_without_a_gpu_says_why_and_leaves_the_registry_usable():
         print(json.dumps({"errors": errors, "after_failure": after_failure, "outcome": outcome,
                           "round_trip": bool(torch.equal(back, x)),
                           "holder": et_copy.allocator_info("cuda")["name"]}))
-    """))
+    """)
+    )
     for error, message in out["errors"]:
         assert error == "NotFound"
         assert message.startswith("et_copy.use_cuda: ")
@@ -200,8 +213,10 @@ def cuda():
         pytest.skip(f"no CUDA device: {STATUS['message']}")
     info = et_copy.allocator_info("cuda")
     if info is not None and info["name"] != "cuda":
-        pytest.skip(f"{info['name']} allocator holds CUDA in this process; run this file alone "
-                    "(python -m pytest tests/python/test_cuda.py -m gpu, as scripts/gpu_check.sh does)")
+        pytest.skip(
+            f"{info['name']} allocator holds CUDA in this process; run this file alone "
+            "(python -m pytest tests/python/test_cuda.py -m gpu, as scripts/gpu_check.sh does)"
+        )
     assert et_copy.use_cuda() in ("registered", "already et_copy")
     return et_copy
 
@@ -403,4 +418,6 @@ def test_throughput_sanity_prints_gbps(cuda, capsys):
     t2 = time.perf_counter()
     assert torch.equal(out, x)
     with capsys.disabled():
-        print(f"\n256 MiB pinned: h2d {x.numel() / (t1 - t0) / 1e9:.1f} GB/s, d2h {x.numel() / (t2 - t1) / 1e9:.1f} GB/s")
+        print(
+            f"\n256 MiB pinned: h2d {x.numel() / (t1 - t0) / 1e9:.1f} GB/s, d2h {x.numel() / (t2 - t1) / 1e9:.1f} GB/s"
+        )

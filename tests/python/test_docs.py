@@ -31,8 +31,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-RUN = {"python": [sys.executable, "-c"], "sh": ["bash", "-euo", "pipefail", "-c"],
-       "bash": ["bash", "-euo", "pipefail", "-c"]}
+RUN = {
+    "python": [sys.executable, "-c"],
+    "sh": ["bash", "-euo", "pipefail", "-c"],
+    "bash": ["bash", "-euo", "pipefail", "-c"],
+}
 OUTPUT = {"text", "console"}
 MARK = re.compile(r"^<!-- doc-test: (skip|excerpt)\b ?(.*?) ?-->$")
 FENCE = re.compile(r"^\s*```(\S*)\s*$")  # indented too: a block inside a list
@@ -63,8 +66,16 @@ def blocks(doc: Path) -> list[Block]:
         end = next((j for j in range(i + 1, len(lines)) if lines[j].lstrip().startswith("```")), len(lines))
         previous = next((lines[k].strip() for k in range(i - 1, -1, -1) if lines[k].strip()), "")
         mark = MARK.match(previous)
-        found.append(Block(doc, i + 1, fence.group(1), textwrap.dedent("\n".join(lines[i + 1:end])) + "\n",
-                           mark.group(1) if mark else None, mark.group(2) if mark else ""))
+        found.append(
+            Block(
+                doc,
+                i + 1,
+                fence.group(1),
+                textwrap.dedent("\n".join(lines[i + 1 : end])) + "\n",
+                mark.group(1) if mark else None,
+                mark.group(2) if mark else "",
+            )
+        )
         i = end + 1
     return found
 
@@ -86,20 +97,27 @@ def test_every_block_is_runnable_output_or_marked():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("doc", [d for d in DOCS if any(b.lang in RUN and b.mark is None for b in blocks(d))],
-                         ids=lambda d: str(d.relative_to(REPO)))
+@pytest.mark.parametrize(
+    "doc",
+    [d for d in DOCS if any(b.lang in RUN and b.mark is None for b in blocks(d))],
+    ids=lambda d: str(d.relative_to(REPO)),
+)
 def test_blocks_run_as_written(doc, tmp_path):
     runnable = [b for b in blocks(doc) if b.lang in RUN and b.mark is None]
     env = dict(os.environ)
     env.pop("PYTHONSAFEPATH", None)
     for b in runnable:
-        proc = subprocess.run([*RUN[b.lang], b.code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=600)
-        assert proc.returncode == 0, (f"{b.name} ({b.lang}) exited {proc.returncode}\n{b.code}\n"
-                                      f"--- stdout ---\n{proc.stdout[-3000:]}\n--- stderr ---\n{proc.stderr[-5000:]}")
+        proc = subprocess.run(
+            [*RUN[b.lang], b.code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+        )
+        assert proc.returncode == 0, (
+            f"{b.name} ({b.lang}) exited {proc.returncode}\n{b.code}\n"
+            f"--- stdout ---\n{proc.stdout[-3000:]}\n--- stderr ---\n{proc.stderr[-5000:]}"
+        )
     # Nothing a block wrote landed in the checkout.
-    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=REPO, capture_output=True,
-                            text=True).stdout
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=REPO, capture_output=True, text=True
+    ).stdout
     assert not [line for line in status.splitlines() if line[3:].endswith((".pte", ".json", ".png", ".bin"))], status
 
 

@@ -20,10 +20,9 @@ from torch.export import Dim
 
 pytest.importorskip("executorch.exir")
 
-from executorch.exir.schema import DeviceType  # noqa: E402
-
 from et_copy.export import export_device_program, lower_to_device  # noqa: E402
 from et_copy.models import AffineOnDevice, RoundTrip, TwoInputs  # noqa: E402
+from executorch.exir.schema import DeviceType  # noqa: E402
 
 RUNNER = r"""
 import json, sys, torch
@@ -86,24 +85,43 @@ def _cases():
     """name -> (program factory, eager module, runtime inputs)."""
     torch.manual_seed(1)
     cases = {
-        "round_trip": (lambda: export_device_program(RoundTrip(), RoundTrip.example_inputs(), insert_copies=False),
-                       RoundTrip(), RoundTrip.example_inputs()),
-        "wrapped_affine": (lambda: export_device_program(Affine(), (torch.randn(4, 6),)),
-                           Affine(), (torch.randn(4, 6),)),
-        "two_inputs": (lambda: export_device_program(TwoInputs(), TwoInputs.example_inputs(), insert_copies=False),
-                       TwoInputs(), (torch.randn(5), torch.randn(5))),
+        "round_trip": (
+            lambda: export_device_program(RoundTrip(), RoundTrip.example_inputs(), insert_copies=False),
+            RoundTrip(),
+            RoundTrip.example_inputs(),
+        ),
+        "wrapped_affine": (
+            lambda: export_device_program(Affine(), (torch.randn(4, 6),)),
+            Affine(),
+            (torch.randn(4, 6),),
+        ),
+        "two_inputs": (
+            lambda: export_device_program(TwoInputs(), TwoInputs.example_inputs(), insert_copies=False),
+            TwoInputs(),
+            (torch.randn(5), torch.randn(5)),
+        ),
         # planned for 16 rows, run with 5
-        "dynamic": (lambda: export_device_program(AffineOnDevice(), (torch.randn(8, 3),), insert_copies=False,
-                                                  dynamic_shapes=({0: Dim("rows", min=1, max=16)},)),
-                    AffineOnDevice(), (torch.randn(5, 3),)),
+        "dynamic": (
+            lambda: export_device_program(
+                AffineOnDevice(),
+                (torch.randn(8, 3),),
+                insert_copies=False,
+                dynamic_shapes=({0: Dim("rows", min=1, max=16)},),
+            ),
+            AffineOnDevice(),
+            (torch.randn(5, 3),),
+        ),
     }
     try:
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     except ImportError:
         return cases
     model = LinearReLU().eval()
-    cases["xnnpack_delegate"] = (lambda: lower_to_device(model, (torch.randn(4, 3),), XnnpackPartitioner()),
-                                 model, (torch.randn(4, 3),))
+    cases["xnnpack_delegate"] = (
+        lambda: lower_to_device(model, (torch.randn(4, 3),), XnnpackPartitioner()),
+        model,
+        (torch.randn(4, 3),),
+    )
     return cases
 
 
@@ -120,10 +138,20 @@ def _run_cases(folder, cases, device: str):
         with torch.no_grad():
             eager_out = eager(*inputs)
         expected[name] = {"eager": eager_out, "inputs": inputs, "device_buffer_bytes": _device_buffer_bytes(program)}
-        specs.append({"name": name, "pte": str(pte), "inputs": str(folder / f"{name}.inputs.pt"),
-                      "outputs": str(folder / f"{name}.outputs.pt")})
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(RUNNER), json.dumps(specs), device],
-                          capture_output=True, text=True, timeout=600)
+        specs.append(
+            {
+                "name": name,
+                "pte": str(pte),
+                "inputs": str(folder / f"{name}.inputs.pt"),
+                "outputs": str(folder / f"{name}.outputs.pt"),
+            }
+        )
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(RUNNER), json.dumps(specs), device],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, f"runner failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     results = json.loads(proc.stdout.strip().splitlines()[-1])
     for spec in specs:
@@ -206,11 +234,18 @@ def cuda_runs(tmp_path_factory):
     if not _gpu_available():
         pytest.skip("needs a CUDA device and an et_copy built with CUDA")
     cases = {
-        "round_trip": (lambda: export_device_program(RoundTrip(), RoundTrip.example_inputs(), insert_copies=False),
-                       RoundTrip(), RoundTrip.example_inputs()),
-        "dynamic": (lambda: export_device_program(torch.nn.Identity(), (torch.randn(8, 3),),
-                                                  dynamic_shapes=[{0: Dim("rows", min=1, max=16)}]),
-                    torch.nn.Identity(), (torch.randn(5, 3),)),
+        "round_trip": (
+            lambda: export_device_program(RoundTrip(), RoundTrip.example_inputs(), insert_copies=False),
+            RoundTrip(),
+            RoundTrip.example_inputs(),
+        ),
+        "dynamic": (
+            lambda: export_device_program(
+                torch.nn.Identity(), (torch.randn(8, 3),), dynamic_shapes=[{0: Dim("rows", min=1, max=16)}]
+            ),
+            torch.nn.Identity(),
+            (torch.randn(5, 3),),
+        ),
     }
     return _run_cases(tmp_path_factory.mktemp("end_to_end_cuda"), cases, "cuda")
 

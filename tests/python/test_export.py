@@ -10,9 +10,6 @@ from torch.export import Dim
 
 pytest.importorskip("executorch.exir")
 
-from executorch.exir.backend.compile_spec_schema import CompileSpec  # noqa: E402
-from executorch.exir.schema import DeviceType, Tensor  # noqa: E402
-
 from et_copy.export import (  # noqa: E402
     DeviceBoundary,
     export_device_program,
@@ -20,6 +17,8 @@ from et_copy.export import (  # noqa: E402
     with_target_device,
 )
 from et_copy.models import AffineOnDevice, RoundTrip  # noqa: E402
+from executorch.exir.backend.compile_spec_schema import CompileSpec  # noqa: E402
+from executorch.exir.schema import DeviceType, Tensor  # noqa: E402
 
 H2D_OUT = "et_copy::_h2d_copy.out"
 D2H_OUT = "et_copy::_d2h_copy.out"
@@ -31,14 +30,22 @@ def plan(program):
 
 def operator_names(program) -> list[str]:
     p = plan(program)
-    return [f"{p.operators[i.instr_args.op_index].name}.{p.operators[i.instr_args.op_index].overload}"
-            for chain in p.chains for i in chain.instructions if hasattr(i.instr_args, "op_index")]
+    return [
+        f"{p.operators[i.instr_args.op_index].name}.{p.operators[i.instr_args.op_index].overload}"
+        for chain in p.chains
+        for i in chain.instructions
+        if hasattr(i.instr_args, "op_index")
+    ]
 
 
 def device_tensors(program) -> list[Tensor]:
-    return [v.val for v in plan(program).values
-            if isinstance(v.val, Tensor) and v.val.extra_tensor_info is not None
-            and v.val.extra_tensor_info.device_type == DeviceType.CUDA]
+    return [
+        v.val
+        for v in plan(program).values
+        if isinstance(v.val, Tensor)
+        and v.val.extra_tensor_info is not None
+        and v.val.extra_tensor_info.device_type == DeviceType.CUDA
+    ]
 
 
 def call_nodes(program, target_fragment: str):
@@ -62,8 +69,9 @@ def wrapped_affine():
 
 @pytest.fixture(scope="module")
 def dynamic_round_trip():
-    return export_device_program(torch.nn.Identity(), (torch.randn(8, 3),),
-                                 dynamic_shapes=[{0: Dim("rows", min=1, max=16)}])
+    return export_device_program(
+        torch.nn.Identity(), (torch.randn(8, 3),), dynamic_shapes=[{0: Dim("rows", min=1, max=16)}]
+    )
 
 
 def test_round_trip_program_lists_only_the_two_et_copy_operators(round_trip):
@@ -91,8 +99,9 @@ def test_graph_input_is_not_planned_by_default(round_trip):
 
 
 def test_alloc_graph_input_true_plans_the_input_on_the_host():
-    program = export_device_program(RoundTrip(), RoundTrip.example_inputs(), insert_copies=False,
-                                    alloc_graph_input=True)
+    program = export_device_program(
+        RoundTrip(), RoundTrip.example_inputs(), insert_copies=False, alloc_graph_input=True
+    )
     gm = program.exported_program().graph_module
     (placeholder,) = [n for n in gm.graph.nodes if n.op == "placeholder"]
     assert placeholder.meta["spec"].mem_id is not None
@@ -111,7 +120,8 @@ def test_compute_between_the_copies_is_planned_on_the_chosen_device_index(wrappe
     assert len(tagged) == 3
     assert {t.extra_tensor_info.device_index for t in tagged} == {1}
     assert [(d.device_type, d.device_index) for d in plan(wrapped_affine).non_const_buffer_device] == [
-        (DeviceType.CUDA, 1)]
+        (DeviceType.CUDA, 1)
+    ]
     for node in call_nodes(wrapped_affine, "_to_dim_order_copy"):  # the scalar constants stay on the host
         assert node.meta["spec"].device == DeviceType.CPU
 
@@ -139,8 +149,9 @@ def test_dynamic_shapes_keyed_by_argument_name_follow_the_signature_not_the_dict
             return x * scale
 
     rows = Dim("rows", min=1, max=16)
-    program = export_device_program(Scaled(), (torch.randn(8, 3), torch.randn(3)),
-                                    dynamic_shapes={"scale": None, "x": {0: rows}})
+    program = export_device_program(
+        Scaled(), (torch.randn(8, 3), torch.randn(3)), dynamic_shapes={"scale": None, "x": {0: rows}}
+    )
     (mul,) = call_nodes(program, "aten.mul")
     assert mul.meta["spec"].shape == [16, 3]
 
@@ -228,13 +239,14 @@ def test_lowered_program_copies_around_the_delegate(lowered):
     order = [str(n.target) for n in gm.graph.nodes if n.op == "call_function" and "alloc" not in str(n.target)]
     delegate = next(i for i, t in enumerate(order) if "executorch_call_delegate" in t)
     assert "et_copy._h2d_copy.out" in order[delegate - 1]
-    assert any("et_copy._d2h_copy.out" in t for t in order[delegate + 1:])
+    assert any("et_copy._d2h_copy.out" in t for t in order[delegate + 1 :])
     assert [(d.device_type, d.device_index) for d in plan(lowered).non_const_buffer_device] == [(DeviceType.CUDA, 0)]
 
 
 def test_skip_h2d_for_method_inputs_drops_the_input_copy_and_tags_the_input(xnnpack_partitioner):
-    program = lower_to_device(_LinearReLU().eval(), (torch.randn(4, 3),), xnnpack_partitioner(),
-                              skip_h2d_for_method_inputs=True)
+    program = lower_to_device(
+        _LinearReLU().eval(), (torch.randn(4, 3),), xnnpack_partitioner(), skip_h2d_for_method_inputs=True
+    )
     assert "et_copy::_h2d_copy.out" not in operator_names(program)
     assert "et_copy::_d2h_copy.out" in operator_names(program)
     gm = program.exported_program().graph_module
@@ -243,15 +255,19 @@ def test_skip_h2d_for_method_inputs_drops_the_input_copy_and_tags_the_input(xnnp
     assert user_input.meta["spec"].mem_id is None
 
 
-@pytest.mark.parametrize("flag,setting", [("skip_h2d_for_method_inputs", "alloc_graph_input"),
-                                          ("skip_d2h_for_method_outputs", "alloc_graph_output")])
+@pytest.mark.parametrize(
+    "flag,setting",
+    [("skip_h2d_for_method_inputs", "alloc_graph_input"), ("skip_d2h_for_method_outputs", "alloc_graph_output")],
+)
 def test_skip_flags_require_their_memory_planning_setting(xnnpack_partitioner, flag, setting):
     with pytest.raises(ValueError, match=f"{flag}=True needs {setting}=False"):
-        lower_to_device(_LinearReLU().eval(), (torch.randn(4, 3),), xnnpack_partitioner(),
-                        **{flag: True, setting: True})
+        lower_to_device(
+            _LinearReLU().eval(), (torch.randn(4, 3),), xnnpack_partitioner(), **{flag: True, setting: True}
+        )
 
 
 # ---- the delegate route on real models (issue 11) ----------------------------------------------
+
 
 class ScaledRelu(torch.nn.Module):
     """Reads a scalar constant inside the partition (to_edge lifts 0.5)."""
@@ -262,9 +278,13 @@ class ScaledRelu(torch.nn.Module):
 
 def _copy_sources(program, op: str) -> list[int]:
     p = plan(program)
-    return [i.instr_args.args[0] for chain in p.chains for i in chain.instructions
-            if hasattr(i.instr_args, "op_index")
-            and f"{p.operators[i.instr_args.op_index].name}.{p.operators[i.instr_args.op_index].overload}" == op]
+    return [
+        i.instr_args.args[0]
+        for chain in p.chains
+        for i in chain.instructions
+        if hasattr(i.instr_args, "op_index")
+        and f"{p.operators[i.instr_args.op_index].name}.{p.operators[i.instr_args.op_index].overload}" == op
+    ]
 
 
 def _lower_upstream(module, inputs, partitioner):
@@ -273,10 +293,14 @@ def _lower_upstream(module, inputs, partitioner):
     from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
     from executorch.exir.passes import MemoryPlanningPass
 
-    edge = to_edge_transform_and_lower(torch.export.export(module, inputs, strict=False),
-                                       partitioner=[with_target_device(partitioner)])
-    return edge.to_executorch(ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False),
-                                                      enable_non_cpu_memory_planning=True))
+    edge = to_edge_transform_and_lower(
+        torch.export.export(module, inputs, strict=False), partitioner=[with_target_device(partitioner)]
+    )
+    return edge.to_executorch(
+        ExecutorchBackendConfig(
+            memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False), enable_non_cpu_memory_planning=True
+        )
+    )
 
 
 def test_upstream_still_fails_on_a_partition_reading_a_scalar_constant(xnnpack_partitioner):

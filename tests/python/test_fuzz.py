@@ -22,12 +22,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import et_copy
+import fuzz_strategies as fs
 import pytest
 import torch
 from hypothesis import given
-
-import et_copy
-import fuzz_strategies as fs
 
 
 @pytest.fixture(autouse=True)
@@ -56,7 +55,9 @@ def test_registry_dispatch_of_et_copy_kernels_holds_the_same_properties():
     env.setdefault(fs.PROFILE_ENV, fs.profile_name())
     proc = subprocess.run([sys.executable, str(child)], capture_output=True, text=True, env=env, timeout=1800)
     report = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
-    assert proc.returncode == 0, f"registry fuzz child failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
+    assert proc.returncode == 0, (
+        f"registry fuzz child failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}"
+    )
     counts = json.loads(report)
     assert counts["owner"] == "already et_copy"
     for kind, n in counts["cases"].items():
@@ -71,9 +72,12 @@ def _libfuzzer_available() -> bool:
     clang = shutil.which("clang++")
     if clang is None:
         return False
-    probe = subprocess.run([clang, "-fsanitize=fuzzer", "-x", "c++", "-", "-o", os.devnull],
-                           input='extern "C" int LLVMFuzzerTestOneInput(const char*, unsigned long) { return 0; }',
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        [clang, "-fsanitize=fuzzer", "-x", "c++", "-", "-o", os.devnull],
+        input='extern "C" int LLVMFuzzerTestOneInput(const char*, unsigned long) { return 0; }',
+        capture_output=True,
+        text=True,
+    )
     return probe.returncode == 0
 
 
@@ -104,6 +108,8 @@ def test_empty_refuses_shapes_the_kernels_could_never_describe(shape):
     (and then fail every copy with a binding error naming no op) or die in
     pybind11's argument conversion with an unrelated TypeError."""
     before = et_copy.allocator_stats()
-    with pytest.raises(ValueError, match=r"et_copy.empty: shape .* (does not fit ExecuTorch's tensor metadata|beyond a 64-bit size)"):
+    with pytest.raises(
+        ValueError, match=r"et_copy.empty: shape .* (does not fit ExecuTorch's tensor metadata|beyond a 64-bit size)"
+    ):
         et_copy.empty(shape, torch.uint8)
     assert et_copy.allocator_stats() == before

@@ -12,10 +12,9 @@ import subprocess
 import sys
 import textwrap
 
+import et_copy
 import pytest
 import torch
-
-import et_copy
 
 
 @pytest.fixture(autouse=True)
@@ -40,15 +39,23 @@ def _delta(before: dict, after: dict) -> dict:
 def test_free_then_collection_frees_exactly_once():
     before = et_copy.allocator_stats()
     t = et_copy.empty((3, 5), torch.float32)
-    assert _delta(before, et_copy.allocator_stats()) == {"allocations": 1, "deallocations": 0,
-                                                        "bytes_outstanding": 60, "failed_calls": 0}
+    assert _delta(before, et_copy.allocator_stats()) == {
+        "allocations": 1,
+        "deallocations": 0,
+        "bytes_outstanding": 60,
+        "failed_calls": 0,
+    }
     t.free()
     t.free()  # idempotent
     assert t.freed
     del t
     gc.collect()
-    assert _delta(before, et_copy.allocator_stats()) == {"allocations": 1, "deallocations": 1,
-                                                        "bytes_outstanding": 0, "failed_calls": 0}
+    assert _delta(before, et_copy.allocator_stats()) == {
+        "allocations": 1,
+        "deallocations": 1,
+        "bytes_outstanding": 0,
+        "failed_calls": 0,
+    }
 
 
 def test_collection_without_free_frees_exactly_once():
@@ -58,8 +65,12 @@ def test_collection_without_free_frees_exactly_once():
     cycle.append(cycle)  # only the cycle collector can free it
     del t, cycle
     gc.collect()
-    assert _delta(before, et_copy.allocator_stats()) == {"allocations": 1, "deallocations": 1,
-                                                        "bytes_outstanding": 0, "failed_calls": 0}
+    assert _delta(before, et_copy.allocator_stats()) == {
+        "allocations": 1,
+        "deallocations": 1,
+        "bytes_outstanding": 0,
+        "failed_calls": 0,
+    }
 
 
 def test_two_device_tensors_over_one_buffer_free_it_once():
@@ -71,8 +82,12 @@ def test_two_device_tensors_over_one_buffer_free_it_once():
     t.free()
     del t, alias
     gc.collect()
-    assert _delta(before, et_copy.allocator_stats()) == {"allocations": 1, "deallocations": 1,
-                                                        "bytes_outstanding": 0, "failed_calls": 0}
+    assert _delta(before, et_copy.allocator_stats()) == {
+        "allocations": 1,
+        "deallocations": 1,
+        "bytes_outstanding": 0,
+        "failed_calls": 0,
+    }
 
 
 def test_a_freed_device_tensor_is_refused_by_name_and_nothing_is_copied():
@@ -116,8 +131,13 @@ def test_process_exit_with_device_tensors_alive_frees_cleanly():
     """Globals, a reference cycle, a daemon thread's local, an exception:
     all still alive at exit. The interpreter must exit 0 with no failed or
     foreign free reported (ExecuTorch logs those) and no crash."""
-    proc = subprocess.run([sys.executable, "-c", EXIT_WITH_LIVE_TENSORS], capture_output=True, text=True,
-                          timeout=300, env=dict(os.environ))
+    proc = subprocess.run(
+        [sys.executable, "-c", EXIT_WITH_LIVE_TENSORS],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ),
+    )
     assert proc.returncode == 0, proc.stderr[-6000:]
     live, failed = map(int, proc.stdout.split())
     assert (live, failed) == (50 + 1 + 5 + 1 + 1, 0)
@@ -152,8 +172,12 @@ def test_the_allocator_outlives_programs_that_planned_device_memory_in_it(export
     """Three load/run/drop cycles of a device-planned program on the wheel's
     runtime: each holds its planned device buffer only while loaded, and
     releases it exactly once when dropped."""
-    proc = subprocess.run([sys.executable, "-c", ALLOCATOR_OUTLIVES_PROGRAMS, str(exported_programs / "original.pte")],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", ALLOCATOR_OUTLIVES_PROGRAMS, str(exported_programs / "original.pte")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-6000:]
     held0, held1, held2, outstanding, allocs, deallocs, failed = map(int, proc.stdout.split()[-7:])
     assert held0 == held1 == held2 == 96  # RoundTrip's one CUDA-planned buffer: 2*3*4 floats

@@ -6,9 +6,8 @@ import re
 import shutil
 import subprocess
 
-import pytest
-
 import et_copy._C as ext
+import pytest
 
 
 def dynamic_section() -> str:

@@ -8,10 +8,9 @@ import subprocess
 import sys
 import textwrap
 
+import et_copy
 import pytest
 import torch
-
-import et_copy
 from et_copy import _tensors
 from et_copy.parity import cases as parity_cases
 from et_copy.parity import runners
@@ -44,6 +43,7 @@ def default_run(tmp_path_factory):
 
 # --- the command ----------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_default_run_exits_0_with_no_et_copy_findings(default_run):
     proc, result = default_run
@@ -68,8 +68,11 @@ def test_default_run_reports_the_wheel_kernels_out_of_bounds_write(default_run):
         name = SHARP_EDGE.format(direction)
         kinds = {f["kind"] for f in result["findings"] if f["case"] == name and f["impl"] == "registry"}
         assert "out_of_bounds_write" in kinds, name
-        oob = next(f for f in result["findings"]
-                   if f["case"] == name and f["impl"] == "registry" and f["kind"] == "out_of_bounds_write")
+        oob = next(
+            f
+            for f in result["findings"]
+            if f["case"] == name and f["impl"] == "registry" and f["kind"] == "out_of_bounds_write"
+        )
         assert "16 byte(s) past the end of out" in oob["message"]  # 32 bytes into a 16-byte out
         assert f"registry (the executorch wheel's kernels): {name}: wrote 16 byte(s) past the end of out" in proc.stdout
 
@@ -88,8 +91,10 @@ def test_default_run_prints_a_table_naming_every_finding(default_run):
     assert len(entries) == len(pairs)
     for case, impl in pairs:
         label = runners.LABELS.get(impl, impl)  # programs' findings name their runtime column
-        assert any(line.endswith(f" on {case}") and line.split("] ", 1)[1].startswith(label)
-                   for line in entries), (case, impl)
+        assert any(line.endswith(f" on {case}") and line.split("] ", 1)[1].startswith(label) for line in entries), (
+            case,
+            impl,
+        )
 
 
 @pytest.mark.slow
@@ -107,7 +112,8 @@ def test_cases_option_runs_only_the_selected_cases(tmp_path):
     names = [c["name"] for c in result["cases"]]
     assert names and all("/bad_device_index/" in n or n.startswith("h2d/bool/") for n in names)
     assert {n for n in names if "bad_device_index" in n} == {
-        f"invalid/{d}/bad_device_index/cuda{i}" for d in ("h2d", "d2h") for i in (1, 5)}
+        f"invalid/{d}/bad_device_index/cuda{i}" for d in ("h2d", "d2h") for i in (1, 5)
+    }
     for case in result["cases"]:
         if "bad_device_index" in case["name"]:
             assert "device" in case["results"]["et_copy"]["error"]["message"]
@@ -118,8 +124,11 @@ def test_list_prints_the_selected_cases_and_runs_nothing():
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     expected = [c.name for c in parity_cases.select(parity_cases.all_cases(), "bfloat16,!large")]
-    assert [line.split()[0] for line in lines] == [*expected, "program/dynamic_rows/device",
-                                                   "program/dynamic_rows/xnnpack"]
+    assert [line.split()[0] for line in lines] == [
+        *expected,
+        "program/dynamic_rows/device",
+        "program/dynamic_rows/xnnpack",
+    ]
     assert "PASS" not in proc.stdout
 
 
@@ -142,8 +151,10 @@ def test_exit_status_is_1_when_et_copys_kernel_has_a_finding(tmp_path):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "FAIL" in proc.stdout
     assert result["summary"]["passed"] is False
-    assert {f["kind"] for f in result["findings"] if f["impl"] == "et_copy"} >= {"out_of_bounds_write",
-                                                                                   "accepts_invalid"}
+    assert {f["kind"] for f in result["findings"] if f["impl"] == "et_copy"} >= {
+        "out_of_bounds_write",
+        "accepts_invalid",
+    }
 
 
 @pytest.mark.slow
@@ -152,8 +163,12 @@ def test_program_section_runs_real_models_on_both_runtimes_equal_to_eager_with_e
 
     _, result = default_run
     programs = {p["name"]: p for p in result["programs"]}
-    valid = {f"program/{m.name}/{route}" for m in MODELS for route in ("device", "xnnpack")
-             if route == "device" or m.delegate}
+    valid = {
+        f"program/{m.name}/{route}"
+        for m in MODELS
+        for route in ("device", "xnnpack")
+        if route == "device" or m.delegate
+    }
     assert valid <= set(programs)
     for name in valid:
         p = programs[name]
@@ -187,7 +202,8 @@ def test_program_section_et_copy_runtime_rejects_every_tampered_program(default_
     # The wheel's kernel takes it: 96 bytes into a 48-byte output, reported as its finding.
     assert half["cells"]["executorch.runtime"]["text"].startswith("accepted: torch.float16[2, 3, 4]")
     assert {"case": half["name"], "impl": "executorch.runtime", "kind": "accepted_tampered"}.items() <= next(
-        f for f in result["findings"] if f["case"] == half["name"]).items()
+        f for f in result["findings"] if f["case"] == half["name"]
+    ).items()
 
 
 @pytest.mark.slow
@@ -210,6 +226,7 @@ def test_exit_status_is_1_when_a_program_fails(tmp_path):
 
 # --- guard bytes ----------------------------------------------------------------------------
 
+
 @pytest.fixture
 def device():
     et_copy.use_simulated_device()
@@ -227,7 +244,7 @@ def test_intact_guards_report_nothing(device):
 
 def test_host_guard_catches_a_write_past_the_end():
     buf = GuardedHost("out", torch.float32, (4,), 256, pattern(16, 3))
-    buf.raw[256:256 + 32].view(torch.float64).fill_(1.5)  # 32 bytes into a 16-byte tensor
+    buf.raw[256 : 256 + 32].view(torch.float64).fill_(1.5)  # 32 bytes into a 16-byte tensor
     (violation,) = buf.check()
     assert (violation.buffer, violation.where, violation.reach) == ("out", "after", 16)
     assert "16 byte(s) past the end of out" in violation.describe()
@@ -270,12 +287,14 @@ def test_judge_turns_an_overrunning_kernel_into_a_finding_and_leaves_out_of_the_
     case = next(c for c in parity_cases.all_cases() if c.name == SHARP_EDGE.format("h2d"))
     inputs = runners.Inputs(case, host_only=False)
     try:
+
         def wheel_like_kernel():  # copies self.nbytes (32) into a 16-byte out
             wide = _tensors._device_view(inputs.out_buf.whole, inputs.out_buf.guard, (8,), torch.float32)
             et_copy.h2d_copy(inputs.self.view(torch.float32), out=wide)
 
-        result = runners._judge(runners.Result("et_copy"), case, inputs, runners.CapturedStderr(),
-                                wheel_like_kernel, {}, kernel=True)
+        result = runners._judge(
+            runners.Result("et_copy"), case, inputs, runners.CapturedStderr(), wheel_like_kernel, {}, kernel=True
+        )
     finally:
         inputs.free()
     kinds = [f.kind for f in result.findings]
@@ -292,14 +311,16 @@ def test_judge_calls_a_rejection_that_touched_out_a_finding(device):
         raise et_copy.EtCopyError("rejected too late", error="InvalidArgument")
 
     try:
-        result = runners._judge(runners.Result("et_copy"), case, inputs, runners.CapturedStderr(),
-                                writes_then_raises, {}, kernel=True)
+        result = runners._judge(
+            runners.Result("et_copy"), case, inputs, runners.CapturedStderr(), writes_then_raises, {}, kernel=True
+        )
     finally:
         inputs.free()
     assert [f.kind for f in result.findings] == ["touched_out_on_reject"]
 
 
 # --- the case matrix ------------------------------------------------------------------------
+
 
 def test_matrix_covers_every_dtype_in_both_directions_with_static_and_dynamic_out():
     cases = [c for c in parity_cases.all_cases() if c.valid]
@@ -316,8 +337,16 @@ def test_matrix_covers_every_dtype_in_both_directions_with_static_and_dynamic_ou
 def test_matrix_has_every_kind_of_invalid_case_in_both_directions():
     kinds = {(c.direction, c.name.split("/")[2]) for c in parity_cases.all_cases() if not c.valid}
     for direction in ("h2d", "d2h"):
-        for kind in ("dtype_mismatch", "dim_order_mismatch", "capacity_overflow", "wrong_direction",
-                     "bad_device_index", "shape_mismatch", "rank_mismatch", "not_dense"):
+        for kind in (
+            "dtype_mismatch",
+            "dim_order_mismatch",
+            "capacity_overflow",
+            "wrong_direction",
+            "bad_device_index",
+            "shape_mismatch",
+            "rank_mismatch",
+            "not_dense",
+        ):
             assert (direction, kind) in kinds
 
 
@@ -326,11 +355,14 @@ def test_case_names_are_unique():
     assert len(names) == len(set(names))
 
 
-@pytest.mark.parametrize("spec, expected", [
-    ("h2d/float32/3x5", ["h2d/float32/3x5", "h2d/float32/3x5/dynamic", "h2d/float32/3x5/dynamic_in_4x6"]),
-    ("h2d/float32/3x5/*", ["h2d/float32/3x5/dynamic", "h2d/float32/3x5/dynamic_in_4x6"]),
-    ("invalid/h2d/bad_device_index/*,!cuda5", ["invalid/h2d/bad_device_index/cuda1"]),
-])
+@pytest.mark.parametrize(
+    "spec, expected",
+    [
+        ("h2d/float32/3x5", ["h2d/float32/3x5", "h2d/float32/3x5/dynamic", "h2d/float32/3x5/dynamic_in_4x6"]),
+        ("h2d/float32/3x5/*", ["h2d/float32/3x5/dynamic", "h2d/float32/3x5/dynamic_in_4x6"]),
+        ("invalid/h2d/bad_device_index/*,!cuda5", ["invalid/h2d/bad_device_index/cuda1"]),
+    ],
+)
 def test_case_selection_uses_globs_substrings_and_exclusions(spec, expected):
     assert [c.name for c in parity_cases.select(parity_cases.all_cases(), spec)] == expected
 

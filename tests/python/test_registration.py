@@ -58,10 +58,13 @@ ORDERS = {
 
 @pytest.mark.parametrize("order", list(ORDERS), ids=list(ORDERS))
 def test_import_and_registration_order_never_aborts(order):
-    proc = run_fresh(ORDERS[order] + """
+    proc = run_fresh(
+        ORDERS[order]
+        + """
         import json, et_copy
         print(json.dumps({op: et_copy.kernel_owner(op) for op in (et_copy.H2D_COPY_OUT, et_copy.D2H_COPY_OUT)}))
-    """)
+    """
+    )
     owners = last_json(proc)
     # The wheel's kernel library is loaded in every one of these processes,
     # so it, not et_copy, holds both names: et_copy never registered twice.
@@ -69,24 +72,29 @@ def test_import_and_registration_order_never_aborts(order):
 
 
 def test_import_registers_nothing():
-    owners = last_json(run_fresh("""
+    owners = last_json(
+        run_fresh("""
         import json, et_copy
         print(json.dumps([et_copy.kernel_owner(et_copy.H2D_COPY_OUT), et_copy.allocator_info()]))
-    """))
+    """)
+    )
     assert owners == ["absent", None]
 
 
 def test_register_kernels_reports_the_wheel_kernels_and_is_idempotent():
-    result = last_json(run_fresh("""
+    result = last_json(
+        run_fresh("""
         import json, et_copy
         print(json.dumps([et_copy.register_kernels(), et_copy.register_kernels()]))
-    """))
+    """)
+    )
     expected = {"et_copy::_h2d_copy.out": "already other", "et_copy::_d2h_copy.out": "already other"}
     assert result == [expected, expected]
 
 
 def test_without_an_allocator_copies_fail_with_not_found():
-    result = last_json(run_fresh("""
+    result = last_json(
+        run_fresh("""
         import json, torch, et_copy
         from et_copy._tensors import DeviceTensor
         from et_copy._device import Device
@@ -96,7 +104,8 @@ def test_without_an_allocator_copies_fail_with_not_found():
         except et_copy.EtCopyError as e:
             errors.append([e.error, str(e)])
         print(json.dumps(errors))
-    """))
+    """)
+    )
     assert result[0][0] == "NotFound"
     assert "use_simulated_device" in result[0][1]
 
@@ -104,7 +113,8 @@ def test_without_an_allocator_copies_fail_with_not_found():
 def test_kernel_sees_no_allocator_and_rejects_with_not_found():
     # A device tensor whose allocator is not registered: the kernel itself
     # must name the missing allocator, not crash on a null pointer.
-    result = last_json(run_fresh("""
+    result = last_json(
+        run_fresh("""
         import json, torch, et_copy
         from et_copy import _C
         host = torch.arange(4, dtype=torch.float32)
@@ -116,12 +126,14 @@ def test_kernel_sees_no_allocator_and_rejects_with_not_found():
             print(json.dumps("accepted"))
         except et_copy.EtCopyError as e:
             print(json.dumps([e.error, str(e)]))
-    """))
+    """)
+    )
     assert result == ["NotFound", "et_copy::_d2h_copy.out: no DeviceAllocator is registered for CUDA"]
 
 
 def test_use_simulated_device_validates_its_argument():
-    result = last_json(run_fresh("""
+    result = last_json(
+        run_fresh("""
         import json, et_copy
         out = []
         for bad in (0, 128, "2", True):
@@ -131,12 +143,14 @@ def test_use_simulated_device_validates_its_argument():
                 out.append(type(e).__name__)
         out.append(et_copy.allocator_info())
         print(json.dumps(out))
-    """))
+    """)
+    )
     assert result == ["ValueError", "ValueError", "TypeError", "TypeError", None]
 
 
 def test_registry_kernel_runs_in_a_process_with_executorch_runtime():
-    result = last_json(run_fresh("""
+    result = last_json(
+        run_fresh("""
         import json, torch, et_copy
         import executorch.runtime
         et_copy.use_simulated_device()
@@ -146,17 +160,20 @@ def test_registry_kernel_runs_in_a_process_with_executorch_runtime():
         back = torch.zeros(6, dtype=torch.int64)
         et_copy.run_registered(et_copy.D2H_COPY_OUT, device, back)
         print(json.dumps(back.tolist()))
-    """))
+    """)
+    )
     assert result == [0, 1, 2, 3, 4, 5]
 
 
 def test_run_registered_with_no_kernel_is_operator_missing():
-    result = last_json(run_fresh("""
+    result = last_json(
+        run_fresh("""
         import json, torch, et_copy
         et_copy.use_simulated_device()
         try:
             et_copy.run_registered("et_copy::_h2d_copy.out", torch.ones(2), et_copy.empty((2,), torch.float32))
         except et_copy.EtCopyError as e:
             print(json.dumps(e.error))
-    """))
+    """)
+    )
     assert result == "OperatorMissing"

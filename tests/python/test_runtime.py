@@ -13,10 +13,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+import et_copy
 import pytest
 import torch
-
-import et_copy
 from et_copy import runtime
 
 EXPORT = r"""
@@ -94,8 +93,10 @@ def test_meta_gives_each_input_output_and_planned_buffer_with_its_device(program
     assert (out.dtype, out.shape, out.device, out.memory_planned) == (torch.float32, (2, 16), "cuda:0", False)
     meta = runtime.load(programs / "affine.pte").load_method("forward").meta
     assert [m.device for m in meta.inputs] == ["cpu", "cpu"]
-    assert [(m.dtype, m.shape, m.device) for m in meta.outputs] == [(torch.float32, (3, 4), "cpu"),
-                                                                    (torch.float32, (), "cpu")]
+    assert [(m.dtype, m.shape, m.device) for m in meta.outputs] == [
+        (torch.float32, (3, 4), "cpu"),
+        (torch.float32, (), "cpu"),
+    ]
     assert {b.device for b in meta.planned_buffers} == {"cpu", "cuda:0"}
     assert all(b.nbytes > 0 for b in meta.planned_buffers if b.device == "cuda:0")
 
@@ -179,11 +180,14 @@ def test_a_device_tensor_where_a_host_input_is_planned_is_rejected(programs, dat
         method.execute([et_copy.h2d_copy(x), y])
 
 
-@pytest.mark.parametrize("bad, error, match", [
-    (lambda x, y: [x], ValueError, "takes 2 inputs, got 1"),
-    (lambda x, y: [x.double(), y], TypeError, "input 0 .*must have dtype torch.float32, got torch.float64"),
-    (lambda x, y: [x, "y"], TypeError, "input 1 .*must be a torch.Tensor or an et_copy.DeviceTensor, got str"),
-])
+@pytest.mark.parametrize(
+    "bad, error, match",
+    [
+        (lambda x, y: [x], ValueError, "takes 2 inputs, got 1"),
+        (lambda x, y: [x.double(), y], TypeError, "input 0 .*must have dtype torch.float32, got torch.float64"),
+        (lambda x, y: [x, "y"], TypeError, "input 1 .*must be a torch.Tensor or an et_copy.DeviceTensor, got str"),
+    ],
+)
 def test_inputs_the_method_cannot_take_are_rejected_naming_the_input(programs, data, bad, error, match):
     method = runtime.load(programs / "affine.pte").load_method()
     with pytest.raises(error, match=match):
@@ -213,8 +217,7 @@ ORDERS = {
 
 
 @pytest.mark.parametrize("order", ORDERS)
-def test_either_import_order_runs_programs_with_et_copys_kernels_serving_the_copies(programs, exported_programs,
-                                                                                    order):
+def test_either_import_order_runs_programs_with_et_copys_kernels_serving_the_copies(programs, exported_programs, order):
     code = ORDERS[order] + textwrap.dedent(f"""
         import json, torch, et_copy
         from executorch.runtime import Runtime

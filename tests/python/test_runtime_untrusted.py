@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import random
 
+import et_copy
 import pytest
 import torch
-
-import et_copy
 from et_copy import runtime
 
 X = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)  # RoundTrip's input
@@ -48,8 +47,15 @@ def test_every_truncation_is_rejected(original):
     cuts = sorted({0, 1, 7, 8, 16, 31, *range(0, len(original), step), len(original) - 1})
     outcomes = {n: attempt(original[:n]) for n in cuts}
     assert all(o != "ran" for o in outcomes.values()), {n: o for n, o in outcomes.items() if o == "ran"}
-    assert set(outcomes.values()) <= {"InvalidProgram", "InvalidArgument", "NotSupported", "NotFound",
-                                      "MemoryAllocationFailed", "InvalidType", "OperatorMissing"}, outcomes
+    assert set(outcomes.values()) <= {
+        "InvalidProgram",
+        "InvalidArgument",
+        "NotSupported",
+        "NotFound",
+        "MemoryAllocationFailed",
+        "InvalidType",
+        "OperatorMissing",
+    }, outcomes
 
 
 def test_byte_flips_run_or_are_rejected_and_never_crash(original):

@@ -20,7 +20,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from build_tools import CMAKE, CTEST, NINJA
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,8 +28,14 @@ HERE = Path(__file__).resolve().parent
 pytestmark = pytest.mark.slow
 
 # The Python suites rerun under ASan (fuzzing at the small "dev" budget).
-ASAN_SUITES = ["test_fuzz.py", "test_threads.py", "test_lifetime.py", "test_copy_kernels.py",
-               "test_copy_rejections.py", "test_runtime_untrusted.py"]
+ASAN_SUITES = [
+    "test_fuzz.py",
+    "test_threads.py",
+    "test_lifetime.py",
+    "test_copy_kernels.py",
+    "test_copy_rejections.py",
+    "test_runtime_untrusted.py",
+]
 
 SANITIZER_ENV = {
     "ASAN_OPTIONS": "halt_on_error=1:abort_on_error=0:detect_stack_use_after_return=1:strict_string_checks=1",
@@ -38,14 +43,13 @@ SANITIZER_ENV = {
 }
 
 
-
-
 def _run(cmd, *, timeout, env=None, cwd=None) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout,
-                          env=env, cwd=cwd)
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
     if proc.returncode != 0:
-        pytest.fail(f"{' '.join(map(str, cmd))} exited {proc.returncode}\n"
-                    f"--- stdout ---\n{proc.stdout[-8000:]}\n--- stderr ---\n{proc.stderr[-12000:]}")
+        pytest.fail(
+            f"{' '.join(map(str, cmd))} exited {proc.returncode}\n"
+            f"--- stdout ---\n{proc.stdout[-8000:]}\n--- stderr ---\n{proc.stderr[-12000:]}"
+        )
     return proc
 
 
@@ -54,11 +58,27 @@ def sanitize_build() -> Path:
     build = Path(os.environ.get("ET_COPY_SANITIZE_BUILD_DIR", REPO / "build" / "sanitize"))
     import pybind11
 
-    _run([CMAKE, "-S", REPO, "-B", build, "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={NINJA}",
-          f"-DPython_EXECUTABLE={sys.executable}", f"-Dpybind11_DIR={pybind11.get_cmake_dir()}",
-          "-DET_COPY_SANITIZE=ON", "-DET_COPY_BUILD_TESTS=ON", "-DET_COPY_BUILD_PYTHON=ON",
-          "-DET_COPY_WITH_CUDA=OFF",  # no GPU in CI: keep the instrumented build small
-          "-DCMAKE_BUILD_TYPE=", "-DCMAKE_CXX_FLAGS=-O1"], timeout=300)
+    _run(
+        [
+            CMAKE,
+            "-S",
+            REPO,
+            "-B",
+            build,
+            "-G",
+            "Ninja",
+            f"-DCMAKE_MAKE_PROGRAM={NINJA}",
+            f"-DPython_EXECUTABLE={sys.executable}",
+            f"-Dpybind11_DIR={pybind11.get_cmake_dir()}",
+            "-DET_COPY_SANITIZE=ON",
+            "-DET_COPY_BUILD_TESTS=ON",
+            "-DET_COPY_BUILD_PYTHON=ON",
+            "-DET_COPY_WITH_CUDA=OFF",  # no GPU in CI: keep the instrumented build small
+            "-DCMAKE_BUILD_TYPE=",
+            "-DCMAKE_CXX_FLAGS=-O1",
+        ],
+        timeout=300,
+    )
     _run([CMAKE, "--build", build, "-j2"], timeout=1200)
     return build
 
@@ -102,8 +122,12 @@ def test_python_suites_pass_against_the_sanitized_extension(sanitize_build):
     where = _run([sys.executable, "-c", "import et_copy._C as c; print(c.__file__)"], timeout=120, env=env)
     assert Path(where.stdout.strip()).resolve().is_relative_to(sanitize_build.resolve()), where.stdout
     suites = [str(HERE / s) for s in ASAN_SUITES if (HERE / s).exists()]
-    _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", *suites],
-         timeout=1200, env=env, cwd=REPO)
+    _run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", *suites],
+        timeout=1200,
+        env=env,
+        cwd=REPO,
+    )
 
 
 def test_a_heap_overflow_under_the_sanitizer_environment_fails_the_process(sanitize_build):
@@ -114,8 +138,10 @@ def test_a_heap_overflow_under_the_sanitizer_environment_fails_the_process(sanit
     ext = next((sanitize_build / "pkg" / "et_copy").glob("_C*.so"))
     needed = subprocess.run(["readelf", "-d", str(ext)], capture_output=True, text=True).stdout
     assert "libasan" in needed and "libubsan" in needed, needed
-    overflow = ("import ctypes; libc = ctypes.CDLL(None); libc.malloc.restype = ctypes.c_void_p; "
-                "p = libc.malloc(16); ctypes.memset(p, 0, 17)")
+    overflow = (
+        "import ctypes; libc = ctypes.CDLL(None); libc.malloc.restype = ctypes.c_void_p; "
+        "p = libc.malloc(16); ctypes.memset(p, 0, 17)"
+    )
     proc = subprocess.run([sys.executable, "-c", overflow], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode != 0
     assert "heap-buffer-overflow" in proc.stderr, proc.stderr[-4000:]

@@ -8,10 +8,9 @@ from __future__ import annotations
 import gc
 import threading
 
+import et_copy
 import pytest
 import torch
-
-import et_copy
 
 THREADS = 8
 ROUND_TRIPS = 1000  # per thread; each is an h2d and a d2h copy

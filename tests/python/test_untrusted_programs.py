@@ -21,7 +21,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from build_tools import CMAKE, NINJA
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,7 +35,9 @@ EXPECTED = {
     "output_dtype_half": "et_copy::_d2h_copy.out: dtype mismatch: self has Float, out has Half",
     "output_sizes_smaller": "et_copy::_d2h_copy.out: out has static shape [2, 3, 2] but self has shape [2, 3, 4]",
     "device_tensor_marked_cpu": "et_copy::_h2d_copy.out: out must be a device tensor, got a CPU tensor",
-    "device_index_beyond": "et_copy::_h2d_copy.out: out is on CUDA device 5, but the simulated allocator has 1 device(s)",
+    "device_index_beyond": (
+        "et_copy::_h2d_copy.out: out is on CUDA device 5, but the simulated allocator has 1 device(s)"
+    ),
     "device_dim_order_swapped": "et_copy::_h2d_copy.out: dim order mismatch between self and out",
     "h2d_writes_host_output": "et_copy::_h2d_copy.out: out must be a device tensor, got a CPU tensor",
     "d2h_reads_host_input": "et_copy::_d2h_copy.out: self must be a device tensor, got a CPU tensor",
@@ -63,22 +64,49 @@ def executor(tmp_path_factory) -> Path:
     cmake, ninja = CMAKE, NINJA
     root = tmp_path_factory.mktemp("untrusted")
     common = ["-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}", f"-DPython_EXECUTABLE={sys.executable}"]
-    _run([cmake, "-S", REPO, "-B", root / "runtime", *common, "-DET_COPY_SANITIZE=ON",
-          "-DET_COPY_BUILD_TESTS=OFF", "-DET_COPY_BUILD_PYTHON=OFF", "-DET_COPY_WITH_CUDA=OFF", "-DCMAKE_CXX_FLAGS=-O1"], 300)
+    _run(
+        [
+            cmake,
+            "-S",
+            REPO,
+            "-B",
+            root / "runtime",
+            *common,
+            "-DET_COPY_SANITIZE=ON",
+            "-DET_COPY_BUILD_TESTS=OFF",
+            "-DET_COPY_BUILD_PYTHON=OFF",
+            "-DET_COPY_WITH_CUDA=OFF",
+            "-DCMAKE_CXX_FLAGS=-O1",
+        ],
+        300,
+    )
     _run([cmake, "--build", root / "runtime", "-j2"], 900)
     _run([cmake, "--install", root / "runtime", "--prefix", root / "prefix"], 120)
-    _run([cmake, "-S", REPO / "examples" / "executor", "-B", root / "executor", *common,
-          f"-Det_copy_DIR={root / 'prefix' / 'lib' / 'cmake' / 'et_copy'}",
-          f"-DCMAKE_CXX_FLAGS={SANITIZE_FLAGS} -O1", "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined"], 300)
+    _run(
+        [
+            cmake,
+            "-S",
+            REPO / "examples" / "executor",
+            "-B",
+            root / "executor",
+            *common,
+            f"-Det_copy_DIR={root / 'prefix' / 'lib' / 'cmake' / 'et_copy'}",
+            f"-DCMAKE_CXX_FLAGS={SANITIZE_FLAGS} -O1",
+            "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined",
+        ],
+        300,
+    )
     _run([cmake, "--build", root / "executor", "-j2"], 600)
     return root / "executor" / "et_copy_executor"
 
 
 def _execute(executor: Path, program: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:halt_on_error=1",
-               UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
-    return subprocess.run([str(executor), str(program), "--seed", "1"], capture_output=True, text=True,
-                          timeout=120, env=env)
+    env = dict(
+        os.environ, ASAN_OPTIONS="detect_leaks=1:halt_on_error=1", UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+    )
+    return subprocess.run(
+        [str(executor), str(program), "--seed", "1"], capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 def _no_sanitizer_finding(proc: subprocess.CompletedProcess) -> None:
@@ -87,9 +115,13 @@ def _no_sanitizer_finding(proc: subprocess.CompletedProcess) -> None:
 
 
 def test_the_untampered_program_runs_clean_under_sanitizers(executor, exported_programs):
-    proc = subprocess.run([str(executor), str(exported_programs / "original.pte"), "--seed", "1", "--require-copies"],
-                          capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, ASAN_OPTIONS="detect_leaks=1"))
+    proc = subprocess.run(
+        [str(executor), str(exported_programs / "original.pte"), "--seed", "1", "--require-copies"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, ASAN_OPTIONS="detect_leaks=1"),
+    )
     assert proc.returncode == 0, proc.stderr[-6000:]
     _no_sanitizer_finding(proc)
 

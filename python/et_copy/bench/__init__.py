@@ -34,18 +34,27 @@ def _parse_size(text: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m et_copy bench", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m et_copy bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--json", metavar="PATH", help="write every figure (and the machine description) as JSON")
     p.add_argument("--plot", metavar="PATH", help="write a PNG of GB/s against size (needs matplotlib)")
-    p.add_argument("--only", metavar="LIST", default=",".join(SECTIONS),
-                   help=f"comma-separated sections to run (default all: {','.join(SECTIONS)})")
-    p.add_argument("--sizes", metavar="SIZE", nargs="+", type=_parse_size,
-                   help="throughput sizes (default 4K, 16K, ... 256M)")
+    p.add_argument(
+        "--only",
+        metavar="LIST",
+        default=",".join(SECTIONS),
+        help=f"comma-separated sections to run (default all: {','.join(SECTIONS)})",
+    )
+    p.add_argument(
+        "--sizes", metavar="SIZE", nargs="+", type=_parse_size, help="throughput sizes (default 4K, 16K, ... 256M)"
+    )
     p.add_argument("--repeats", type=int, default=None, help="samples per case (default 21; --quick 3)")
     p.add_argument("--sample-ms", type=float, default=None, help="target length of one sample (default 5; --quick 1)")
-    p.add_argument("--quick", action="store_true",
-                   help="a tiny configuration for smoke tests: 3 sizes, few short samples, small program")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="a tiny configuration for smoke tests: 3 sizes, few short samples, small program",
+    )
     return p
 
 
@@ -54,7 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = [s for s in only if s not in SECTIONS]
     if unknown:
-        print(f"et_copy bench: unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}", file=sys.stderr)
+        print(
+            f"et_copy bench: unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}",
+            file=sys.stderr,
+        )
         return 2
     if args.plot:
         from ._plot import MISSING, have_matplotlib
@@ -64,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     config = Config(
         repeats=args.repeats or (3 if args.quick else Config.repeats),
-        sample_s=(args.sample_ms if args.sample_ms is not None else (1.0 if args.quick else Config.sample_s * 1e3)) / 1e3,
+        sample_s=(args.sample_ms if args.sample_ms is not None else (1.0 if args.quick else Config.sample_s * 1e3))
+        / 1e3,
     )
     if config.repeats < 1 or config.sample_s <= 0:
         print("et_copy bench: --repeats and --sample-ms must be positive", file=sys.stderr)
@@ -109,8 +122,13 @@ def run(only: list[str], config: Config, sizes: tuple[int, ...], *, quick: bool 
     et_copy.register_kernels()
     doc: dict = {
         "machine": _machine.describe(),
-        "config": {"repeats": config.repeats, "sample_s": config.sample_s, "sections": only,
-                   "sizes": list(sizes), "quick": quick},
+        "config": {
+            "repeats": config.repeats,
+            "sample_s": config.sample_s,
+            "sections": only,
+            "sizes": list(sizes),
+            "quick": quick,
+        },
         "skipped": {},
     }
     if "overhead" in only:

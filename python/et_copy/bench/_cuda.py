@@ -25,7 +25,6 @@ def unavailable_reason() -> str | None:
     import torch
 
     import et_copy
-
     from et_copy import _C
 
     if not hasattr(et_copy, "use_cuda") or not getattr(_C, "WITH_CUDA", False):
@@ -40,8 +39,13 @@ def run(sizes: tuple[int, ...], config: Config, timeout_s: float = 600) -> dict:
     output when it fails."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "cuda.json")
-        args = [sys.executable, "-m", "et_copy.bench._cuda", out, json.dumps(
-            {"sizes": list(sizes), "repeats": config.repeats, "sample_s": config.sample_s})]
+        args = [
+            sys.executable,
+            "-m",
+            "et_copy.bench._cuda",
+            out,
+            json.dumps({"sizes": list(sizes), "repeats": config.repeats, "sample_s": config.sample_s}),
+        ]
         proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s)
         if proc.returncode != 0:
             raise RuntimeError(f"the CUDA benchmark process failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
@@ -71,7 +75,6 @@ def _worker(out_path: str, params: dict) -> int:
     import torch
 
     import et_copy
-
     from et_copy import _C
 
     et_copy.use_cuda()
@@ -130,18 +133,35 @@ def _worker(out_path: str, params: dict) -> int:
             "D2H torch copy_ to pinned": synced(lambda: pinned_out.copy_(tdev)),
         }
         if raw is not None or cudart is not None:
-            cases["H2D cudaMemcpy, pageable"] = synced(memcpy(dev.data_ptr(), pageable.data_ptr(), n, CUDA_MEMCPY_HOST_TO_DEVICE))
-            cases["H2D cudaMemcpy, pinned"] = synced(memcpy(dev.data_ptr(), pinned.data_ptr(), n, CUDA_MEMCPY_HOST_TO_DEVICE))
-            cases["D2H cudaMemcpy, pageable"] = synced(memcpy(host_out.data_ptr(), dev.data_ptr(), n, CUDA_MEMCPY_DEVICE_TO_HOST))
-            cases["D2H cudaMemcpy, pinned"] = synced(memcpy(pinned_out.data_ptr(), dev.data_ptr(), n, CUDA_MEMCPY_DEVICE_TO_HOST))
+            cases["H2D cudaMemcpy, pageable"] = synced(
+                memcpy(dev.data_ptr(), pageable.data_ptr(), n, CUDA_MEMCPY_HOST_TO_DEVICE)
+            )
+            cases["H2D cudaMemcpy, pinned"] = synced(
+                memcpy(dev.data_ptr(), pinned.data_ptr(), n, CUDA_MEMCPY_HOST_TO_DEVICE)
+            )
+            cases["D2H cudaMemcpy, pageable"] = synced(
+                memcpy(host_out.data_ptr(), dev.data_ptr(), n, CUDA_MEMCPY_DEVICE_TO_HOST)
+            )
+            cases["D2H cudaMemcpy, pinned"] = synced(
+                memcpy(pinned_out.data_ptr(), dev.data_ptr(), n, CUDA_MEMCPY_DEVICE_TO_HOST)
+            )
         results = measure(cases, config)
-        rows.append({"nbytes": n, "results": {k: v.to_json() for k, v in results.items()},
-                     "gb_per_s": {k: n / v.median_ns for k, v in results.items()}})
+        rows.append(
+            {
+                "nbytes": n,
+                "results": {k: v.to_json() for k, v in results.items()},
+                "gb_per_s": {k: n / v.median_ns for k, v in results.items()},
+            }
+        )
         dev.free()
         del pageable, pinned, host_out, pinned_out, dev, tdev
-    how = ("et_copy._C.cuda_raw_memcpy (static cudart)" if raw is not None else
-           "ctypes, torch's libcudart" if cudart is not None else
-           "not measured: no cudaMemcpy binding and torch's libcudart was not found")
+    how = (
+        "et_copy._C.cuda_raw_memcpy (static cudart)"
+        if raw is not None
+        else "ctypes, torch's libcudart"
+        if cudart is not None
+        else "not measured: no cudaMemcpy binding and torch's libcudart was not found"
+    )
     doc = {"gpu": torch.cuda.get_device_name(0), "cudaMemcpy": how, "rows": rows}
     with open(out_path, "w", encoding="utf-8") as f:
         json.dump(doc, f)

@@ -70,7 +70,8 @@ def summary_lines(info: dict) -> list[str]:
     load = ", ".join(str(x) for x in info["load_average"]) if info["load_average"] else "n/a"
     gpu = info["gpu"] or "none (torch has no CUDA device)"
     return [
-        f"machine : {info['cpu']}; {info['usable_cpus']} usable of {info['logical_cpus']} logical CPUs; {mem}; load {load}",
+        f"machine : {info['cpu']}; {info['usable_cpus']} usable of {info['logical_cpus']} logical CPUs; "
+        f"{mem}; load {load}",
         f"software: python {info['python']}, torch {info['torch']} ({info['torch_threads']} threads), "
         f"executorch {info['executorch']}, et_copy {info['et_copy']}; {info['os']}",
         f"gpu     : {gpu}",

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-MISSING = ("--plot needs matplotlib, which is not installed: "
-           "pip install matplotlib (or pip install 'et-copy[bench]')")
+MISSING = "--plot needs matplotlib, which is not installed: pip install matplotlib (or pip install 'et-copy[bench]')"
 
 
 def have_matplotlib() -> bool:
@@ -44,7 +43,7 @@ def write_plot(doc: dict, path: str) -> None:
     fig, axes = plt.subplots(1, len(panels), figsize=(9 * len(panels), 6), squeeze=False)
     for ax, (title, section) in zip(axes[0], panels):
         for name, (xs, med, lo, hi) in _series(section).items():
-            line, = ax.plot(xs, med, marker="o", markersize=4, label=name)
+            (line,) = ax.plot(xs, med, marker="o", markersize=4, label=name)
             ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -58,8 +57,11 @@ def write_plot(doc: dict, path: str) -> None:
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
     machine = doc["machine"]
-    fig.suptitle(f"et_copy bench: {machine['cpu']}, {machine['usable_cpus']} CPUs, torch {machine['torch']}, "
-                 f"executorch {machine['executorch']}", fontsize=10)
+    fig.suptitle(
+        f"et_copy bench: {machine['cpu']}, {machine['usable_cpus']} CPUs, torch {machine['torch']}, "
+        f"executorch {machine['executorch']}",
+        fontsize=10,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

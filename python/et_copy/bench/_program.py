@@ -75,21 +75,30 @@ def program_level(config: Config, shapes=DEFAULT_SHAPES, progress=None) -> dict:
         s1 = et_copy.allocator_stats()
         if progress is not None:
             progress(f"program: timing {list(shape)}")
-        results = measure({
-            DEVICE_PLANNED: python_sampler(lambda: device_method.execute([x])),
-            HOST_ONLY: python_sampler(lambda: host_method.execute([x])),
-            ET_COPY_RUNTIME: python_sampler(lambda: ours.execute([x])),
-        }, config)
-        rows.append({
-            "shape": list(shape),
-            "nbytes": nbytes,
-            "device_planned_bytes": planned,
-            "copies_per_execution": {
-                "h2d": s1["h2d_copies"] - s0["h2d_copies"],
-                "d2h": s1["d2h_copies"] - s0["d2h_copies"],
+        results = measure(
+            {
+                DEVICE_PLANNED: python_sampler(lambda: device_method.execute([x])),
+                HOST_ONLY: python_sampler(lambda: host_method.execute([x])),
+                ET_COPY_RUNTIME: python_sampler(lambda: ours.execute([x])),
             },
-            "results": results,
-        })
+            config,
+        )
+        rows.append(
+            {
+                "shape": list(shape),
+                "nbytes": nbytes,
+                "device_planned_bytes": planned,
+                "copies_per_execution": {
+                    "h2d": s1["h2d_copies"] - s0["h2d_copies"],
+                    "d2h": s1["d2h_copies"] - s0["d2h_copies"],
+                },
+                "results": results,
+            }
+        )
         del device_method, host_method, device_program, host_program, ours
-    return {"baseline": BASELINE, "rows": rows, "runtimes": [DEVICE_PLANNED, ET_COPY_RUNTIME],
-            "registry_kernels": {op: et_copy.kernel_owner(op) for op in (et_copy.H2D_COPY_OUT, et_copy.D2H_COPY_OUT)}}
+    return {
+        "baseline": BASELINE,
+        "rows": rows,
+        "runtimes": [DEVICE_PLANNED, ET_COPY_RUNTIME],
+        "registry_kernels": {op: et_copy.kernel_owner(op) for op in (et_copy.H2D_COPY_OUT, et_copy.D2H_COPY_OUT)},
+    }

@@ -40,13 +40,17 @@ def _kernel_table(section: dict) -> list[str]:
     results: dict[str, Stats] = section["results"]
     base = section["baseline"]
     width = max(len(n) for n in results) + 2
-    lines = [f"C++ kernel overhead: {section['nbytes']}-byte copy, simulated device, no Python in the loop",
-             f"  {'implementation':<{width}}{'median':>11}   {'p10 .. p90':<22}{'above memcpy':>13}"]
+    lines = [
+        f"C++ kernel overhead: {section['nbytes']}-byte copy, simulated device, no Python in the loop",
+        f"  {'implementation':<{width}}{'median':>11}   {'p10 .. p90':<22}{'above memcpy':>13}",
+    ]
     for name, s in results.items():
         extra = "     (baseline)" if name == base else f"{_overhead.overhead_ns(results, name, base):>+10.1f} ns"
         lines.append(f"  {name:<{width}}{_time(s.median_ns):>11}   {_spread(s):<22}{extra:>13}")
-    lines.append("  the et_copy rows call et_copy's boxed kernel directly; 'registry' rows call what "
-                 "get_op_function_from_registry resolved once for the op name")
+    lines.append(
+        "  the et_copy rows call et_copy's boxed kernel directly; 'registry' rows call what "
+        "get_op_function_from_registry resolved once for the op name"
+    )
     return lines
 
 
@@ -58,8 +62,10 @@ def _throughput_table(section: dict) -> list[str]:
     short[_throughput.KERNEL_H2D] = "h2d kernel"
     short[_throughput.MEMCPY] = "memcpy"
     short[_throughput.TORCH_COPY_1T] = "torch 1 thr"
-    lines = ["throughput: GB/s (1e9 bytes/s) at the median; simulated device (host memory); ratio = et_copy / memcpy",
-             "  " + f"{'size':>8}" + "".join(f"{short[n]:>13}" for n in names) + f"{'h2d/memcpy':>12}{'d2h/memcpy':>12}"]
+    lines = [
+        "throughput: GB/s (1e9 bytes/s) at the median; simulated device (host memory); ratio = et_copy / memcpy",
+        "  " + f"{'size':>8}" + "".join(f"{short[n]:>13}" for n in names) + f"{'h2d/memcpy':>12}{'d2h/memcpy':>12}",
+    ]
     for row in rows:
         r = row["results"]
         n = row["nbytes"]
@@ -67,33 +73,51 @@ def _throughput_table(section: dict) -> list[str]:
         h2d = r[base].median_ns / r[_throughput.PY_H2D].median_ns
         d2h = r[base].median_ns / r[_throughput.PY_D2H].median_ns
         lines.append(f"  {size_label(n):>8}{cells}{h2d:>11.2f}x{d2h:>11.2f}x")
-    lines.append("  memcpy = std::memcpy in a C++ loop on one thread, between h2d_copy's own two buffers; torch copy_ "
-                 "(host to host) uses torch's threads;")
-    lines.append("  the Python rows include the call overhead, the kernel row (et_copy's boxed kernel in a C++ loop) does not")
+    lines.append(
+        "  memcpy = std::memcpy in a C++ loop on one thread, between h2d_copy's own two buffers; torch copy_ "
+        "(host to host) uses torch's threads;"
+    )
+    lines.append(
+        "  the Python rows include the call overhead, the kernel row (et_copy's boxed kernel in a C++ loop) does not"
+    )
     return lines
 
 
 def _program_table(section: dict) -> list[str]:
-    lines = ["program level: Method.execute through executorch.runtime and et_copy.runtime (ratio vs the same model "
-             "without device planning, on executorch.runtime)"]
+    lines = [
+        "program level: Method.execute through executorch.runtime and et_copy.runtime (ratio vs the same model "
+        "without device planning, on executorch.runtime)"
+    ]
     for row in section["rows"]:
         r = row["results"]
         base = r[section["baseline"]].median_ns
         copies = row["copies_per_execution"]
-        lines.append(f"  input {row['shape']} float32 ({size_label(row['nbytes'])}); device-planned buffers "
-                     f"{size_label(row['device_planned_bytes'])}; per execution {copies['h2d']} h2d + {copies['d2h']} d2h copies")
+        lines.append(
+            f"  input {row['shape']} float32 ({size_label(row['nbytes'])}); device-planned buffers "
+            f"{size_label(row['device_planned_bytes'])}; per execution {copies['h2d']} h2d + {copies['d2h']} d2h copies"
+        )
         width = max(len(n) for n in r) + 2
         for name, s in r.items():
             diff = s.median_ns - base
-            delta = "" if name == section["baseline"] else f"  ({'+' if diff >= 0 else '-'}{_time(abs(diff))} per execution)"
-            lines.append(f"    {name:<{width}}{_time(s.median_ns):>11}   {_spread(s):<22}{s.median_ns / base:>6.2f}x{delta}")
+            delta = (
+                ""
+                if name == section["baseline"]
+                else f"  ({'+' if diff >= 0 else '-'}{_time(abs(diff))} per execution)"
+            )
+            lines.append(
+                f"    {name:<{width}}{_time(s.median_ns):>11}   {_spread(s):<22}{s.median_ns / base:>6.2f}x{delta}"
+            )
         if "runtimes" in section:
             theirs, ours = (r[n].median_ns for n in section["runtimes"])
-            lines.append(f"    et_copy.runtime / executorch.runtime on the device-planned .pte: {ours / theirs:.2f}x "
-                         "(goal <= 1.00x)")
+            lines.append(
+                f"    et_copy.runtime / executorch.runtime on the device-planned .pte: {ours / theirs:.2f}x "
+                "(goal <= 1.00x)"
+            )
     owners = ", ".join(f"{op}: {who}" for op, who in section["registry_kernels"].items())
-    lines.append(f"  on executorch.runtime the copy kernels are the registry's ({owners}); on et_copy.runtime et-copy's; "
-                 "the device buffers come from et_copy's simulated allocator")
+    lines.append(
+        f"  on executorch.runtime the copy kernels are the registry's ({owners}); on et_copy.runtime et-copy's; "
+        "the device buffers come from et_copy's simulated allocator"
+    )
     return lines
 
 
@@ -119,17 +143,31 @@ def targets(doc: dict) -> list[dict]:
         for name in (_overhead.PY_H2D, _overhead.PY_D2H):
             s = py["results"][name]
             ratio = s.median_ns / base.median_ns
-            out.append({"name": f"Python call overhead, {name}, {py['nbytes']} B", "measured": round(ratio, 3),
-                        "at_p10": round(s.p10_ns / base.p10_ns, 3),
-                        "unit": "x torch copy_", "target": "<= 1.0", "met": ratio <= 1.0})
+            out.append(
+                {
+                    "name": f"Python call overhead, {name}, {py['nbytes']} B",
+                    "measured": round(ratio, 3),
+                    "at_p10": round(s.p10_ns / base.p10_ns, 3),
+                    "unit": "x torch copy_",
+                    "target": "<= 1.0",
+                    "met": ratio <= 1.0,
+                }
+            )
     k = doc.get("kernel_overhead")
     if k:
         for name in (_overhead.KERNEL_H2D, _overhead.KERNEL_D2H):
             ns = _overhead.overhead_ns(k["results"], name, k["baseline"])
             p10 = k["results"][name].p10_ns - k["results"][k["baseline"]].p10_ns
-            out.append({"name": f"C++ kernel overhead, {name}, {k['nbytes']} B", "measured": round(ns, 1),
-                        "at_p10": round(p10, 1),
-                        "unit": "ns per call above memcpy", "target": "<= 100", "met": ns <= 100})
+            out.append(
+                {
+                    "name": f"C++ kernel overhead, {name}, {k['nbytes']} B",
+                    "measured": round(ns, 1),
+                    "at_p10": round(p10, 1),
+                    "unit": "ns per call above memcpy",
+                    "target": "<= 100",
+                    "met": ns <= 100,
+                }
+            )
     t = doc.get("throughput")
     if t:
         row = next((r for r in t["rows"] if r["nbytes"] == TARGET_SIZE), None)
@@ -138,9 +176,16 @@ def targets(doc: dict) -> list[dict]:
             for name in (_throughput.PY_H2D, _throughput.PY_D2H, _throughput.KERNEL_H2D):
                 s = row["results"][name]
                 ratio = base.median_ns / s.median_ns
-                out.append({"name": f"throughput at 64 MiB, {name}", "measured": round(ratio, 3),
-                            "at_p10": round(base.p10_ns / s.p10_ns, 3),
-                            "unit": "x single-threaded memcpy", "target": ">= 0.95", "met": ratio >= 0.95})
+                out.append(
+                    {
+                        "name": f"throughput at 64 MiB, {name}",
+                        "measured": round(ratio, 3),
+                        "at_p10": round(base.p10_ns / s.p10_ns, 3),
+                        "unit": "x single-threaded memcpy",
+                        "target": ">= 0.95",
+                        "met": ratio >= 0.95,
+                    }
+                )
     return out
 
 
@@ -149,14 +194,24 @@ def render(doc: dict) -> str:
 
     lines = ["et_copy bench", *summary_lines(doc["machine"])]
     cfg = doc["config"]
-    lines.append(f"method  : per case 1 calibration/warm-up pass, then {cfg['repeats']} samples of ~{cfg['sample_s'] * 1e3:.0f} ms "
-                 "(a batch of calls each), cases interleaved round-robin; median and p10..p90 of the samples")
-    if doc["machine"].get("load_average") and doc["machine"]["load_average"][0] > 0.5 * (doc["machine"]["usable_cpus"] or 1):
+    lines.append(
+        f"method  : per case 1 calibration/warm-up pass, then {cfg['repeats']} samples of "
+        f"~{cfg['sample_s'] * 1e3:.0f} ms "
+        "(a batch of calls each), cases interleaved round-robin; median and p10..p90 of the samples"
+    )
+    if doc["machine"].get("load_average") and doc["machine"]["load_average"][0] > 0.5 * (
+        doc["machine"]["usable_cpus"] or 1
+    ):
         lines.append("warning : the machine was busy when the run started (see load); expect noisy figures")
     sections = [
-        ("python_overhead", lambda s: _ratio_table(
-            f"Python call overhead: {s['nbytes']}-byte float32 copy, outputs preallocated", s,
-            "target: et_copy <= 1.0x torch copy_")),
+        (
+            "python_overhead",
+            lambda s: _ratio_table(
+                f"Python call overhead: {s['nbytes']}-byte float32 copy, outputs preallocated",
+                s,
+                "target: et_copy <= 1.0x torch copy_",
+            ),
+        ),
         ("kernel_overhead", _kernel_table),
         ("throughput", _throughput_table),
         ("program", _program_table),
@@ -169,8 +224,10 @@ def render(doc: dict) -> str:
             lines += [""] + fmt(doc[key])
     lines += ["", "targets (reported, not asserted):"]
     for t in doc["targets"]:
-        lines.append(f"  [{'met   ' if t['met'] else 'MISSED'}] {t['name']}: {t['measured']} {t['unit']} "
-                     f"(target {t['target']}; from the fastest tenth of samples, p10: {t['at_p10']})")
+        lines.append(
+            f"  [{'met   ' if t['met'] else 'MISSED'}] {t['name']}: {t['measured']} {t['unit']} "
+            f"(target {t['target']}; from the fastest tenth of samples, p10: {t['at_p10']})"
+        )
     return "\n".join(lines)
 
 

@@ -61,9 +61,13 @@ def _environment() -> dict:
     if et_copy.kernel_owner(et_copy.H2D_COPY_OUT) == "absent":
         et_copy.register_kernels()
     owners = {et_copy.kernel_owner(op) for op in (et_copy.H2D_COPY_OUT, et_copy.D2H_COPY_OUT)}
-    env["registry_owner"] = ("the executorch wheel's kernels" if owners == {"already other"}
-                             else "et-copy's kernels" if owners == {"already et_copy"}
-                             else f"mixed: {sorted(owners)}")
+    env["registry_owner"] = (
+        "the executorch wheel's kernels"
+        if owners == {"already other"}
+        else "et-copy's kernels"
+        if owners == {"already et_copy"}
+        else f"mixed: {sorted(owners)}"
+    )
     env["et_copy"] = et_copy.__version__
     env["device"] = "simulated CUDA, 1 device"
     return env
@@ -100,16 +104,20 @@ def main(argv: list[str]) -> int:
         prog="python -m et_copy parity",
         description="Check the AOT device copy ops against et-copy's kernel and the registry's, byte for byte.",
         epilog="PATTERN: comma-separated globs on case names (see --list), e.g. 'h2d/float32/*', "
-               "'invalid/*', '*.channels_last*'; a pattern without * ? [ matches as a substring "
-               "('bfloat16', 'dtype_mismatch'); a pattern starting with ! excludes ('!large').")
+        "'invalid/*', '*.channels_last*'; a pattern without * ? [ matches as a substring "
+        "('bfloat16', 'dtype_mismatch'); a pattern starting with ! excludes ('!large').",
+    )
     parser.add_argument("--cases", metavar="PATTERN", help="run only the cases PATTERN selects")
     parser.add_argument("--list", action="store_true", help="list the (selected) cases and exit")
     parser.add_argument("--json", metavar="PATH", help="write the full result as JSON to PATH")
     parser.add_argument("--verbose", "-v", action="store_true", help="one table row per valid case, not per dtype")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    parser.add_argument("--no-programs", action="store_true",
-                        help="skip the program/* section (real models exported and run by eager, executorch.runtime "
-                             "and et_copy.runtime, and tampered programs; about a minute)")
+    parser.add_argument(
+        "--no-programs",
+        action="store_true",
+        help="skip the program/* section (real models exported and run by eager, executorch.runtime "
+        "and et_copy.runtime, and tampered programs; about a minute)",
+    )
     args = parser.parse_args(argv)
 
     from .programs import PROGRAMS
@@ -124,15 +132,14 @@ def main(argv: list[str]) -> int:
             print(f"{case.name:<64} {case.describe()}")
         return 0
 
-    from .report import passed, render, to_json, verdict
-
     import torch
+
+    from .report import passed, render, to_json, verdict
 
     # The work is many small memory compares: one thread is fastest and
     # stays out of the way of whatever else the machine runs.
     torch.set_num_threads(1)
-    results, program_results, env, seconds = run(cases, programs,
-                                                  progress=not args.no_progress and sys.stderr.isatty())
+    results, program_results, env, seconds = run(cases, programs, progress=not args.no_progress and sys.stderr.isatty())
     print(render(cases, results, env, program_results, verbose=args.verbose))
     print(f"({len(cases) + len(programs)} cases in {seconds:.1f} s)")
     if args.json:

@@ -59,8 +59,11 @@ class Case:
             if getattr(self, key) is None:
                 object.__setattr__(self, key, value)
         if self.out_dim_order is None:
-            object.__setattr__(self, "out_dim_order", tuple(range(len(self.out_shape)))
-                               if len(self.out_shape) != len(self.shape) else self.dim_order)
+            object.__setattr__(
+                self,
+                "out_dim_order",
+                tuple(range(len(self.out_shape))) if len(self.out_shape) != len(self.shape) else self.dim_order,
+            )
         h2d = self.direction == "h2d"
         if not self.self_on:
             object.__setattr__(self, "self_on", "host" if h2d else "device")
@@ -94,6 +97,7 @@ class Case:
 
     def describe(self) -> str:
         """One line: what is copied where."""
+
         def side(on, dtype, shape, order, dynamic, strided):
             text = f"{dtype_name(dtype)}{list(shape)}"
             if order != tuple(range(len(shape))):
@@ -104,6 +108,7 @@ class Case:
                 text += " strided"
             where = f"cuda:{self.device_index}" if on == "device" else "host"
             return f"{text} on {where}"
+
         s = side(self.self_on, self.dtype, self.shape, self.dim_order, False, self.self_strided)
         o = side(self.out_on, self.out_dtype, self.out_shape, self.out_dim_order, self.out_dynamic, self.out_strided)
         return f"{self.direction}: self {s} -> out {o}" + (f" ({self.reason})" if self.reason else "")
@@ -115,11 +120,21 @@ class Case:
             "expect": self.expect,
             "reason": self.reason,
             "description": self.describe(),
-            "self": {"dtype": dtype_name(self.dtype), "shape": list(self.shape), "dim_order": list(self.dim_order),
-                     "on": self.self_on, "strided": self.self_strided},
-            "out": {"dtype": dtype_name(self.out_dtype), "shape": list(self.out_shape),
-                    "dim_order": list(self.out_dim_order), "dynamic": self.out_dynamic, "on": self.out_on,
-                    "strided": self.out_strided},
+            "self": {
+                "dtype": dtype_name(self.dtype),
+                "shape": list(self.shape),
+                "dim_order": list(self.dim_order),
+                "on": self.self_on,
+                "strided": self.self_strided,
+            },
+            "out": {
+                "dtype": dtype_name(self.out_dtype),
+                "shape": list(self.out_shape),
+                "dim_order": list(self.out_dim_order),
+                "dynamic": self.out_dynamic,
+                "on": self.out_on,
+                "strided": self.out_strided,
+            },
             "device_index": self.device_index,
         }
 
@@ -162,56 +177,136 @@ def _valid_cases() -> Iterable[Case]:
         for dtype in SUPPORTED_DTYPES:
             d = dtype_name(dtype)
             for shape, order, suffix in _STATIC_SHAPES:
-                yield Case(f"{direction}/{d}/{shape_name(shape)}{suffix}", direction, dtype, shape, "copy",
-                           dim_order=order)
+                yield Case(
+                    f"{direction}/{d}/{shape_name(shape)}{suffix}", direction, dtype, shape, "copy", dim_order=order
+                )
             for shape, cap, order, suffix in _DYNAMIC_SHAPES:
                 label = "dynamic" if cap == shape else f"dynamic_in_{shape_name(cap)}"
-                yield Case(f"{direction}/{d}/{shape_name(shape)}{suffix}/{label}", direction, dtype, shape, "copy",
-                           dim_order=order, out_shape=cap, out_dynamic=True)
+                yield Case(
+                    f"{direction}/{d}/{shape_name(shape)}{suffix}/{label}",
+                    direction,
+                    dtype,
+                    shape,
+                    "copy",
+                    dim_order=order,
+                    out_shape=cap,
+                    out_dynamic=True,
+                )
         for dtype, shape, order, suffix in _LARGE:
-            yield Case(f"{direction}/{dtype_name(dtype)}/{shape_name(shape)}{suffix}/large", direction, dtype, shape,
-                       "copy", dim_order=order, tags=("large",))
-        yield Case(f"{direction}/float32/700x700/dynamic_in_1024x512/large", direction, torch.float32,
-                   (700, 700), "copy", out_shape=(1024, 512), out_dynamic=True, tags=("large",))
+            yield Case(
+                f"{direction}/{dtype_name(dtype)}/{shape_name(shape)}{suffix}/large",
+                direction,
+                dtype,
+                shape,
+                "copy",
+                dim_order=order,
+                tags=("large",),
+            )
+        yield Case(
+            f"{direction}/float32/700x700/dynamic_in_1024x512/large",
+            direction,
+            torch.float32,
+            (700, 700),
+            "copy",
+            out_shape=(1024, 512),
+            out_dynamic=True,
+            tags=("large",),
+        )
 
 
 def _invalid_cases() -> Iterable[Case]:
     f32, f64 = torch.float32, torch.float64
     for direction in ("h2d", "d2h"):
+
         def bad(label: str, reason: str, dtype: torch.dtype, shape: tuple[int, ...], **kw) -> Case:
             return Case(f"invalid/{direction}/{label}", direction, dtype, shape, "reject", reason=reason, **kw)
 
         host_side = "self" if direction == "h2d" else "out"
         device_side = "out" if direction == "h2d" else "self"
-        yield bad("dtype_mismatch/float64_into_float32", "dtype mismatch, self wider than out", f64, (4,),
-                  out_dtype=f32)
-        yield bad("dtype_mismatch/int32_into_float32", "dtype mismatch, same element size", torch.int32, (4,),
-                  out_dtype=f32)
-        yield bad("dtype_mismatch/int8_into_int64", "dtype mismatch, self narrower than out", torch.int8, (4,),
-                  out_dtype=torch.int64)
-        yield bad("dtype_mismatch/bool_into_uint8", "dtype mismatch, same element size", torch.bool, (5,),
-                  out_dtype=torch.uint8)
-        yield bad("dim_order_mismatch/channels_last_into_contiguous", "dim order mismatch", f32, (2, 3, 4, 5),
-                  dim_order=CHANNELS_LAST, out_dim_order=(0, 1, 2, 3))
-        yield bad("dim_order_mismatch/contiguous_into_channels_last", "dim order mismatch", f32, (2, 3, 4, 5),
-                  out_dim_order=CHANNELS_LAST)
+        yield bad(
+            "dtype_mismatch/float64_into_float32", "dtype mismatch, self wider than out", f64, (4,), out_dtype=f32
+        )
+        yield bad(
+            "dtype_mismatch/int32_into_float32", "dtype mismatch, same element size", torch.int32, (4,), out_dtype=f32
+        )
+        yield bad(
+            "dtype_mismatch/int8_into_int64",
+            "dtype mismatch, self narrower than out",
+            torch.int8,
+            (4,),
+            out_dtype=torch.int64,
+        )
+        yield bad(
+            "dtype_mismatch/bool_into_uint8",
+            "dtype mismatch, same element size",
+            torch.bool,
+            (5,),
+            out_dtype=torch.uint8,
+        )
+        yield bad(
+            "dim_order_mismatch/channels_last_into_contiguous",
+            "dim order mismatch",
+            f32,
+            (2, 3, 4, 5),
+            dim_order=CHANNELS_LAST,
+            out_dim_order=(0, 1, 2, 3),
+        )
+        yield bad(
+            "dim_order_mismatch/contiguous_into_channels_last",
+            "dim order mismatch",
+            f32,
+            (2, 3, 4, 5),
+            out_dim_order=CHANNELS_LAST,
+        )
         yield bad("rank_mismatch/2x6_into_12", "rank mismatch", f32, (2, 6), out_shape=(12,))
         yield bad("shape_mismatch/static_1_into_4", "static out of another shape", f32, (1,), out_shape=(4,))
-        yield bad("shape_mismatch/static_3x4_into_4x3", "static out of another shape, same size", f32, (3, 4),
-                  out_shape=(4, 3))
+        yield bad(
+            "shape_mismatch/static_3x4_into_4x3",
+            "static out of another shape, same size",
+            f32,
+            (3, 4),
+            out_shape=(4, 3),
+        )
         yield bad("capacity_overflow/static_6_into_4", "self larger than a static out", f32, (6,), out_shape=(4,))
-        yield bad("capacity_overflow/dynamic_6_into_4", "self larger than out's capacity", f32, (6,),
-                  out_shape=(4,), out_dynamic=True)
-        yield bad("capacity_overflow/dynamic_5x6_into_4x6", "self larger than out's capacity", f32, (5, 6),
-                  out_shape=(4, 6), out_dynamic=True)
-        yield bad(f"wrong_direction/{host_side}_on_device", f"{host_side} on the device", f32, (4,),
-                  **({"self_on": "device"} if direction == "h2d" else {"out_on": "device"}))
-        yield bad(f"wrong_direction/{device_side}_on_host", f"{device_side} on the host", f32, (4,),
-                  **({"out_on": "host"} if direction == "h2d" else {"self_on": "host"}))
+        yield bad(
+            "capacity_overflow/dynamic_6_into_4",
+            "self larger than out's capacity",
+            f32,
+            (6,),
+            out_shape=(4,),
+            out_dynamic=True,
+        )
+        yield bad(
+            "capacity_overflow/dynamic_5x6_into_4x6",
+            "self larger than out's capacity",
+            f32,
+            (5, 6),
+            out_shape=(4, 6),
+            out_dynamic=True,
+        )
+        yield bad(
+            f"wrong_direction/{host_side}_on_device",
+            f"{host_side} on the device",
+            f32,
+            (4,),
+            **({"self_on": "device"} if direction == "h2d" else {"out_on": "device"}),
+        )
+        yield bad(
+            f"wrong_direction/{device_side}_on_host",
+            f"{device_side} on the host",
+            f32,
+            (4,),
+            **({"out_on": "host"} if direction == "h2d" else {"self_on": "host"}),
+        )
         yield bad("bad_device_index/cuda1", f"{device_side} on cuda:1 with one device", f32, (4,), device_index=1)
         yield bad("bad_device_index/cuda5", f"{device_side} on cuda:5 with one device", f32, (4,), device_index=5)
-        yield bad(f"not_dense/strided_{host_side}", f"{host_side} is a strided view (gaps between elements)", f32,
-                  (3, 2), **({"self_strided": True} if direction == "h2d" else {"out_strided": True}))
+        yield bad(
+            f"not_dense/strided_{host_side}",
+            f"{host_side} is a strided view (gaps between elements)",
+            f32,
+            (3, 2),
+            **({"self_strided": True} if direction == "h2d" else {"out_strided": True}),
+        )
 
 
 def all_cases() -> list[Case]:

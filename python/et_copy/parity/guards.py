@@ -103,10 +103,10 @@ class Guarded:
 
     def body(self) -> torch.Tensor:
         """The body's bytes now (a copy for device buffers)."""
-        return self._read()[self.guard:self.guard + self.body_nbytes]
+        return self._read()[self.guard : self.guard + self.body_nbytes]
 
     def initial_body(self) -> torch.Tensor:
-        return self.initial[self.guard:self.guard + self.body_nbytes]
+        return self.initial[self.guard : self.guard + self.body_nbytes]
 
     def check(self, *, body_must_not_change: bool = False) -> list[Violation]:
         """Violations of the guards (and of the body, when asked)."""
@@ -116,18 +116,19 @@ class Guarded:
         before = _diff(now[:g], self.initial[:g])
         if before.numel():
             found.append(Violation(self.name, "before", before.numel(), g - int(before.min())))
-        after = _diff(now[g + n:], self.initial[g + n:])
+        after = _diff(now[g + n :], self.initial[g + n :])
         if after.numel():
             found.append(Violation(self.name, "after", after.numel(), int(after.max()) + 1))
         if body_must_not_change:
-            inside = _diff(now[g:g + n], self.initial[g:g + n])
+            inside = _diff(now[g : g + n], self.initial[g : g + n])
             if inside.numel():
                 found.append(Violation(self.name, "inside", inside.numel(), 0))
         return found
 
 
-def _layout(shape: Sequence[int],
-            dim_order: Sequence[int] | None) -> tuple[tuple[int, ...], tuple[int, ...], list[int]]:
+def _layout(
+    shape: Sequence[int], dim_order: Sequence[int] | None
+) -> tuple[tuple[int, ...], tuple[int, ...], list[int]]:
     shape = tuple(int(s) for s in shape)
     order = tuple(range(len(shape))) if dim_order is None else tuple(dim_order)
     # torch's strides for this layout (they differ from ExecuTorch's where a
@@ -141,9 +142,17 @@ class GuardedHost(Guarded):
     torch buffer. ``fill`` is the body's initial bytes; ``view`` optionally
     derives the tensor handed out from the dense one (e.g. a strided slice)."""
 
-    def __init__(self, name: str, dtype: torch.dtype, shape: Sequence[int], guard: int, fill: torch.Tensor, *,
-                 dim_order: Sequence[int] | None = None,
-                 view: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        dtype: torch.dtype,
+        shape: Sequence[int],
+        guard: int,
+        fill: torch.Tensor,
+        *,
+        dim_order: Sequence[int] | None = None,
+        view: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    ) -> None:
         shape, order, strides = _layout(shape, dim_order)
         self.name = name
         self.guard = guard
@@ -151,7 +160,7 @@ class GuardedHost(Guarded):
         assert fill.numel() == self.body_nbytes, (fill.numel(), self.body_nbytes)
         self.initial = torch.cat([pattern(guard, 1), fill, pattern(guard, 2)])
         self.raw = self.initial.clone()
-        body = self.raw[guard:guard + self.body_nbytes].view(dtype)
+        body = self.raw[guard : guard + self.body_nbytes].view(dtype)
         self.dense = body.as_strided(shape, strides)
         self.tensor = view(self.dense) if view is not None else self.dense
 
@@ -176,8 +185,18 @@ class GuardedDevice(Guarded):
     uint8, whole). ``device_index`` sets the tensor's metadata only: the
     memory is on device 0, to build tensors that claim a missing device."""
 
-    def __init__(self, name: str, dtype: torch.dtype, shape: Sequence[int], guard: int, fill: torch.Tensor, *,
-                 dim_order: Sequence[int] | None = None, dynamic: bool = False, device_index: int = 0) -> None:
+    def __init__(
+        self,
+        name: str,
+        dtype: torch.dtype,
+        shape: Sequence[int],
+        guard: int,
+        fill: torch.Tensor,
+        *,
+        dim_order: Sequence[int] | None = None,
+        dynamic: bool = False,
+        device_index: int = 0,
+    ) -> None:
         shape, order, _ = _layout(shape, dim_order)
         self.name = name
         self.guard = guard
@@ -186,8 +205,9 @@ class GuardedDevice(Guarded):
         self.initial = torch.cat([pattern(guard, 1), fill, pattern(guard, 2)])
         self.whole = _tensors.empty((self.initial.numel(),), torch.uint8, "cuda:0")
         _write_device(self.whole, self.initial)
-        self.tensor = _tensors._device_view(self.whole, guard, shape, dtype, dim_order=order, dynamic=dynamic,
-                                            device=Device(CUDA, device_index))
+        self.tensor = _tensors._device_view(
+            self.whole, guard, shape, dtype, dim_order=order, dynamic=dynamic, device=Device(CUDA, device_index)
+        )
 
     def _read(self) -> torch.Tensor:
         return _read_device(self.whole)

@@ -26,9 +26,15 @@ class ConvNetBN(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.features = torch.nn.Sequential(
-            torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
-            torch.nn.Conv2d(8, 16, 3, stride=2, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
-            torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
+            torch.nn.Conv2d(3, 8, 3, padding=1),
+            torch.nn.BatchNorm2d(8),
+            torch.nn.ReLU(),
+            torch.nn.Conv2d(8, 16, 3, stride=2, padding=1),
+            torch.nn.BatchNorm2d(16),
+            torch.nn.ReLU(),
+            torch.nn.AdaptiveAvgPool2d(1),
+            torch.nn.Flatten(),
+        )
         self.head = torch.nn.Linear(16, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -124,8 +130,12 @@ def _split():
 def _dtypes():
     def inputs(tag: str):
         g = _gen(tag)
-        return (_randn(tag, 3, 4, dtype=torch.float16), torch.randint(-5, 5, (3, 4), generator=g),
-                torch.randint(0, 2, (3, 4), generator=g).to(torch.bool))
+        return (
+            _randn(tag, 3, 4, dtype=torch.float16),
+            torch.randint(-5, 5, (3, 4), generator=g),
+            torch.randint(0, 2, (3, 4), generator=g).to(torch.bool),
+        )
+
     return MixedDtypes(), inputs("dtypes/ex"), inputs("dtypes"), None
 
 
@@ -142,15 +152,28 @@ def _all_dtypes():
     def raw(dtype: torch.dtype, tag: str) -> torch.Tensor:  # random bytes, any bit pattern
         if dtype == torch.bool:
             return torch.randint(0, 2, (3, 5), generator=_gen(tag)).to(torch.bool)
-        return torch.randint(0, 256, (15 * dtype.itemsize,), generator=_gen(tag), dtype=torch.uint8).view(
-            dtype).reshape(3, 5)
-    return (Passthrough(), tuple(torch.zeros(3, 5, dtype=d) for d in SUPPORTED_DTYPES),
-            tuple(raw(d, f"all_dtypes/{d}") for d in SUPPORTED_DTYPES), None)
+        return (
+            torch.randint(0, 256, (15 * dtype.itemsize,), generator=_gen(tag), dtype=torch.uint8)
+            .view(dtype)
+            .reshape(3, 5)
+        )
+
+    return (
+        Passthrough(),
+        tuple(torch.zeros(3, 5, dtype=d) for d in SUPPORTED_DTYPES),
+        tuple(raw(d, f"all_dtypes/{d}") for d in SUPPORTED_DTYPES),
+        None,
+    )
 
 
 MODELS = [
-    Model("copy_only_all_dtypes", "every dtype et-copy moves, [3, 5] of random bytes each, to the device and back",
-          _all_dtypes, delegate=False, control=False),
+    Model(
+        "copy_only_all_dtypes",
+        "every dtype et-copy moves, [3, 5] of random bytes each, to the device and back",
+        _all_dtypes,
+        delegate=False,
+        control=False,
+    ),
     Model("convnet_bn", "conv + batch norm + ReLU x2, pooling, linear; [2, 3, 16, 16]", _convnet),
     Model("transformer_encoder", "nn.TransformerEncoderLayer(32, 4 heads); [2, 6, 32]", _encoder),
     Model("attention", "nn.MultiheadAttention(32, 4 heads), output and weights; [2, 5, 32]", _attention),

@@ -7,7 +7,8 @@ exported without device planning, on ``executorch.runtime``.
 Valid programs (real architectures on both export routes) must give
 eager's outputs on both runtimes, byte-identical to each other and to the
 control (the same compute kernels run), with exactly the copies the
-program's plan names, and must hold no device memory once dropped. Tampered programs (parity/tamper.py) must be rejected cleanly by
+program's plan names, and must hold no device memory once dropped.
+Tampered programs (parity/tamper.py) must be rejected cleanly by
 et_copy.runtime; the wheel's column runs them in a child process, since
 the wheel's kernels corrupt memory on some of them.
 """
@@ -80,12 +81,20 @@ class ProgramResult:
         self.findings.append(Finding(kind, f"{column}: {message}"))
 
     def to_json(self) -> dict:
-        return {"name": self.program.name, "description": self.program.description, "valid": self.program.valid,
-                "verdict": self.verdict, "cells": {k: {"text": c.text, "ok": c.ok} for k, c in self.cells.items()},
-                "findings": [f.to_json() for f in self.findings], "details": self.details, "log": self.log}
+        return {
+            "name": self.program.name,
+            "description": self.program.description,
+            "valid": self.program.valid,
+            "verdict": self.verdict,
+            "cells": {k: {"text": c.text, "ok": c.ok} for k, c in self.cells.items()},
+            "findings": [f.to_json() for f in self.findings],
+            "details": self.details,
+            "log": self.log,
+        }
 
 
 # ---- exporting --------------------------------------------------------------
+
 
 def _export(model: Model, route: str):
     from ..export import export_device_program, lower_to_device
@@ -150,6 +159,7 @@ def expected_copies(manager, inputs: list[torch.Tensor], outputs: list[torch.Ten
 
 
 # ---- comparing --------------------------------------------------------------
+
 
 def _flat(outputs) -> list:
     if isinstance(outputs, torch.Tensor):
@@ -239,17 +249,25 @@ def _run_valid(program: Program, result: ProgramResult) -> None:
             result.add(column, "wrong_copies", f"made {copies}, the plan names {want}")
         if held:
             problems.append(f"{held} device bytes held after the method was dropped")
-            result.add(column, "device_memory_held", f"{held} device bytes still allocated after the method was dropped")
+            result.add(
+                column, "device_memory_held", f"{held} device bytes still allocated after the method was dropped"
+            )
         cell.ok = not problems
-        cell.text = ("= eager" if column == CONTROL else "= eager, copies exact") if cell.ok else "; ".join(problems)[:120]
+        cell.text = (
+            ("= eager" if column == CONTROL else "= eager, copies exact") if cell.ok else "; ".join(problems)[:120]
+        )
     # The same kernels compute on both runtimes and in the control: the bytes must agree exactly.
     for other in (CONTROL, "executorch.runtime"):
-        if other in got and JUDGED_COLUMN in got and (
-                [_bytes(t) for t in got[other]] != [_bytes(t) for t in got[JUDGED_COLUMN]]):
+        if (
+            other in got
+            and JUDGED_COLUMN in got
+            and ([_bytes(t) for t in got[other]] != [_bytes(t) for t in got[JUDGED_COLUMN]])
+        ):
             result.cells[JUDGED_COLUMN].ok = False
             result.cells[JUDGED_COLUMN].text += f"; bytes differ from {other}'s"
-            result.add(JUDGED_COLUMN, "differs_from_" + other.replace(".", "_"),
-                       f"outputs are not byte-identical to {other}'s")
+            result.add(
+                JUDGED_COLUMN, "differs_from_" + other.replace(".", "_"), f"outputs are not byte-identical to {other}'s"
+            )
 
 
 # ---- tampered programs ------------------------------------------------------
@@ -277,8 +295,9 @@ def _wheel_on_tampered(paths: list[str]) -> dict[str, dict]:
     said: dict[str, dict] = {}
     pending = list(paths)
     while pending:
-        proc = subprocess.run([sys.executable, "-c", _WHEEL_CHILD, *pending], capture_output=True, text=True,
-                              timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-c", _WHEEL_CHILD, *pending], capture_output=True, text=True, timeout=600
+        )
         for line in proc.stdout.splitlines():
             if line.startswith("{"):
                 entry = json.loads(line)
@@ -327,6 +346,7 @@ def _run_tampered(programs: list[Program], results: dict[str, ProgramResult]) ->
 
 
 # ---- the section ------------------------------------------------------------
+
 
 def run_programs(programs: list[Program], progress=None) -> list[ProgramResult]:
     """Runs the selected programs; never raises for a program's failure."""

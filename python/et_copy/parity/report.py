@@ -33,9 +33,13 @@ def verdict(cases: list[Case], results: list[dict[str, Result]], programs: list 
 
 
 def passed(v: dict) -> bool:
-    return (v["valid_matching"] == v["valid_cases"] and v["invalid_rejected_cleanly"] == v["invalid_cases"]
-            and v["et_copy_findings"] == 0 and v["harness_errors"] == 0
-            and v["programs_ok"] == v["programs"])
+    return (
+        v["valid_matching"] == v["valid_cases"]
+        and v["invalid_rejected_cleanly"] == v["invalid_cases"]
+        and v["et_copy_findings"] == 0
+        and v["harness_errors"] == 0
+        and v["programs_ok"] == v["programs"]
+    )
 
 
 def _who(impl: str, env: dict) -> str:
@@ -52,15 +56,24 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [_row(header, widths), _row(["-" * w for w in widths], widths), *(_row(r, widths) for r in rows)]
 
 
-def render(cases: list[Case], results: list[dict[str, Result]], env: dict, programs: list | None = None, *,
-           verbose: bool = False) -> str:
+def render(
+    cases: list[Case],
+    results: list[dict[str, Result]],
+    env: dict,
+    programs: list | None = None,
+    *,
+    verbose: bool = False,
+) -> str:
     programs = programs or []
     out: list[str] = []
     impl_cols = [LABELS[i] for i in IMPLEMENTATIONS]
-    out.append(f"et-copy parity: {len(cases)} cases x {len(IMPLEMENTATIONS)} implementations "
-               f"(torch {env['torch']}, executorch {env['executorch']})")
-    out.append("  aot       torch.ops.et_copy._h2d_copy / _d2h_copy, on host stand-ins "
-               f"(namespace: {env['aot_namespace']})")
+    out.append(
+        f"et-copy parity: {len(cases)} cases x {len(IMPLEMENTATIONS)} implementations "
+        f"(torch {env['torch']}, executorch {env['executorch']})"
+    )
+    out.append(
+        f"  aot       torch.ops.et_copy._h2d_copy / _d2h_copy, on host stand-ins (namespace: {env['aot_namespace']})"
+    )
     out.append("  aot.out   the .out overloads, on host stand-ins")
     out.append("  et_copy   et-copy's kernel, called directly (et_copy.h2d_copy / d2h_copy with out)")
     out.append(f"  registry  the kernel ExecuTorch's registry resolves for the op name: {env['registry_owner']}")
@@ -102,7 +115,7 @@ def render(cases: list[Case], results: list[dict[str, Result]], env: dict, progr
                     bad = [note(c, impl, r[impl]) for c, r in members if r[impl].verdict == "finding"]
                     cell = f"{ok}/{len(members)} ok"
                     if bad:
-                        refs = sorted({b.rsplit('[', 1)[1].rstrip(']') for b in bad}, key=int)
+                        refs = sorted({b.rsplit("[", 1)[1].rstrip("]") for b in bad}, key=int)
                         cell += " [" + ",".join(refs[:4]) + (",..." if len(refs) > 4 else "") + "]"
                     row.append(cell)
                 rows.append(row)
@@ -117,9 +130,11 @@ def render(cases: list[Case], results: list[dict[str, Result]], env: dict, progr
     if programs:
         from .programs import COLUMNS
 
-        out.append("programs: exported with et_copy.export, run in this process by eager PyTorch, "
-                   "executorch.runtime (the wheel's kernels serve the et_copy ops) and et_copy.runtime "
-                   "(et-copy's kernels, method-scoped), on et-copy's simulated device")
+        out.append(
+            "programs: exported with et_copy.export, run in this process by eager PyTorch, "
+            "executorch.runtime (the wheel's kernels serve the et_copy ops) and et_copy.runtime "
+            "(et-copy's kernels, method-scoped), on et-copy's simulated device"
+        )
         rows = []
         for p in programs:
             cells = []
@@ -137,8 +152,7 @@ def render(cases: list[Case], results: list[dict[str, Result]], env: dict, progr
                                 findings_lines.append(f"     {f.kind}: {f.message}")
                     text = f"{text} [{footnotes[key]}]"
                 cells.append(text)
-            rows.append([p.program.name.removeprefix("program/"), "valid" if p.program.valid else "tampered",
-                         *cells])
+            rows.append([p.program.name.removeprefix("program/"), "valid" if p.program.valid else "tampered", *cells])
         out += _table(["program", "kind", *COLUMNS], rows)
         out.append("")
 
@@ -149,8 +163,12 @@ def render(cases: list[Case], results: list[dict[str, Result]], env: dict, progr
         summary = ", ".join(f"{k}: {v}" for k, v in per_impl.items())
         out.append(f"findings ({len(footnotes)} case/implementation pairs; {summary}):")
         out += findings_lines
-        oob = [(c, i, r[i]) for c, r in zip(cases, results) for i in IMPLEMENTATIONS
-               if any(f.kind == "out_of_bounds_write" for f in r[i].findings)]
+        oob = [
+            (c, i, r[i])
+            for c, r in zip(cases, results)
+            for i in IMPLEMENTATIONS
+            if any(f.kind == "out_of_bounds_write" for f in r[i].findings)
+        ]
         if oob:
             out.append("")
             out.append("out-of-bounds writes (caught in guard bytes; the process was not harmed):")
@@ -163,21 +181,28 @@ def render(cases: list[Case], results: list[dict[str, Result]], env: dict, progr
 
     v = verdict(cases, results, programs)
     ok = passed(v)
-    out.append(f"et_copy kernel: matches the AOT op on {v['valid_matching']}/{v['valid_cases']} valid cases, "
-               f"rejects {v['invalid_rejected_cleanly']}/{v['invalid_cases']} invalid cases cleanly, "
-               f"{v['et_copy_findings']} finding(s)"
-               + (f", {v['harness_errors']} harness error(s)" if v["harness_errors"] else ""))
+    out.append(
+        f"et_copy kernel: matches the AOT op on {v['valid_matching']}/{v['valid_cases']} valid cases, "
+        f"rejects {v['invalid_rejected_cleanly']}/{v['invalid_cases']} invalid cases cleanly, "
+        f"{v['et_copy_findings']} finding(s)"
+        + (f", {v['harness_errors']} harness error(s)" if v["harness_errors"] else "")
+    )
     if programs:
-        out.append(f"programs: et_copy.runtime passes {v['programs_ok']}/{v['programs']} (valid ones equal eager "
-                   "with exact copies, tampered ones rejected)")
-    out.append("PASS: et-copy agrees with the AOT semantics "
-               "(findings about other implementations are reported, not failures)"
-               if ok else "FAIL: et-copy has findings (see above)")
+        out.append(
+            f"programs: et_copy.runtime passes {v['programs_ok']}/{v['programs']} (valid ones equal eager "
+            "with exact copies, tampered ones rejected)"
+        )
+    out.append(
+        "PASS: et-copy agrees with the AOT semantics (findings about other implementations are reported, not failures)"
+        if ok
+        else "FAIL: et-copy has findings (see above)"
+    )
     return "\n".join(out)
 
 
-def to_json(cases: list[Case], results: list[dict[str, Result]], env: dict, seconds: float,
-            programs: list | None = None) -> dict:
+def to_json(
+    cases: list[Case], results: list[dict[str, Result]], env: dict, seconds: float, programs: list | None = None
+) -> dict:
     programs = programs or []
     v = verdict(cases, results, programs)
     flat = []
@@ -195,8 +220,9 @@ def to_json(cases: list[Case], results: list[dict[str, Result]], env: dict, seco
         "summary": {**v, "passed": passed(v), "cases": len(cases), "seconds": round(seconds, 2)},
         "programs": [p.to_json() for p in programs],
         "findings": flat,
-        "cases": [{**c.to_json(), "results": {i: r[i].to_json() for i in IMPLEMENTATIONS}}
-                  for c, r in zip(cases, results)],
+        "cases": [
+            {**c.to_json(), "results": {i: r[i].to_json() for i in IMPLEMENTATIONS}} for c, r in zip(cases, results)
+        ],
     }
 
 

@@ -99,6 +99,7 @@ class CapturedStderr:
 
 # --- inputs -----------------------------------------------------------------
 
+
 def _strided(t: torch.Tensor) -> torch.Tensor:
     return t[..., ::2]
 
@@ -123,8 +124,15 @@ def self_fill(case: Case) -> torch.Tensor:
 def self_values(case: Case) -> torch.Tensor:
     """Self as a host tensor with the case's layout (what every
     implementation is given, wherever it lives)."""
-    return GuardedHost("self", case.dtype, case.self_base_shape(), 0, self_fill(case), dim_order=case.dim_order,
-                       view=_strided if case.self_strided else None).tensor
+    return GuardedHost(
+        "self",
+        case.dtype,
+        case.self_base_shape(),
+        0,
+        self_fill(case),
+        dim_order=case.dim_order,
+        view=_strided if case.self_strided else None,
+    ).tensor
 
 
 class Inputs:
@@ -136,20 +144,42 @@ class Inputs:
         out_on = "host" if host_only else case.out_on
         fill = self_fill(case)
         if self_on == "host":
-            self.self_buf: Guarded = GuardedHost("self", case.dtype, case.self_base_shape(), guard, fill,
-                                                 dim_order=case.dim_order, view=_strided if case.self_strided else None)
+            self.self_buf: Guarded = GuardedHost(
+                "self",
+                case.dtype,
+                case.self_base_shape(),
+                guard,
+                fill,
+                dim_order=case.dim_order,
+                view=_strided if case.self_strided else None,
+            )
         else:
-            self.self_buf = GuardedDevice("self", case.dtype, case.shape, guard, fill, dim_order=case.dim_order,
-                                          device_index=case.device_index)
+            self.self_buf = GuardedDevice(
+                "self", case.dtype, case.shape, guard, fill, dim_order=case.dim_order, device_index=case.device_index
+            )
         shape = out_shape or case.out_base_shape()
         out_fill = pattern(int(torch.Size(shape).numel()) * case.out_dtype.itemsize, 3)
         if out_on == "host":
-            self.out_buf: Guarded = GuardedHost("out", case.out_dtype, shape, guard, out_fill,
-                                                dim_order=case.out_dim_order,
-                                                view=_strided if case.out_strided else None)
+            self.out_buf: Guarded = GuardedHost(
+                "out",
+                case.out_dtype,
+                shape,
+                guard,
+                out_fill,
+                dim_order=case.out_dim_order,
+                view=_strided if case.out_strided else None,
+            )
         else:
-            self.out_buf = GuardedDevice("out", case.out_dtype, shape, guard, out_fill, dim_order=case.out_dim_order,
-                                         dynamic=case.out_dynamic, device_index=case.device_index)
+            self.out_buf = GuardedDevice(
+                "out",
+                case.out_dtype,
+                shape,
+                guard,
+                out_fill,
+                dim_order=case.out_dim_order,
+                dynamic=case.out_dynamic,
+                device_index=case.device_index,
+            )
         self.self = self.self_buf.tensor
         self.out = self.out_buf.tensor
         self.out_shape_before = tuple(self.out.shape)
@@ -162,6 +192,7 @@ class Inputs:
 
 
 # --- calling ----------------------------------------------------------------
+
 
 def _aot_op(case: Case, overload: str):
     return getattr(getattr(torch.ops.et_copy, f"_{case.direction}_copy"), overload)
@@ -176,7 +207,7 @@ def _out_values(inputs: Inputs, case: Case) -> torch.Tensor:
     out = inputs.out
     if isinstance(out, torch.Tensor):
         return out.clone()
-    body = inputs.out_buf.body()[:out.nbytes].view(case.out_dtype)
+    body = inputs.out_buf.body()[: out.nbytes].view(case.out_dtype)
     return body.as_strided(tuple(out.shape), contiguous_strides(tuple(out.shape), out.dim_order))
 
 
@@ -227,15 +258,19 @@ def _run_aot(case: Case, capture: CapturedStderr, ref: dict) -> Result:
     if result.untyped_storage().data_ptr() == inputs.self.untyped_storage().data_ptr():
         r.add("aliases_self", "returned a view of self, not a new tensor")
     if tuple(result.shape) != case.shape or result.dtype != case.dtype:
-        r.add("wrong_shape", f"returned {dtype_name(result.dtype)}{list(result.shape)}, expected "
-                             f"{dtype_name(case.dtype)}{list(case.shape)}")
+        r.add(
+            "wrong_shape",
+            f"returned {dtype_name(result.dtype)}{list(result.shape)}, expected "
+            f"{dtype_name(case.dtype)}{list(case.shape)}",
+        )
     elif not _layout_matches(result, case.shape, case.dim_order):
         r.add("wrong_layout", f"returned strides {list(result.stride())}, not dim order {list(case.dim_order)}")
     elif not torch.equal(raw_bytes(result), expected):
         r.add("wrong_bytes", "returned bytes that differ from self's")
     ref.update(bytes=raw_bytes(result).clone(), shape=tuple(result.shape), same_as_self=r.verdict == "ok")
-    r.behaviour = "returns a new tensor with self's bytes" if r.verdict == "ok" else "; ".join(
-        f.message for f in r.findings)
+    r.behaviour = (
+        "returns a new tensor with self's bytes" if r.verdict == "ok" else "; ".join(f.message for f in r.findings)
+    )
     r.cell = "ok" if r.verdict == "ok" else _cell(r)
     return r
 
@@ -275,6 +310,7 @@ def _run_kernel(impl: str, call):
             return _judge(Result(impl), case, inputs, capture, lambda: call(case, inputs), ref, kernel=True)
         finally:
             inputs.free()
+
     return run
 
 
@@ -338,8 +374,11 @@ def _judge_invalid(r, case, inputs, raised, body, before, shape_after, kernel) -
     if raised is not None:
         untouched = torch.equal(body, before) and shape_after == inputs.out_shape_before
         if not untouched:
-            r.add("touched_out_on_reject", "raised, but changed out " + (
-                "(its bytes)" if shape_after == inputs.out_shape_before else f"(its shape, to {list(shape_after)})"))
+            r.add(
+                "touched_out_on_reject",
+                "raised, but changed out "
+                + ("(its bytes)" if shape_after == inputs.out_shape_before else f"(its shape, to {list(shape_after)})"),
+            )
         if kernel and not isinstance(raised, EtCopyError):
             r.add("unexpected_exception", f"raised {type(raised).__name__}, not et_copy.EtCopyError: {raised}")
         r.behaviour = f"rejects: {raised}"
@@ -368,19 +407,25 @@ def _classify(case: Case, inputs: Inputs, body: torch.Tensor, shape_after: tuple
         pass
     if raw_same and kernel:
         same = values_same and case.out_dtype != case.dtype
-        parts.append(f"copies self's bytes unconverted ({n} bytes)"
-                     + (", which here equal the converted values" if same else ""))
+        parts.append(
+            f"copies self's bytes unconverted ({n} bytes)" + (", which here equal the converted values" if same else "")
+        )
     elif values_same:
         what = []
         if case.out_dtype != case.dtype:
-            what.append(f"converts {dtype_name(case.dtype)} to {dtype_name(case.out_dtype)}"
-                        + (" (same bytes here)" if raw_same else ""))
+            what.append(
+                f"converts {dtype_name(case.dtype)} to {dtype_name(case.out_dtype)}"
+                + (" (same bytes here)" if raw_same else "")
+            )
         if tuple(out_vals.shape) != case.shape:
             what.append(f"broadcasts {list(case.shape)} to {list(out_vals.shape)}")
         if case.out_dim_order != case.dim_order and len(case.out_dim_order) == len(case.dim_order):
             what.append("rearranges the elements into out's dim order")
-        parts += what or ["copies as if the case were valid" if kernel else
-                          "copies: it sees host tensors only, so where a tensor lives is not its to check"]
+        parts += what or [
+            "copies as if the case were valid"
+            if kernel
+            else "copies: it sees host tensors only, so where a tensor lives is not its to check"
+        ]
     elif raw_same:
         parts.append(f"copies self's bytes unconverted ({n} bytes)")
     elif case.self_strided and torch.equal(body[:n], inputs.self_buf.initial_body()[:n]):
@@ -403,18 +448,33 @@ def _cell(r: Result) -> str:
         return f"OOB WRITE +{reach}B"
     if "accepts_invalid" in kinds:
         msg = next(f.message for f in r.findings if f.kind == "accepts_invalid")
-        for word, label in (("converts", "converts"), ("broadcasts", "broadcasts"), ("rearranges", "rearranges"),
-                            ("unconverted", "copies raw"), ("ignoring", "copies raw"), ("without regard", "copies raw"),
-                            ("as if", "accepts"), ("host tensors only", "copies")):
+        for word, label in (
+            ("converts", "converts"),
+            ("broadcasts", "broadcasts"),
+            ("rearranges", "rearranges"),
+            ("unconverted", "copies raw"),
+            ("ignoring", "copies raw"),
+            ("without regard", "copies raw"),
+            ("as if", "accepts"),
+            ("host tensors only", "copies"),
+        ):
             if word in msg:
                 return label
         return "accepts"
-    for kind, label in (("harness_error", "HARNESS ERROR"), ("rejects_valid", "REJECTS"),
-                        ("touched_out_on_reject", "TOUCHES OUT"), ("modified_self", "MODIFIES SELF"),
-                        ("wrong_bytes", "WRONG BYTES"), ("wrong_shape", "WRONG SHAPE"),
-                        ("wrong_layout", "WRONG LAYOUT"), ("writes_beyond_shape", "WRITES PAST SHAPE"),
-                        ("differs_from_aot", "DIFFERS"), ("aliases_self", "ALIASES"),
-                        ("unexpected_exception", "WRONG ERROR"), ("returns_other", "WRONG RETURN")):
+    for kind, label in (
+        ("harness_error", "HARNESS ERROR"),
+        ("rejects_valid", "REJECTS"),
+        ("touched_out_on_reject", "TOUCHES OUT"),
+        ("modified_self", "MODIFIES SELF"),
+        ("wrong_bytes", "WRONG BYTES"),
+        ("wrong_shape", "WRONG SHAPE"),
+        ("wrong_layout", "WRONG LAYOUT"),
+        ("writes_beyond_shape", "WRITES PAST SHAPE"),
+        ("differs_from_aot", "DIFFERS"),
+        ("aliases_self", "ALIASES"),
+        ("unexpected_exception", "WRONG ERROR"),
+        ("returns_other", "WRONG RETURN"),
+    ):
         if kind in kinds:
             return label
     return "finding"

@@ -79,10 +79,21 @@ def h2d_missing_argument(pte):
     _plan(pte).chains[0].instructions[0].instr_args.args = [INPUT, DEVICE]
 
 
-TAMPERS = [device_dtype_int, device_dtype_double, output_dtype_half, device_sizes_beyond_buffer,
-           device_buffer_shrunk, output_sizes_smaller, device_tensor_marked_cpu, device_index_beyond,
-           buffer_device_index_beyond, device_dim_order_swapped, h2d_writes_host_output,
-           d2h_reads_host_input, h2d_missing_argument]
+TAMPERS = [
+    device_dtype_int,
+    device_dtype_double,
+    output_dtype_half,
+    device_sizes_beyond_buffer,
+    device_buffer_shrunk,
+    output_sizes_smaller,
+    device_tensor_marked_cpu,
+    device_index_beyond,
+    buffer_device_index_beyond,
+    device_dim_order_swapped,
+    h2d_writes_host_output,
+    d2h_reads_host_input,
+    h2d_missing_argument,
+]
 
 
 def original_program() -> bytes:

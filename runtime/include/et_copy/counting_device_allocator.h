@@ -21,9 +21,9 @@ using executorch::runtime::etensor::DeviceType;
 /// A snapshot of an allocator's counters. Counters only ever grow, except
 /// bytes_outstanding and live_allocations, which fall on deallocate().
 struct DeviceAllocatorStats {
-  uint64_t allocations = 0; ///< successful allocate() calls
-  uint64_t deallocations = 0; ///< deallocate() calls that freed memory
-  uint64_t live_allocations = 0; ///< allocations - deallocations
+  uint64_t allocations = 0;       ///< successful allocate() calls
+  uint64_t deallocations = 0;     ///< deallocate() calls that freed memory
+  uint64_t live_allocations = 0;  ///< allocations - deallocations
   uint64_t bytes_outstanding = 0; ///< bytes allocated and not yet freed
   uint64_t peak_bytes_outstanding = 0;
   uint64_t h2d_copies = 0; ///< successful copy_host_to_device() calls
@@ -50,11 +50,7 @@ class CountingDeviceAllocator : public DeviceAllocator {
   virtual Result<int> device_count() const = 0;
 
   /// Copies nbytes between two buffers of device `index`.
-  virtual Error copy_device_to_device(
-      void* dst,
-      const void* src,
-      size_t nbytes,
-      DeviceIndex index) = 0;
+  virtual Error copy_device_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) = 0;
 
   /// A short human-readable name ("simulated", "cuda").
   virtual const char* name() const = 0;

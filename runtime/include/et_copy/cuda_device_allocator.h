@@ -33,10 +33,10 @@ struct CudaCopyConfig {
 /// What a query of the CUDA runtime found (see cuda_runtime_status()).
 struct CudaRuntimeStatus {
   int runtime_version = 0; ///< e.g. 13000 for 13.0
-  int driver_version = 0; ///< 0 when no driver is installed
-  int device_count = 0; ///< valid only when error is Ok
+  int driver_version = 0;  ///< 0 when no driver is installed
+  int device_count = 0;    ///< valid only when error is Ok
   Error error = Error::Ok; ///< why devices could not be counted
-  int cuda_error = 0; ///< the cudaError_t behind `error` (0 when Ok)
+  int cuda_error = 0;      ///< the cudaError_t behind `error` (0 when Ok)
   char message[256] = {0}; ///< words for `error`: which of no driver, old driver, no device
 };
 
@@ -99,33 +99,18 @@ class CudaDeviceAllocator final : public CountingDeviceAllocator {
 
   /// cudaMalloc. Zero bytes still returns a unique pointer that
   /// deallocate() accepts. `alignment` must be a power of two <= 256.
-  Result<void*> allocate(
-      size_t nbytes,
-      DeviceIndex index,
-      size_t alignment = kDefaultAlignment) override;
+  Result<void*> allocate(size_t nbytes, DeviceIndex index, size_t alignment = kDefaultAlignment) override;
   /// cudaFree of a pointer allocate() returned. Unknown pointers are refused
   /// (logged, counted as failures); during process exit, when the runtime
   /// is already unloading, the memory is gone with the context and the call
   /// only drops its bookkeeping.
   void deallocate(void* ptr, DeviceIndex index) override;
   /// `dst` must be device memory of device `index` (or managed memory).
-  Error copy_host_to_device(
-      void* dst,
-      const void* src,
-      size_t nbytes,
-      DeviceIndex index) override;
+  Error copy_host_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) override;
   /// `src` must be device memory of device `index` (or managed memory).
-  Error copy_device_to_host(
-      void* dst,
-      const void* src,
-      size_t nbytes,
-      DeviceIndex index) override;
+  Error copy_device_to_host(void* dst, const void* src, size_t nbytes, DeviceIndex index) override;
   /// Both pointers must be device memory of device `index`.
-  Error copy_device_to_device(
-      void* dst,
-      const void* src,
-      size_t nbytes,
-      DeviceIndex index) override;
+  Error copy_device_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) override;
 
   /// Page-locks [ptr, ptr+nbytes) of long-lived host memory (e.g. a planned
   /// CPU arena) with cudaHostRegister, so copies to and from it take the

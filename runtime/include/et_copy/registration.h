@@ -13,11 +13,11 @@ namespace et_copy {
 
 /// What a registration call found and did.
 enum class Registration {
-  kRegistered, ///< this call registered et-copy's implementation
-  kAlreadyOurs, ///< et-copy's implementation was already registered
+  kRegistered,   ///< this call registered et-copy's implementation
+  kAlreadyOurs,  ///< et-copy's implementation was already registered
   kAlreadyOther, ///< another implementation holds the slot; left alone
-  kFailed, ///< the registry refused (see the accompanying Error)
-  kAbsent, ///< (kernel_owner only) nothing is registered under the name
+  kFailed,       ///< the registry refused (see the accompanying Error)
+  kAbsent,       ///< (kernel_owner only) nothing is registered under the name
 };
 
 /// Lower-case words for a Registration ("registered", "already et_copy",

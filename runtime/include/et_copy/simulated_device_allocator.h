@@ -43,8 +43,7 @@ class SimulatedDeviceAllocator final : public CountingDeviceAllocator {
   ~SimulatedDeviceAllocator() override;
 
   SimulatedDeviceAllocator(const SimulatedDeviceAllocator&) = delete;
-  SimulatedDeviceAllocator& operator=(const SimulatedDeviceAllocator&) =
-      delete;
+  SimulatedDeviceAllocator& operator=(const SimulatedDeviceAllocator&) = delete;
 
   /// Changes how many devices the simulation reports (1..127). Allocations
   /// on devices that no longer exist stay valid until freed. Returns
@@ -59,26 +58,11 @@ class SimulatedDeviceAllocator final : public CountingDeviceAllocator {
     return DeviceType::CUDA;
   }
 
-  Result<void*> allocate(
-      size_t nbytes,
-      DeviceIndex index,
-      size_t alignment = kDefaultAlignment) override;
+  Result<void*> allocate(size_t nbytes, DeviceIndex index, size_t alignment = kDefaultAlignment) override;
   void deallocate(void* ptr, DeviceIndex index) override;
-  Error copy_host_to_device(
-      void* dst,
-      const void* src,
-      size_t nbytes,
-      DeviceIndex index) override;
-  Error copy_device_to_host(
-      void* dst,
-      const void* src,
-      size_t nbytes,
-      DeviceIndex index) override;
-  Error copy_device_to_device(
-      void* dst,
-      const void* src,
-      size_t nbytes,
-      DeviceIndex index) override;
+  Error copy_host_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) override;
+  Error copy_device_to_host(void* dst, const void* src, size_t nbytes, DeviceIndex index) override;
+  Error copy_device_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) override;
 
  private:
   struct Allocation {
@@ -89,12 +73,8 @@ class SimulatedDeviceAllocator final : public CountingDeviceAllocator {
   int resolve_index(DeviceIndex index) const;
   // True when [ptr, ptr+nbytes) lies inside one live allocation on `device`.
   bool contains(const void* ptr, size_t nbytes, int device) const;
-  Error check_copy(
-      const char* what,
-      const void* device_ptr,
-      const void* other_ptr,
-      size_t nbytes,
-      DeviceIndex index) const;
+  Error check_copy(const char* what, const void* device_ptr, const void* other_ptr, size_t nbytes,
+                   DeviceIndex index) const;
 
   mutable std::mutex mutex_;
   std::map<uintptr_t, Allocation> live_; // keyed by start address
