@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 
 import et_copy
 import pytest
@@ -407,17 +406,11 @@ def test_dlpack_and_cuda_array_interface_share_the_memory(cuda, torch_cuda):
 
 
 @gpu
-def test_throughput_sanity_prints_gbps(cuda, capsys):
+def test_a_256_mib_pinned_round_trip_through_the_gpu_is_byte_exact(cuda):
+    # Throughput is the benchmark's business (python -m et_copy bench, CUDA rows); this pins the bytes.
     x = random_tensor(torch.uint8, 256 << 20, pin=True)
     d = et_copy.h2d_copy(x)
     out = torch.empty_like(x).pin_memory()
-    t0 = time.perf_counter()
     et_copy.h2d_copy(x, out=d)
-    t1 = time.perf_counter()
     et_copy.d2h_copy(d, out=out)
-    t2 = time.perf_counter()
     assert torch.equal(out, x)
-    with capsys.disabled():
-        print(
-            f"\n256 MiB pinned: h2d {x.numel() / (t1 - t0) / 1e9:.1f} GB/s, d2h {x.numel() / (t2 - t1) / 1e9:.1f} GB/s"
-        )
