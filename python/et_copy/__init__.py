@@ -4,6 +4,10 @@ The runtime side (this module's functions) runs et_copy's C++ kernels on
 torch tensors through an ExecuTorch DeviceAllocator: the simulated device
 (host memory standing in for CUDA) or a real GPU. Nothing is registered with
 ExecuTorch until you call a ``use_*`` or ``register_*`` function.
+
+Importing et_copy makes the AOT ops, ``torch.ops.et_copy``, available (as
+torch extensions register their ops at import), adopting executorch's
+definition when it is installed: :func:`ensure_registered`.
 """
 
 from __future__ import annotations
@@ -26,11 +30,20 @@ __version__ = "0.1.0"
 
 def ensure_registered() -> str:
     """Makes ``torch.ops.et_copy`` available, adopting executorch's definition
-    when installed; see :func:`et_copy.aot.ensure_registered`. Kept out of
-    ``import et_copy`` so that import defines no torch.library namespace."""
+    when installed; see :func:`et_copy.aot.ensure_registered`. ``import
+    et_copy`` has called it; call it to learn the outcome, or to see the error
+    when executorch's definition does not match et-copy's schemas."""
     from .aot import ensure_registered as _ensure_registered
 
     return _ensure_registered()
+
+
+try:
+    from . import aot as aot  # re-exported; its import defines or adopts the namespace: milliseconds
+except EtCopyError:
+    # executorch's schemas differ from ours: import et_copy still works for the
+    # runtime side, and ensure_registered() raises the difference when asked.
+    pass
 
 
 __all__ = [
