@@ -278,8 +278,11 @@ Error device_copy(Direction d, const Tensor& self, Tensor& out, CopyDiagnostic* 
     err = h2d ? alloc->copy_host_to_device(out.mutable_data_ptr(), self.const_data_ptr(), nbytes, index)
               : alloc->copy_device_to_host(out.mutable_data_ptr(), self.const_data_ptr(), nbytes, index);
     if (err != Error::Ok) {
-      reject(diag, d, err, "the device allocator failed the %zu-byte copy (error 0x%x)", nbytes,
-             static_cast<unsigned>(err));
+      // The allocator's own words (CUDA's error string) when it keeps them.
+      const CountingDeviceAllocator* counting = counting_allocator_for(device.device_type(), alloc);
+      const char* why = counting != nullptr ? counting->failure_message() : "";
+      reject(diag, d, err, "the device allocator failed the %zu-byte copy (error 0x%x)%s%s", nbytes,
+             static_cast<unsigned>(err), why[0] != '\0' ? ": " : "", why);
     }
   }
   if (err != Error::Ok && resize) {

@@ -13,10 +13,12 @@
 #include <thread>
 #include <vector>
 
+#include <et_copy/copy_ops.h>
 #include <et_copy/cuda_device_allocator.h>
 #include <executorch/runtime/core/device_allocator.h>
 
 #include "mock_cuda_runtime.h"
+#include "test_tensors.h"
 
 namespace {
 
@@ -383,3 +385,23 @@ TEST(NoDriver, EverythingFailsCleanlyWithNotFoundAndNothingIsRegistered) {
 }
 
 } // namespace
+
+// After ZRegistrationIsIdempotent: the kernel's diagnostic carries CUDA's own
+// words, so they reach the caller (and Python) and not only the log.
+TEST_F(CudaAllocator, ZZAKernelsDiagnosticCarriesCudasErrorString) {
+  ASSERT_EQ(et_copy::register_cuda_device_allocator(), Registration::kAlreadyOurs);
+  auto d = a.allocate(64, 0);
+  ASSERT_TRUE(d.ok());
+  std::vector<float> host(16, 1.0f);
+  et_copy_test::TestTensor::Options on_device;
+  on_device.device = DeviceType::CUDA;
+  et_copy_test::TestTensor self(executorch::aten::ScalarType::Float, {16}, host.data());
+  et_copy_test::TestTensor out(executorch::aten::ScalarType::Float, {16}, *d, on_device);
+  mock_cuda::fail_after("cudaMemcpyAsync", 0, cudaErrorIllegalAddress);
+  et_copy::CopyDiagnostic diag;
+  EXPECT_EQ(et_copy::h2d_copy(self.t(), out.t(), &diag), Error::Internal);
+  const std::string message = diag.message;
+  EXPECT_NE(message.find("the device allocator failed the 64-byte copy"), std::string::npos) << message;
+  EXPECT_NE(message.find("an illegal memory access was encountered"), std::string::npos) << message;
+  a.deallocate(*d, 0);
+}

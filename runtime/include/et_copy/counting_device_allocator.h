@@ -55,6 +55,14 @@ class CountingDeviceAllocator : public DeviceAllocator {
   /// A short human-readable name ("simulated", "cuda").
   virtual const char* name() const = 0;
 
+  /// The calling thread's last failure in this allocator, in its own words
+  /// (for CUDA, cudaGetErrorString's), or "" when it has none to give. The
+  /// copy kernels append it to their diagnostic, so the words reach the
+  /// caller (and Python) and not only the log.
+  virtual const char* failure_message() const {
+    return "";
+  }
+
   /// A consistent-enough snapshot of the counters (each field is read
   /// atomically; fields are not read under one lock).
   DeviceAllocatorStats stats() const;

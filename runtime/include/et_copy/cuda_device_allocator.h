@@ -127,6 +127,9 @@ class CudaDeviceAllocator final : public CountingDeviceAllocator {
 
   /// The calling thread's last CUDA failure in words ("" if none yet).
   static const char* last_error_message();
+  const char* failure_message() const override {
+    return last_error_message();
+  }
 
  private:
   struct Impl;
