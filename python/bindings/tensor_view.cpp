@@ -31,25 +31,19 @@ void narrow(const std::vector<int64_t>& values, std::array<T, N>& out, const cha
   }
 }
 
-// The dtypes et-copy moves: bool, the integers, half, bfloat16, float,
-// double and the two complex types (TensorImpl aborts on codes it lacks).
+// The dtypes et-copy moves: every ScalarType ExecuTorch 1.5.1 has (0..29)
+// but the five quantized ones, as et_copy._dtypes.SCALAR_TYPE_CODES lists
+// them (TensorImpl aborts on codes it lacks).
 bool supported_dtype(int code) {
   switch (code) {
-    case 0:
-    case 1:
-    case 2:
-    case 3:
-    case 4:
-    case 5:
-    case 6:
-    case 7:
-    case 9:
-    case 10:
-    case 11:
-    case 15:
-      return true;
-    default:
+    case 12:  // QInt8
+    case 13:  // QUInt8
+    case 14:  // QInt32
+    case 16:  // QUInt4x2
+    case 17:  // QUInt2x4
       return false;
+    default:
+      return code >= 0 && code <= 29;
   }
 }
 

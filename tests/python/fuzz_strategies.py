@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import et_copy
 import torch
+from et_copy._dtypes import SCALAR_TYPE_CODES
 from fuzz_profiles import PROFILE_ENV, PROFILES, profile_name, register_profiles  # noqa: F401
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -43,25 +44,12 @@ HOST_GUARD_BYTE = 0xCD
 DEVICE_GUARD_BYTE = 0x5A
 MAX_REGION = 1 << 16  # larger claimed buffers get no memory (null data)
 
-# ExecuTorch ScalarType codes (as python/et_copy/_dtypes.py documents them).
-DTYPE_CODES = {
-    torch.uint8: 0,
-    torch.int8: 1,
-    torch.int16: 2,
-    torch.int32: 3,
-    torch.int64: 4,
-    torch.float16: 5,
-    torch.float32: 6,
-    torch.float64: 7,
-    torch.complex64: 9,
-    torch.complex128: 10,
-    torch.bool: 11,
-    torch.bfloat16: 15,
-}
+# ExecuTorch ScalarType codes: et_copy's one dtype table.
+DTYPE_CODES = dict(SCALAR_TYPE_CODES)
 DTYPES = tuple(DTYPE_CODES)
-UNSUPPORTED_DTYPES = (torch.uint16, torch.uint32, torch.float8_e4m3fn)
+UNSUPPORTED_DTYPES = (torch.qint8, torch.quint8, torch.qint32)
 # Codes ExecuTorch knows but et_copy does not move, plus nonsense.
-BAD_DTYPE_CODES = (8, 12, 13, 14, 16, 44, 99, -1)
+BAD_DTYPE_CODES = (12, 13, 14, 16, 17, 30, 44, 99, -1)
 INT32_MAX = 2**31 - 1
 
 # ---------------------------------------------------------------- profiles

@@ -180,9 +180,11 @@ def test_program_section_runs_real_models_on_both_runtimes_equal_to_eager_with_e
         model = name.split("/")[1]
         if next(m for m in MODELS if m.name == model).control:
             assert p["cells"]["control"] == {"text": "= eager", "ok": True}, (name, p["cells"])
+    from et_copy.parity.models import PROGRAM_DTYPES
+
     every_dtype = programs["program/copy_only_all_dtypes/device"]["details"]["expected_copies"]
-    assert every_dtype["h2d_copies"] == every_dtype["d2h_copies"] == len(et_copy.SUPPORTED_DTYPES)
-    assert every_dtype["d2h_bytes"] == 15 * sum(d.itemsize for d in et_copy.SUPPORTED_DTYPES)
+    assert every_dtype["h2d_copies"] == every_dtype["d2h_copies"] == len(PROGRAM_DTYPES)
+    assert every_dtype["d2h_bytes"] == 15 * sum(d.itemsize for d in PROGRAM_DTYPES)
     dynamic = programs["program/dynamic_rows/device"]["details"]["expected_copies"]
     assert dynamic["h2d_bytes"] == 5 * 8 * 4  # the rows it ran with, not the planned 16
 
