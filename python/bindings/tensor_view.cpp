@@ -36,11 +36,11 @@ void narrow(const std::vector<int64_t>& values, std::array<T, N>& out, const cha
 // them (TensorImpl aborts on codes it lacks).
 bool supported_dtype(int code) {
   switch (code) {
-    case 12:  // QInt8
-    case 13:  // QUInt8
-    case 14:  // QInt32
-    case 16:  // QUInt4x2
-    case 17:  // QUInt2x4
+    case 12: // QInt8
+    case 13: // QUInt8
+    case 14: // QInt32
+    case 16: // QUInt4x2
+    case 17: // QUInt2x4
       return false;
     default:
       return code >= 0 && code <= 29;
