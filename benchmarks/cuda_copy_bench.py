@@ -30,7 +30,8 @@ import time
 
 import et_copy
 import torch
-from et_copy import _C, _cuda
+from et_copy import _C
+from et_copy import cuda as _cuda
 
 UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 

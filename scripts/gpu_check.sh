@@ -75,7 +75,7 @@ cd /tmp  # import the installed package, never the source tree
 "$PY" - "$SITE" <<'EOF'
 import glob, subprocess, sys
 import et_copy
-from et_copy import _cuda
+from et_copy import cuda as _cuda
 assert et_copy.__file__.startswith(sys.argv[1]), f"imported et_copy from {et_copy.__file__}"
 if not _cuda.built_with_cuda():
     sys.exit("et_copy was built WITHOUT the CUDA allocator: CMake found no CUDA toolkit "

@@ -12,7 +12,6 @@ definition when it is installed: :func:`ensure_registered`.
 
 from __future__ import annotations
 
-from ._cuda import use_cuda
 from ._dtypes import SUPPORTED_DTYPES
 from ._errors import EtCopyError
 from ._ops import D2H_COPY_OUT, H2D_COPY_OUT, d2h_copy, h2d_copy, run_registered
@@ -24,6 +23,7 @@ from ._registration import (
     use_simulated_device,
 )
 from ._tensors import DeviceTensor, empty
+from .cuda import use_cuda
 
 __version__ = "0.1.0"
 

@@ -109,21 +109,21 @@ class DeviceTensor:
 
         return d2h_copy(self)
 
-    # Zero-copy exports of real CUDA memory (see et_copy._cuda); memory of
+    # Zero-copy exports of real CUDA memory (see et_copy.cuda); memory of
     # the simulated device raises EtCopyError("NotSupported").
     @property
     def __cuda_array_interface__(self) -> dict:
-        from ._cuda import cuda_array_interface
+        from .cuda import cuda_array_interface
 
         return cuda_array_interface(self)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        from ._cuda import dlpack
+        from .cuda import dlpack
 
         return dlpack(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        from ._cuda import dlpack_device
+        from .cuda import dlpack_device
 
         return dlpack_device(self)
 

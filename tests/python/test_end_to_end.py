@@ -224,7 +224,7 @@ def test_dynamic_program_is_planned_for_the_upper_bound_and_copies_the_actual_si
 
 
 def _gpu_available() -> bool:
-    from et_copy import _cuda
+    from et_copy import cuda as _cuda
 
     return _cuda.built_with_cuda() and bool(_cuda.cuda_status().get("device_count"))
 
