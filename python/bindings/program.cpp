@@ -121,7 +121,6 @@ struct LoadedMethod {
   std::unique_ptr<HierarchicalAllocator> planned;
   std::unique_ptr<MemoryManager> memory;
   std::optional<Method> method;
-  std::vector<EValue> scratch; // get_inputs/get_outputs, reused per call
   // What each input and output is, read once at load for execute's checks.
   struct Slot {
     bool tensor = false;
@@ -202,23 +201,23 @@ LoadedMethod::Slot slot_of(const EValue& value,
 void read_slots(LoadedMethod& lm) {
   Method& m = *lm.method;
   const MethodMeta meta = m.method_meta();
-  lm.scratch.resize(std::max(m.inputs_size(), m.outputs_size()));
+  std::vector<EValue> values(std::max(m.inputs_size(), m.outputs_size()));
   // Deprecated, but the only way to read the device ExecuTorch gave each input.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-  const Error inputs_read = m.get_inputs(lm.scratch.data(), lm.scratch.size());
+  const Error inputs_read = m.get_inputs(values.data(), values.size());
 #pragma GCC diagnostic pop
   if (inputs_read != Error::Ok) {
     throw Failure(Error::Internal, "et_copy.runtime: could not read the method's inputs");
   }
   for (size_t i = 0; i < m.inputs_size(); ++i) {
-    lm.inputs.push_back(slot_of(lm.scratch[i], meta.input_tensor_meta(i)));
+    lm.inputs.push_back(slot_of(values[i], meta.input_tensor_meta(i)));
   }
-  if (m.get_outputs(lm.scratch.data(), lm.scratch.size()) != Error::Ok) {
+  if (m.get_outputs(values.data(), values.size()) != Error::Ok) {
     throw Failure(Error::Internal, "et_copy.runtime: could not read the method's outputs");
   }
   for (size_t i = 0; i < m.outputs_size(); ++i) {
-    lm.outputs.push_back(slot_of(lm.scratch[i], meta.output_tensor_meta(i)));
+    lm.outputs.push_back(slot_of(values[i], meta.output_tensor_meta(i)));
   }
 }
 
