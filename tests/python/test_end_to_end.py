@@ -1,6 +1,7 @@
 """End to end: export programs with a device boundary (both routes), save the
-.pte, run it with executorch.runtime on et_copy's simulated device, and check
-outputs against eager and the allocator's counters against the plan.
+.pte, run it with executorch.runtime and with et_copy.runtime on et_copy's
+simulated device (and on a real GPU when there is one), and check outputs
+against eager and the allocator's counters against the plan.
 
 The programs run in one fresh interpreter: ``import executorch.runtime``
 loads the wheel's kernels and the simulated allocator cannot be unregistered,
@@ -28,14 +29,20 @@ RUNNER = r"""
 import json, sys, torch
 cases = json.loads(sys.argv[1])
 import et_copy
-from executorch.runtime import Runtime
-runtime = Runtime.get()
+if sys.argv[3] == "et_copy.runtime":
+    import et_copy.runtime as rt
+    load = lambda pte: rt.load(pte).load_method("forward")
+    run = lambda method, inputs: method.execute(inputs)
+else:
+    from executorch.runtime import Runtime
+    load = lambda pte: Runtime.get().load_program(pte).load_method("forward")
+    run = lambda method, inputs: [torch.clone(o) for o in method.execute(inputs)]
 results = {}
 
 # Before any CUDA allocator exists, a device-planned method cannot load.
 first = cases[0]
 try:
-    runtime.load_program(first["pte"]).load_method("forward")
+    load(first["pte"])
     results["load_without_allocator"] = "loaded"
 except Exception as e:  # executorch raises RuntimeError with the runtime's message
     results["load_without_allocator"] = f"{type(e).__name__}: {e}"
@@ -46,9 +53,9 @@ methods = []  # keep methods (and their planned buffers) alive until the end
 for case in cases:
     inputs = torch.load(case["inputs"])
     before = et_copy.allocator_stats()
-    method = runtime.load_program(case["pte"]).load_method("forward")
+    method = load(case["pte"])
     loaded = et_copy.allocator_stats()
-    outputs = [torch.clone(o) for o in method.execute(inputs)]
+    outputs = run(method, inputs)
     executed = et_copy.allocator_stats()
     methods.append(method)
     torch.save(outputs, case["outputs"])
@@ -125,9 +132,13 @@ def _cases():
     return cases
 
 
-def _run_cases(folder, cases, device: str):
+RUNTIMES = ["executorch.runtime", "et_copy.runtime"]
+
+
+def _run_cases(folder, cases, device: str, runtime: str):
     """Exports each case here, runs them all in one fresh process on ``device``
-    ("simulated" or "cuda"); returns (runner results, expected values)."""
+    ("simulated" or "cuda") through ``runtime`` (RUNTIMES); returns (runner
+    results, expected values)."""
     expected, specs = {}, []
     for name, (build, eager, inputs) in cases.items():
         program = build()
@@ -147,7 +158,7 @@ def _run_cases(folder, cases, device: str):
             }
         )
     proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(RUNNER), json.dumps(specs), device],
+        [sys.executable, "-c", textwrap.dedent(RUNNER), json.dumps(specs), device, runtime],
         capture_output=True,
         text=True,
         timeout=600,
@@ -159,9 +170,9 @@ def _run_cases(folder, cases, device: str):
     return results, expected
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    return _run_cases(tmp_path_factory.mktemp("end_to_end"), _cases(), "simulated")
+@pytest.fixture(scope="module", params=RUNTIMES)
+def runs(tmp_path_factory, request):
+    return _run_cases(tmp_path_factory.mktemp("end_to_end"), _cases(), "simulated", request.param)
 
 
 NAMES = ["round_trip", "wrapped_affine", "two_inputs", "dynamic", "xnnpack_delegate"]
@@ -177,7 +188,8 @@ def _case(runs, name):
 def test_device_planned_method_does_not_load_without_a_cuda_allocator(runs):
     results, _ = runs
     assert results["load_without_allocator"] != "loaded"
-    assert "Failed to allocate" in results["load_without_allocator"]
+    said = results["load_without_allocator"]
+    assert "Failed to allocate" in said or "could not allocate planned buffer" in said, said
 
 
 def test_simulated_device_registers_in_the_fresh_process(runs):
@@ -229,8 +241,8 @@ def _gpu_available() -> bool:
     return _cuda.built_with_cuda() and bool(_cuda.cuda_status().get("device_count"))
 
 
-@pytest.fixture(scope="module")
-def cuda_runs(tmp_path_factory):
+@pytest.fixture(scope="module", params=RUNTIMES)
+def cuda_runs(tmp_path_factory, request):
     if not _gpu_available():
         pytest.skip("needs a CUDA device and an et_copy built with CUDA")
     cases = {
@@ -247,7 +259,7 @@ def cuda_runs(tmp_path_factory):
             (torch.randn(5, 3),),
         ),
     }
-    return _run_cases(tmp_path_factory.mktemp("end_to_end_cuda"), cases, "cuda")
+    return _run_cases(tmp_path_factory.mktemp("end_to_end_cuda"), cases, "cuda", request.param)
 
 
 @pytest.mark.gpu
