@@ -128,6 +128,8 @@ struct LoadedMethod {
     int dtype = 0;
     int device_type = 0;
     int device_index = 0;
+    size_t nbytes = 0; // at the planned (upper-bound) shape
+    std::vector<int64_t> dim_order;
   };
   std::vector<Slot> inputs, outputs;
 };
@@ -192,8 +194,13 @@ LoadedMethod::Slot slot_of(const EValue& value,
   LoadedMethod::Slot slot;
   if (value.isTensor() && info.ok()) {
     const auto* impl = value.toTensor().unsafeGetTensorImpl();
-    slot = {true, info->is_memory_planned(), static_cast<int>(info->scalar_type()),
-            static_cast<int>(impl->device_type()), static_cast<int>(impl->device_index())};
+    slot = {true,
+            info->is_memory_planned(),
+            static_cast<int>(info->scalar_type()),
+            static_cast<int>(impl->device_type()),
+            static_cast<int>(impl->device_index()),
+            info->nbytes(),
+            std::vector<int64_t>(info->dim_order().begin(), info->dim_order().end())};
   }
   return slot;
 }
@@ -410,9 +417,11 @@ py::object execute(LoadedMethod& lm, const py::list& inputs, const py::list& out
       continue;
     }
     const bool host_copy = slot.planned && slot.device_type == 0;
+    // The tensor must hold the output as the program lays it out: same dtype,
+    // device, dim order, and room for its upper-bound shape.
     if (outputs[i].is_none() || !read_object(outputs[i].ptr(), true, spec) || spec.dtype != slot.dtype ||
         spec.device_type != slot.device_type || spec.device_index != slot.device_index ||
-        (slot.planned && !host_copy)) {
+        (slot.planned && !host_copy) || spec.dim_order != slot.dim_order || capacity_bytes(spec) < slot.nbytes) {
       return py::reinterpret_borrow<py::object>(Py_NotImplemented);
     }
     targets[i] = Target{reinterpret_cast<void*>(spec.data), capacity_bytes(spec), spec.sizes};

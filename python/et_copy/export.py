@@ -54,16 +54,34 @@ __all__ = [
 class DeviceBoundary(torch.nn.Module):
     """Runs ``module`` on the device side of a boundary: every tensor input
     passes through ``_h2d_copy`` first, every tensor output through
-    ``_d2h_copy`` after (inputs and outputs may be nested tuples/lists/dicts)."""
+    ``_d2h_copy`` after (inputs and outputs may be nested tuples/lists/dicts).
 
-    def __init__(self, module: torch.nn.Module) -> None:
+    ``resident_inputs`` / ``resident_outputs`` name positional arguments and
+    top-level outputs (by index) that stay on the device: no copy, so the
+    caller passes and receives device tensors (a KV cache between decode
+    steps)."""
+
+    def __init__(
+        self, module: torch.nn.Module, resident_inputs: Sequence[int] = (), resident_outputs: Sequence[int] = ()
+    ) -> None:
         super().__init__()
         self.module = module
+        self.resident_inputs = frozenset(resident_inputs)
+        self.resident_outputs = frozenset(resident_outputs)
 
     def forward(self, *args: Any) -> Any:
         h2d, d2h = aot.h2d_copy_op(), aot.d2h_copy_op()
-        args = torch.utils._pytree.tree_map_only(torch.Tensor, h2d, args)
-        return torch.utils._pytree.tree_map_only(torch.Tensor, d2h, self.module(*args))
+        args = tuple(
+            a if i in self.resident_inputs else torch.utils._pytree.tree_map_only(torch.Tensor, h2d, a)
+            for i, a in enumerate(args)
+        )
+        out = self.module(*args)
+        if not self.resident_outputs:
+            return torch.utils._pytree.tree_map_only(torch.Tensor, d2h, out)
+        return tuple(
+            o if i in self.resident_outputs else torch.utils._pytree.tree_map_only(torch.Tensor, d2h, o)
+            for i, o in enumerate(out)
+        )
 
 
 class DevicePlanningPass(MemoryPlanningPass):
@@ -80,19 +98,31 @@ class DevicePlanningPass(MemoryPlanningPass):
     a real GPU keep the program copy-only, or use a delegate.
     """
 
-    def __init__(self, device: str = "cuda:0", **kwargs: Any) -> None:
+    def __init__(self, device: str = "cuda:0", resident_inputs: Sequence[int] = (), **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.device = parse_device(device, op="et_copy.export.DevicePlanningPass")
+        self.resident_inputs = tuple(resident_inputs)
 
     def run(self, graph_module: torch.fx.GraphModule, graph_signature=None):
-        _tag_device_side(graph_module, DeviceType(self.device.type), self.device.index)
+        device_type = DeviceType(self.device.type)
+        if self.resident_inputs:
+            # Method inputs the caller hands over on the device (DeviceBoundary's resident_inputs).
+            names = {graph_signature.user_inputs[i] for i in self.resident_inputs}
+            for node in graph_module.graph.nodes:
+                if node.op == "placeholder" and node.name in names:
+                    node.meta["spec"].device, node.meta["spec"].device_index = device_type, self.device.index
+        _tag_device_side(graph_module, device_type, self.device.index)
         return super().run(graph_module, graph_signature)
 
 
 def _tag_device_side(graph_module: torch.fx.GraphModule, device_type: DeviceType, index: int) -> None:
     h2d_out = torch.ops.et_copy._h2d_copy.out
     d2h_out = torch.ops.et_copy._d2h_copy.out
-    on_device: set[torch.fx.Node] = set()
+    on_device: set[torch.fx.Node] = {
+        n
+        for n in graph_module.graph.nodes
+        if n.op == "placeholder" and getattr(n.meta.get("spec"), "device", DeviceType.CPU) == device_type
+    }
     for node in graph_module.graph.nodes:
         if node.op != "call_function" or node.target is d2h_out:
             continue
@@ -193,8 +223,10 @@ def export_device_program(
     dynamic_shapes: Any = None,
     insert_copies: bool = True,
     alloc_graph_input: bool = False,
-    alloc_graph_output: bool = True,
+    alloc_graph_output: bool | None = None,
     strict: bool = False,
+    resident_inputs: Sequence[int] = (),
+    resident_outputs: Sequence[int] = (),
 ) -> ExecutorchProgramManager:
     """Exports ``module`` to an ExecuTorch program whose inner tensors live on ``device``.
 
@@ -204,14 +236,36 @@ def export_device_program(
     ``dynamic_shapes`` is torch.export's (give every dynamic dim a max: the
     program is planned for the upper bound). ``alloc_graph_input=False``
     (default) keeps graph inputs out of the planned buffers, so an input and
-    an output never share memory; ``alloc_graph_output`` likewise for outputs.
+    an output never share memory; ``alloc_graph_output`` likewise for outputs
+    (default: True, False when there are resident outputs).
+
+    ``resident_inputs`` / ``resident_outputs`` (indices; with
+    ``insert_copies``) stay on the device: the caller passes and receives
+    ``DeviceTensor``s there, with no copy (et_copy.runtime; docs/decoding.md
+    chains a KV cache this way). Resident outputs are not memory-planned, so
+    the caller owns them.
 
     Returns the ExecutorchProgramManager: ``.buffer`` is the .pte bytes,
-    ``.write_to_file(f)`` saves it. Raises ValueError for a bad device.
+    ``.write_to_file(f)`` saves it. Raises ValueError for a bad device, or
+    resident outputs with ``alloc_graph_output=True``.
     """
+    if alloc_graph_output is None:
+        alloc_graph_output = not resident_outputs
+    if resident_outputs and alloc_graph_output:
+        raise ValueError(
+            "et_copy.export.export_device_program: resident_outputs need alloc_graph_output=False, so "
+            "that the caller's device tensors receive them"
+        )
+    if (resident_inputs or resident_outputs) and not insert_copies:
+        raise ValueError("et_copy.export.export_device_program: resident_inputs/outputs go with insert_copies=True")
     aot.ensure_registered()
-    planner = DevicePlanningPass(device, alloc_graph_input=alloc_graph_input, alloc_graph_output=alloc_graph_output)
-    wrapped = DeviceBoundary(module) if insert_copies else module
+    planner = DevicePlanningPass(
+        device,
+        resident_inputs=resident_inputs,
+        alloc_graph_input=alloc_graph_input,
+        alloc_graph_output=alloc_graph_output,
+    )
+    wrapped = DeviceBoundary(module, resident_inputs, resident_outputs) if insert_copies else module
     exported = torch.export.export(
         wrapped,
         tuple(example_inputs),

@@ -174,12 +174,18 @@ class Method:
         """
         if outputs is None:
             outs = [make() if make is not None else None for make in self._makers]
+        elif type(outputs) is list and len(outputs) == len(self._makers):
+            outs = [
+                make() if given is None and make is not None else given for given, make in zip(outputs, self._makers)
+            ]
         else:
             outs = self._given_outputs(outputs)
         result = self._core.execute(inputs, outs) if type(inputs) is list else NotImplemented
         if result is NotImplemented:
-            # Not the plain tensors each slot expects: check them here, raising the error that says why,
-            # and hand the bindings their packed descriptions.
+            # Not the tensors each slot expects: check them here, raising the error that says why,
+            # and hand the bindings the inputs' packed descriptions.
+            if outputs is not None:
+                outs = self._given_outputs(outputs)
             result = self._core.execute(self._checked_inputs(inputs), outs)
             if result is NotImplemented:
                 raise EtCopyError(f"{self._where}: an output tensor could not be described", error="Internal")
