@@ -7,6 +7,7 @@
 //
 //   et_copy_executor MODEL.pte [--method NAME] [--cuda] [--load LIB]...
 //       [--global-kernels]                   use the registry's et_copy kernels
+//       [--decode N --prompt T,T,...]        greedy decoding, KV cache on the device
 //       [--input FILE]... | [--seed N]       inputs: raw bytes, or generated
 //       [--save-inputs DIR]                  write the inputs used
 //       [--output FILE]...                   write output i's raw bytes
@@ -34,6 +35,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "decode.h"
 
 #include <et_copy/copy_ops.h>
 #include <et_copy/counting_device_allocator.h>
@@ -73,6 +76,8 @@ struct Options {
   std::vector<std::string> expects;
   bool require_copies = false;
   bool global_kernels = false;
+  int decode_steps = 0;
+  std::vector<int64_t> prompt;
   std::vector<std::string> loads;
 };
 
@@ -80,7 +85,7 @@ const char kUsage[] =
     "usage: et_copy_executor MODEL.pte [--method NAME] [--cuda] [--load LIB]... [--global-kernels]\n"
     "         [--input FILE]... | [--seed N]   (raw bytes per input, or generated)\n"
     "         [--save-inputs DIR] [--output FILE]... [--expect FILE]...\n"
-    "         [--require-copies]\n";
+    "         [--require-copies] [--decode N --prompt T,T,...]\n";
 
 bool parse(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
@@ -122,6 +127,18 @@ bool parse(int argc, char** argv, Options* o) {
       if (!value(&v))
         return false;
       o->loads.push_back(v);
+    } else if (a == "--decode") {
+      if (!value(&v))
+        return false;
+      o->decode_steps = std::atoi(v.c_str());
+    } else if (a == "--prompt") {
+      if (!value(&v))
+        return false;
+      for (size_t at = 0; at <= v.size();) {
+        const size_t comma = std::min(v.find(',', at), v.size());
+        o->prompt.push_back(std::strtoll(v.substr(at, comma - at).c_str(), nullptr, 10));
+        at = comma + 1;
+      }
     } else if (a == "--global-kernels") {
       o->global_kernels = true;
     } else if (a == "--require-copies") {
@@ -316,6 +333,15 @@ int run(const Options& opt) {
   Error err = module.load_method(opt.method, nullptr, nullptr, nullptr, std::move(method_kernels));
   if (err != Error::Ok) {
     return fail(("loading method '" + opt.method + "' of " + opt.model).c_str(), err);
+  }
+  if (opt.decode_steps > 0) {
+    if (alloc == nullptr) {
+      std::fprintf(stderr, "et_copy_executor: --decode needs et_copy's allocator\n");
+      return 2;
+    }
+    const int status = decode(module, opt.method, *alloc, opt.prompt, opt.decode_steps);
+    print_stats(*alloc);
+    return status;
   }
   auto meta = module.method_meta(opt.method);
   if (!meta.ok()) {

@@ -254,6 +254,15 @@ sys.path.insert(0, sys.argv[2])
 import tamper_programs
 tamper_programs.main(str(out / "tampered"))
 
+# Greedy decoding with the KV cache on the device (et_copy.decoding), and
+# eager's tokens for the prompt.
+from et_copy import decoding
+
+decoder = decoding.TinyDecoder().eval()
+(out / "decode.pte").write_bytes(decoding.export_resident(decoder).buffer)
+meta["decode"] = {"prompt": [5, 17, 3], "tokens": decoding.decode_eager(decoder, [5, 17, 3], 32),
+                  "logits_bytes": decoder.config.vocab * 4}
+
 # A delegated program: XNNPACK computes relu(a + b) on buffers planned on the
 # device (PropagateDevicePass puts the copies around the delegate).
 try:
@@ -332,6 +341,24 @@ def test_executor_runs_arithmetic_between_the_copies_like_eager_with_method_scop
     assert "not found" not in proc.stderr, proc.stderr
     s = stats(proc.stdout)
     assert (s["h2d_copies"], s["h2d_bytes"], s["d2h_copies"], s["d2h_bytes"]) == (2, 96, 1, 48), s
+
+
+def test_executor_decodes_greedily_like_eager_with_the_kv_cache_on_the_device(executor, programs):
+    meta = json.loads((programs / "meta.json").read_text())["decode"]
+    prompt = ",".join(map(str, meta["prompt"]))
+    proc = run(
+        [str(executor), str(programs / "decode.pte"), "--decode", str(len(meta["tokens"])), "--prompt", prompt],
+        timeout=300,
+    )
+    tokens = re.search(r"^tokens: (.*)$", proc.stdout, re.M)
+    assert tokens is not None and [int(t) for t in tokens.group(1).split()] == meta["tokens"], proc.stdout[-2000:]
+    steps = re.findall(
+        r"^step \d+: .* h2d_bytes=(\d+) d2h_bytes=(\d+) device_bytes_outstanding=(\d+)$", proc.stdout, re.M
+    )
+    assert len(steps) == len(meta["prompt"]) + len(meta["tokens"]) - 1
+    # Only the token and position in, the logits out: the caches never cross, device memory stays flat.
+    assert {(int(h), int(d)) for h, d, _ in steps} == {(16, meta["logits_bytes"])}
+    assert len({o for _, _, o in steps}) == 1
 
 
 def test_executor_serves_copies_with_et_copys_kernels_though_the_kernel_library_registered_the_names(
