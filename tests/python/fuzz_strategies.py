@@ -638,7 +638,10 @@ def _host_tensor(dtype, shape, order, layout, strides, offset, seed):
     extent = 1 + sum((s - 1) * st_ for s, st_ in zip(shape, strides)) if all(shape) else 0
     region = (extent + offset) * dtype.itemsize
     arena = HostArena(region, random_bytes(seed, region))
-    typed = arena.buf[GUARD : GUARD + region].view(dtype) if region else torch.empty(0, dtype=dtype)
+    typed = arena.buf[GUARD : GUARD + region].view(dtype) if region else torch.empty(0, dtype=torch.uint8).view(dtype)
+    if dtype in UNSUPPORTED_DTYPES:
+        # torch cannot restride a quantized tensor (an internal assert); et_copy rejects the dtype before the layout.
+        return arena, typed
     # as_strided's offset counts from the start of the storage, not the view.
     t = torch.as_strided(typed, shape, strides, typed.storage_offset() + (offset if region else 0))
     return arena, t
