@@ -118,13 +118,18 @@ struct Walk {
     }
   }
 
-  // A vector of value indices of element type T.
+  // A vector of value indices of element type T. `none_allowed`: -1
+  // stands for None (items of an optional tensor list, e.g. index_put's
+  // indices for `x[:, i] = v`), as ExecuTorch's loader reads it.
   template <typename T>
-  void value_indices(size_t table, int f, const char* what) {
+  void value_indices(size_t table, int f, const char* what, bool none_allowed = false) {
     size_t at = 0;
     const uint32_t n = r.vector(table, f, &at);
     for (uint32_t i = 0; i < n && error == Error::Ok && !r.failed(); ++i) {
-      index(what, static_cast<int64_t>(r.read<T>(at + sizeof(T) * i)), values);
+      const auto v = static_cast<int64_t>(r.read<T>(at + sizeof(T) * i));
+      if (!(none_allowed && v == -1)) {
+        index(what, v, values);
+      }
     }
   }
 
@@ -145,7 +150,7 @@ struct Walk {
         if (list != 0 && type == tag::kIntList) {
           value_indices<int64_t>(list, 0, "list item value");
         } else if (list != 0) {
-          value_indices<int32_t>(list, 0, "list item value");
+          value_indices<int32_t>(list, 0, "list item value", type == tag::kOptionalTensorList);
         }
       }
     }

@@ -37,6 +37,19 @@ class Affine(torch.nn.Module):
 x, y = torch.randn(3, 4), torch.randn(3, 4)
 (out / "affine.pte").write_bytes(export_device_program(Affine(), (x, y)).buffer)
 
+
+class SlotWrite(torch.nn.Module):
+    # A KV-cache style write, cache[:, pos] = v: index_put with a None index.
+
+    def forward(self, cache, v, pos):
+        cache = cache.clone()
+        cache[:, pos] = v
+        return cache
+
+
+slot = (torch.zeros(2, 5, 3), torch.randn(2, 1, 3), torch.tensor([3]))
+(out / "slot.pte").write_bytes(export_device_program(SlotWrite(), slot).buffer)
+
 stage_a = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU()).eval()
 stage_b = torch.nn.Linear(16, 4).eval()
 a = torch.randn(2, 8)
@@ -48,7 +61,8 @@ a = torch.randn(2, 8)
 # Device in, host out.
 (out / "stage_b.pte").write_bytes(lower_to_device(
     stage_b, (stage_a(a),), XnnpackPartitioner(), skip_h2d_for_method_inputs=True).buffer)
-torch.save({"affine": (x, y), "stage": a, "stage_a": stage_a.state_dict(), "stage_b": stage_b.state_dict()},
+torch.save({"slot": slot, "affine": (x, y),
+            "stage": a, "stage_a": stage_a.state_dict(), "stage_b": stage_b.state_dict()},
            out / "data.pt")
 """
 
@@ -113,6 +127,15 @@ def test_arithmetic_between_the_copies_equals_eager_with_one_copy_per_input_and_
     got2 = method.execute([y, x])
     torch.testing.assert_close(got2[0], y * 2.0 + x)
     torch.testing.assert_close(got[0], x * 2.0 + y)
+
+
+def test_an_index_put_with_a_none_index_loads_and_equals_eager(programs, data):
+    # Its index list holds -1 for None; et_copy's program check once called that out of range.
+    cache, v, pos = data["slot"]
+    (got,) = runtime.load(programs / "slot.pte").load_method().execute([cache, v, pos])
+    want = cache.clone()
+    want[:, pos] = v
+    torch.testing.assert_close(got, want)
 
 
 def test_delegated_program_equals_eager(programs, data):
