@@ -10,6 +10,7 @@
 #include <executorch/runtime/core/device_allocator.h>
 #include <executorch/runtime/core/device_memory_buffer.h>
 
+#include "device_buffer.h"
 #include "failure.h"
 
 namespace py = pybind11;
@@ -59,55 +60,29 @@ CountingDeviceAllocator& our_allocator(int device_type) {
   return *counting;
 }
 
-// Device memory a Python object owns. Freed by free() or when collected,
-// exactly once; the allocator is a never-destroyed singleton, so freeing
-// during interpreter shutdown is safe.
-class DeviceBuffer {
- public:
-  DeviceBuffer(size_t nbytes, int device_type, int device_index, size_t alignment) {
-    const DeviceType type = checked_device_type(device_type);
-    if (type == DeviceType::CPU) {
-      throw Failure(Error::InvalidArgument, "device memory cannot be on the CPU device");
-    }
-    if (device_index < -1 || device_index > 127) {
-      throw Failure(Error::InvalidArgument, "device index " + std::to_string(device_index) + " is out of range");
-    }
-    if (get_device_allocator(type) == nullptr) {
-      throw Failure(
-          Error::NotFound,
-          "no DeviceAllocator is registered for CUDA: call et_copy.use_simulated_device() or et_copy.use_cuda() first");
-    }
-    auto buffer = DeviceMemoryBuffer::create(nbytes, type, static_cast<DeviceIndex>(device_index), alignment);
-    if (!buffer.ok()) {
-      throw Failure(buffer.error(), "could not allocate " + std::to_string(nbytes) + " bytes on device " +
-                                        std::to_string(device_index));
-    }
-    buffer_ = std::move(*buffer);
-    index_ = device_index;
-  }
-
-  uintptr_t ptr() const {
-    return reinterpret_cast<uintptr_t>(buffer_.data());
-  }
-  size_t nbytes() const {
-    return buffer_.size();
-  }
-  int device_index() const {
-    return index_;
-  }
-  bool freed() const {
-    return buffer_.data() == nullptr;
-  }
-  void free() {
-    buffer_ = DeviceMemoryBuffer();
-  }
-
- private:
-  DeviceMemoryBuffer buffer_;
-  int index_ = 0;
-};
-
 } // namespace
+
+DeviceBuffer::DeviceBuffer(size_t nbytes, int device_type, int device_index, size_t alignment) {
+  const DeviceType type = checked_device_type(device_type);
+  if (type == DeviceType::CPU) {
+    throw Failure(Error::InvalidArgument, "device memory cannot be on the CPU device");
+  }
+  if (device_index < -1 || device_index > 127) {
+    throw Failure(Error::InvalidArgument, "device index " + std::to_string(device_index) + " is out of range");
+  }
+  if (get_device_allocator(type) == nullptr) {
+    throw Failure(
+        Error::NotFound,
+        "no DeviceAllocator is registered for CUDA: call et_copy.use_simulated_device() or et_copy.use_cuda() first");
+  }
+  auto buffer = DeviceMemoryBuffer::create(nbytes, type, static_cast<DeviceIndex>(device_index), alignment);
+  if (!buffer.ok()) {
+    throw Failure(buffer.error(),
+                  "could not allocate " + std::to_string(nbytes) + " bytes on device " + std::to_string(device_index));
+  }
+  buffer_ = std::move(*buffer);
+  index_ = device_index;
+}
 
 void bind_allocators(py::module_& m) {
   m.def(

@@ -25,9 +25,9 @@
 #include <executorch/runtime/executor/program.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 
-#include "copy_fast_path.h"
 #include "failure.h"
 #include "log_capture.h"
+#include "tensor_reader.h"
 #include "tensor_view.h"
 
 namespace py = pybind11;
@@ -343,11 +343,8 @@ py::object output_value(const EValue& v) {
                                          std::to_string(static_cast<int>(v.tag)) + ")");
 }
 
-EValue input_value(const py::handle& value, std::vector<std::unique_ptr<TensorView>>& views) {
-  if (py::isinstance<py::tuple>(value)) {
-    views.push_back(std::make_unique<TensorView>(packed_spec(value.cast<py::tuple>())));
-    return EValue(views.back()->tensor());
-  }
+// A non-tensor input: a Python scalar or None.
+EValue scalar_input(const py::handle& value) {
   if (py::isinstance<py::bool_>(value)) {
     return EValue(value.cast<bool>());
   }
@@ -365,21 +362,25 @@ EValue input_value(const py::handle& value, std::vector<std::unique_ptr<TensorVi
 
 size_t capacity_bytes(const TensorSpec& s) {
   size_t n = executorch::runtime::elementSize(static_cast<executorch::aten::ScalarType>(s.dtype));
-  for (int64_t d : s.capacity ? *s.capacity : s.sizes) {
-    n *= static_cast<size_t>(d);
+  const int64_t* shape = s.has_capacity ? s.capacity : s.sizes;
+  for (size_t i = 0; i < s.rank; ++i) {
+    n *= static_cast<size_t>(shape[i]);
   }
   return n;
 }
 
-// Runs the method. `inputs`: torch tensors and DeviceTensors (read here),
-// packed tensor specs (et_copy._ops._packed, from Python's slow path) or
-// Python scalars, in order. `outputs`: per output, None (not a tensor), or
-// the tensor that receives it: bound as the output's memory when the
-// program does not plan it, copied into after the run when it does.
-// Returns NotImplemented, having run nothing, when an input or output is
-// not the plain tensor its slot expects: Python then raises the error.
-// Otherwise a list: per tensor output None (the given tensor kept its
-// shape) or its new sizes; per other output its value.
+bool same_dim_order(const TensorSpec& s, const std::vector<int64_t>& order) {
+  return order.size() == s.rank && std::equal(order.begin(), order.end(), s.dim_order);
+}
+
+// Runs the method. `inputs`: torch tensors, DeviceTensors (read by
+// tensor_reader.h) or Python scalars, in order. `outputs`: per output, None
+// (not a tensor), or the tensor that receives it: bound as the output's
+// memory when the program does not plan it, copied into after the run when
+// it does. Returns NotImplemented, having run nothing, when an input or
+// output is not the tensor its slot expects: Python then raises the error
+// that says why. Otherwise a list: per tensor output None (the given tensor
+// kept its shape) or its new sizes; per other output its value.
 py::object execute(LoadedMethod& lm, const py::list& inputs, const py::list& outputs) {
   Method& m = *lm.method;
   const std::string what = "et_copy.runtime: method '" + lm.name + "'";
@@ -394,15 +395,18 @@ py::object execute(LoadedMethod& lm, const py::list& inputs, const py::list& out
   for (size_t i = 0; i < inputs.size(); ++i) {
     const LoadedMethod::Slot& slot = lm.inputs[i];
     py::handle value = inputs[i];
-    if (slot.tensor && !py::isinstance<py::tuple>(value)) {
-      if (!read_object(value.ptr(), false, spec) || spec.dtype != slot.dtype || spec.device_type != slot.device_type ||
-          spec.device_index != slot.device_index || (slot.planned && slot.device_type != 0)) {
+    if (slot.tensor) {
+      if (read_tensor(value.ptr(), false, spec) != ReadProblem::kNone || spec.dtype != slot.dtype ||
+          spec.device_type != slot.device_type || spec.device_index != slot.device_index ||
+          (slot.planned && slot.device_type != 0)) {
         return py::reinterpret_borrow<py::object>(Py_NotImplemented);
       }
       views.push_back(std::make_unique<TensorView>(spec));
       values.emplace_back(views.back()->tensor());
+    } else if (read_tensor(value.ptr(), false, spec) == ReadProblem::kNotATensor) {
+      values.push_back(scalar_input(value));
     } else {
-      values.push_back(input_value(value, views));
+      return py::reinterpret_borrow<py::object>(Py_NotImplemented);
     }
   }
   struct Target {
@@ -419,12 +423,13 @@ py::object execute(LoadedMethod& lm, const py::list& inputs, const py::list& out
     const bool host_copy = slot.planned && slot.device_type == 0;
     // The tensor must hold the output as the program lays it out: same dtype,
     // device, dim order, and room for its upper-bound shape.
-    if (outputs[i].is_none() || !read_object(outputs[i].ptr(), true, spec) || spec.dtype != slot.dtype ||
-        spec.device_type != slot.device_type || spec.device_index != slot.device_index ||
-        (slot.planned && !host_copy) || spec.dim_order != slot.dim_order || capacity_bytes(spec) < slot.nbytes) {
+    if (outputs[i].is_none() || read_tensor(outputs[i].ptr(), true, spec) != ReadProblem::kNone ||
+        spec.dtype != slot.dtype || spec.device_type != slot.device_type || spec.device_index != slot.device_index ||
+        (slot.planned && !host_copy) || !same_dim_order(spec, slot.dim_order) || capacity_bytes(spec) < slot.nbytes) {
       return py::reinterpret_borrow<py::object>(Py_NotImplemented);
     }
-    targets[i] = Target{reinterpret_cast<void*>(spec.data), capacity_bytes(spec), spec.sizes};
+    targets[i] = Target{reinterpret_cast<void*>(spec.data), capacity_bytes(spec),
+                        std::vector<int64_t>(spec.sizes, spec.sizes + spec.rank)};
   }
   std::vector<std::string> log;
   Error err = Error::Ok;

@@ -8,12 +8,9 @@ from typing import Sequence
 
 import torch
 
-from . import _C
-from ._device import CPU, CUDA, Device, parse_device
-from ._dtypes import scalar_type_code
-
-STATIC = 0
-DYNAMIC_BOUND = 1
+from . import _C, cuda
+from ._device import Device, parse_device
+from ._dtypes import QUANTIZED_DTYPES, scalar_type_code
 
 # cudaMalloc aligns to 256 bytes; the simulated device matches it so code
 # that tests well here behaves the same on a GPU.
@@ -22,19 +19,15 @@ _MAX_DIM = 2**31 - 1  # ExecuTorch's SizesType is int32
 
 
 def contiguous_strides(shape: Sequence[int], dim_order: Sequence[int]) -> list[int]:
-    """Element strides of a dense tensor laid out in ``dim_order``."""
-    strides = [0] * len(shape)
-    step = 1
-    for d in reversed(dim_order):
-        strides[d] = step
-        step *= max(shape[d], 1)  # as torch does, so empty tensors round-trip their dim order
-    return strides
+    """Element strides of a dense tensor laid out in ``dim_order`` (size-0
+    dims count as 1, as torch's do). The rule is the bindings'."""
+    return _C.dense_strides(list(shape), list(dim_order))
 
 
 def dim_order_of(t: torch.Tensor) -> list[int]:
-    """The dim order a dense torch tensor is laid out in (outermost first);
-    ties between equal strides keep the natural order."""
-    return sorted(range(t.dim()), key=lambda d: (-t.stride(d), d))
+    """The dim order a torch tensor is laid out in (outermost first); ties
+    between equal strides keep the natural order. The rule is the bindings'."""
+    return _C.dim_order_of(t.stride())
 
 
 class DeviceTensor:
@@ -104,51 +97,47 @@ class DeviceTensor:
         self._buffer.free()
 
     def cpu(self) -> torch.Tensor:
-        """A new host tensor with this tensor's bytes (through d2h_copy)."""
-        from ._ops import d2h_copy
-
-        return d2h_copy(self)
+        """A new host tensor with this tensor's bytes (et_copy's d2h kernel)."""
+        return _C.d2h_copy(self, host_tensor_like(self), False)
 
     # Zero-copy exports of real CUDA memory (see et_copy.cuda); memory of
     # the simulated device raises EtCopyError("NotSupported").
     @property
     def __cuda_array_interface__(self) -> dict:
-        from .cuda import cuda_array_interface
-
-        return cuda_array_interface(self)
+        return cuda.cuda_array_interface(self)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        from .cuda import dlpack
-
-        return dlpack(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+        return cuda.dlpack(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        from .cuda import dlpack_device
-
-        return dlpack_device(self)
+        return cuda.dlpack_device(self)
 
     def __repr__(self) -> str:
         dyn = f", capacity={tuple(self._capacity)}" if self.dynamic else ""
         state = ", freed" if self.freed else ""
         return f"DeviceTensor(shape={tuple(self._shape)}, dtype={self.dtype}, device='{self.device}'{dyn}{state})"
 
-    def _spec(self, *, op: str, arg: str) -> dict:
-        if self.freed:
-            raise ValueError(f"{op}: {arg} is a DeviceTensor whose memory was freed")
-        return {
-            "data": self._buffer.ptr,
-            "dtype": scalar_type_code(self.dtype, op=op, arg=arg),
-            "sizes": list(self._shape),
-            "dim_order": list(self.dim_order),
-            "strides": contiguous_strides(self._shape, self.dim_order),
-            "dynamism": DYNAMIC_BOUND if self.dynamic else STATIC,
-            "device_type": self.device.type,
-            "device_index": self.device.index,
-            "capacity": list(self._capacity),
-        }
-
     def _set_shape(self, sizes: Sequence[int]) -> None:
         self._shape = tuple(int(s) for s in sizes)
+
+
+def host_tensor_like(t: DeviceTensor | torch.Tensor) -> torch.Tensor:
+    """An uninitialised CPU tensor with ``t``'s shape, dtype and dim order,
+    to copy ``t`` into. For a quantized dtype it is the bytes viewed as that
+    dtype, with no scale or zero point (ExecuTorch's tensors carry none):
+    pass a quantized ``out`` to keep them."""
+    order = tuple(t.dim_order if isinstance(t, DeviceTensor) else dim_order_of(t))
+    if t.dtype not in QUANTIZED_DTYPES:
+        return torch.empty_permuted(tuple(t.shape), order, dtype=t.dtype)
+    # torch allocates no quantized tensor without a quantizer, but views bytes as one.
+    shape = tuple(t.shape)
+    physical = [shape[d] for d in order]
+    raw = torch.empty(math.prod(shape) * t.dtype.itemsize, dtype=torch.uint8)
+    return raw.view(t.dtype).view(physical).permute([order.index(d) for d in range(len(order))])
+
+
+# The bindings read DeviceTensors from these slots (python/bindings/tensor_reader.cpp).
+_C.set_device_tensor_type(DeviceTensor)
 
 
 def empty(
@@ -233,24 +222,3 @@ def _device_view(
     return DeviceTensor(
         _BufferSlice(parent._buffer, offset, nbytes), dtype, device or parent.device, shape, order, dynamic
     )
-
-
-def torch_spec(t: torch.Tensor, *, op: str, arg: str, dynamic: bool = False) -> dict:
-    """The bindings' view of a torch tensor: its own memory, no copy."""
-    if t.device.type == "cpu":
-        device = Device(CPU, 0)
-    elif t.device.type == "cuda":
-        device = Device(CUDA, t.device.index if t.device.index is not None else torch.cuda.current_device())
-    else:
-        raise ValueError(f"{op}: {arg} is on {t.device}; et_copy moves CPU and CUDA tensors")
-    return {
-        "data": t.data_ptr(),
-        "dtype": scalar_type_code(t.dtype, op=op, arg=arg),
-        "sizes": list(t.shape),
-        "dim_order": dim_order_of(t),
-        "strides": list(t.stride()),
-        "dynamism": DYNAMIC_BOUND if dynamic else STATIC,
-        "device_type": device.type,
-        "device_index": device.index,
-        "capacity": list(t.shape) if dynamic else None,
-    }

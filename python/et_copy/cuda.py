@@ -158,11 +158,9 @@ def dlpack(
         raise BufferError("DeviceTensor.__dlpack__: copy=True is not supported; the export is always zero-copy")
     if dl_device is not None and tuple(dl_device) != (_DL_CUDA, t.device.index):
         raise BufferError(f"DeviceTensor.__dlpack__: the tensor is on (2, {t.device.index}), not {tuple(dl_device)}")
-    from ._tensors import contiguous_strides
-
     code, bits = _DLPACK_DTYPES[t.dtype]
     return _C.cuda_dlpack(
-        t, t.data_ptr(), t.device.index, list(t.shape), contiguous_strides(tuple(t.shape), t.dim_order), code, bits
+        t, t.data_ptr(), t.device.index, list(t.shape), _C.dense_strides(list(t.shape), list(t.dim_order)), code, bits
     )
 
 
@@ -172,12 +170,10 @@ def cuda_array_interface(t: DeviceTensor) -> dict[str, Any]:
     typestr = _TYPESTRS.get(t.dtype)
     if typestr is None:
         raise TypeError(f"DeviceTensor.__cuda_array_interface__: {t.dtype} has no typestr; use __dlpack__ instead")
-    from ._tensors import contiguous_strides
-
     natural = tuple(range(t.dim()))
     strides = None
     if tuple(t.dim_order) != natural:
-        strides = tuple(s * t.itemsize for s in contiguous_strides(tuple(t.shape), t.dim_order))
+        strides = tuple(s * t.itemsize for s in _C.dense_strides(list(t.shape), list(t.dim_order)))
     # stream None: no synchronisation is needed, the copies already waited.
     return {
         "shape": tuple(t.shape),

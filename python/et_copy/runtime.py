@@ -33,7 +33,6 @@ from . import _C
 from ._device import Device
 from ._dtypes import SCALAR_TYPE_CODES
 from ._errors import EtCopyError
-from ._ops import _packed
 from ._registration import _wheel_library
 from ._tensors import DeviceTensor, contiguous_strides, dim_order_of, empty
 
@@ -182,13 +181,12 @@ class Method:
             outs = self._given_outputs(outputs)
         result = self._core.execute(inputs, outs) if type(inputs) is list else NotImplemented
         if result is NotImplemented:
-            # Not the tensors each slot expects: check them here, raising the error that says why,
-            # and hand the bindings the inputs' packed descriptions.
+            # Not the tensors each slot expects: check them here, raising the error that says why.
             if outputs is not None:
                 outs = self._given_outputs(outputs)
             result = self._core.execute(self._checked_inputs(inputs), outs)
             if result is NotImplemented:
-                raise EtCopyError(f"{self._where}: an output tensor could not be described", error="Internal")
+                raise EtCopyError(f"{self._where}: the bindings refused a tensor these checks accept", error="Internal")
         for i, (out, changed) in enumerate(zip(outs, result)):
             if out is None:
                 outs[i] = changed  # a non-tensor output's value
@@ -235,7 +233,9 @@ class Method:
                 "host memcpy; export with alloc_graph_input=False",
                 error="NotSupported",
             )
-        return _packed(value, self._where, arg)
+        if isinstance(value, DeviceTensor) and value.freed:
+            raise ValueError(f"{self._where}: {arg} is a DeviceTensor whose memory was freed")
+        return value
 
     def _given_outputs(self, outputs: Sequence[AnyTensor | None]) -> list:
         if len(outputs) != len(self.meta.outputs):
@@ -250,6 +250,8 @@ class Method:
             arg = f"outputs[{i}]"
             if not isinstance(given, (torch.Tensor, DeviceTensor)):
                 raise TypeError(f"{self._where}: {arg} must be a torch.Tensor, an et_copy.DeviceTensor or None")
+            if isinstance(given, DeviceTensor) and given.freed:
+                raise ValueError(f"{self._where}: {arg} is a DeviceTensor whose memory was freed")
             if given.dtype != m.dtype or _device_of(given) != m.device:
                 raise ValueError(
                     f"{self._where}: {arg} must be {m.dtype} on {m.device}, got {given.dtype} on {_device_of(given)}"

@@ -47,27 +47,15 @@ def main() -> int:
         fs.run_public_case(case, "registered")
 
     @fs.fuzz_settings()
-    @given(case=fs.raw_cases())
-    def raw(case):
-        fs.run_raw_case(case, "registered")
-
-    @fs.fuzz_settings()
     @given(case=fs.public_cases())
     def public_direct(case):
         fs.run_public_case(case, "direct")
 
-    @fs.fuzz_settings()
-    @given(case=fs.raw_cases())
-    def raw_direct(case):
-        fs.run_raw_case(case, "direct")
-
     et_copy.use_simulated_device(2)
     with fs.collector_paused():
         public()
-        raw()
         if "--also-direct" in sys.argv[1:]:
             public_direct()
-            raw_direct()
     assert not wheel_kernels_mapped()
     stats = et_copy.allocator_stats()
     if stats["bytes_outstanding"] != 0:

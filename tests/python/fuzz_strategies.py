@@ -2,13 +2,13 @@
 and an oracle that says, from the kernels' documented contract alone, what
 one call must do.
 
-Two levels of input:
-- public cases go through et_copy.h2d_copy / d2h_copy (or run_registered)
-  with torch tensors and DeviceTensors, as a user would call them;
-- raw cases hand the bindings arbitrary tensor metadata (sizes, strides,
-  dim orders, dynamism, capacities, device types and indices, null data)
-  over buffers carved out of guarded arenas, which is what a malformed
-  program hands the kernels.
+Cases go through et_copy.h2d_copy / d2h_copy (or run_registered) with
+torch tensors and DeviceTensors, as a user would call them: the bindings
+read both through one path (python/bindings/tensor_reader.cpp). Arbitrary
+tensor metadata (negative or huge sizes, dim orders that are no permutation,
+bad dynamism, device types and indices, null data), which only a malformed
+program can hand the kernels, is fuzzed where it now enters: by the C++
+target fuzz/fuzz_copy_kernels.cpp, against the same contract.
 
 Every buffer sits between guard bytes. A case passes when it copies exactly
 self's bytes and reshapes out as the oracle says, or raises EtCopyError with
@@ -42,14 +42,11 @@ STATIC, DYNAMIC_BOUND, DYNAMIC_UNBOUND = 0, 1, 2
 GUARD = 64  # bytes each side of every buffer; a multiple of every itemsize
 HOST_GUARD_BYTE = 0xCD
 DEVICE_GUARD_BYTE = 0x5A
-MAX_REGION = 1 << 16  # larger claimed buffers get no memory (null data)
 
 # ExecuTorch ScalarType codes: et_copy's one dtype table.
 DTYPE_CODES = dict(SCALAR_TYPE_CODES)
 DTYPES = tuple(DTYPE_CODES)
-UNSUPPORTED_DTYPES = (torch.qint8, torch.quint8, torch.qint32)
-# Codes ExecuTorch knows but et_copy does not move, plus nonsense.
-BAD_DTYPE_CODES = (12, 13, 14, 16, 17, 30, 44, 99, -1)
+UNSUPPORTED_DTYPES = (torch.quint4x2, torch.quint2x4, torch.float8_e8m0fnu)
 INT32_MAX = 2**31 - 1
 
 # ---------------------------------------------------------------- profiles
@@ -126,28 +123,6 @@ class HostArena:
         pass
 
 
-class DeviceArena:
-    """Simulated device memory on device `index`, laid out like HostArena."""
-
-    def __init__(self, nbytes: int, fill: bytes, index: int) -> None:
-        self.nbytes = nbytes
-        self.tensor = et_copy.empty((GUARD + nbytes + GUARD,), torch.uint8, f"cuda:{index}")
-        self.base = self.tensor.data_ptr()
-        self.ptr = self.base + GUARD
-        ctypes.memset(self.base, DEVICE_GUARD_BYTE, GUARD + nbytes + GUARD)
-        if nbytes:
-            ctypes.memmove(self.ptr, fill[:nbytes], nbytes)
-
-    def snapshot(self) -> bytes:
-        return read(self.base, GUARD + self.nbytes + GUARD)
-
-    def guards_intact(self) -> bool:
-        return _guards_intact(self.snapshot(), self.nbytes, DEVICE_GUARD_BYTE)
-
-    def release(self) -> None:
-        self.tensor.free()
-
-
 def _guards_intact(snap: bytes, nbytes: int, byte: int) -> bool:
     guard = bytes([byte]) * GUARD
     return snap[:GUARD] == guard and snap[GUARD + nbytes :] == guard
@@ -203,31 +178,6 @@ class Meta:
     # memory: host, or simulated device memory allocated on alloc_index
     on_device: bool = False
     alloc_index: int = 0
-
-    def spec(self, ptr: int) -> dict:
-        return {
-            "data": 0 if self.null_data else ptr,
-            "dtype": self.dtype_code,
-            "sizes": list(self.sizes),
-            "dim_order": list(self.dim_order),
-            "strides": list(self.strides),
-            "dynamism": self.dynamism,
-            "device_type": self.device_type,
-            "device_index": self.device_index,
-            "capacity": None if self.capacity is None else list(self.capacity),
-        }
-
-    def region_bytes(self) -> int | None:
-        """Bytes of memory this metadata claims, or None when too large to
-        back (such tensors are given null data)."""
-        if any(v < 0 for v in list(self.sizes) + list(self.capacity or [])):
-            return 0  # rejected by the bindings before any memory is read
-        elems = numel(self.capacity if self.capacity is not None else self.sizes)
-        if all(s > 0 for s in self.sizes):
-            extent = 1 + sum((s - 1) * st_ for s, st_ in zip(self.sizes, self.strides) if st_ > 0)
-            elems = max(elems, extent)
-        n = elems * self.itemsize
-        return n if n <= MAX_REGION else None
 
 
 @dataclass
@@ -363,132 +313,6 @@ def permutations_of(draw, rank: int) -> list[int]:
     return list(draw(st.permutations(range(rank))))
 
 
-@st.composite
-def raw_meta(draw, *, device_side: bool, num_devices: int) -> Meta:
-    if draw(st.integers(0, 30)) == 0:
-        code = draw(st.sampled_from(BAD_DTYPE_CODES))
-        itemsize = 1
-    else:
-        dtype = draw(st.sampled_from(DTYPES))
-        code, itemsize = DTYPE_CODES[dtype], dtype.itemsize
-    roll = draw(st.integers(0, 40))
-    if roll == 0:
-        rank = 17  # beyond ExecuTorch's limit
-        sizes = [1] * rank
-    else:
-        rank = draw(st.integers(0, 4))
-        sizes = draw(st.lists(st.integers(0, 5), min_size=rank, max_size=rank))
-        if roll == 1 and rank:
-            sizes[draw(st.integers(0, rank - 1))] = draw(st.sampled_from([-1, -7, INT32_MAX, 2**31]))
-        elif roll == 2 and rank >= 2:
-            sizes = [INT32_MAX] * rank  # byte count in the exabytes or beyond 2**64
-    order_roll = draw(st.integers(0, 12))
-    if order_roll == 0:
-        dim_order = draw(st.lists(st.integers(0, rank + 1), min_size=rank, max_size=rank))
-    elif order_roll == 1 and rank:
-        dim_order = draw(st.lists(st.sampled_from([256, -1]), min_size=rank, max_size=rank))
-    else:
-        dim_order = draw(permutations_of(rank))
-    valid_order = sorted(dim_order) == list(range(rank))
-    if valid_order and draw(st.integers(0, 3)) and all(s >= 0 for s in sizes):
-        strides = dense_strides([min(s, INT32_MAX) for s in sizes], dim_order)
-        if any(abs(v) > INT32_MAX for v in strides):
-            strides = [1] * rank
-    else:
-        strides = draw(st.lists(st.integers(-2, 12), min_size=rank, max_size=rank))
-    dynamism = draw(st.sampled_from([STATIC, STATIC, DYNAMIC_BOUND, DYNAMIC_UNBOUND] + ([3] if roll == 3 else [])))
-    capacity = None
-    if (
-        dynamism in (DYNAMIC_BOUND, DYNAMIC_UNBOUND)
-        and all(0 <= s <= 5 for s in sizes)
-        and (valid_order or draw(st.integers(0, 3)) == 0)
-        and draw(st.booleans())
-    ):
-        capacity = [s + draw(st.integers(0, 2)) for s in sizes]
-    if draw(st.integers(0, 9)) == 0:
-        device_type = draw(st.sampled_from([CPU, CUDA, 2, 5, 127]))
-    else:
-        device_type = CUDA if device_side else CPU
-    idx_roll = draw(st.integers(0, 9))
-    if idx_roll == 0:
-        device_index = draw(st.sampled_from([-128, -2, num_devices, num_devices + 1, 5, 127]))
-    elif idx_roll == 1:
-        device_index = -1
-    else:
-        device_index = draw(st.integers(0, num_devices - 1))
-    on_device = device_type == CUDA and draw(st.integers(0, 9)) > 0
-    claimed = 0 if device_index == -1 else device_index
-    alloc_index = claimed if 0 <= claimed < num_devices else 0
-    if on_device and num_devices > 1 and draw(st.integers(0, 9)) == 0:
-        alloc_index = (alloc_index + 1) % num_devices  # memory on another device
-    null_data = draw(st.integers(0, 19)) == 0
-    return Meta(
-        code,
-        itemsize,
-        sizes,
-        dim_order,
-        strides,
-        dynamism,
-        capacity,
-        device_type,
-        device_index,
-        null_data,
-        on_device,
-        alloc_index,
-    )
-
-
-@dataclass
-class RawCase:
-    op: str
-    num_devices: int
-    self_meta: Meta
-    out_meta: Meta
-    seed: int
-
-
-@st.composite
-def raw_cases(draw) -> RawCase:
-    op = draw(st.sampled_from([H2D, D2H]))
-    num_devices = draw(st.sampled_from([1, 2, 2]))
-    s = draw(raw_meta(device_side=op == D2H, num_devices=num_devices))
-    o = draw(raw_meta(device_side=op == H2D, num_devices=num_devices))
-    # Bias towards related pairs, where the interesting checks live.
-    if draw(st.integers(0, 2)) == 0 and len(s.sizes) <= 4 and sorted(s.dim_order) == list(range(len(s.sizes))):
-        # out a well-formed tensor like self, of another shape: resizes,
-        # capacities and dynamism decide.
-        rank = len(s.sizes)
-        sizes = draw(st.lists(st.integers(0, 5), min_size=rank, max_size=rank))
-        capacity = None
-        if draw(st.booleans()):
-            capacity = [v + draw(st.integers(0, 2)) for v in sizes]
-        dynamism = draw(st.sampled_from([STATIC, DYNAMIC_BOUND, DYNAMIC_BOUND, DYNAMIC_UNBOUND]))
-        o = Meta(
-            s.dtype_code,
-            s.itemsize,
-            sizes,
-            list(s.dim_order),
-            dense_strides(sizes, s.dim_order),
-            dynamism,
-            capacity if dynamism != STATIC else None,
-            o.device_type,
-            o.device_index,
-            o.null_data,
-            o.on_device,
-            o.alloc_index,
-        )
-    elif draw(st.integers(0, 2)):
-        o.dtype_code, o.itemsize = s.dtype_code, s.itemsize
-    if draw(st.integers(0, 2)) and o.capacity is None and len(o.sizes) == len(s.sizes):
-        o.sizes = list(s.sizes)
-        o.dim_order = list(s.dim_order)
-        if sorted(o.dim_order) == list(range(len(o.sizes))) and all(0 <= v <= 5 for v in o.sizes):
-            o.strides = dense_strides(o.sizes, o.dim_order)
-        else:
-            o.strides = list(s.strides)
-    return RawCase(op, num_devices, s, o, draw(st.integers(0, 2**31)))
-
-
 @dataclass
 class PublicCase:
     op: str
@@ -581,53 +405,6 @@ def _check_error(err: BaseException | None, op: str, expect: Expect, runner: str
         # The registry path reports the error code; the kernel logs the words.
         if runner == "direct":
             assert expect.fragment in str(err), f"expected {expect.fragment!r} in: {err}\n{ctx}"
-
-
-def run_raw_case(case: RawCase, runner: str = "direct") -> None:
-    """One call of the bindings with raw metadata; asserts the properties."""
-    started = time.perf_counter()
-    from et_copy import _C
-
-    et_copy.use_simulated_device(case.num_devices)
-    s, o = case.self_meta, case.out_meta
-    arenas = []
-    try:
-        for i, m in enumerate((s, o)):
-            region = m.region_bytes()
-            if region is None:
-                m.null_data, region = True, 0
-            fill = random_bytes(case.seed + i, region)
-            arenas.append(DeviceArena(region, fill, m.alloc_index) if m.on_device else HostArena(region, fill))
-        sa, oa = arenas
-        expect = oracle(case.op, s, o, case.num_devices)
-        ctx = f"case={case}\nexpect={expect}"
-        self_before, out_before = sa.snapshot(), oa.snapshot()
-        stats0 = et_copy.allocator_stats()
-        fn = _C.run_kernel if runner == "direct" else _C.run_registered
-        err = None
-        try:
-            sizes, strides = fn(case.op, s.spec(sa.ptr), o.spec(oa.ptr))
-        except Exception as e:  # noqa: BLE001 - judged below
-            err = e
-        stats1 = et_copy.allocator_stats()
-        assert sa.guards_intact() and oa.guards_intact(), f"a guard byte changed\n{ctx}"
-        assert sa.snapshot() == self_before, f"self's memory changed\n{ctx}"
-        if expect.ok:
-            assert err is None, f"expected success, got {err!r}\n{ctx}"
-            assert list(sizes) == expect.out_sizes, f"out sizes {sizes}\n{ctx}"
-            assert list(strides) == expect.out_strides, f"out strides {strides}\n{ctx}"
-            n = expect.nbytes
-            want = out_before[:GUARD] + self_before[GUARD : GUARD + n] + out_before[GUARD + n :]
-            assert oa.snapshot() == want, f"out does not hold exactly self's bytes\n{ctx}"
-        else:
-            _check_error(err, case.op, expect, runner, ctx)
-            assert oa.snapshot() == out_before, f"a rejected call changed out's memory\n{ctx}"
-        _check_counters(case.op, expect, stats0, stats1, ctx)
-        count_outcome(expect)
-    finally:
-        for a in arenas:
-            a.release()
-    count_case(f"raw/{runner}", started)
 
 
 def _host_tensor(dtype, shape, order, layout, strides, offset, seed):

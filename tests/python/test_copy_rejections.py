@@ -202,9 +202,21 @@ def test_non_dense_self_is_rejected():
     assert device_state(out) == before
 
 
-def test_unsupported_dtype_is_a_type_error_naming_op_and_argument():
-    with pytest.raises(TypeError, match=r"et_copy::_h2d_copy.out: self has dtype torch.qint8"):
-        et_copy.h2d_copy(torch.zeros(3, dtype=torch.uint8).view(torch.qint8))
+@pytest.mark.parametrize(
+    "dtype",
+    # Packed two or four to a byte by torch, one byte per element to ExecuTorch; and one ExecuTorch lacks.
+    [torch.quint4x2, torch.quint2x4, torch.float8_e8m0fnu],
+    ids=str,
+)
+def test_unsupported_dtype_is_a_type_error_naming_op_and_argument(dtype):
+    odd = torch.zeros(4, dtype=torch.uint8).view(dtype)
+    with pytest.raises(TypeError, match=rf"et_copy::_h2d_copy.out: self has dtype {dtype}, which et_copy does not"):
+        et_copy.h2d_copy(odd)
+    out = filled_device((4,), torch.uint8)
+    before = device_state(out)
+    with pytest.raises(TypeError, match=rf"et_copy::_d2h_copy.out: out has dtype {dtype}"):
+        et_copy.d2h_copy(out, out=odd)
+    assert device_state(out) == before
 
 
 def test_non_tensor_arguments_are_type_errors():

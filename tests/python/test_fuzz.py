@@ -43,12 +43,6 @@ def test_public_copies_are_exact_or_rejected_with_out_and_guards_untouched(case)
     fs.run_public_case(case, "direct")
 
 
-@fs.fuzz_settings()
-@given(case=fs.raw_cases())
-def test_raw_metadata_copies_are_exact_or_rejected_with_out_and_guards_untouched(case):
-    fs.run_raw_case(case, "direct")
-
-
 def test_registry_dispatch_of_et_copy_kernels_holds_the_same_properties():
     child = Path(__file__).with_name("fuzz_registry_child.py")
     env = dict(os.environ)

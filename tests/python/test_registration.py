@@ -116,13 +116,16 @@ def test_kernel_sees_no_allocator_and_rejects_with_not_found():
     result = last_json(
         run_fresh("""
         import json, torch, et_copy
-        from et_copy import _C
+        from et_copy._device import Device
+        from et_copy._tensors import DeviceTensor
         host = torch.arange(4, dtype=torch.float32)
-        spec = {"data": host.data_ptr(), "dtype": 6, "sizes": [4], "dim_order": [0], "strides": [1],
-                "dynamism": 0, "device_type": 1, "device_index": 0, "capacity": None}
-        out = dict(spec, device_type=0, data=torch.zeros(4).data_ptr())
+
+        class HostBytes:  # host memory posing as a device buffer: no allocator was asked for it
+            ptr, freed, nbytes = host.data_ptr(), False, 16
+
+        fake = DeviceTensor(HostBytes(), torch.float32, Device(1, 0), (4,), (0,), False)
         try:
-            _C.run_kernel(et_copy.D2H_COPY_OUT, spec, out)
+            et_copy.d2h_copy(fake, out=torch.zeros(4))
             print(json.dumps("accepted"))
         except et_copy.EtCopyError as e:
             print(json.dumps([e.error, str(e)]))

@@ -1,0 +1,43 @@
+// The one way a tensor crosses from Python into the bindings: a torch.Tensor
+// (read through at::Tensor) or an et_copy.DeviceTensor (read from its
+// slots), described as a TensorSpec. Used by the copies, the registry
+// runner and et_copy.runtime alike.
+#pragma once
+
+#include <Python.h>
+
+#include <string>
+
+#include "tensor_spec.h"
+
+namespace et_copy::bindings {
+
+enum class ReadProblem {
+  kNone,
+  kNotATensor,  ///< neither a torch.Tensor nor a DeviceTensor
+  kFreed,       ///< a DeviceTensor whose memory was freed
+  kDevice,      ///< a torch tensor on a device et-copy does not move
+  kDtype,       ///< a dtype et-copy does not move
+  kTooManyDims, ///< more than ExecuTorch's 16 dims
+  kMalformed,   ///< a DeviceTensor whose fields are not what DeviceTensor makes (a Python error may be set)
+};
+
+/// Reads `o` into `s`. `dynamic`: a torch tensor's shape is a capacity the
+/// copy may shrink (a DeviceTensor says so itself). Raises nothing: on a
+/// problem `s` is meaningless and any Python error is cleared.
+ReadProblem read_tensor(PyObject* o, bool dynamic, TensorSpec& s);
+
+/// As read_tensor, but throws for a problem: pybind11's TypeError or
+/// ValueError, or Failure, each naming `op` and `arg`.
+void describe_tensor(PyObject* o, bool dynamic, const char* op, const char* arg, TensorSpec& s);
+
+/// Gives `out` (a torch tensor or DeviceTensor just read) the shape in `s`
+/// after a kernel resized it. Throws pybind11::error_already_set when torch
+/// refused.
+void take_shape(PyObject* out, const TensorSpec& s);
+
+/// Tells the reader which type is et_copy.DeviceTensor and DeviceBuffer
+/// (once, at import of et_copy._tensors).
+void set_device_tensor_type(PyObject* device_tensor);
+
+} // namespace et_copy::bindings

@@ -1,0 +1,132 @@
+// Reads torch tensors through at::Tensor: no Python attribute lookups, no
+// Python objects made, which is what lets a 4 KiB et_copy.h2d_copy cost
+// less than torch's own copy_ (python -m et_copy bench).
+#include "torch_tensor.h"
+
+#include <torch/csrc/Dtype.h>
+#include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <string>
+
+namespace et_copy::bindings {
+
+namespace {
+
+// ExecuTorch's ScalarType code for each torch ScalarType et-copy moves: the
+// two enums agree on 0..29 (tests/python/test_dtypes.py pins it against
+// executorch's own table). Not moved: QUInt4x2 and QUInt2x4, which torch
+// packs two or four to a byte while ExecuTorch counts a byte per element,
+// so a copy would read past torch's memory; and torch's newer types
+// (UInt1..7, Int1..7, Float8_e8m0fnu, Float4_e2m1fn_x2), which ExecuTorch
+// 1.5.1 has no code for.
+int code_of(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::QUInt4x2:
+    case c10::ScalarType::QUInt2x4:
+      return -1;
+    default: {
+      const int code = static_cast<int>(t);
+      return code >= 0 && code <= static_cast<int>(c10::ScalarType::UInt64) ? code : -1;
+    }
+  }
+}
+
+} // namespace
+
+TorchRead read_torch_tensor(PyObject* o, TensorSpec& s, std::string* what) {
+  if (!THPVariable_Check(o)) {
+    return TorchRead::kNotATensor;
+  }
+  const at::Tensor& t = THPVariable_Unpack(o);
+  const c10::Device device = t.device();
+  if (device.is_cpu()) {
+    s.device_type = 0;
+    s.device_index = 0;
+  } else if (device.is_cuda()) {
+    s.device_type = 1;
+    s.device_index = device.index();
+  } else {
+    *what = device.str();
+    return TorchRead::kDevice;
+  }
+  s.dtype = code_of(t.scalar_type());
+  if (s.dtype < 0) {
+    *what = c10::toString(t.scalar_type());
+    return TorchRead::kDtype;
+  }
+  const auto sizes = t.sizes();
+  if (sizes.size() > kMaxDims) {
+    s.rank = sizes.size();
+    *what = std::to_string(sizes.size());
+    return TorchRead::kTooManyDims;
+  }
+  const auto strides = t.strides();
+  s.rank = sizes.size();
+  for (size_t i = 0; i < s.rank; ++i) {
+    s.sizes[i] = sizes[i];
+    s.strides[i] = strides[i];
+  }
+  dim_order_from_strides(s);
+  // data_ptr() of a tensor without storage throws; numel 0 has no bytes to read.
+  s.data = t.numel() == 0 && !t.has_storage() ? 0 : reinterpret_cast<uintptr_t>(t.data_ptr());
+  return TorchRead::kOk;
+}
+
+int torch_dtype_code(PyObject* dtype) {
+  if (!THPDtype_Check(dtype)) {
+    return -2;
+  }
+  return code_of(reinterpret_cast<THPDtype*>(dtype)->scalar_type);
+}
+
+PyObject* torch_dtype_for_code(int code) {
+  if (code < 0 || code > static_cast<int>(c10::ScalarType::UInt64)) {
+    return nullptr;
+  }
+  const auto t = static_cast<c10::ScalarType>(code);
+  return code_of(t) == code ? reinterpret_cast<PyObject*>(torch::getTHPDtype(t)) : nullptr;
+}
+
+const int* movable_codes() {
+  static const auto codes = [] {
+    struct List {
+      int v[32];
+    } l{};
+    int n = 0;
+    for (int c = 0; c <= static_cast<int>(c10::ScalarType::UInt64); ++c) {
+      if (code_of(static_cast<c10::ScalarType>(c)) == c) {
+        l.v[n++] = c;
+      }
+    }
+    l.v[n] = -1;
+    return l;
+  }();
+  return codes.v;
+}
+
+bool restride_torch_tensor(PyObject* o, const TensorSpec& s) {
+  PyObject* sizes = PyTuple_New(static_cast<Py_ssize_t>(s.rank));
+  PyObject* strides = PyTuple_New(static_cast<Py_ssize_t>(s.rank));
+  bool ok = sizes != nullptr && strides != nullptr;
+  for (size_t i = 0; ok && i < s.rank; ++i) {
+    PyObject* a = PyLong_FromLongLong(s.sizes[i]);
+    PyObject* b = PyLong_FromLongLong(s.strides[i]);
+    ok = a != nullptr && b != nullptr;
+    if (a != nullptr) {
+      PyTuple_SET_ITEM(sizes, static_cast<Py_ssize_t>(i), a);
+    }
+    if (b != nullptr) {
+      PyTuple_SET_ITEM(strides, static_cast<Py_ssize_t>(i), b);
+    }
+  }
+  // Through Python, so autograd's and torch's own checks apply as they would
+  // to the caller's out.as_strided_(...).
+  PyObject* r = ok ? PyObject_CallMethod(o, "as_strided_", "OO", sizes, strides) : nullptr;
+  Py_XDECREF(sizes);
+  Py_XDECREF(strides);
+  Py_XDECREF(r);
+  return r != nullptr;
+}
+
+} // namespace et_copy::bindings
