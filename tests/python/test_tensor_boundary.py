@@ -1,0 +1,112 @@
+"""The one way tensors cross into the bindings (python/bindings/
+tensor_reader.cpp): torch tensors through at::Tensor, DeviceTensors from
+their slots. Layouts, dtypes, shapes and every argument error, as users
+meet them through et_copy.h2d_copy/d2h_copy/run_registered."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import et_copy
+import pytest
+import torch
+from et_copy._dtypes import SCALAR_TYPE_CODES
+
+SHAPES = [(), (0,), (3, 5), (2, 3, 1, 4), (2, 0, 3, 4), (5, 1, 0), (1, 1, 1, 1)]
+
+
+@pytest.fixture(autouse=True)
+def simulated_device():
+    et_copy.use_simulated_device()
+
+
+def host(shape, order):
+    t = torch.empty_permuted(shape, order) if shape else torch.empty(())
+    t.copy_(torch.arange(t.numel(), dtype=torch.float32).reshape(shape))
+    return t
+
+
+def test_the_dtype_table_is_executorchs():
+    """et_copy's codes are ExecuTorch's ScalarType values, as executorch's own exporter writes them."""
+    from executorch.exir.tensor import scalar_type_table
+
+    for dtype, code in SCALAR_TYPE_CODES.items():
+        if dtype in scalar_type_table:  # executorch's table omits the bits types
+            assert scalar_type_table[dtype].value == code, dtype
+    assert len(SCALAR_TYPE_CODES) == 28  # ExecuTorch's 30 but QUInt4x2 and QUInt2x4
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_every_layout_round_trips_or_is_refused_leaving_out_as_it_was(shape, dynamic):
+    """Size-0 and size-1 dims make several dim orders describe one torch
+    layout; whichever the reader derives, a copy either keeps every value
+    and the layout, or fails naming the mismatch with out unchanged."""
+    orders = list(itertools.permutations(range(len(shape))))[:4]
+    for self_order, out_order in itertools.product(orders, orders[:3]):
+        x = host(shape, self_order)
+        dev = et_copy.empty(shape, torch.float32, dim_order=out_order, dynamic=dynamic)
+        try:
+            et_copy.h2d_copy(x, out=dev)
+        except et_copy.EtCopyError as e:
+            assert "dim order mismatch" in str(e), e
+            continue
+        back = host(shape, self_order).zero_()
+        et_copy.d2h_copy(dev, out=back, dynamic_out=dynamic)
+        assert torch.equal(back, x) and back.stride() == x.stride()
+
+
+def test_a_dynamic_out_takes_the_copied_shape_torch_and_device_alike():
+    x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    dev = et_copy.empty((4, 3), torch.float32, dynamic=True)
+    assert et_copy.h2d_copy(x, out=dev) is dev
+    assert dev.shape == (2, 3) and dev.capacity == (4, 3)
+    out = torch.zeros(4, 3)
+    storage = out.data_ptr()
+    assert et_copy.d2h_copy(dev, out=out, dynamic_out=True) is out
+    assert out.shape == (2, 3) and out.stride() == (3, 1) and out.data_ptr() == storage
+    assert torch.equal(out, x)
+
+
+@pytest.mark.parametrize("dtype", [torch.qint8, torch.quint8, torch.qint32], ids=str)
+def test_a_quantized_tensor_moves_its_bytes_and_keeps_its_quantizer_on_the_host(dtype):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch 2.13 deprecates creating quantized tensors
+        q = torch.quantize_per_tensor(torch.randn(4, 3), 0.25, 2, dtype)
+        out = torch._empty_affine_quantized([4, 3], scale=0.25, zero_point=2, dtype=dtype)
+    dev = et_copy.h2d_copy(q)
+    assert dev.dtype == dtype
+    et_copy.d2h_copy(dev, out=out)
+    assert torch.equal(out.int_repr(), q.int_repr()) and out.q_scale() == 0.25
+    # With no out, the bytes come back under the dtype, without a scale ExecuTorch never had.
+    bare = et_copy.d2h_copy(dev)
+    assert bare.dtype == dtype
+    assert bytes(bare.view(torch.uint8).numpy()) == bytes(q.int_repr().view(torch.uint8).numpy())
+
+
+def test_a_freed_device_tensor_is_refused_naming_the_argument():
+    dev = et_copy.empty((4,), torch.float32)
+    dev.free()
+    with pytest.raises(ValueError, match=r"et_copy::_h2d_copy.out: out is a DeviceTensor whose memory was freed"):
+        et_copy.h2d_copy(torch.zeros(4), out=dev)
+    with pytest.raises(ValueError, match=r"et_copy::_d2h_copy.out: self is a DeviceTensor whose memory was freed"):
+        et_copy.d2h_copy(dev)
+
+
+def test_a_tensor_on_another_device_is_refused_naming_it():
+    with pytest.raises(ValueError, match=r"et_copy::_h2d_copy.out: self is on meta; et_copy moves CPU and CUDA"):
+        et_copy.h2d_copy(torch.empty(4, device="meta"), out=et_copy.empty((4,), torch.float32))
+
+
+def test_a_device_tensor_edited_by_hand_is_refused_not_read():
+    dev = et_copy.empty((4,), torch.float32)
+    dev._shape = [4]  # a list where the reader expects the tuple DeviceTensor keeps
+    with pytest.raises(TypeError, match="fields were changed by hand"):
+        et_copy.h2d_copy(torch.zeros(4), out=dev)
+
+
+def test_registry_runner_reads_and_refuses_tensors_before_looking_up_a_kernel():
+    x = torch.arange(4, dtype=torch.float32)
+    with pytest.raises(TypeError, match=r"et_copy::_h2d_copy.out: out must be a torch.Tensor or an et_copy.Device"):
+        et_copy.run_registered(et_copy.H2D_COPY_OUT, x, "nope")
