@@ -91,8 +91,6 @@ struct Allocation {
 
 namespace {
 
-enum class Kind { kH2D, kD2H, kD2D };
-
 // Chunked, double-buffered host->pinned->device: the host memcpy of chunk
 // i+1 overlaps the DMA of chunk i; a buffer is refilled only after the
 // event recorded after its last DMA has fired.
@@ -161,13 +159,13 @@ Error staged_d2h(Lane& lane, char* dst, const char* src, size_t nbytes) {
   return Error::Ok;
 }
 
-const char* kind_name(Kind k) {
+const char* kind_name(CopyKind k) {
   switch (k) {
-    case Kind::kH2D:
+    case CopyKind::kHostToDevice:
       return "host-to-device copy";
-    case Kind::kD2H:
+    case CopyKind::kDeviceToHost:
       return "device-to-host copy";
-    case Kind::kD2D:
+    case CopyKind::kDeviceToDevice:
       return "device-to-device copy";
   }
   return "copy";
@@ -193,7 +191,7 @@ struct CudaDeviceAllocator::Impl {
     return *lanes[device];
   }
 
-  Error run_copy(const CudaDeviceAllocator& self, Kind kind, void* dst, const void* src, size_t nbytes,
+  Error run_copy(const CudaDeviceAllocator& self, CopyKind kind, void* dst, const void* src, size_t nbytes,
                  DeviceIndex index);
 };
 
@@ -242,19 +240,16 @@ Result<int> resolve(const CudaDeviceAllocator& a, DeviceIndex index, const char*
 
 } // namespace
 
-Result<void*> CudaDeviceAllocator::allocate(size_t nbytes, DeviceIndex index, size_t alignment) {
+Result<void*> CudaDeviceAllocator::allocate_bytes(size_t nbytes, DeviceIndex index, size_t alignment) {
   if (!is_power_of_two(alignment)) {
-    record_failure();
     return fail(Error::InvalidArgument, "cuda: allocate: alignment %zu is not a power of 2", alignment);
   }
   if (alignment > kMaxAlignment) {
-    record_failure();
     return fail(Error::NotSupported, "cuda: allocate: alignment %zu is above the %zu bytes cudaMalloc guarantees",
                 alignment, kMaxAlignment);
   }
   auto device = resolve(*this, index, "allocate");
   if (!device.ok()) {
-    record_failure();
     return device.error();
   }
   void* ptr = nullptr;
@@ -263,30 +258,24 @@ Result<void*> CudaDeviceAllocator::allocate(size_t nbytes, DeviceIndex index, si
   const size_t request = std::max<size_t>(nbytes, 1);
   Error err = with_device(*device, [&] { return check(cudaMalloc(&ptr, request), "cudaMalloc", *device); });
   if (err != Error::Ok) {
-    record_failure();
     return err;
   }
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     impl_->live[ptr] = Allocation{nbytes, *device};
   }
-  record_allocation(nbytes);
   return ptr;
 }
 
-void CudaDeviceAllocator::deallocate(void* ptr, DeviceIndex index) {
-  if (ptr == nullptr) {
-    return;
-  }
+CountingDeviceAllocator::Released CudaDeviceAllocator::release_bytes(void* ptr, DeviceIndex index) {
   Allocation a{};
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     auto it = impl_->live.find(ptr);
     if (it == impl_->live.end()) {
-      record_failure();
-      fail(Error::InvalidArgument,
+        fail(Error::InvalidArgument,
            "cuda: deallocate: %p was not allocated by et_copy's CUDA allocator (or was freed already)", ptr);
-      return;
+      return {};
     }
     a = it->second;
     impl_->live.erase(it);
@@ -297,46 +286,18 @@ void CudaDeviceAllocator::deallocate(void* ptr, DeviceIndex index) {
   }
   const Error err = with_device(a.device, [&] { return check(cudaFree(ptr), "cudaFree", a.device); });
   const cudaError_t cuda_err = last_cuda_error();
-  if (err != Error::Ok && cuda_err != cudaErrorCudartUnloading && cuda_err != cudaErrorContextIsDestroyed) {
-    record_failure();
-  }
   // Freed, or gone with its context at exit: either way no longer ours.
-  record_deallocation(a.nbytes);
+  const bool at_exit = cuda_err == cudaErrorCudartUnloading || cuda_err == cudaErrorContextIsDestroyed;
+  return {true, a.nbytes, err != Error::Ok && !at_exit ? err : Error::Ok};
 }
 
-Error CudaDeviceAllocator::copy_host_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) {
-  const Error err = impl_->run_copy(*this, Kind::kH2D, dst, src, nbytes, index);
-  if (err != Error::Ok) {
-    record_failure();
-  } else {
-    record_h2d(nbytes);
-  }
-  return err;
-}
-
-Error CudaDeviceAllocator::copy_device_to_host(void* dst, const void* src, size_t nbytes, DeviceIndex index) {
-  const Error err = impl_->run_copy(*this, Kind::kD2H, dst, src, nbytes, index);
-  if (err != Error::Ok) {
-    record_failure();
-  } else {
-    record_d2h(nbytes);
-  }
-  return err;
-}
-
-Error CudaDeviceAllocator::copy_device_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) {
-  const Error err = impl_->run_copy(*this, Kind::kD2D, dst, src, nbytes, index);
-  if (err != Error::Ok) {
-    record_failure();
-  } else {
-    record_d2d(nbytes);
-  }
-  return err;
+Error CudaDeviceAllocator::move_bytes(CopyKind kind, void* dst, const void* src, size_t nbytes, DeviceIndex index) {
+  return impl_->run_copy(*this, kind, dst, src, nbytes, index);
 }
 
 // All three copies: validate, pick the path, run it on a lane's stream and
 // wait for the stream, so the copy is complete when this returns.
-Error CudaDeviceAllocator::Impl::run_copy(const CudaDeviceAllocator& self, Kind kind, void* dst, const void* src,
+Error CudaDeviceAllocator::Impl::run_copy(const CudaDeviceAllocator& self, CopyKind kind, void* dst, const void* src,
                                           size_t nbytes, DeviceIndex index) {
   const char* what = kind_name(kind);
   auto device = resolve(self, index, what);
@@ -353,7 +314,7 @@ Error CudaDeviceAllocator::Impl::run_copy(const CudaDeviceAllocator& self, Kind 
   const CudaCopyConfig config = self.copy_config();
   return with_device(*device, [&]() -> Error {
     bool staged = false;
-    if (kind == Kind::kD2D) {
+    if (kind == CopyKind::kDeviceToDevice) {
       Error err = check_device_range(src, nbytes, *device, what, "source");
       if (err == Error::Ok) {
         err = check_device_range(dst, nbytes, *device, what, "destination");
@@ -362,7 +323,7 @@ Error CudaDeviceAllocator::Impl::run_copy(const CudaDeviceAllocator& self, Kind 
         return err;
       }
     } else {
-      const bool h2d = kind == Kind::kH2D;
+      const bool h2d = kind == CopyKind::kHostToDevice;
       const void* host = h2d ? src : dst;
       const void* dev = h2d ? dst : src;
       Error err = check_device_range(dev, nbytes, *device, what, h2d ? "destination" : "source");
@@ -385,12 +346,12 @@ Error CudaDeviceAllocator::Impl::run_copy(const CudaDeviceAllocator& self, Kind 
     if (staged) {
       err = l.ensure_staging(config.chunk_bytes);
       if (err == Error::Ok) {
-        err = kind == Kind::kH2D ? staged_h2d(l, static_cast<char*>(dst), static_cast<const char*>(src), nbytes)
+        err = kind == CopyKind::kHostToDevice ? staged_h2d(l, static_cast<char*>(dst), static_cast<const char*>(src), nbytes)
                                  : staged_d2h(l, static_cast<char*>(dst), static_cast<const char*>(src), nbytes);
       }
     } else {
-      const cudaMemcpyKind k = kind == Kind::kH2D   ? cudaMemcpyHostToDevice
-                               : kind == Kind::kD2H ? cudaMemcpyDeviceToHost
+      const cudaMemcpyKind k = kind == CopyKind::kHostToDevice   ? cudaMemcpyHostToDevice
+                               : kind == CopyKind::kDeviceToHost ? cudaMemcpyDeviceToHost
                                                     : cudaMemcpyDeviceToDevice;
       err = check(cudaMemcpyAsync(dst, src, nbytes, k, l.stream), "cudaMemcpyAsync", *device);
     }

@@ -28,36 +28,68 @@ DeviceAllocatorStats CountingDeviceAllocator::stats() const {
   return s;
 }
 
-void CountingDeviceAllocator::record_allocation(size_t nbytes) {
+Result<void*> CountingDeviceAllocator::allocate(size_t nbytes, DeviceIndex index, size_t alignment) {
+  Result<void*> r = allocate_bytes(nbytes, index, alignment);
+  if (!r.ok()) {
+    add(failed_calls_, 1);
+    return r;
+  }
   add(allocations_, 1);
   const uint64_t now = bytes_outstanding_.fetch_add(nbytes, std::memory_order_relaxed) + nbytes;
   uint64_t peak = peak_bytes_outstanding_.load(std::memory_order_relaxed);
   while (now > peak && !peak_bytes_outstanding_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
   }
+  return r;
 }
 
-void CountingDeviceAllocator::record_deallocation(size_t nbytes) {
-  add(deallocations_, 1);
-  bytes_outstanding_.fetch_sub(nbytes, std::memory_order_relaxed);
+void CountingDeviceAllocator::deallocate(void* ptr, DeviceIndex index) {
+  if (ptr == nullptr) {
+    return;
+  }
+  const Released r = release_bytes(ptr, index);
+  if (!r.known || r.error != Error::Ok) {
+    add(failed_calls_, 1);
+  }
+  if (r.known) {
+    add(deallocations_, 1);
+    bytes_outstanding_.fetch_sub(r.nbytes, std::memory_order_relaxed);
+  }
 }
 
-void CountingDeviceAllocator::record_h2d(size_t nbytes) {
-  add(h2d_copies_, 1);
-  add(h2d_bytes_, nbytes);
+Error CountingDeviceAllocator::counted_copy(CopyKind kind, void* dst, const void* src, size_t nbytes,
+                                            DeviceIndex index) {
+  const Error err = move_bytes(kind, dst, src, nbytes, index);
+  if (err != Error::Ok) {
+    add(failed_calls_, 1);
+    return err;
+  }
+  switch (kind) {
+    case CopyKind::kHostToDevice:
+      add(h2d_copies_, 1);
+      add(h2d_bytes_, nbytes);
+      break;
+    case CopyKind::kDeviceToHost:
+      add(d2h_copies_, 1);
+      add(d2h_bytes_, nbytes);
+      break;
+    case CopyKind::kDeviceToDevice:
+      add(d2d_copies_, 1);
+      add(d2d_bytes_, nbytes);
+      break;
+  }
+  return Error::Ok;
 }
 
-void CountingDeviceAllocator::record_d2h(size_t nbytes) {
-  add(d2h_copies_, 1);
-  add(d2h_bytes_, nbytes);
+Error CountingDeviceAllocator::copy_host_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) {
+  return counted_copy(CopyKind::kHostToDevice, dst, src, nbytes, index);
 }
 
-void CountingDeviceAllocator::record_d2d(size_t nbytes) {
-  add(d2d_copies_, 1);
-  add(d2d_bytes_, nbytes);
+Error CountingDeviceAllocator::copy_device_to_host(void* dst, const void* src, size_t nbytes, DeviceIndex index) {
+  return counted_copy(CopyKind::kDeviceToHost, dst, src, nbytes, index);
 }
 
-void CountingDeviceAllocator::record_failure() {
-  add(failed_calls_, 1);
+Error CountingDeviceAllocator::copy_device_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) {
+  return counted_copy(CopyKind::kDeviceToDevice, dst, src, nbytes, index);
 }
 
 CountingDeviceAllocator* as_counting_allocator(DeviceAllocator* alloc) {

@@ -48,20 +48,17 @@ int SimulatedDeviceAllocator::resolve_index(DeviceIndex index) const {
   return index;
 }
 
-Result<void*> SimulatedDeviceAllocator::allocate(size_t nbytes, DeviceIndex index, size_t alignment) {
+Result<void*> SimulatedDeviceAllocator::allocate_bytes(size_t nbytes, DeviceIndex index, size_t alignment) {
   const int device = resolve_index(index);
   if (device < 0) {
-    record_failure();
     ET_LOG(Error, "simulated device: no device %d", static_cast<int>(index));
     return Error::InvalidArgument;
   }
   if (!is_power_of_two(alignment)) {
-    record_failure();
     ET_LOG(Error, "simulated device: alignment %zu is not a power of 2", alignment);
     return Error::InvalidArgument;
   }
   if (alignment > kMaxAlignment) {
-    record_failure();
     ET_LOG(Error, "simulated device: alignment %zu above %zu", alignment, kMaxAlignment);
     return Error::NotSupported;
   }
@@ -70,7 +67,6 @@ Result<void*> SimulatedDeviceAllocator::allocate(size_t nbytes, DeviceIndex inde
   // byte request still gets a unique pointer so it can be freed like any.
   size_t padded = (nbytes + alignment - 1) / alignment * alignment;
   if (padded < nbytes) {
-    record_failure();
     return Error::MemoryAllocationFailed;
   }
   if (padded == 0) {
@@ -78,7 +74,6 @@ Result<void*> SimulatedDeviceAllocator::allocate(size_t nbytes, DeviceIndex inde
   }
   void* ptr = std::aligned_alloc(alignment, padded);
   if (ptr == nullptr) {
-    record_failure();
     ET_LOG(Error, "simulated device: out of host memory for %zu bytes", nbytes);
     return Error::MemoryAllocationFailed;
   }
@@ -87,14 +82,10 @@ Result<void*> SimulatedDeviceAllocator::allocate(size_t nbytes, DeviceIndex inde
     std::lock_guard<std::mutex> lock(mutex_);
     live_[reinterpret_cast<uintptr_t>(ptr)] = Allocation{nbytes, static_cast<DeviceIndex>(device)};
   }
-  record_allocation(nbytes);
   return ptr;
 }
 
-void SimulatedDeviceAllocator::deallocate(void* ptr, DeviceIndex index) {
-  if (ptr == nullptr) {
-    return;
-  }
+CountingDeviceAllocator::Released SimulatedDeviceAllocator::release_bytes(void* ptr, DeviceIndex index) {
   size_t nbytes = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -102,9 +93,8 @@ void SimulatedDeviceAllocator::deallocate(void* ptr, DeviceIndex index) {
     if (it == live_.end()) {
       // Freeing memory we never handed out (or freeing twice) would corrupt
       // the host heap; refuse and count it instead.
-      record_failure();
-      ET_LOG(Error, "simulated device: deallocate of unknown pointer %p", ptr);
-      return;
+        ET_LOG(Error, "simulated device: deallocate of unknown pointer %p", ptr);
+      return {};
     }
     const int device = index == -1 ? 0 : index;
     if (device != it->second.index) {
@@ -115,7 +105,7 @@ void SimulatedDeviceAllocator::deallocate(void* ptr, DeviceIndex index) {
     live_.erase(it);
   }
   std::free(ptr);
-  record_deallocation(nbytes);
+  return {true, nbytes, Error::Ok};
 }
 
 bool SimulatedDeviceAllocator::contains(const void* ptr, size_t nbytes, int device) const {
@@ -153,46 +143,31 @@ Error SimulatedDeviceAllocator::check_copy(const char* what, const void* device_
   return Error::Ok;
 }
 
-Error SimulatedDeviceAllocator::copy_host_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) {
-  Error err = check_copy("host-to-device copy", dst, src, nbytes, index);
-  if (err != Error::Ok) {
-    record_failure();
-    return err;
+Error SimulatedDeviceAllocator::move_bytes(CopyKind kind, void* dst, const void* src, size_t nbytes,
+                                           DeviceIndex index) {
+  Error err = Error::Ok;
+  switch (kind) {
+    case CopyKind::kHostToDevice:
+      err = check_copy("host-to-device copy", dst, src, nbytes, index);
+      break;
+    case CopyKind::kDeviceToHost:
+      err = check_copy("device-to-host copy", src, dst, nbytes, index);
+      break;
+    case CopyKind::kDeviceToDevice:
+      err = check_copy("device-to-device copy", dst, src, nbytes, index);
+      if (err == Error::Ok) {
+        err = check_copy("device-to-device copy", src, dst, nbytes, index);
+      }
+      break;
   }
-  if (nbytes > 0) {
-    std::memcpy(dst, src, nbytes);
+  if (err == Error::Ok && nbytes > 0) {
+    if (kind == CopyKind::kDeviceToDevice) {
+      std::memmove(dst, src, nbytes); // two ranges of one device may overlap
+    } else {
+      std::memcpy(dst, src, nbytes);
+    }
   }
-  record_h2d(nbytes);
-  return Error::Ok;
-}
-
-Error SimulatedDeviceAllocator::copy_device_to_host(void* dst, const void* src, size_t nbytes, DeviceIndex index) {
-  Error err = check_copy("device-to-host copy", src, dst, nbytes, index);
-  if (err != Error::Ok) {
-    record_failure();
-    return err;
-  }
-  if (nbytes > 0) {
-    std::memcpy(dst, src, nbytes);
-  }
-  record_d2h(nbytes);
-  return Error::Ok;
-}
-
-Error SimulatedDeviceAllocator::copy_device_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) {
-  Error err = check_copy("device-to-device copy", dst, src, nbytes, index);
-  if (err == Error::Ok) {
-    err = check_copy("device-to-device copy", src, dst, nbytes, index);
-  }
-  if (err != Error::Ok) {
-    record_failure();
-    return err;
-  }
-  if (nbytes > 0) {
-    std::memmove(dst, src, nbytes);
-  }
-  record_d2d(nbytes);
-  return Error::Ok;
+  return err;
 }
 
 SimulatedDeviceAllocator& simulated_device_allocator() {

@@ -35,22 +35,35 @@ struct DeviceAllocatorStats {
   uint64_t failed_calls = 0; ///< calls rejected with an Error
 };
 
+/// Which way a copy moves bytes.
+enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
+
 /**
  * Base of et-copy's allocators. Adds to ExecuTorch's DeviceAllocator what a
  * copy kernel and a test need: how many devices exist, device-to-device
  * copies, and counters that are exact under concurrent use.
+ *
+ * The public methods are implemented here, once, and count every call;
+ * subclasses supply the memory and the byte moves (allocate_bytes,
+ * release_bytes, move_bytes), so no allocator can count differently.
  *
  * Threading: every method may be called from any thread at any time; the
  * counters are atomics and each subclass guards its own state.
  */
 class CountingDeviceAllocator : public DeviceAllocator {
  public:
+  Result<void*> allocate(size_t nbytes, DeviceIndex index, size_t alignment = kDefaultAlignment) final;
+  /// nullptr is a no-op; a pointer the allocator did not hand out is
+  /// refused (counted in failed_calls).
+  void deallocate(void* ptr, DeviceIndex index) final;
+  Error copy_host_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) final;
+  Error copy_device_to_host(void* dst, const void* src, size_t nbytes, DeviceIndex index) final;
+  /// Copies nbytes between two buffers of device `index`.
+  Error copy_device_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index);
+
   /// Number of devices this allocator serves, or the Error that prevented
   /// counting them (e.g. no CUDA driver).
   virtual Result<int> device_count() const = 0;
-
-  /// Copies nbytes between two buffers of device `index`.
-  virtual Error copy_device_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) = 0;
 
   /// A short human-readable name ("simulated", "cuda").
   virtual const char* name() const = 0;
@@ -68,14 +81,23 @@ class CountingDeviceAllocator : public DeviceAllocator {
   DeviceAllocatorStats stats() const;
 
  protected:
-  void record_allocation(size_t nbytes);
-  void record_deallocation(size_t nbytes);
-  void record_h2d(size_t nbytes);
-  void record_d2h(size_t nbytes);
-  void record_d2d(size_t nbytes);
-  void record_failure();
+  /// What release_bytes did with a pointer.
+  struct Released {
+    bool known = false;      ///< the pointer was one of ours (else refused)
+    size_t nbytes = 0;       ///< its size, when known
+    Error error = Error::Ok; ///< a failure freeing it (it is no longer ours either way)
+  };
+
+  /// The memory of allocate(); an Error when there is none to give.
+  virtual Result<void*> allocate_bytes(size_t nbytes, DeviceIndex index, size_t alignment) = 0;
+  /// Frees `ptr` (never nullptr).
+  virtual Released release_bytes(void* ptr, DeviceIndex index) = 0;
+  /// Moves the bytes of one copy, complete on return.
+  virtual Error move_bytes(CopyKind kind, void* dst, const void* src, size_t nbytes, DeviceIndex index) = 0;
 
  private:
+  Error counted_copy(CopyKind kind, void* dst, const void* src, size_t nbytes, DeviceIndex index);
+
   std::atomic<uint64_t> allocations_{0};
   std::atomic<uint64_t> deallocations_{0};
   std::atomic<uint64_t> bytes_outstanding_{0};

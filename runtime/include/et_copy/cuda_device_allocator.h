@@ -97,20 +97,14 @@ class CudaDeviceAllocator final : public CountingDeviceAllocator {
     return DeviceType::CUDA;
   }
 
-  /// cudaMalloc. Zero bytes still returns a unique pointer that
-  /// deallocate() accepts. `alignment` must be a power of two <= 256.
-  Result<void*> allocate(size_t nbytes, DeviceIndex index, size_t alignment = kDefaultAlignment) override;
-  /// cudaFree of a pointer allocate() returned. Unknown pointers are refused
-  /// (logged, counted as failures); during process exit, when the runtime
-  /// is already unloading, the memory is gone with the context and the call
-  /// only drops its bookkeeping.
-  void deallocate(void* ptr, DeviceIndex index) override;
-  /// `dst` must be device memory of device `index` (or managed memory).
-  Error copy_host_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) override;
-  /// `src` must be device memory of device `index` (or managed memory).
-  Error copy_device_to_host(void* dst, const void* src, size_t nbytes, DeviceIndex index) override;
-  /// Both pointers must be device memory of device `index`.
-  Error copy_device_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) override;
+  // allocate(): cudaMalloc. Zero bytes still returns a unique pointer that
+  // deallocate() accepts. `alignment` must be a power of two <= 256.
+  // deallocate(): cudaFree of a pointer allocate() returned. Unknown
+  // pointers are refused (logged, counted as failures); during process
+  // exit, when the runtime is already unloading, the memory is gone with
+  // the context and the call only drops its bookkeeping.
+  // Copies: the device side must be memory of device `index` (or managed
+  // memory); complete on return.
 
   /// Page-locks [ptr, ptr+nbytes) of long-lived host memory (e.g. a planned
   /// CPU arena) with cudaHostRegister, so copies to and from it take the
@@ -132,6 +126,10 @@ class CudaDeviceAllocator final : public CountingDeviceAllocator {
   }
 
  private:
+  Result<void*> allocate_bytes(size_t nbytes, DeviceIndex index, size_t alignment) override;
+  Released release_bytes(void* ptr, DeviceIndex index) override;
+  Error move_bytes(CopyKind kind, void* dst, const void* src, size_t nbytes, DeviceIndex index) override;
+
   struct Impl;
   Impl* impl_; // never freed: the allocator outlives every static
 };

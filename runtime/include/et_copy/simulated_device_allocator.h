@@ -58,13 +58,11 @@ class SimulatedDeviceAllocator final : public CountingDeviceAllocator {
     return DeviceType::CUDA;
   }
 
-  Result<void*> allocate(size_t nbytes, DeviceIndex index, size_t alignment = kDefaultAlignment) override;
-  void deallocate(void* ptr, DeviceIndex index) override;
-  Error copy_host_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) override;
-  Error copy_device_to_host(void* dst, const void* src, size_t nbytes, DeviceIndex index) override;
-  Error copy_device_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) override;
-
  private:
+  Result<void*> allocate_bytes(size_t nbytes, DeviceIndex index, size_t alignment) override;
+  Released release_bytes(void* ptr, DeviceIndex index) override;
+  Error move_bytes(CopyKind kind, void* dst, const void* src, size_t nbytes, DeviceIndex index) override;
+
   struct Allocation {
     size_t nbytes;
     DeviceIndex index;
