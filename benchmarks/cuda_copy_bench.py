@@ -30,8 +30,8 @@ import time
 
 import et_copy
 import torch
-from et_copy import _C
 from et_copy import cuda as _cuda
+from et_copy.bench import _loops
 
 UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -97,7 +97,7 @@ def measure_size(n: int, budget_s: float, default: dict) -> list[dict]:
     tdev = torch.empty(n, dtype=torch.uint8, device="cuda")  # torch's
     et_copy.h2d_copy(src, out=dev)
     assert torch.equal(et_copy.d2h_copy(dev, out=pageable_out), src), "round trip failed"
-    raw = _C.cuda_raw_memcpy
+    raw = _loops.cuda_raw_memcpy
     rows = []
     for host, h_src, h_out in (("pinned", pinned_src, pinned_out), ("pageable", src, pageable_out)):
         h2d = {"et-copy": lambda: et_copy.h2d_copy(h_src, out=dev)}

@@ -334,7 +334,7 @@ extern "C" void et_pal_emit_log_message(et_timestamp_t, et_pal_log_level_t, cons
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   executorch::runtime::runtime_init();
   et_copy::register_kernels();
-  et_copy::register_simulated_device_allocator();
+  et_copy::use_simulated_device();
   return 0;
 }
 

@@ -258,7 +258,7 @@ et_copy::CountingDeviceAllocator* register_allocator(bool cuda) {
   if (cuda) {
 #ifdef ET_COPY_EXECUTOR_WITH_CUDA
     Error err = Error::Ok;
-    r = et_copy::register_cuda_device_allocator(&err);
+    r = et_copy::use_cuda(&err);
     which = "cuda";
     if (r == Registration::kFailed) {
       std::fprintf(stderr, "et_copy_executor: cannot use the CUDA allocator: %s (error 0x%x)\n",
@@ -270,7 +270,7 @@ et_copy::CountingDeviceAllocator* register_allocator(bool cuda) {
     return nullptr;
 #endif
   } else {
-    r = et_copy::register_simulated_device_allocator();
+    r = et_copy::use_simulated_device();
     which = "simulated";
   }
   std::printf("allocator %s for CUDA: %s\n", which, et_copy::registration_name(r));

@@ -62,6 +62,28 @@ CountingDeviceAllocator& our_allocator(int device_type) {
 
 } // namespace
 
+std::string registration_result(Registration r, Error err, const std::string& op, const std::string& failure) {
+  if (r == Registration::kFailed) {
+    throw Failure(err, op + ": " + failure);
+  }
+  if (r == Registration::kAlreadyOther) {
+    throw Failure(Error::RegistrationAlreadyRegistered, op + ": CUDA is already served by " +
+                                                            describe_allocator(DeviceType::CUDA) +
+                                                            "; ExecuTorch cannot replace a registered allocator");
+  }
+  return registration_name(r);
+}
+
+std::string describe_allocator(DeviceType type) {
+  auto* alloc = get_device_allocator(type);
+  if (alloc == nullptr) {
+    return "none";
+  }
+  auto* counting = as_counting_allocator(alloc);
+  return counting != nullptr ? std::string("et_copy's ") + counting->name() + " allocator"
+                             : "an allocator from another library";
+}
+
 DeviceBuffer::DeviceBuffer(size_t nbytes, int device_type, int device_index, size_t alignment) {
   const DeviceType type = checked_device_type(device_type);
   if (type == DeviceType::CPU) {
@@ -102,19 +124,17 @@ void bind_allocators(py::module_& m) {
 
   m.def(
       "use_simulated_device",
-      [](int num_devices) {
-        auto& sim = simulated_device_allocator();
-        auto* current = get_device_allocator(DeviceType::CUDA);
-        if (current != nullptr && current != &sim) {
-          return std::string(registration_name(Registration::kAlreadyOther));
-        }
-        const Error err = sim.set_device_count(num_devices);
-        if (err != Error::Ok) {
-          throw Failure(err, "num_devices must be in 1..127, got " + std::to_string(num_devices));
-        }
-        return std::string(registration_name(register_simulated_device_allocator()));
+      [](int device_count) {
+        Error err = Error::Ok;
+        return registration_result(use_simulated_device(device_count, &err), err, "et_copy.use_simulated_device",
+                                   "device_count must be in 1..127, got " + std::to_string(device_count));
       },
-      py::arg("num_devices"), "Registers the simulated allocator for CUDA and sets its device count.");
+      py::arg("device_count"),
+      "et_copy::use_simulated_device: 'registered' or 'already et_copy'; raises EtCopyError otherwise.");
+
+  m.def(
+      "describe_allocator", [](int device_type) { return describe_allocator(checked_device_type(device_type)); },
+      py::arg("device_type"), "Who serves a device type, in words.");
 
   m.def(
       "allocator_info",

@@ -12,6 +12,7 @@
 #include <et_copy/registration.h>
 #include <executorch/runtime/core/device_allocator.h>
 
+#include "allocators.h"
 #include "failure.h"
 
 namespace py = pybind11;
@@ -165,21 +166,12 @@ void bind_cuda(py::module_& m) {
   m.def(
       "use_cuda",
       [] {
-        auto* current = get_device_allocator(DeviceType::CUDA);
-        if (current == &cuda_device_allocator()) {
-          return std::string(registration_name(Registration::kAlreadyOurs));
-        }
-        if (current != nullptr) {
-          return std::string(registration_name(Registration::kAlreadyOther));
-        }
         Error err = Error::Ok;
-        const Registration r = register_cuda_device_allocator(&err);
-        if (r == Registration::kFailed) {
-          throw Failure(err, cuda_runtime_status().message);
-        }
-        return std::string(registration_name(r));
+        const Registration r = et_copy::use_cuda(&err);
+        return registration_result(r, err, "et_copy.use_cuda",
+                                   r == Registration::kFailed ? cuda_runtime_status().message : "");
       },
-      "Registers et_copy's CUDA allocator if a device is usable; 'registered', 'already et_copy' or 'already other'.");
+      "et_copy::use_cuda: 'registered' or 'already et_copy'; raises EtCopyError otherwise.");
 
   m.def(
       "cuda_pointer_device",
@@ -249,31 +241,6 @@ void bind_cuda(py::module_& m) {
       },
       py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("device_index"),
       "Copies nbytes between two buffers of one device through et_copy's CUDA allocator.");
-
-  // The benchmark's baseline: one synchronous cudaMemcpy, nothing else.
-  m.def(
-      "cuda_raw_memcpy",
-      [](uintptr_t dst, uintptr_t src, size_t nbytes, const std::string& kind) {
-        cudaMemcpyKind k;
-        if (kind == "h2d") {
-          k = cudaMemcpyHostToDevice;
-        } else if (kind == "d2h") {
-          k = cudaMemcpyDeviceToHost;
-        } else if (kind == "d2d") {
-          k = cudaMemcpyDeviceToDevice;
-        } else {
-          throw Failure(Error::InvalidArgument, "kind must be 'h2d', 'd2h' or 'd2d', got '" + kind + "'");
-        }
-        cudaError_t e;
-        {
-          py::gil_scoped_release release;
-          e = cudaMemcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), nbytes, k);
-        }
-        if (e != cudaSuccess) {
-          throw Failure(Error::Internal, std::string("cudaMemcpy failed: ") + cudaGetErrorString(e));
-        }
-      },
-      py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("kind"));
 
   m.def("cuda_dlpack", &dlpack_capsule, py::arg("owner"), py::arg("ptr"), py::arg("device"), py::arg("shape"),
         py::arg("strides"), py::arg("code"), py::arg("bits"),

@@ -7,7 +7,6 @@
 #include <et_copy/copy_ops.h>
 
 #include "allocators.h"
-#include "bench.h"
 #include "copies.h"
 #ifdef ET_COPY_WITH_CUDA
 #include "cuda.h"
@@ -50,7 +49,6 @@ PYBIND11_MODULE(_C, m) {
   m.attr("H2D_COPY_OUT") = et_copy::kH2dCopyOutName;
   m.attr("D2H_COPY_OUT") = et_copy::kD2hCopyOutName;
   bind_allocators(m);
-  bind_bench(m);
   bind_copies(m);
   bind_program(m);
 #ifdef ET_COPY_WITH_CUDA

@@ -55,37 +55,22 @@ def kernel_owner(op_name: str) -> str:
     return _C.kernel_owner(op_name)
 
 
-def _describe_cuda_allocator() -> str:
-    info = _C.allocator_info(CUDA)
-    if info is None:
-        return "none"
-    if info["owner"] == "et_copy":
-        return f"et_copy's {info['name']} allocator"
-    return "an allocator from another library"
-
-
-def use_simulated_device(num_devices: int = 1) -> str:
+def use_simulated_device(device_count: int = 1) -> str:
     """Serves DeviceType CUDA from host memory (no GPU needed).
 
     Registers et_copy's simulated allocator for CUDA, reporting
-    ``num_devices`` devices (1..127). Idempotent: a later call only changes
+    ``device_count`` devices (1..127). Idempotent: a later call only changes
     the device count. Returns "registered" or "already et_copy". Raises
     EtCopyError("RegistrationAlreadyRegistered") when a different CUDA
-    allocator is registered, which ExecuTorch cannot replace.
+    allocator is registered, which ExecuTorch cannot replace. The policy is
+    C++'s ``et_copy::use_simulated_device``.
     """
     op = "et_copy.use_simulated_device"
-    if not isinstance(num_devices, int) or isinstance(num_devices, bool):
-        raise TypeError(f"{op}: num_devices must be an int, got {type(num_devices).__name__}")
-    if not 1 <= num_devices <= 127:
-        raise ValueError(f"{op}: num_devices must be in 1..127, got {num_devices}")
-    before = _describe_cuda_allocator()
-    outcome = _C.use_simulated_device(num_devices)
-    if outcome == "already other":
-        raise EtCopyError(
-            f"{op}: CUDA is already served by {before}; ExecuTorch cannot replace a registered allocator",
-            error="RegistrationAlreadyRegistered",
-        )
-    return outcome
+    if not isinstance(device_count, int) or isinstance(device_count, bool):
+        raise TypeError(f"{op}: device_count must be an int, got {type(device_count).__name__}")
+    if not 1 <= device_count <= 127:
+        raise ValueError(f"{op}: device_count must be in 1..127, got {device_count}")
+    return _C.use_simulated_device(device_count)
 
 
 def allocator_stats(device: str = "cuda") -> dict[str, int]:

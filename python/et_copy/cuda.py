@@ -18,7 +18,6 @@ import torch
 from . import _C
 from ._device import CUDA
 from ._errors import EtCopyError
-from ._registration import _describe_cuda_allocator
 
 if TYPE_CHECKING:
     from ._tensors import DeviceTensor
@@ -109,20 +108,9 @@ def use_cuda() -> str:
     After a failure the registry is as it was: use_simulated_device() still
     works.
     """
-    op = "et_copy.use_cuda"
     if not built_with_cuda():
-        raise EtCopyError(f"{op}: {_NOT_BUILT}", error="NotSupported")
-    before = _describe_cuda_allocator()
-    try:
-        outcome = _C.use_cuda()
-    except EtCopyError as e:
-        raise EtCopyError(f"{op}: {e}", error=e.error) from None
-    if outcome == "already other":
-        raise EtCopyError(
-            f"{op}: CUDA is already served by {before}; ExecuTorch cannot replace a registered allocator",
-            error="RegistrationAlreadyRegistered",
-        )
-    return outcome
+        raise EtCopyError(f"et_copy.use_cuda: {_NOT_BUILT}", error="NotSupported")
+    return _C.use_cuda()  # the policy is C++'s et_copy::use_cuda
 
 
 def _require_real_cuda(t: DeviceTensor, what: str) -> None:
@@ -131,7 +119,7 @@ def _require_real_cuda(t: DeviceTensor, what: str) -> None:
         raise ValueError(f"DeviceTensor.{what}: the tensor's memory was freed")
     info = _C.allocator_info(CUDA)
     if info is None or info["owner"] != "et_copy" or info["name"] != "cuda":
-        served = _describe_cuda_allocator()
+        served = _C.describe_allocator(CUDA)
         raise EtCopyError(
             f"DeviceTensor.{what}: needs real CUDA memory, but this tensor's memory comes from {served} "
             "(simulated memory is host memory standing in for a GPU); call et_copy.use_cuda() on a GPU machine",

@@ -273,7 +273,7 @@ CountingDeviceAllocator::Released CudaDeviceAllocator::release_bytes(void* ptr, 
     std::lock_guard<std::mutex> lock(impl_->mutex);
     auto it = impl_->live.find(ptr);
     if (it == impl_->live.end()) {
-        fail(Error::InvalidArgument,
+      fail(Error::InvalidArgument,
            "cuda: deallocate: %p was not allocated by et_copy's CUDA allocator (or was freed already)", ptr);
       return {};
     }
@@ -346,13 +346,14 @@ Error CudaDeviceAllocator::Impl::run_copy(const CudaDeviceAllocator& self, CopyK
     if (staged) {
       err = l.ensure_staging(config.chunk_bytes);
       if (err == Error::Ok) {
-        err = kind == CopyKind::kHostToDevice ? staged_h2d(l, static_cast<char*>(dst), static_cast<const char*>(src), nbytes)
-                                 : staged_d2h(l, static_cast<char*>(dst), static_cast<const char*>(src), nbytes);
+        err = kind == CopyKind::kHostToDevice
+                  ? staged_h2d(l, static_cast<char*>(dst), static_cast<const char*>(src), nbytes)
+                  : staged_d2h(l, static_cast<char*>(dst), static_cast<const char*>(src), nbytes);
       }
     } else {
       const cudaMemcpyKind k = kind == CopyKind::kHostToDevice   ? cudaMemcpyHostToDevice
                                : kind == CopyKind::kDeviceToHost ? cudaMemcpyDeviceToHost
-                                                    : cudaMemcpyDeviceToDevice;
+                                                                 : cudaMemcpyDeviceToDevice;
       err = check(cudaMemcpyAsync(dst, src, nbytes, k, l.stream), "cudaMemcpyAsync", *device);
     }
     // Always drain the stream: on success the copy must be complete before

@@ -107,11 +107,15 @@ Result<int> cuda_pointer_device(const void* ptr) {
   return -1;
 }
 
-Registration register_cuda_device_allocator(Error* error) {
+Registration use_cuda(Error* error) {
   if (error != nullptr) {
     *error = Error::Ok;
   }
   CudaDeviceAllocator& cuda = cuda_device_allocator();
+  const executorch::runtime::DeviceAllocator* current = executorch::runtime::get_device_allocator(DeviceType::CUDA);
+  if (current != nullptr) { // taken either way: no device query needed (register_allocator rechecks under its lock)
+    return current == &cuda ? Registration::kAlreadyOurs : Registration::kAlreadyOther;
+  }
   auto count = cuda.device_count();
   if (!count.ok()) {
     // Registering an allocator with no device behind it would take the

@@ -128,8 +128,28 @@ Registration register_allocator(DeviceAllocator* alloc) {
   return Registration::kRegistered;
 }
 
-Registration register_simulated_device_allocator() {
-  return register_allocator(&simulated_device_allocator());
+Registration use_simulated_device(int device_count, Error* error) {
+  if (error != nullptr) {
+    *error = Error::Ok;
+  }
+  SimulatedDeviceAllocator& sim = simulated_device_allocator();
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  DeviceAllocator* current = get_device_allocator(DeviceType::CUDA);
+  if (current != nullptr && current != &sim) {
+    return Registration::kAlreadyOther; // its device count is not ours to change
+  }
+  const Error err = sim.set_device_count(device_count);
+  if (err != Error::Ok) {
+    if (error != nullptr) {
+      *error = err;
+    }
+    return Registration::kFailed;
+  }
+  if (current == &sim) {
+    return Registration::kAlreadyOurs;
+  }
+  register_device_allocator(&sim);
+  return Registration::kRegistered;
 }
 
 } // namespace et_copy

@@ -93,7 +93,7 @@ CountingDeviceAllocator::Released SimulatedDeviceAllocator::release_bytes(void* 
     if (it == live_.end()) {
       // Freeing memory we never handed out (or freeing twice) would corrupt
       // the host heap; refuse and count it instead.
-        ET_LOG(Error, "simulated device: deallocate of unknown pointer %p", ptr);
+      ET_LOG(Error, "simulated device: deallocate of unknown pointer %p", ptr);
       return {};
     }
     const int device = index == -1 ? 0 : index;

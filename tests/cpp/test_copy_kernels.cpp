@@ -87,7 +87,7 @@ const char* op(bool h2d) {
 class CopyKernels : public ::testing::Test {
  protected:
   void SetUp() override {
-    const auto r = et_copy::register_simulated_device_allocator();
+    const auto r = et_copy::use_simulated_device();
     ASSERT_TRUE(r == et_copy::Registration::kRegistered || r == et_copy::Registration::kAlreadyOurs)
         << et_copy::registration_name(r);
     ASSERT_EQ(alloc().set_device_count(1), Error::Ok);

@@ -356,8 +356,8 @@ TEST_F(CudaAllocator, StatusAndPropertiesDescribeTheDevices) {
 // Last in this file: registration is for the life of the process.
 TEST_F(CudaAllocator, ZRegistrationIsIdempotent) {
   ASSERT_EQ(get_device_allocator(DeviceType::CUDA), nullptr);
-  EXPECT_EQ(et_copy::register_cuda_device_allocator(), Registration::kRegistered);
-  EXPECT_EQ(et_copy::register_cuda_device_allocator(), Registration::kAlreadyOurs);
+  EXPECT_EQ(et_copy::use_cuda(), Registration::kRegistered);
+  EXPECT_EQ(et_copy::use_cuda(), Registration::kAlreadyOurs);
   EXPECT_EQ(get_device_allocator(DeviceType::CUDA), &a);
 }
 
@@ -379,7 +379,7 @@ TEST(NoDriver, EverythingFailsCleanlyWithNotFoundAndNothingIsRegistered) {
   char host[4] = {};
   EXPECT_EQ(a.copy_host_to_device(host, host, 4, -1), Error::NotFound);
   Error err = Error::Ok;
-  EXPECT_EQ(et_copy::register_cuda_device_allocator(&err), Registration::kFailed);
+  EXPECT_EQ(et_copy::use_cuda(&err), Registration::kFailed);
   EXPECT_EQ(err, Error::NotFound);
   EXPECT_EQ(get_device_allocator(DeviceType::CUDA), nullptr);
 }
@@ -389,7 +389,7 @@ TEST(NoDriver, EverythingFailsCleanlyWithNotFoundAndNothingIsRegistered) {
 // After ZRegistrationIsIdempotent: the kernel's diagnostic carries CUDA's own
 // words, so they reach the caller (and Python) and not only the log.
 TEST_F(CudaAllocator, ZZAKernelsDiagnosticCarriesCudasErrorString) {
-  ASSERT_EQ(et_copy::register_cuda_device_allocator(), Registration::kAlreadyOurs);
+  ASSERT_EQ(et_copy::use_cuda(), Registration::kAlreadyOurs);
   auto d = a.allocate(64, 0);
   ASSERT_TRUE(d.ok());
   std::vector<float> host(16, 1.0f);

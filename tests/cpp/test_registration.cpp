@@ -61,7 +61,7 @@ class FreshProcess : public ::testing::Environment {
     s.out_untouched = device.contents() == std::vector<uint8_t>(8, 0x3C);
 
     s.first_kernels = et_copy::register_kernels();
-    s.first_allocator = et_copy::register_simulated_device_allocator();
+    s.first_allocator = et_copy::use_simulated_device();
   }
 };
 
@@ -138,7 +138,7 @@ TEST(Registration, FirstAllocatorRegistrationInstallsTheSimulatedDevice) {
 }
 
 TEST(Registration, RegisteringTheSimulatedDeviceAgainReportsAlreadyOurs) {
-  EXPECT_EQ(et_copy::register_simulated_device_allocator(), Registration::kAlreadyOurs);
+  EXPECT_EQ(et_copy::use_simulated_device(), Registration::kAlreadyOurs);
   EXPECT_EQ(et_copy::register_allocator(&et_copy::simulated_device_allocator()), Registration::kAlreadyOurs);
 }
 

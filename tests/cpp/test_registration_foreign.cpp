@@ -96,7 +96,7 @@ class ForeignFirst : public ::testing::Environment {
     o.h2d_owner = et_copy::kernel_owner(et_copy::kH2dCopyOutName);
     o.d2h_owner = et_copy::kernel_owner(et_copy::kD2hCopyOutName);
     o.first_kernels = et_copy::register_kernels();
-    o.first_allocator = et_copy::register_simulated_device_allocator();
+    o.first_allocator = et_copy::use_simulated_device();
   }
 };
 
@@ -129,7 +129,7 @@ TEST(ForeignRegistration, TheForeignKernelStaysTheOneTheRegistryRuns) {
 
 TEST(ForeignRegistration, SimulatedDeviceIsNotRegisteredOverAForeignAllocator) {
   EXPECT_EQ(observed().first_allocator, Registration::kAlreadyOther);
-  EXPECT_EQ(et_copy::register_simulated_device_allocator(), Registration::kAlreadyOther);
+  EXPECT_EQ(et_copy::use_simulated_device(), Registration::kAlreadyOther);
   EXPECT_EQ(executorch::runtime::get_device_allocator(DeviceType::CUDA), &foreign_allocator());
 }
 

@@ -107,7 +107,7 @@ void run_worker(int id, ThreadTally& tally) {
 
 TEST(Threads, EightThreadsOfMixedCopiesThroughOneAllocatorMoveEveryByteAndCountExactly) {
   auto& sim = et_copy::simulated_device_allocator();
-  const auto reg = et_copy::register_simulated_device_allocator();
+  const auto reg = et_copy::use_simulated_device();
   ASSERT_TRUE(reg == et_copy::Registration::kRegistered || reg == et_copy::Registration::kAlreadyOurs);
   ASSERT_EQ(sim.set_device_count(2), Error::Ok);
   const auto before = sim.stats();

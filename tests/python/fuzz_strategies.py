@@ -261,7 +261,7 @@ def _kernel_tensor_check(arg: str, m: Meta) -> Expect | None:
     return None
 
 
-def oracle(op: str, s: Meta, o: Meta, num_devices: int) -> Expect:
+def oracle(op: str, s: Meta, o: Meta, device_count: int) -> Expect:
     """What et_copy's kernel must do with (self, out), in the order the
     contract in copy_ops.h lists its checks."""
     for m in (s, o):
@@ -283,8 +283,8 @@ def oracle(op: str, s: Meta, o: Meta, num_devices: int) -> Expect:
         return _reject("rank mismatch")
     if list(s.dim_order) != list(o.dim_order):
         return _reject("dim order mismatch")
-    if not -1 <= device.device_index < num_devices:
-        return _reject(f"but the simulated allocator has {num_devices} device(s)")
+    if not -1 <= device.device_index < device_count:
+        return _reject(f"but the simulated allocator has {device_count} device(s)")
     nbytes = numel(s.sizes) * s.itemsize
     if nbytes > 0 and s.null_data:
         return _reject("self has no data")

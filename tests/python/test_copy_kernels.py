@@ -10,7 +10,7 @@ import torch
 
 @pytest.fixture(autouse=True)
 def simulated_device():
-    et_copy.use_simulated_device(num_devices=1)
+    et_copy.use_simulated_device(device_count=1)
 
 
 def random_tensor(shape, dtype, *, seed=0):
@@ -139,13 +139,13 @@ def test_collected_device_tensor_returns_its_memory():
 
 def test_simulated_device_count_is_configurable_and_indices_within_it_work():
     try:
-        et_copy.use_simulated_device(num_devices=3)
+        et_copy.use_simulated_device(device_count=3)
         assert et_copy.allocator_info()["device_count"] == 3
         device = et_copy.h2d_copy(torch.arange(6), device="cuda:2")
         assert device.device.index == 2
         assert torch.equal(et_copy.d2h_copy(device), torch.arange(6))
     finally:
-        et_copy.use_simulated_device(num_devices=1)
+        et_copy.use_simulated_device(device_count=1)
 
 
 def test_use_simulated_device_is_idempotent():

@@ -14,7 +14,7 @@ D2H = "et_copy::_d2h_copy.out"
 
 @pytest.fixture(autouse=True)
 def simulated_device():
-    et_copy.use_simulated_device(num_devices=1)
+    et_copy.use_simulated_device(device_count=1)
 
 
 def pattern(shape, dtype):

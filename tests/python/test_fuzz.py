@@ -31,10 +31,10 @@ from hypothesis import given
 
 @pytest.fixture(autouse=True)
 def simulated_device():
-    et_copy.use_simulated_device(num_devices=2)
+    et_copy.use_simulated_device(device_count=2)
     with fs.collector_paused():
         yield
-    et_copy.use_simulated_device(num_devices=1)
+    et_copy.use_simulated_device(device_count=1)
 
 
 @fs.fuzz_settings()

@@ -19,7 +19,7 @@ import torch
 
 @pytest.fixture(autouse=True)
 def simulated_device():
-    et_copy.use_simulated_device(num_devices=1)
+    et_copy.use_simulated_device(device_count=1)
 
 
 @pytest.fixture(autouse=True)
@@ -103,7 +103,7 @@ def test_a_freed_device_tensor_is_refused_by_name_and_nothing_is_copied():
 
 EXIT_WITH_LIVE_TENSORS = textwrap.dedent("""
     import sys, threading, torch, et_copy
-    et_copy.use_simulated_device(num_devices=2)
+    et_copy.use_simulated_device(device_count=2)
     kept = [et_copy.h2d_copy(torch.arange(1000.0), device=f"cuda:{i % 2}") for i in range(50)]
     cycle = {"t": et_copy.empty((64,), torch.float64, "cuda:1", dynamic=True)}
     cycle["self"] = cycle

@@ -20,9 +20,9 @@ COUNTS = (0, 1, 3, 17, 64, 255, 1000, 4096)
 
 @pytest.fixture(autouse=True)
 def two_devices():
-    et_copy.use_simulated_device(num_devices=2)
+    et_copy.use_simulated_device(device_count=2)
     yield
-    et_copy.use_simulated_device(num_devices=1)
+    et_copy.use_simulated_device(device_count=1)
 
 
 @pytest.fixture(autouse=True)

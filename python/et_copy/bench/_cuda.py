@@ -75,7 +75,8 @@ def _worker(out_path: str, params: dict) -> int:
     import torch
 
     import et_copy
-    from et_copy import _C
+
+    from . import _loops
 
     et_copy.use_cuda()
     config = Config(repeats=params["repeats"], sample_s=params["sample_s"])
@@ -83,7 +84,7 @@ def _worker(out_path: str, params: dict) -> int:
     torch.empty(1, device="cuda")  # creates the context, loads cudart
     # Raw cudaMemcpy: et_copy's own binding (static cudart) when built with
     # it, else torch's libcudart through ctypes.
-    raw = getattr(_C, "cuda_raw_memcpy", None)
+    raw = getattr(_loops, "cuda_raw_memcpy", None)
     cudart = None if raw is not None else _cudart()
 
     def synced(fn):
@@ -156,7 +157,7 @@ def _worker(out_path: str, params: dict) -> int:
         dev.free()
         del pageable, pinned, host_out, pinned_out, dev, tdev
     how = (
-        "et_copy._C.cuda_raw_memcpy (static cudart)"
+        "et_copy.bench._loops.cuda_raw_memcpy (static cudart)"
         if raw is not None
         else "ctypes, torch's libcudart"
         if cudart is not None

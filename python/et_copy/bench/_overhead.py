@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 
 import et_copy
-from et_copy import _C
 
+from . import _loops
 from ._timing import Config, Stats, measure, python_sampler
 
 PY_NBYTES = 4096
@@ -53,7 +53,7 @@ def kernel_overhead(config: Config, nbytes: int = CPP_NBYTES) -> dict:
     resolves for the op name, against memcpy between the same buffers."""
 
     def cpp(kind: str):
-        return lambda iters: _C.bench_kernel(kind, nbytes, iters, 1)[0]
+        return lambda iters: _loops.bench_kernel(kind, nbytes, iters, 1)[0]
 
     cases = {MEMCPY: cpp("memcpy"), KERNEL_H2D: cpp("et_copy_h2d"), KERNEL_D2H: cpp("et_copy_d2h")}
     registry = {}

@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 
 import et_copy
-from et_copy import _C
 
+from . import _loops
 from ._timing import Config, Sampler, Stats, measure, python_sampler
 
 KIB = 1024
@@ -57,14 +57,14 @@ def one_size(nbytes: int, config: Config) -> dict[str, Stats]:
     cases = {
         PY_H2D: python_sampler(lambda: et_copy.h2d_copy(src, out=device)),
         PY_D2H: python_sampler(lambda: et_copy.d2h_copy(device, out=dst)),
-        KERNEL_H2D: lambda iters: _C.bench_kernel("et_copy_h2d", nbytes, iters, 1, src.data_ptr(), device.data_ptr())[
-            0
-        ],
+        KERNEL_H2D: lambda iters: _loops.bench_kernel(
+            "et_copy_h2d", nbytes, iters, 1, src.data_ptr(), device.data_ptr()
+        )[0],
         TORCH_COPY: python_sampler(lambda: dst.copy_(src)),
         TORCH_COPY_1T: _one_thread(python_sampler(lambda: dst.copy_(src))),
         # Into the device buffer h2d_copy writes: the same pages, so the
         # ratio is et_copy's overhead and not where the allocators put memory.
-        MEMCPY: lambda iters: _C.bench_memcpy(device.data_ptr(), src.data_ptr(), nbytes, iters, 1)[0],
+        MEMCPY: lambda iters: _loops.bench_memcpy(device.data_ptr(), src.data_ptr(), nbytes, iters, 1)[0],
     }
     try:
         return measure(cases, config)

@@ -57,7 +57,7 @@ def _environment() -> dict:
     from et_copy import aot
 
     env["aot_namespace"] = aot.ensure_registered()
-    et_copy.use_simulated_device(num_devices=1)
+    et_copy.use_simulated_device(device_count=1)
     if et_copy.kernel_owner(et_copy.H2D_COPY_OUT) == "absent":
         et_copy.register_kernels()
     owners = {et_copy.kernel_owner(op) for op in (et_copy.H2D_COPY_OUT, et_copy.D2H_COPY_OUT)}

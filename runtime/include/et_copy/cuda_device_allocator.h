@@ -139,15 +139,15 @@ class CudaDeviceAllocator final : public CountingDeviceAllocator {
 CudaDeviceAllocator& cuda_device_allocator();
 
 /**
- * Registers cuda_device_allocator() for DeviceType::CUDA, if a device is
- * usable. Without a driver or device it registers nothing (the slot stays
- * free for another allocator) and returns kFailed with `*error` (when given)
- * set to NotFound; the reason is in CudaDeviceAllocator::last_error_message().
- * Otherwise as register_allocator(): kRegistered, kAlreadyOurs, or
- * kAlreadyOther when another CUDA allocator holds the slot. Threading as
- * register_allocator().
+ * Serves DeviceType::CUDA with cuda_device_allocator(), if a device is
+ * usable: kRegistered, or kAlreadyOurs. kAlreadyOther, querying nothing,
+ * when another allocator holds the slot. Without a driver or device it
+ * registers nothing (the slot stays free for another allocator) and returns
+ * kFailed with `*error` (when given) set to NotFound; the reason is in
+ * CudaDeviceAllocator::last_error_message(). Python's et_copy.use_cuda() is
+ * this call. Threading as register_allocator().
  */
-Registration register_cuda_device_allocator(Error* error = nullptr);
+Registration use_cuda(Error* error = nullptr);
 
 /// Versions and device count, without creating a context or registering
 /// anything. Safe on machines with no driver.

@@ -77,9 +77,15 @@ Registration register_allocator(executorch::runtime::DeviceAllocator* alloc);
  */
 executorch::runtime::Span<const executorch::runtime::Kernel> method_kernels();
 
-/// Registers the process-wide simulated allocator (simulated_device_allocator())
-/// for DeviceType::CUDA: register_allocator() with that allocator, so the
-/// same outcomes. Threading as register_kernels().
-Registration register_simulated_device_allocator();
+/**
+ * Serves DeviceType::CUDA with the process-wide simulated allocator
+ * (simulated_device_allocator()) reporting `device_count` devices (1..127).
+ * Idempotent: when it is registered already, only the count changes
+ * (kAlreadyOurs). kAlreadyOther, changing nothing, when another allocator
+ * holds CUDA; kFailed with `*error` (when given) InvalidArgument for a count
+ * outside 1..127. Python's et_copy.use_simulated_device() is this call.
+ * Threading as register_kernels().
+ */
+Registration use_simulated_device(int device_count = 1, executorch::runtime::Error* error = nullptr);
 
 } // namespace et_copy

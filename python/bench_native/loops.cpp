@@ -1,8 +1,13 @@
-// Timing loops for `python -m et_copy bench`: the C++ side of the call
-// overhead and throughput figures, run with no Python in the loop.
-#include "bench.h"
-
+// et_copy.bench._loops: timing loops for `python -m et_copy bench`, the C++
+// side of the call overhead and throughput figures, run with no Python in
+// the loop. An extension of its own, so nothing of the benchmark ships in
+// et_copy._C. It links the same kernels et_copy._C does (et_copy_runtime,
+// same flags), and reaches the allocators and the kernel registry through
+// libexecutorch.so, which both extensions share.
+#include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+
+#include <stdexcept>
 
 #include <chrono>
 #include <cstring>
@@ -17,11 +22,13 @@
 #include <executorch/runtime/kernel/kernel_runtime_context.h>
 #include <executorch/runtime/kernel/operator_registry.h>
 
-#include "failure.h"
+#ifdef ET_COPY_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 namespace py = pybind11;
 
-namespace et_copy::bindings {
+namespace et_copy::bench {
 
 namespace {
 
@@ -44,7 +51,7 @@ inline void clobber(const void* p) {
 template <typename Body>
 std::vector<double> time_repeats(int64_t iters, int repeats, Body body) {
   if (iters < 1 || repeats < 1) {
-    throw Failure(Error::InvalidArgument, "iters and repeats must be at least 1");
+    throw py::value_error("iters and repeats must be at least 1");
   }
   std::vector<double> ns;
   ns.reserve(repeats);
@@ -81,9 +88,9 @@ OpFunction resolve(const std::string& kind, bool* h2d) {
   const bool registry = kind.rfind("registry_", 0) == 0;
   const std::string direction = registry ? kind.substr(9) : kind.substr(kind.rfind('_') + 1);
   if ((kind != "et_copy_h2d" && kind != "et_copy_d2h" && !registry) || (direction != "h2d" && direction != "d2h")) {
-    throw Failure(Error::InvalidArgument,
-                  "bench_kernel: kind must be memcpy, et_copy_h2d, et_copy_d2h, registry_h2d or registry_d2h, got '" +
-                      kind + "'");
+    throw py::value_error(
+        "bench_kernel: kind must be memcpy, et_copy_h2d, et_copy_d2h, registry_h2d or registry_d2h, got '" + kind +
+        "'");
   }
   *h2d = direction == "h2d";
   if (!registry) {
@@ -92,7 +99,7 @@ OpFunction resolve(const std::string& kind, bool* h2d) {
   const char* name = *h2d ? kH2dCopyOutName : kD2hCopyOutName;
   auto fn = executorch::runtime::get_op_function_from_registry(name);
   if (!fn.ok()) {
-    throw Failure(Error::OperatorMissing, std::string("bench_kernel: no kernel is registered for ") + name);
+    throw std::runtime_error(std::string("bench_kernel: no kernel is registered for ") + name);
   }
   return *fn;
 }
@@ -108,14 +115,14 @@ OpFunction resolve(const std::string& kind, bool* h2d) {
 std::vector<double> bench_kernel(const std::string& kind, size_t nbytes, int64_t iters, int repeats,
                                  uintptr_t host_buffer, uintptr_t device_buffer) {
   if (nbytes == 0 || nbytes > (size_t{1} << 31) - 1) {
-    throw Failure(Error::InvalidArgument, "bench_kernel: nbytes must be in 1..2^31-1");
+    throw py::value_error("bench_kernel: nbytes must be in 1..2^31-1");
   }
   if (executorch::runtime::get_device_allocator(et::DeviceType::CUDA) == nullptr) {
-    throw Failure(Error::NotFound,
-                  "bench_kernel: no DeviceAllocator is registered for CUDA: call et_copy.use_simulated_device() first");
+    throw std::runtime_error(
+        "bench_kernel: no DeviceAllocator is registered for CUDA: call et_copy.use_simulated_device() first");
   }
   if ((host_buffer == 0) != (device_buffer == 0)) {
-    throw Failure(Error::InvalidArgument, "bench_kernel: give both buffers or neither");
+    throw py::value_error("bench_kernel: give both buffers or neither");
   }
   DeviceMemoryBuffer device;
   std::vector<uint8_t> host;
@@ -124,7 +131,7 @@ std::vector<double> bench_kernel(const std::string& kind, size_t nbytes, int64_t
   if (device_ptr == nullptr) {
     auto fresh = DeviceMemoryBuffer::create(nbytes, et::DeviceType::CUDA, 0, 256);
     if (!fresh.ok()) {
-      throw Failure(fresh.error(), "bench_kernel: could not allocate " + std::to_string(nbytes) + " device bytes");
+      throw std::runtime_error("bench_kernel: could not allocate " + std::to_string(nbytes) + " device bytes");
     }
     device = std::move(*fresh);
     device_ptr = device.data();
@@ -155,8 +162,8 @@ std::vector<double> bench_kernel(const std::string& kind, size_t nbytes, int64_t
     }
   });
   if (ctx.failure_state() != Error::Ok) {
-    throw Failure(ctx.failure_state(),
-                  "bench_kernel: the " + kind + " kernel failed with " + error_name(ctx.failure_state()));
+    throw std::runtime_error("bench_kernel: the " + kind + " kernel failed with " +
+                             executorch::runtime::to_string(ctx.failure_state()));
   }
   return ns;
 }
@@ -165,7 +172,7 @@ std::vector<double> bench_kernel(const std::string& kind, size_t nbytes, int64_t
 // tensors): the single-threaded baseline of the throughput table.
 std::vector<double> bench_memcpy(uintptr_t dst, uintptr_t src, size_t nbytes, int64_t iters, int repeats) {
   if (dst == 0 || src == 0) {
-    throw Failure(Error::InvalidArgument, "bench_memcpy: null pointer");
+    throw py::value_error("bench_memcpy: null pointer");
   }
   void* d = reinterpret_cast<void*>(dst);
   const void* s = reinterpret_cast<const void*>(src);
@@ -177,14 +184,44 @@ std::vector<double> bench_memcpy(uintptr_t dst, uintptr_t src, size_t nbytes, in
   });
 }
 
+#ifdef ET_COPY_WITH_CUDA
+// The CUDA baseline: one synchronous cudaMemcpy, nothing else.
+void cuda_raw_memcpy(uintptr_t dst, uintptr_t src, size_t nbytes, const std::string& kind) {
+  cudaMemcpyKind k;
+  if (kind == "h2d") {
+    k = cudaMemcpyHostToDevice;
+  } else if (kind == "d2h") {
+    k = cudaMemcpyDeviceToHost;
+  } else if (kind == "d2d") {
+    k = cudaMemcpyDeviceToDevice;
+  } else {
+    throw py::value_error("kind must be 'h2d', 'd2h' or 'd2d', got '" + kind + "'");
+  }
+  cudaError_t e;
+  {
+    py::gil_scoped_release release;
+    e = cudaMemcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), nbytes, k);
+  }
+  if (e != cudaSuccess) {
+    throw std::runtime_error(std::string("cudaMemcpy failed: ") + cudaGetErrorString(e));
+  }
+}
+#endif
+
 } // namespace
 
-void bind_bench(py::module_& m) {
+} // namespace et_copy::bench
+
+PYBIND11_MODULE(_loops, m) {
+  using namespace et_copy::bench;
+  m.doc() = "Timing loops of python -m et_copy bench (not part of et_copy's API).";
   m.def("bench_kernel", &bench_kernel, py::arg("kind"), py::arg("nbytes"), py::arg("iters"), py::arg("repeats"),
         py::arg("host") = 0, py::arg("device") = 0,
         "ns per call, per repeat, of a C++ loop: memcpy, et_copy_h2d/d2h (boxed kernel) or registry_h2d/d2h.");
   m.def("bench_memcpy", &bench_memcpy, py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("iters"),
         py::arg("repeats"), "ns per call, per repeat, of std::memcpy between caller-owned buffers (single thread).");
+#ifdef ET_COPY_WITH_CUDA
+  m.def("cuda_raw_memcpy", &cuda_raw_memcpy, py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("kind"),
+        "One synchronous cudaMemcpy (the CUDA baseline).");
+#endif
 }
-
-} // namespace et_copy::bindings
