@@ -202,7 +202,7 @@ CudaDeviceAllocator::CudaDeviceAllocator() : impl_(new Impl()) {}
 // that may already be gone.
 CudaDeviceAllocator::~CudaDeviceAllocator() = default;
 
-Result<int> CudaDeviceAllocator::device_count() const {
+Result<int> CudaDeviceAllocator::count_devices() const {
   std::call_once(impl_->count_once, [this] {
     const CudaRuntimeStatus s = cuda_runtime_status();
     impl_->count_error = s.error;

@@ -69,59 +69,84 @@ bool valid_device_type(DeviceType t) {
   return static_cast<size_t>(static_cast<uint8_t>(t)) < kNumDeviceTypes;
 }
 
-// Exact byte count of `t`'s current shape, or false on a negative size or
-// an overflow (possible only in a malformed program).
-bool checked_nbytes(const Tensor& t, uint64_t* out) {
-  uint64_t n = static_cast<uint64_t>(t.element_size());
-  for (ssize_t i = 0; i < t.dim(); ++i) {
-    const SizesType s = t.sizes()[i];
-    if (s < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(s), &n)) {
-      return false;
-    }
-  }
-  *out = n;
-  return true;
+// A stride (int32 in ExecuTorch) equal to an element count of up to 64 bits.
+bool stride_is(int64_t stride, uint64_t expected) {
+  return stride >= 0 && static_cast<uint64_t>(stride) == expected;
 }
 
-// A dim order is valid when it is a permutation of 0..dim-1.
-bool valid_dim_order(const Tensor& t) {
-  if (t.dim() == 0) {
-    return true;
+enum class Problem { kNone, kDims, kNoSizes, kDimOrder, kSize, kNotDense };
+
+// One tensor's own metadata, read in one pass: every check a raw byte copy
+// of it assumes. `nbytes` is its exact byte count (needed for the copy).
+Problem tensor_problem(const Tensor& t, uint64_t* nbytes) {
+  const ssize_t dim = t.dim();
+  if (dim < 0 || dim > static_cast<ssize_t>(kTensorDimensionLimit)) {
+    return Problem::kDims;
   }
-  if (t.dim_order().data() == nullptr) {
-    return false;
+  const SizesType* sizes = t.sizes().data();
+  const auto* order = t.dim_order().data();
+  const auto* strides = t.strides().data();
+  // elementSize is an inline switch; TensorImpl::element_size() is a call into libexecutorch.
+  uint64_t n = static_cast<uint64_t>(executorch::runtime::elementSize(t.scalar_type()));
+  if (dim == 0) {
+    *nbytes = n;
+    return Problem::kNone;
   }
-  bool seen[kTensorDimensionLimit] = {};
-  for (ssize_t i = 0; i < t.dim(); ++i) {
-    const auto d = t.dim_order()[i];
-    if (d >= t.dim() || seen[d]) {
-      return false;
+  if (sizes == nullptr) {
+    return Problem::kNoSizes;
+  }
+  if (order == nullptr) {
+    return Problem::kDimOrder;
+  }
+  // Walking dims innermost first in dim order: a permutation (each dim once),
+  // dense (each stride the product of the sizes inside it; size-1 dims may
+  // have any stride), and the byte count without overflow.
+  // `expected` is the product of the sizes walked so far: at most n, which
+  // the overflow check keeps within 64 bits (int64 would overflow).
+  uint32_t seen = 0;
+  uint64_t expected = 1;
+  bool dense = true;
+  for (ssize_t i = dim - 1; i >= 0; --i) {
+    const auto d = order[i];
+    if (d >= dim || (seen >> d) & 1u) {
+      return Problem::kDimOrder;
     }
-    seen[d] = true;
+    seen |= 1u << d;
+    const SizesType size = sizes[d];
+    if (size < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(size), &n)) {
+      return Problem::kSize;
+    }
+    dense = dense && (size == 1 || (strides != nullptr && stride_is(strides[d], expected)));
+    expected *= static_cast<uint64_t>(size);
   }
-  return true;
+  *nbytes = n;
+  return n == 0 || (dense && strides != nullptr) ? Problem::kNone : Problem::kNotDense;
 }
 
-// Dense in its dim order: the bytes are exactly numel elements laid out in
-// that order, which is what a raw byte copy assumes. Strides of size-1 dims
-// do not affect layout and are not checked.
-bool dense_in_dim_order(const Tensor& t) {
-  if (t.numel() == 0 || t.dim() == 0) {
-    return true;
+// Checks one tensor's own metadata; `arg` is "self" or "out".
+Error check_tensor(Direction d, const char* arg, const Tensor& t, uint64_t* nbytes, CopyDiagnostic* diag) {
+  switch (tensor_problem(t, nbytes)) {
+    case Problem::kNone:
+      break;
+    case Problem::kDims:
+      return reject(diag, d, Error::InvalidArgument, "%s has %zd dims; at most %zu are supported", arg, t.dim(),
+                    kTensorDimensionLimit);
+    case Problem::kNoSizes:
+      return reject(diag, d, Error::InvalidArgument, "%s has no sizes", arg);
+    case Problem::kDimOrder:
+      return reject(diag, d, Error::InvalidArgument, "%s has a dim order that is not a permutation of its %zd dims",
+                    arg, t.dim());
+    case Problem::kSize:
+      return reject(diag, d, Error::InvalidArgument, "%s has a negative size or a byte count that overflows", arg);
+    case Problem::kNotDense:
+      return reject(diag, d, Error::InvalidArgument,
+                    "%s is not dense in its dim order (its strides leave gaps or overlap)", arg);
   }
-  if (t.strides().data() == nullptr) {
-    return false;
+  if (!valid_device_type(t.device_type())) {
+    return reject(diag, d, Error::InvalidArgument, "%s has unknown device type %d", arg,
+                  static_cast<int>(t.device_type()));
   }
-  int64_t expected = 1;
-  for (ssize_t i = t.dim() - 1; i >= 0; --i) {
-    const auto d = t.dim_order()[i];
-    const SizesType size = t.sizes()[d];
-    if (size != 1 && t.strides()[d] != expected) {
-      return false;
-    }
-    expected *= size;
-  }
-  return true;
+  return Error::Ok;
 }
 
 bool same_dim_order(const Tensor& a, const Tensor& b) {
@@ -142,50 +167,84 @@ bool same_sizes(const Tensor& a, const Tensor& b) {
   return true;
 }
 
-// Checks one tensor's own metadata; `arg` is "self" or "out".
-Error check_tensor(Direction d, const char* arg, const Tensor& t, CopyDiagnostic* diag) {
-  if (t.dim() < 0 || t.dim() > static_cast<ssize_t>(kTensorDimensionLimit)) {
-    return reject(diag, d, Error::InvalidArgument, "%s has %zd dims; at most %zu are supported", arg, t.dim(),
-                  kTensorDimensionLimit);
+// The common case, in one pass over both tensors: known device types, same
+// dtype, rank (1..16) and dim order, the dim order a permutation, sizes
+// non-negative with byte counts that fit 64 bits, both dense; and whether
+// out already has self's sizes. False at any doubt, and then the checks in
+// device_copy run one by one and name the problem: this is a shortcut
+// through them (a third of the kernel's own cost, python -m et_copy bench),
+// never a different rule.
+bool common_case(const Tensor& self, const Tensor& out, uint64_t* nbytes, bool* same_shape) {
+  const ssize_t dim = self.dim();
+  if (dim != out.dim() || dim < 1 || dim > static_cast<ssize_t>(kTensorDimensionLimit) ||
+      self.scalar_type() != out.scalar_type() || !valid_device_type(self.device_type()) ||
+      !valid_device_type(out.device_type())) {
+    return false;
   }
-  if (t.dim() > 0 && t.sizes().data() == nullptr) {
-    return reject(diag, d, Error::InvalidArgument, "%s has no sizes", arg);
+  const SizesType* ss = self.sizes().data();
+  const SizesType* os = out.sizes().data();
+  const auto* so = self.dim_order().data();
+  const auto* oo = out.dim_order().data();
+  const auto* st = self.strides().data();
+  const auto* ot = out.strides().data();
+  if (ss == nullptr || os == nullptr || so == nullptr || oo == nullptr || st == nullptr || ot == nullptr) {
+    return false;
   }
-  uint64_t nbytes = 0;
-  if (!checked_nbytes(t, &nbytes)) {
-    return reject(diag, d, Error::InvalidArgument, "%s has a negative size or a byte count that overflows", arg);
+  uint64_t sn = static_cast<uint64_t>(executorch::runtime::elementSize(self.scalar_type()));
+  uint64_t on = sn;
+  uint64_t s_expected = 1; // as in tensor_problem: within 64 bits while the byte counts are
+  uint64_t o_expected = 1;
+  uint32_t seen = 0;
+  bool same = true;
+  for (ssize_t i = dim - 1; i >= 0; --i) {
+    const auto d = so[i];
+    if (d >= dim || oo[i] != d || (seen >> d) & 1u) {
+      return false;
+    }
+    seen |= 1u << d;
+    const SizesType s = ss[d];
+    const SizesType o = os[d];
+    if (s < 0 || o < 0 || __builtin_mul_overflow(sn, static_cast<uint64_t>(s), &sn) ||
+        __builtin_mul_overflow(on, static_cast<uint64_t>(o), &on) || (s != 1 && !stride_is(st[d], s_expected)) ||
+        (o != 1 && !stride_is(ot[d], o_expected))) {
+      return false;
+    }
+    s_expected *= static_cast<uint64_t>(s);
+    o_expected *= static_cast<uint64_t>(o);
+    same = same && s == o;
   }
-  if (!valid_dim_order(t)) {
-    return reject(diag, d, Error::InvalidArgument, "%s has a dim order that is not a permutation of its %zd dims", arg,
-                  t.dim());
-  }
-  if (!dense_in_dim_order(t)) {
-    return reject(diag, d, Error::InvalidArgument,
-                  "%s is not dense in its dim order (its strides leave gaps or overlap)", arg);
-  }
-  if (!valid_device_type(t.device_type())) {
-    return reject(diag, d, Error::InvalidArgument, "%s has unknown device type %d", arg,
-                  static_cast<int>(t.device_type()));
-  }
-  return Error::Ok;
+  *nbytes = sn;
+  *same_shape = same;
+  return true;
 }
 
-// as_counting_allocator(alloc) for the allocator registered for `type`,
-// remembered per device type: dynamic_cast across shared objects compares
-// type names, a fifth of a kernel call (python -m et_copy bench). Sound
-// because a registered allocator has static lifetime and its registry slot
-// never changes (no unregister; a second registration aborts).
-CountingDeviceAllocator* counting_allocator_for(DeviceType type, DeviceAllocator* alloc) {
-  // Per type: 0 = not looked up yet, else the answer with bit 0 set.
-  static std::atomic<uintptr_t> cache[kNumDeviceTypes];
-  auto& slot = cache[static_cast<size_t>(static_cast<uint8_t>(type))];
-  const uintptr_t cached = slot.load(std::memory_order_acquire);
-  if (cached != 0) {
-    return reinterpret_cast<CountingDeviceAllocator*>(cached & ~uintptr_t{1});
+// The allocator registered for `type`, and it as et-copy's counting
+// allocator (null for another implementation), remembered once found: a
+// registered allocator has static lifetime and its registry slot never
+// changes (no unregister; a second registration aborts). Saves two calls
+// into libexecutorch and a dynamic_cast per copy (across shared objects GCC
+// compares type names; python -m et_copy bench, kernel overhead).
+struct Served {
+  DeviceAllocator* alloc = nullptr;
+  CountingDeviceAllocator* counting = nullptr;
+};
+
+Served served(DeviceType type) {
+  static std::atomic<DeviceAllocator*> allocs[kNumDeviceTypes];
+  static std::atomic<CountingDeviceAllocator*> countings[kNumDeviceTypes]; // published by allocs' release
+  const size_t i = static_cast<size_t>(static_cast<uint8_t>(type));
+  DeviceAllocator* alloc = allocs[i].load(std::memory_order_acquire);
+  if (alloc != nullptr) {
+    return {alloc, countings[i].load(std::memory_order_relaxed)};
+  }
+  alloc = get_device_allocator(type);
+  if (alloc == nullptr) {
+    return {};
   }
   CountingDeviceAllocator* counting = as_counting_allocator(alloc);
-  slot.store(reinterpret_cast<uintptr_t>(counting) | 1, std::memory_order_release);
-  return counting;
+  countings[i].store(counting, std::memory_order_relaxed);
+  allocs[i].store(alloc, std::memory_order_release);
+  return {alloc, counting};
 }
 
 } // namespace
@@ -196,12 +255,19 @@ Error device_copy(Direction d, const Tensor& self, Tensor& out, CopyDiagnostic* 
   }
   const bool h2d = d == Direction::kHostToDevice;
 
-  Error err = check_tensor(d, "self", self, diag);
-  if (err == Error::Ok) {
-    err = check_tensor(d, "out", out, diag);
-  }
-  if (err != Error::Ok) {
-    return err;
+  uint64_t self_nbytes = 0;
+  bool same_shape = false;
+  const bool common = common_case(self, out, &self_nbytes, &same_shape);
+  Error err = Error::Ok;
+  if (!common) {
+    uint64_t out_nbytes = 0;
+    err = check_tensor(d, "self", self, &self_nbytes, diag);
+    if (err == Error::Ok) {
+      err = check_tensor(d, "out", out, &out_nbytes, diag);
+    }
+    if (err != Error::Ok) {
+      return err;
+    }
   }
 
   // Direction: the host side must be CPU and the device side must not be.
@@ -217,25 +283,30 @@ Error device_copy(Direction d, const Tensor& self, Tensor& out, CopyDiagnostic* 
     return reject(diag, d, Error::InvalidArgument, "%s must be a device tensor, got a CPU tensor", device_arg);
   }
 
-  if (self.scalar_type() != out.scalar_type()) {
-    return reject(diag, d, Error::InvalidArgument, "dtype mismatch: self has %s, out has %s",
-                  executorch::runtime::toString(self.scalar_type()), executorch::runtime::toString(out.scalar_type()));
-  }
-  if (self.dim() != out.dim()) {
-    return reject(diag, d, Error::InvalidArgument, "rank mismatch: self has %zd dims, out has %zd", self.dim(),
-                  out.dim());
-  }
-  if (!same_dim_order(self, out)) {
-    return reject(diag, d, Error::InvalidArgument, "dim order mismatch between self and out");
+  if (!common) {
+    if (self.scalar_type() != out.scalar_type()) {
+      return reject(diag, d, Error::InvalidArgument, "dtype mismatch: self has %s, out has %s",
+                    executorch::runtime::toString(self.scalar_type()),
+                    executorch::runtime::toString(out.scalar_type()));
+    }
+    if (self.dim() != out.dim()) {
+      return reject(diag, d, Error::InvalidArgument, "rank mismatch: self has %zd dims, out has %zd", self.dim(),
+                    out.dim());
+    }
+    if (!same_dim_order(self, out)) {
+      return reject(diag, d, Error::InvalidArgument, "dim order mismatch between self and out");
+    }
+    same_shape = same_sizes(self, out);
   }
 
-  DeviceAllocator* alloc = get_device_allocator(device.device_type());
+  const Served server = served(device.device_type());
+  DeviceAllocator* alloc = server.alloc;
   if (alloc == nullptr) {
     return reject(diag, d, Error::NotFound, "no DeviceAllocator is registered for %s",
                   device_name(device.device_type()));
   }
   const auto index = device.device_index();
-  if (CountingDeviceAllocator* counting = counting_allocator_for(device.device_type(), alloc)) {
+  if (CountingDeviceAllocator* counting = server.counting) {
     auto count = counting->device_count();
     if (!count.ok()) {
       return reject(diag, d, count.error(), "the %s allocator cannot count its devices", counting->name());
@@ -247,7 +318,7 @@ Error device_copy(Direction d, const Tensor& self, Tensor& out, CopyDiagnostic* 
     }
   }
 
-  const size_t nbytes = self.nbytes();
+  const size_t nbytes = static_cast<size_t>(self_nbytes);
   if (nbytes > 0 && self.const_data_ptr() == nullptr) {
     return reject(diag, d, Error::InvalidArgument, "self has no data");
   }
@@ -255,7 +326,7 @@ Error device_copy(Direction d, const Tensor& self, Tensor& out, CopyDiagnostic* 
   // Capacity: out takes self's shape, within what its dynamism allows.
   SizesType old_sizes[kTensorDimensionLimit];
   const size_t rank = static_cast<size_t>(out.dim());
-  const bool resize = !same_sizes(self, out);
+  const bool resize = !same_shape;
   if (resize) {
     char self_shape[96];
     char out_shape[96];
@@ -279,7 +350,7 @@ Error device_copy(Direction d, const Tensor& self, Tensor& out, CopyDiagnostic* 
               : alloc->copy_device_to_host(out.mutable_data_ptr(), self.const_data_ptr(), nbytes, index);
     if (err != Error::Ok) {
       // The allocator's own words (CUDA's error string) when it keeps them.
-      const CountingDeviceAllocator* counting = counting_allocator_for(device.device_type(), alloc);
+      const CountingDeviceAllocator* counting = server.counting;
       const char* why = counting != nullptr ? counting->failure_message() : "";
       reject(diag, d, err, "the device allocator failed the %zu-byte copy (error 0x%x)%s%s", nbytes,
              static_cast<unsigned>(err), why[0] != '\0' ? ": " : "", why);
@@ -300,9 +371,17 @@ void device_copy_boxed(Direction d, KernelRuntimeContext& ctx, Span<EValue*> sta
     return;
   }
   Tensor& out = stack[1]->toTensor();
-  Tensor& result = d == Direction::kHostToDevice ? h2d_copy_out(ctx, stack[0]->toTensor(), out)
-                                                 : d2h_copy_out(ctx, stack[0]->toTensor(), out);
-  *stack[2] = EValue(result);
+  *stack[2] = EValue(device_copy_out(d, ctx, stack[0]->toTensor(), out));
+}
+
+Tensor& device_copy_out(Direction d, KernelRuntimeContext& ctx, const Tensor& self, Tensor& out) {
+  CopyDiagnostic diag;
+  const Error err = device_copy(d, self, out, &diag);
+  if (err != Error::Ok) {
+    ET_LOG(Error, "%s", diag.message);
+    ctx.fail(err);
+  }
+  return out;
 }
 
 } // namespace internal

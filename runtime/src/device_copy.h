@@ -11,6 +11,10 @@ enum class Direction { kHostToDevice, kDeviceToHost };
 
 Error device_copy(Direction direction, const Tensor& self, Tensor& out, CopyDiagnostic* diag);
 
+// The kernel-API form: device_copy, logging the diagnostic and failing ctx
+// on an error. Returns out.
+Tensor& device_copy_out(Direction direction, KernelRuntimeContext& ctx, const Tensor& self, Tensor& out);
+
 // Unboxes [self, out, returned] and runs `direction`'s kernel, failing ctx
 // rather than aborting on a malformed stack.
 void device_copy_boxed(Direction direction, KernelRuntimeContext& ctx, Span<EValue*> stack);

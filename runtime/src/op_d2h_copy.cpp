@@ -1,8 +1,6 @@
 // et_copy::_d2h_copy.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)
 #include <et_copy/copy_ops.h>
 
-#include <executorch/runtime/platform/log.h>
-
 #include "device_copy.h"
 
 namespace et_copy {
@@ -12,13 +10,7 @@ Error d2h_copy(const Tensor& self, Tensor& out, CopyDiagnostic* diag) {
 }
 
 Tensor& d2h_copy_out(KernelRuntimeContext& ctx, const Tensor& self, Tensor& out) {
-  CopyDiagnostic diag;
-  const Error err = d2h_copy(self, out, &diag);
-  if (err != Error::Ok) {
-    ET_LOG(Error, "%s", diag.message);
-    ctx.fail(err);
-  }
-  return out;
+  return internal::device_copy_out(internal::Direction::kDeviceToHost, ctx, self, out);
 }
 
 void d2h_copy_out_boxed(KernelRuntimeContext& ctx, Span<EValue*> stack) {

@@ -31,10 +31,11 @@ Error SimulatedDeviceAllocator::set_device_count(int count) {
     return Error::InvalidArgument;
   }
   device_count_.store(count);
+  set_known_device_count(count);
   return Error::Ok;
 }
 
-Result<int> SimulatedDeviceAllocator::device_count() const {
+Result<int> SimulatedDeviceAllocator::count_devices() const {
   return device_count_.load();
 }
 

@@ -50,7 +50,10 @@ def _registry_label(op: str) -> str:
 def kernel_overhead(config: Config, nbytes: int = CPP_NBYTES) -> dict:
     """An ``nbytes`` byte copy in a C++ loop (no Python inside): et_copy's
     boxed kernel called directly, and whatever the ExecuTorch registry
-    resolves for the op name, against memcpy between the same buffers."""
+    resolves for the op name (the executorch wheel's kernel, which checks
+    less: its library is loaded here, as executorch.runtime loads it),
+    against memcpy between the same buffers."""
+    et_copy.register_kernels()  # loads the wheel's kernel library first; registers nothing over it
 
     def cpp(kind: str):
         return lambda iters: _loops.bench_kernel(kind, nbytes, iters, 1)[0]
@@ -64,6 +67,12 @@ def kernel_overhead(config: Config, nbytes: int = CPP_NBYTES) -> dict:
             cases[f"registry {op} = {label.split(' (')[0]} (C++ loop)"] = cpp(f"registry_{direction}")
     results = measure(cases, config)
     return {"nbytes": nbytes, "baseline": MEMCPY, "registry": registry, "results": results}
+
+
+def registry_case(section: dict, direction: str) -> str | None:
+    """The registry row of ``direction`` ("h2d", "d2h"), when it ran."""
+    op = et_copy.H2D_COPY_OUT if direction == "h2d" else et_copy.D2H_COPY_OUT
+    return next((n for n in section["results"] if n.startswith(f"registry {op} ")), None)
 
 
 def overhead_ns(results: dict[str, Stats], name: str, baseline: str) -> float:

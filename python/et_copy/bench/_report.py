@@ -10,6 +10,10 @@ from ._throughput import gb_per_s, size_label
 from ._timing import Stats
 
 TARGET_SIZE = 64 * 1024 * 1024
+# Issue 12: a Python call at most 0.8x torch copy_ (4 KiB); the C++ kernel,
+# every check kept, at most 1.1x the overhead of the wheel's unchecked one.
+PYTHON_TARGET = 0.8
+KERNEL_TARGET = 1.1
 
 
 def _time(ns: float) -> str:
@@ -149,23 +153,29 @@ def targets(doc: dict) -> list[dict]:
                     "measured": round(ratio, 3),
                     "at_p10": round(s.p10_ns / base.p10_ns, 3),
                     "unit": "x torch copy_",
-                    "target": "<= 1.0",
-                    "met": ratio <= 1.0,
+                    "target": f"<= {PYTHON_TARGET}",
+                    "met": ratio <= PYTHON_TARGET,
                 }
             )
     k = doc.get("kernel_overhead")
     if k:
-        for name in (_overhead.KERNEL_H2D, _overhead.KERNEL_D2H):
-            ns = _overhead.overhead_ns(k["results"], name, k["baseline"])
-            p10 = k["results"][name].p10_ns - k["results"][k["baseline"]].p10_ns
+        for direction, name in (("h2d", _overhead.KERNEL_H2D), ("d2h", _overhead.KERNEL_D2H)):
+            theirs = _overhead.registry_case(k, direction)
+            if theirs is None or "et_copy's kernel" in theirs:
+                continue  # no other kernel in the registry to compare with
+            ours_ns = _overhead.overhead_ns(k["results"], name, k["baseline"])
+            theirs_ns = _overhead.overhead_ns(k["results"], theirs, k["baseline"])
+            base = k["results"][k["baseline"]].p10_ns
+            ratio = ours_ns / theirs_ns
             out.append(
                 {
-                    "name": f"C++ kernel overhead, {name}, {k['nbytes']} B",
-                    "measured": round(ns, 1),
-                    "at_p10": round(p10, 1),
-                    "unit": "ns per call above memcpy",
-                    "target": "<= 100",
-                    "met": ns <= 100,
+                    "name": f"C++ kernel overhead, {name} against the wheel's kernel, {k['nbytes']} B "
+                    f"(+{ours_ns:.0f} ns against +{theirs_ns:.0f} ns over memcpy)",
+                    "measured": round(ratio, 3),
+                    "at_p10": round((k["results"][name].p10_ns - base) / (k["results"][theirs].p10_ns - base), 3),
+                    "unit": "x the wheel's overhead",
+                    "target": f"<= {KERNEL_TARGET}",
+                    "met": ratio <= KERNEL_TARGET,
                 }
             )
     t = doc.get("throughput")
@@ -209,7 +219,7 @@ def render(doc: dict) -> str:
             lambda s: _ratio_table(
                 f"Python call overhead: {s['nbytes']}-byte float32 copy, outputs preallocated",
                 s,
-                "target: et_copy <= 1.0x torch copy_",
+                f"target: et_copy <= {PYTHON_TARGET}x torch copy_",
             ),
         ),
         ("kernel_overhead", _kernel_table),

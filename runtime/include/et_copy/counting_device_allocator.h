@@ -62,8 +62,20 @@ class CountingDeviceAllocator : public DeviceAllocator {
   Error copy_device_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index);
 
   /// Number of devices this allocator serves, or the Error that prevented
-  /// counting them (e.g. no CUDA driver).
-  virtual Result<int> device_count() const = 0;
+  /// counting them (e.g. no CUDA driver). Once a subclass has counted them
+  /// it is an atomic load, not a virtual call: the copy kernels ask on
+  /// every call.
+  Result<int> device_count() const {
+    const int known = known_device_count_.load(std::memory_order_relaxed);
+    if (known > 0) {
+      return known;
+    }
+    Result<int> counted = count_devices();
+    if (counted.ok() && *counted > 0) {
+      known_device_count_.store(*counted, std::memory_order_relaxed);
+    }
+    return counted;
+  }
 
   /// A short human-readable name ("simulated", "cuda").
   virtual const char* name() const = 0;
@@ -88,6 +100,13 @@ class CountingDeviceAllocator : public DeviceAllocator {
     Error error = Error::Ok; ///< a failure freeing it (it is no longer ours either way)
   };
 
+  /// Counts the devices (device_count() remembers a successful answer).
+  virtual Result<int> count_devices() const = 0;
+  /// A new device count, for allocators whose count changes.
+  void set_known_device_count(int count) {
+    known_device_count_.store(count, std::memory_order_relaxed);
+  }
+
   /// The memory of allocate(); an Error when there is none to give.
   virtual Result<void*> allocate_bytes(size_t nbytes, DeviceIndex index, size_t alignment) = 0;
   /// Frees `ptr` (never nullptr).
@@ -96,6 +115,7 @@ class CountingDeviceAllocator : public DeviceAllocator {
   virtual Error move_bytes(CopyKind kind, void* dst, const void* src, size_t nbytes, DeviceIndex index) = 0;
 
  private:
+  mutable std::atomic<int> known_device_count_{0};
   Error counted_copy(CopyKind kind, void* dst, const void* src, size_t nbytes, DeviceIndex index);
 
   std::atomic<uint64_t> allocations_{0};

@@ -87,9 +87,9 @@ class CudaDeviceAllocator final : public CountingDeviceAllocator {
   CudaDeviceAllocator(const CudaDeviceAllocator&) = delete;
   CudaDeviceAllocator& operator=(const CudaDeviceAllocator&) = delete;
 
-  /// cudaGetDeviceCount's answer, queried once. NotFound (no driver or no
-  /// device: a count of zero is reported as NotFound too) or Internal.
-  Result<int> device_count() const override;
+  // device_count(): cudaGetDeviceCount's answer, queried once. NotFound (no
+  // driver or no device: a count of zero is reported as NotFound too) or
+  // Internal.
   const char* name() const override {
     return "cuda";
   }
@@ -126,6 +126,7 @@ class CudaDeviceAllocator final : public CountingDeviceAllocator {
   }
 
  private:
+  Result<int> count_devices() const override;
   Result<void*> allocate_bytes(size_t nbytes, DeviceIndex index, size_t alignment) override;
   Released release_bytes(void* ptr, DeviceIndex index) override;
   Error move_bytes(CopyKind kind, void* dst, const void* src, size_t nbytes, DeviceIndex index) override;

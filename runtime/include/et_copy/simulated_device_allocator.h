@@ -50,7 +50,6 @@ class SimulatedDeviceAllocator final : public CountingDeviceAllocator {
   /// InvalidArgument for a count outside 1..127.
   Error set_device_count(int count);
 
-  Result<int> device_count() const override;
   const char* name() const override {
     return "simulated";
   }
@@ -59,6 +58,7 @@ class SimulatedDeviceAllocator final : public CountingDeviceAllocator {
   }
 
  private:
+  Result<int> count_devices() const override;
   Result<void*> allocate_bytes(size_t nbytes, DeviceIndex index, size_t alignment) override;
   Released release_bytes(void* ptr, DeviceIndex index) override;
   Error move_bytes(CopyKind kind, void* dst, const void* src, size_t nbytes, DeviceIndex index) override;
