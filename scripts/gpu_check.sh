@@ -54,7 +54,9 @@ export PATH="$SITE/bin:$PATH"
 
 step "build et-copy (pip, no build isolation, no dependency resolution)"
 # --no-deps: et-copy pins torch==2.13.0 and this machine's torch is another
-# version; the extension does not link torch, so any torch works.
+# version. The bindings compile against the torch of the Python that builds
+# them (third_party/torch.cmake), this machine's, and link its libtorch; at
+# import torch is loaded first, so its libraries are found by name.
 BUILD_DIR=$(mktemp -d /tmp/et_copy_build.XXXXXX)
 set +e
 timeout "$(left 240)" "$PY" -m pip install -v --no-index --no-deps --no-build-isolation --no-cache-dir --target "$SITE" \
