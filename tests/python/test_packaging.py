@@ -34,3 +34,12 @@ def test_extension_links_libtorch_as_executorchs_pybindings_do_and_no_shared_cud
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.*)\]", dynamic_section())
     ours = sorted(n for n in needed if n.startswith(("libtorch", "libc10", "libexecutorch", "libpython", "libcudart")))
     assert ours == ["libc10.so", "libexecutorch.so", "libtorch_cpu.so", "libtorch_python.so"]
+
+
+def test_the_extension_users_import_carries_no_benchmark_code():
+    """The timing loops live in et_copy.bench._loops, built apart."""
+    benchy = [n for n in dir(ext) if n.startswith("bench") or n == "cuda_raw_memcpy"]
+    assert benchy == []
+    from et_copy.bench import _loops
+
+    assert callable(_loops.bench_kernel) and callable(_loops.bench_memcpy)

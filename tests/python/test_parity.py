@@ -11,9 +11,8 @@ import textwrap
 import et_copy
 import pytest
 import torch
-from et_copy import _tensors
 from et_copy.parity import cases as parity_cases
-from et_copy.parity import runners
+from et_copy.parity import guards, runners
 from et_copy.parity.guards import GuardedDevice, GuardedHost, guard_size, pattern
 
 SHARP_EDGE = "invalid/{}/dtype_mismatch/float64_into_float32"  # DESIGN.md, sharp edge 3
@@ -263,7 +262,7 @@ def test_device_guard_catches_an_overrun_inside_the_allocation(device):
     buf = GuardedDevice("out", torch.float32, (4,), 256, pattern(16, 3))
     try:
         # A copy 8 bytes too long, as a kernel with a wrong byte count would make.
-        too_long = _tensors._device_view(buf.whole, buf.guard, (6,), torch.float32)
+        too_long = guards.device_view(buf.whole, buf.guard, (6,), torch.float32)
         et_copy.h2d_copy(torch.arange(6, dtype=torch.float32), out=too_long)
         (violation,) = buf.check()
         assert (violation.where, violation.reach) == ("after", 8)
@@ -291,7 +290,7 @@ def test_judge_turns_an_overrunning_kernel_into_a_finding_and_leaves_out_of_the_
     try:
 
         def wheel_like_kernel():  # copies self.nbytes (32) into a 16-byte out
-            wide = _tensors._device_view(inputs.out_buf.whole, inputs.out_buf.guard, (8,), torch.float32)
+            wide = guards.device_view(inputs.out_buf.whole, inputs.out_buf.guard, (8,), torch.float32)
             et_copy.h2d_copy(inputs.self.view(torch.float32), out=wide)
 
         result = runners._judge(

@@ -171,6 +171,53 @@ class GuardedHost(Guarded):
         pass
 
 
+class _BufferSlice:
+    """A byte range inside a larger device buffer, for DeviceTensors that
+    view part of one allocation (the parity harness puts guard bytes around
+    them). Keeps the parent alive; freeing is the parent's job."""
+
+    __slots__ = ("_parent", "_offset", "nbytes")
+
+    def __init__(self, parent, offset: int, nbytes: int) -> None:
+        if offset < 0 or nbytes < 0 or offset + nbytes > parent.nbytes:
+            raise ValueError(f"bytes [{offset}, {offset + nbytes}) lie outside a {parent.nbytes}-byte buffer")
+        self._parent = parent
+        self._offset = offset
+        self.nbytes = nbytes
+
+    @property
+    def ptr(self) -> int:
+        return self._parent.ptr + self._offset
+
+    @property
+    def freed(self) -> bool:
+        return self._parent.freed
+
+    def free(self) -> None:
+        pass
+
+
+def device_view(
+    parent: _tensors.DeviceTensor,
+    offset: int,
+    shape: Sequence[int],
+    dtype: torch.dtype,
+    *,
+    dim_order: Sequence[int] | None = None,
+    dynamic: bool = False,
+    device: Device | None = None,
+) -> _tensors.DeviceTensor:
+    """A DeviceTensor over ``parent``'s bytes from ``offset``, sized for
+    ``shape`` (its capacity). ``device`` overrides the metadata only (the
+    memory stays where ``parent`` lives), to build deliberately wrong tensors."""
+    shape = tuple(int(s) for s in shape)
+    order = tuple(range(len(shape))) if dim_order is None else tuple(int(d) for d in dim_order)
+    nbytes = math.prod(shape) * dtype.itemsize
+    return _tensors.DeviceTensor(
+        _BufferSlice(parent._buffer, offset, nbytes), dtype, device or parent.device, shape, order, dynamic
+    )
+
+
 def _write_device(dst: _tensors.DeviceTensor, src: torch.Tensor) -> None:
     h2d_copy(src, out=dst)
 
@@ -205,7 +252,7 @@ class GuardedDevice(Guarded):
         self.initial = torch.cat([pattern(guard, 1), fill, pattern(guard, 2)])
         self.whole = _tensors.empty((self.initial.numel(),), torch.uint8, "cuda:0")
         _write_device(self.whole, self.initial)
-        self.tensor = _tensors._device_view(
+        self.tensor = device_view(
             self.whole, guard, shape, dtype, dim_order=order, dynamic=dynamic, device=Device(CUDA, device_index)
         )
 
