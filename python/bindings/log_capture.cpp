@@ -1,5 +1,6 @@
 #include "log_capture.h"
 
+#include <atomic>
 #include <mutex>
 
 #include <executorch/runtime/platform/platform.h>
@@ -10,8 +11,11 @@ namespace {
 
 using executorch::runtime::PalImpl;
 
-pal_emit_log_message_method previous_emit = nullptr;
+std::atomic<pal_emit_log_message_method> previous_emit{nullptr};
 thread_local std::vector<std::string>* active_lines = nullptr;
+// A hook installed over ours that forwards to it would bring the message
+// back here: forward each message once.
+thread_local bool in_emit = false;
 // A runaway loop logging errors must not grow a capture without bound.
 constexpr size_t kMaxLines = 64;
 
@@ -31,23 +35,39 @@ void emit(et_timestamp_t timestamp, et_pal_log_level_t level, const char* filena
     }
     active_lines->push_back(std::move(text));
   }
-  if (previous_emit != nullptr) {
-    previous_emit(timestamp, level, filename, function, line, message, length);
+  const pal_emit_log_message_method previous = previous_emit.load();
+  if (previous != nullptr && !in_emit) {
+    in_emit = true;
+    previous(timestamp, level, filename, function, line, message, length);
+    in_emit = false;
   }
 }
 
 } // namespace
 
+bool installed() {
+  const PalImpl* current = executorch::runtime::get_pal_impl();
+  return current != nullptr && current->emit_log_message == &emit;
+}
+
 void install_log_capture() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    const PalImpl* current = executorch::runtime::get_pal_impl();
-    previous_emit = current != nullptr ? current->emit_log_message : nullptr;
-    executorch::runtime::register_pal(PalImpl::create(&emit, __FILE__));
-  });
+  if (installed()) {
+    return;
+  }
+  // Not yet, or another library (executorch's pybindings, when a later
+  // import loads them) registered its own over ours: wrap whatever is there.
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (installed()) {
+    return;
+  }
+  const PalImpl* current = executorch::runtime::get_pal_impl();
+  previous_emit.store(current != nullptr ? current->emit_log_message : nullptr);
+  executorch::runtime::register_pal(PalImpl::create(&emit, __FILE__));
 }
 
 LogCapture::LogCapture() {
+  install_log_capture();
   active_lines = &lines_;
 }
 

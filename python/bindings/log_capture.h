@@ -8,12 +8,14 @@
 
 namespace et_copy::bindings {
 
-/// Installs et-copy's log hook into ExecuTorch's platform layer, once per
-/// process. Every message still goes to the hook that was there before.
+/// Installs et-copy's log hook into ExecuTorch's platform layer, unless it
+/// is the one there now (a library loaded later may have registered its
+/// own over it). Every message still goes to the hook that was there before.
 void install_log_capture();
 
 /// While alive, the error and fatal lines ExecuTorch logs on this thread
-/// are also kept in `lines()`. Scopes do not nest.
+/// are also kept in `lines()` (it installs the hook first). Scopes do not
+/// nest.
 class LogCapture {
  public:
   LogCapture();

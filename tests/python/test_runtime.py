@@ -266,6 +266,29 @@ def test_either_import_order_runs_programs_with_et_copys_kernels_serving_the_cop
     assert "dtype mismatch: self has Float, out has Half" in said["half"]
 
 
+def test_a_kernel_failure_keeps_its_log_after_executorch_runtime_loads_its_own_log_hook(programs, exported_programs):
+    # executorch's pybindings register their log hook over whatever is there when they load; et-copy's
+    # capture, installed by an earlier load, must put itself back rather than lose the kernel's words.
+    code = textwrap.dedent(f"""
+        import json, torch, et_copy, et_copy.runtime as rt
+        et_copy.use_simulated_device()
+        rt.load({str(programs / "affine.pte")!r}).load_method()
+        from executorch.runtime import Runtime
+        Runtime.get()
+        try:
+            rt.load({str(exported_programs / "output_dtype_half.pte")!r}).load_method().execute(
+                [torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)])
+            print(json.dumps("accepted"))
+        except et_copy.EtCopyError as e:
+            print(json.dumps(list(e.log)))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    log = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert any("dtype mismatch: self has Float, out has Half" in line for line in log), log
+    assert any("KernelCall failed at instruction 0:1" in line for line in log), log
+
+
 def test_a_device_planned_method_without_an_allocator_says_what_to_register(programs):
     code = f"""
 import et_copy.runtime as rt
