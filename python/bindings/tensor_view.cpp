@@ -54,6 +54,12 @@ TensorView::TensorView(const TensorSpec& spec) {
   }
   rank_ = rank;
   const int64_t* initial = spec.has_capacity ? spec.capacity : spec.sizes;
+  for (size_t i = 0; i < rank; ++i) { // TensorImpl aborts on a negative size
+    if (initial[i] < 0 || spec.sizes[i] < 0) {
+      throw Failure(Error::InvalidArgument,
+                    "negative size " + std::to_string(initial[i] < 0 ? initial[i] : spec.sizes[i]));
+    }
+  }
   narrow(initial, rank, sizes_, "size");
   narrow(spec.dim_order, rank, dim_order_, "dim_order");
   narrow(spec.strides, rank, strides_, "stride");

@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import et_copy
@@ -27,6 +28,7 @@ import fuzz_strategies as fs
 import pytest
 import torch
 from hypothesis import given
+from hypothesis import strategies as st
 
 
 @pytest.fixture(autouse=True)
@@ -107,3 +109,73 @@ def test_empty_refuses_shapes_the_kernels_could_never_describe(shape):
     ):
         et_copy.empty(shape, torch.uint8)
     assert et_copy.allocator_stats() == before
+
+
+# ---------------------------------------------------------------- the boundary
+# A DeviceTensor is a Python object: its fields can be changed by hand. The
+# bindings read them from the slots (python/bindings/tensor_reader.cpp), so
+# this is where malformed metadata now enters from Python. Whatever the fields
+# hold, a call raises TypeError, ValueError or EtCopyError and leaves the host
+# tensor as it was, or copies exactly the bytes the fields describe, inside
+# the allocation (the simulated allocator refuses any range outside one).
+
+_INTS = st.integers(min_value=-3, max_value=40) | st.sampled_from([2**31 - 1, 2**31, 2**63, -(2**63), 2**70])
+_SEQ = st.lists(_INTS, max_size=18).map(tuple) | st.lists(_INTS, max_size=4) | st.none() | st.just("ab")
+_FIELDS = {
+    "_shape": _SEQ,
+    "_capacity": _SEQ,
+    "dim_order": _SEQ | st.permutations([0, 1]).map(tuple),
+    "dynamic": st.sampled_from([True, False, 1, 0, None, "yes"]),
+    "device": st.tuples(st.integers(-2, 130), st.integers(-200, 200))
+    | st.sampled_from([(1,), (1, 0, 0), "cuda", None]),
+    "dtype": st.sampled_from([torch.float32, torch.int32, torch.uint8, torch.quint4x2, torch.float64, "float32"]),
+}
+
+
+class _FakeBuffer:
+    def __init__(self, ptr, freed):
+        self.ptr, self.freed = ptr, freed
+
+    def free(self):
+        pass
+
+
+@fs.fuzz_settings()
+@given(
+    tamper=st.dictionaries(st.sampled_from(sorted(_FIELDS)), st.just(None), min_size=1),
+    data=st.data(),
+    h2d=st.booleans(),
+    buffer=st.sampled_from(["real", "freed", "fake-inside", "fake-past", "fake-odd"]),
+)
+def test_device_tensors_with_fields_changed_by_hand_are_refused_or_copied_within_their_memory(
+    tamper, data, h2d, buffer
+):
+    started = time.perf_counter()
+    dev = et_copy.empty((2, 3), torch.float32, "cuda:0", dynamic=True)
+    memory = dev._buffer
+    try:
+        values = {name: data.draw(_FIELDS[name], label=name) for name in tamper}
+        if buffer != "real":
+            ptr = {"freed": dev.data_ptr(), "fake-inside": dev.data_ptr() + 4, "fake-past": dev.data_ptr() + 64}
+            dev._buffer = _FakeBuffer(ptr.get(buffer, "not a pointer"), buffer == "freed")
+        for name, value in values.items():
+            setattr(dev, name, value)
+        host = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+        before = host.clone()
+        stats0 = et_copy.allocator_stats()
+        try:
+            if h2d:
+                et_copy.h2d_copy(host, out=dev)
+            else:
+                et_copy.d2h_copy(dev, out=host)
+        except (TypeError, ValueError, et_copy.EtCopyError) as e:
+            assert torch.equal(host, before), "a rejected call changed the host tensor"
+            fs.OUTCOMES[f"tampered: {type(e).__name__}"] = fs.OUTCOMES.get(f"tampered: {type(e).__name__}", 0) + 1
+            return
+        stats1 = et_copy.allocator_stats()
+        moved = stats1["h2d_bytes" if h2d else "d2h_bytes"] - stats0["h2d_bytes" if h2d else "d2h_bytes"]
+        assert moved <= 24, f"{moved} bytes moved through a 24-byte allocation"
+        fs.OUTCOMES["tampered: copied"] = fs.OUTCOMES.get("tampered: copied", 0) + 1
+    finally:
+        memory.free()
+        fs.count_case("tampered DeviceTensor", started)

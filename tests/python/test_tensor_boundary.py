@@ -110,3 +110,14 @@ def test_registry_runner_reads_and_refuses_tensors_before_looking_up_a_kernel():
     x = torch.arange(4, dtype=torch.float32)
     with pytest.raises(TypeError, match=r"et_copy::_h2d_copy.out: out must be a torch.Tensor or an et_copy.Device"):
         et_copy.run_registered(et_copy.H2D_COPY_OUT, x, "nope")
+
+
+def test_a_negative_size_set_by_hand_is_refused_not_an_abort():
+    """Found by the tampering fuzz test: ExecuTorch's TensorImpl aborts the
+    process on a negative size, so the bindings must refuse it first."""
+    dev = et_copy.empty((2, 3), torch.float32, dynamic=True)
+    dev._shape, dev._capacity = (2147483647, -1), (-1, 35)
+    host = torch.zeros(2, 3)
+    with pytest.raises(et_copy.EtCopyError, match="negative size -1"):
+        et_copy.d2h_copy(dev, out=host)
+    assert torch.equal(host, torch.zeros(2, 3))
