@@ -65,7 +65,7 @@ PyObject* copy_fastcall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     if (dynamic_out < 0) {
       return nullptr;
     }
-    return run(op, args[0], args[1], dynamic_out == 1, [](TensorView& s, TensorView& o) { run_kernel(op, s, o); })
+    return run(op, args[0], args[1], dynamic_out == 1, [](TensorView& s, TensorView& o) { run_kernel(kH2d, s, o); })
         .release()
         .ptr();
   } catch (const Failure& f) {

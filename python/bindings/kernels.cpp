@@ -19,16 +19,9 @@ using executorch::runtime::EValue;
 using executorch::runtime::KernelRuntimeContext;
 } // namespace
 
-void run_kernel(const std::string& op, TensorView& self, TensorView& out) {
+void run_kernel(bool h2d, TensorView& self, TensorView& out) {
   CopyDiagnostic diag;
-  Error err;
-  if (op == kH2dCopyOutName) {
-    err = h2d_copy(self.tensor(), out.tensor(), &diag);
-  } else if (op == kD2hCopyOutName) {
-    err = d2h_copy(self.tensor(), out.tensor(), &diag);
-  } else {
-    throw Failure(Error::InvalidArgument, "et_copy has no kernel named '" + op + "'");
-  }
+  const Error err = h2d ? h2d_copy(self.tensor(), out.tensor(), &diag) : d2h_copy(self.tensor(), out.tensor(), &diag);
   if (err != Error::Ok) {
     throw Failure(err, diag.message);
   }

@@ -117,12 +117,17 @@ ReadProblem read_device_tensor(PyObject* o, TensorSpec& s) {
   if (!PyTuple_Check(device) || PyTuple_GET_SIZE(device) != 2) {
     return ReadProblem::kMalformed;
   }
-  s.device_type = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(device, 0)));
-  s.device_index = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(device, 1)));
+  const long type = PyLong_AsLong(PyTuple_GET_ITEM(device, 0));
+  const long index = PyLong_AsLong(PyTuple_GET_ITEM(device, 1));
   if (PyErr_Occurred()) {
     PyErr_Clear();
     return ReadProblem::kMalformed;
   }
+  if (type != static_cast<int>(type) || index != static_cast<int>(index)) { // narrowing could land in range
+    return ReadProblem::kMalformed;
+  }
+  s.device_type = static_cast<int>(type);
+  s.device_index = static_cast<int>(index);
   s.dynamism = f[kDynamic] == Py_True ? 1 : 0; // DYNAMIC_BOUND : STATIC
   s.has_capacity = true;
   return ReadProblem::kNone;
@@ -147,8 +152,7 @@ ReadProblem read_tensor(PyObject* o, bool dynamic, TensorSpec& s) {
   if (g_device_tensor.type != nullptr && Py_TYPE(o) == g_device_tensor.type) {
     return read_device_tensor(o, s);
   }
-  std::string unused;
-  switch (read_torch_tensor(o, s, &unused)) {
+  switch (read_torch_tensor(o, s)) {
     case TorchRead::kOk:
       break;
     case TorchRead::kNotATensor:

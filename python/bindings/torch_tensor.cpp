@@ -7,8 +7,6 @@
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/autograd/python_variable.h>
 
-#include <string>
-
 namespace et_copy::bindings {
 
 namespace {
@@ -34,7 +32,7 @@ int code_of(c10::ScalarType t) {
 
 } // namespace
 
-TorchRead read_torch_tensor(PyObject* o, TensorSpec& s, std::string* what) {
+TorchRead read_torch_tensor(PyObject* o, TensorSpec& s) {
   if (!THPVariable_Check(o)) {
     return TorchRead::kNotATensor;
   }
@@ -47,18 +45,15 @@ TorchRead read_torch_tensor(PyObject* o, TensorSpec& s, std::string* what) {
     s.device_type = 1;
     s.device_index = device.index();
   } else {
-    *what = device.str();
     return TorchRead::kDevice;
   }
   s.dtype = code_of(t.scalar_type());
   if (s.dtype < 0) {
-    *what = c10::toString(t.scalar_type());
     return TorchRead::kDtype;
   }
   const auto sizes = t.sizes();
   if (sizes.size() > kMaxDims) {
     s.rank = sizes.size();
-    *what = std::to_string(sizes.size());
     return TorchRead::kTooManyDims;
   }
   const auto strides = t.strides();

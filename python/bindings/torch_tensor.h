@@ -6,8 +6,6 @@
 
 #include <Python.h>
 
-#include <string>
-
 #include "tensor_spec.h"
 
 namespace et_copy::bindings {
@@ -21,9 +19,9 @@ enum class TorchRead {
 };
 
 /// Reads `o` into `s` (data, dtype, sizes, strides, dim order, device;
-/// dynamism and capacity are the caller's). On kDevice, kDtype and
-/// kTooManyDims, `what` gets the device, dtype or rank for the message.
-TorchRead read_torch_tensor(PyObject* o, TensorSpec& s, std::string* what);
+/// dynamism and capacity are the caller's). On kTooManyDims, s.rank is the
+/// tensor's rank.
+TorchRead read_torch_tensor(PyObject* o, TensorSpec& s);
 
 /// ExecuTorch's ScalarType code for a torch.dtype, or -1 for a dtype
 /// et-copy does not move, or -2 when `dtype` is not a torch.dtype.
