@@ -377,10 +377,10 @@ bool same_dim_order(const TensorSpec& s, const std::vector<int64_t>& order) {
 // tensor_reader.h) or Python scalars, in order. `outputs`: per output, None
 // (not a tensor), or the tensor that receives it: bound as the output's
 // memory when the program does not plan it, copied into after the run when
-// it does. Returns NotImplemented, having run nothing, when an input or
-// output is not the tensor its slot expects: Python then raises the error
-// that says why. Otherwise a list: per tensor output None (the given tensor
-// kept its shape) or its new sizes; per other output its value.
+// it does, and given the shape the output ran with. Returns NotImplemented,
+// having run nothing, when an input or output is not the tensor its slot
+// expects: Python then raises the error that says why. Otherwise a list:
+// per tensor output None, per other output its value.
 py::object execute(LoadedMethod& lm, const py::list& inputs, const py::list& outputs) {
   Method& m = *lm.method;
   const std::string what = "et_copy.runtime: method '" + lm.name + "'";
@@ -410,9 +410,8 @@ py::object execute(LoadedMethod& lm, const py::list& inputs, const py::list& out
     }
   }
   struct Target {
-    void* data;
     size_t capacity;
-    std::vector<int64_t> sizes;
+    TensorSpec spec; // the tensor as read: its layout takes the output's final shape
   };
   std::vector<std::optional<Target>> targets(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -428,8 +427,7 @@ py::object execute(LoadedMethod& lm, const py::list& inputs, const py::list& out
         (slot.planned && !host_copy) || !same_dim_order(spec, slot.dim_order) || capacity_bytes(spec) < slot.nbytes) {
       return py::reinterpret_borrow<py::object>(Py_NotImplemented);
     }
-    targets[i] = Target{reinterpret_cast<void*>(spec.data), capacity_bytes(spec),
-                        std::vector<int64_t>(spec.sizes, spec.sizes + spec.rank)};
+    targets[i] = Target{capacity_bytes(spec), spec};
   }
   std::vector<std::string> log;
   Error err = Error::Ok;
@@ -445,7 +443,7 @@ py::object execute(LoadedMethod& lm, const py::list& inputs, const py::list& out
     }
     for (size_t i = 0; i < targets.size() && err == Error::Ok; ++i) {
       if (targets[i] && !lm.outputs[i].planned) {
-        err = m.set_output_data_ptr(targets[i]->data, targets[i]->capacity, i);
+        err = m.set_output_data_ptr(reinterpret_cast<void*>(targets[i]->spec.data), targets[i]->capacity, i);
         if (err != Error::Ok) {
           step = "binding output " + std::to_string(i);
         }
@@ -465,7 +463,7 @@ py::object execute(LoadedMethod& lm, const py::list& inputs, const py::list& out
           step = "copying output " + std::to_string(i) + " (" + std::to_string(t.nbytes()) + " bytes) into a " +
                  std::to_string(targets[i]->capacity) + "-byte tensor";
         } else if (t.nbytes() > 0) {
-          std::memcpy(targets[i]->data, t.const_data_ptr(), t.nbytes());
+          std::memcpy(reinterpret_cast<void*>(targets[i]->spec.data), t.const_data_ptr(), t.nbytes());
         }
       }
     }
@@ -480,10 +478,15 @@ py::object execute(LoadedMethod& lm, const py::list& inputs, const py::list& out
   for (size_t i = 0; i < lm.outputs.size(); ++i) {
     const EValue& v = m.get_output(i);
     if (targets[i]) {
+      // A dynamic shape: the given tensor keeps its memory and takes the size it ran with.
+      TensorSpec& s = targets[i]->spec;
       const auto sizes = v.toTensor().sizes();
-      const bool same =
-          sizes.size() == targets[i]->sizes.size() && std::equal(sizes.begin(), sizes.end(), targets[i]->sizes.begin());
-      result.append(same ? py::object(py::none()) : py::cast(std::vector<int64_t>(sizes.begin(), sizes.end())));
+      if (!std::equal(sizes.begin(), sizes.end(), s.sizes)) { // same rank: its dim order matched above
+        std::copy(sizes.begin(), sizes.end(), s.sizes);
+        dense_strides(s); // in the dim order checked against the output's above
+        take_shape(outputs[i].ptr(), s);
+      }
+      result.append(py::none());
     } else {
       result.append(output_value(v));
     }

@@ -117,9 +117,6 @@ class DeviceTensor:
         state = ", freed" if self.freed else ""
         return f"DeviceTensor(shape={tuple(self._shape)}, dtype={self.dtype}, device='{self.device}'{dyn}{state})"
 
-    def _set_shape(self, sizes: Sequence[int]) -> None:
-        self._shape = tuple(int(s) for s in sizes)
-
 
 def host_tensor_like(t: DeviceTensor | torch.Tensor) -> torch.Tensor:
     """An uninitialised CPU tensor with ``t``'s shape, dtype and dim order,

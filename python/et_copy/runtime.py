@@ -187,15 +187,8 @@ class Method:
             result = self._core.execute(self._checked_inputs(inputs), outs)
             if result is NotImplemented:
                 raise EtCopyError(f"{self._where}: the bindings refused a tensor these checks accept", error="Internal")
-        for i, (out, changed) in enumerate(zip(outs, result)):
-            if out is None:
-                outs[i] = changed  # a non-tensor output's value
-            elif changed is not None:  # a dynamic shape: the tensor takes the size it ran with
-                if isinstance(out, DeviceTensor):
-                    out._set_shape(changed)
-                else:
-                    out.as_strided_(changed, contiguous_strides(changed, self.meta.outputs[i].dim_order))
-        return outs
+        # Tensor outputs were written, and reshaped, in place; the others come back as values.
+        return [value if out is None else out for out, value in zip(outs, result)]
 
     def _checked_inputs(self, inputs: Any) -> list:
         meta = self.meta
