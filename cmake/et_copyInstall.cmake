@@ -61,6 +61,7 @@ set(_et_copy_headers
   counting_device_allocator.h
   program_check.h
   registration.h
+  sessions.h
   simulated_device_allocator.h)
 if(ET_COPY_PACKAGE_HAS_CUDA)
   list(APPEND _et_copy_headers cuda_device_allocator.h)

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <regex>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include <et_copy/program_check.h>
 #include <et_copy/registration.h>
+#include <et_copy/sessions.h>
 #include <executorch/extension/data_loader/buffer_data_loader.h>
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
 #include <executorch/runtime/core/device_memory_buffer.h>
@@ -37,12 +39,8 @@ namespace et_copy::bindings {
 namespace {
 
 using executorch::extension::BufferDataLoader;
-using executorch::extension::MallocMemoryAllocator;
-using executorch::runtime::DeviceMemoryBuffer;
 using executorch::runtime::Error;
 using executorch::runtime::EValue;
-using executorch::runtime::HierarchicalAllocator;
-using executorch::runtime::MemoryManager;
 using executorch::runtime::Method;
 using executorch::runtime::MethodMeta;
 using executorch::runtime::Program;
@@ -100,27 +98,32 @@ struct RuntimeFailure : Failure {
 
 } // namespace
 
-// The program bytes and everything ExecuTorch's Program points into.
+// The program bytes, everything ExecuTorch's Program points into, and the
+// session pool its methods load through.
 struct LoadedProgram {
   std::string bytes;
   std::unique_ptr<BufferDataLoader> loader;
   std::optional<Program> program;
+  std::unique_ptr<et_copy::SessionPool> pool;
+  ~LoadedProgram() {
+    pool.reset();
+  } // before the Program it points into
 };
 
-// One loaded method and the memory it runs in. Members are destroyed in
-// reverse order: the method goes before the buffers it points into.
-struct LoadedMethod {
+// One session: its state and the methods loaded on it. Holds the program.
+struct LoadedSession {
   std::shared_ptr<LoadedProgram> program;
+  std::unique_ptr<et_copy::Session> session;
+  ~LoadedSession() {
+    session.reset();
+  }
+};
+
+// One loaded method of a session, and what its inputs and outputs are.
+struct LoadedMethod {
+  std::shared_ptr<LoadedSession> session;
   std::string name;
-  MallocMemoryAllocator method_allocator;
-  MallocMemoryAllocator temp_allocator;
-  std::vector<std::vector<uint8_t>> host_buffers;
-  std::vector<DeviceMemoryBuffer> device_buffers;
-  std::vector<Span<uint8_t>> spans;
-  std::vector<et::Device> devices;
-  std::unique_ptr<HierarchicalAllocator> planned;
-  std::unique_ptr<MemoryManager> memory;
-  std::optional<Method> method;
+  Method* method = nullptr;
   // What each input and output is, read once at load for execute's checks.
   struct Slot {
     bool tensor = false;
@@ -167,6 +170,7 @@ std::shared_ptr<LoadedProgram> load_program(py::bytes data) {
     }
     if (result.ok()) {
       lp->program.emplace(std::move(*result));
+      lp->pool = std::make_unique<et_copy::SessionPool>(&*lp->program, method_kernels());
     } else {
       log = capture.lines();
       py::gil_scoped_acquire acquire;
@@ -218,75 +222,70 @@ void read_slots(LoadedMethod& lm) {
     throw Failure(Error::Internal, "et_copy.runtime: could not read the method's inputs");
   }
   for (size_t i = 0; i < m.inputs_size(); ++i) {
-    lm.inputs.push_back(slot_of(values[i], meta.input_tensor_meta(i)));
+    // Tensor metadata only for tensors: ExecuTorch logs an error for any other.
+    lm.inputs.push_back(values[i].isTensor() ? slot_of(values[i], meta.input_tensor_meta(i)) : LoadedMethod::Slot{});
   }
   if (m.get_outputs(values.data(), values.size()) != Error::Ok) {
     throw Failure(Error::Internal, "et_copy.runtime: could not read the method's outputs");
   }
   for (size_t i = 0; i < m.outputs_size(); ++i) {
-    lm.outputs.push_back(slot_of(values[i], meta.output_tensor_meta(i)));
+    lm.outputs.push_back(values[i].isTensor() ? slot_of(values[i], meta.output_tensor_meta(i)) : LoadedMethod::Slot{});
   }
 }
 
-std::shared_ptr<LoadedMethod> load_method(const std::shared_ptr<LoadedProgram>& lp, const std::string& name) {
+std::shared_ptr<LoadedSession> new_session(const std::shared_ptr<LoadedProgram>& lp) {
+  auto ls = std::make_shared<LoadedSession>();
+  ls->program = lp;
+  ls->session = lp->pool->new_session();
+  return ls;
+}
+
+std::shared_ptr<LoadedMethod> load_method(const std::shared_ptr<LoadedSession>& ls, const std::string& name) {
   const std::string what = "et_copy.runtime: loading method '" + name + "'";
-  auto meta = lp->program->method_meta(name.c_str());
-  if (!meta.ok()) {
-    throw Failure(meta.error(), what + ": the program has no method of that name (it has: " +
-                                    py::str(method_names(*lp)).cast<std::string>() + ")");
+  LoadedProgram& lp = *ls->program;
+  if (!lp.program->method_meta(name.c_str()).ok()) {
+    throw Failure(Error::InvalidArgument, what + ": the program has no method of that name (it has: " +
+                                              py::str(method_names(lp)).cast<std::string>() + ")");
   }
   auto lm = std::make_shared<LoadedMethod>();
-  lm->program = lp;
+  lm->session = ls;
   lm->name = name;
-  const size_t n = meta->num_memory_planned_buffers();
-  lm->host_buffers.reserve(n);
-  lm->device_buffers.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    const auto size = meta->memory_planned_buffer_size(i);
-    const auto device = meta->memory_planned_buffer_device(i);
-    if (!size.ok() || !device.ok() || *size < 0) {
-      throw Failure(Error::InvalidProgram,
-                    what + ": planned buffer " + std::to_string(i) + " has no valid size or device");
-    }
-    const size_t nbytes = static_cast<size_t>(*size);
-    lm->devices.push_back(*device);
-    if (device->type() == et::DeviceType::CPU) {
-      lm->host_buffers.emplace_back(nbytes);
-      lm->spans.emplace_back(lm->host_buffers.back().data(), nbytes);
-    } else {
-      auto buffer = DeviceMemoryBuffer::create(nbytes, device->type(), device->index());
-      if (!buffer.ok()) {
-        throw Failure(buffer.error(), what + ": could not allocate planned buffer " + std::to_string(i) + " (" +
-                                          std::to_string(nbytes) + " bytes) on " +
-                                          device_str(device->type(), device->index()) +
-                                          ": no DeviceAllocator is registered for it, or it failed (call "
-                                          "et_copy.use_simulated_device() or et_copy.use_cuda() first)");
-      }
-      lm->device_buffers.push_back(std::move(*buffer));
-      lm->spans.push_back(lm->device_buffers.back().as_span());
-    }
-  }
-  lm->planned = std::make_unique<HierarchicalAllocator>(Span<Span<uint8_t>>(lm->spans.data(), lm->spans.size()),
-                                                        Span<const et::Device>(lm->devices.data(), lm->devices.size()));
-  lm->memory = std::make_unique<MemoryManager>(&lm->method_allocator, lm->planned.get(), &lm->temp_allocator);
   std::vector<std::string> log;
+  std::string failed;
   Error err = Error::Ok;
   {
     LogCapture capture;
     py::gil_scoped_release release;
-    auto method = lp->program->load_method(name.c_str(), lm->memory.get(), nullptr, nullptr, nullptr, method_kernels());
+    std::lock_guard<std::mutex> lock(lp.pool->execution_lock()); // loading may write the state
+    auto method = ls->session->method(name, &failed);
     if (method.ok()) {
-      lm->method.emplace(std::move(*method));
+      lm->method = *method;
     } else {
       err = method.error();
       log = capture.lines();
     }
   }
   if (err != Error::Ok) {
+    if (!failed.empty()) {
+      log.insert(log.begin(), failed);
+    }
     raise_runtime(err, what, log);
   }
   read_slots(*lm);
   return lm;
+}
+
+void reset_session(LoadedSession& ls) {
+  std::string failed;
+  Error err = Error::Ok;
+  {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(ls.program->pool->execution_lock());
+    err = ls.session->reset(&failed);
+  }
+  if (err != Error::Ok) {
+    raise_runtime(err, "et_copy.runtime: resetting a session", {failed});
+  }
 }
 
 // Inputs' and outputs' metadata, with the device each tensor lives on as
@@ -314,11 +313,13 @@ py::dict method_meta(const LoadedMethod& lm) {
   d["outputs"] = entries(
       lm.outputs, [&](size_t i) { return meta.output_tensor_meta(i); }, [&](size_t i) { return meta.output_tag(i); });
   py::list buffers;
-  for (size_t i = 0; i < lm.spans.size(); ++i) {
+  for (size_t i = 0; i < meta.num_memory_planned_buffers(); ++i) {
+    const auto device = meta.memory_planned_buffer_device(i);
+    const auto size = meta.memory_planned_buffer_size(i);
     py::dict b;
-    b["device_type"] = static_cast<int>(lm.devices[i].type());
-    b["device_index"] = static_cast<int>(lm.devices[i].index());
-    b["nbytes"] = lm.spans[i].size();
+    b["device_type"] = device.ok() ? static_cast<int>(device->type()) : 0;
+    b["device_index"] = device.ok() ? static_cast<int>(device->index()) : 0;
+    b["nbytes"] = size.ok() ? *size : 0;
     buffers.append(b);
   }
   d["planned_buffers"] = buffers;
@@ -435,6 +436,7 @@ py::object execute(LoadedMethod& lm, const py::list& inputs, const py::list& out
   {
     LogCapture capture;
     py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(lm.session->program->pool->execution_lock()); // the scratch is shared
     for (size_t i = 0; i < values.size() && err == Error::Ok; ++i) {
       err = m.set_input(values[i], i);
       if (err != Error::Ok) {
@@ -499,8 +501,15 @@ py::object execute(LoadedMethod& lm, const py::list& inputs, const py::list& out
 void bind_program(py::module_& m) {
   py::class_<LoadedProgram, std::shared_ptr<LoadedProgram>>(m, "Program")
       .def_property_readonly("method_names", &method_names)
+      .def("new_session", &new_session)
+      .def_property_readonly("nbytes", [](const LoadedProgram& lp) { return lp.bytes.size(); })
+      .def_property_readonly("device_scratch_nbytes",
+                             [](const LoadedProgram& lp) { return lp.pool->device_scratch_nbytes(); });
+  py::class_<LoadedSession, std::shared_ptr<LoadedSession>>(m, "Session")
       .def("load_method", &load_method, py::arg("name"))
-      .def_property_readonly("nbytes", [](const LoadedProgram& lp) { return lp.bytes.size(); });
+      .def("reset", &reset_session)
+      .def_property_readonly("state_nbytes", [](const LoadedSession& s) { return s.session->state_nbytes(); })
+      .def_property_readonly("device_nbytes", [](const LoadedSession& s) { return s.session->device_nbytes(); });
   py::class_<LoadedMethod, std::shared_ptr<LoadedMethod>>(m, "Method")
       .def_readonly("name", &LoadedMethod::name)
       .def("meta", &method_meta)

@@ -18,6 +18,8 @@ takes seconds: ``import et_copy`` does not import this module.
 from __future__ import annotations
 
 import inspect
+import warnings
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import torch
@@ -45,6 +47,8 @@ __all__ = [
     "DeviceBoundary",
     "DevicePlanningPass",
     "TargetDevicePartitioner",
+    "MethodInputs",
+    "export_device_methods",
     "export_device_program",
     "lower_to_device",
     "with_target_device",
@@ -53,13 +57,17 @@ __all__ = [
 
 class DeviceBoundary(torch.nn.Module):
     """Runs ``module`` on the device side of a boundary: every tensor input
-    passes through ``_h2d_copy`` first, every tensor output through
-    ``_d2h_copy`` after (inputs and outputs may be nested tuples/lists/dicts).
+    (positional or keyword) passes through ``_h2d_copy`` first, every tensor
+    output through ``_d2h_copy`` after (inputs and outputs may be nested
+    tuples/lists/dicts).
 
     ``resident_inputs`` / ``resident_outputs`` name positional arguments and
     top-level outputs (by index) that stay on the device: no copy, so the
-    caller passes and receives device tensors (a KV cache between decode
-    steps)."""
+    caller passes and receives device tensors.
+
+    The two ops are resolved here, not in ``forward``: resolving them takes
+    a lock on first use, and strict export (Dynamo) cannot trace a context
+    manager."""
 
     def __init__(
         self, module: torch.nn.Module, resident_inputs: Sequence[int] = (), resident_outputs: Sequence[int] = ()
@@ -68,14 +76,16 @@ class DeviceBoundary(torch.nn.Module):
         self.module = module
         self.resident_inputs = frozenset(resident_inputs)
         self.resident_outputs = frozenset(resident_outputs)
+        self._h2d, self._d2h = aot.h2d_copy_op(), aot.d2h_copy_op()
 
-    def forward(self, *args: Any) -> Any:
-        h2d, d2h = aot.h2d_copy_op(), aot.d2h_copy_op()
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        h2d, d2h = self._h2d, self._d2h
         args = tuple(
             a if i in self.resident_inputs else torch.utils._pytree.tree_map_only(torch.Tensor, h2d, a)
             for i, a in enumerate(args)
         )
-        out = self.module(*args)
+        kwargs = torch.utils._pytree.tree_map_only(torch.Tensor, h2d, kwargs)
+        out = self.module(*args, **kwargs)
         if not self.resident_outputs:
             return torch.utils._pytree.tree_map_only(torch.Tensor, d2h, out)
         return tuple(
@@ -93,26 +103,88 @@ class DevicePlanningPass(MemoryPlanningPass):
     that brings it back. Constants and graph inputs stay on the host. Takes
     MemoryPlanningPass's keyword arguments (``alloc_graph_input``, ...).
 
+    **State.** The module's mutable buffers (an LLM's KV caches and recurrent
+    states, which ``torch.export`` lifts into ``buffers_to_mutate``) live on
+    the device too, in a planned buffer of their own: the *state arena*,
+    appended after every other buffer of each method and laid out once for
+    the whole program (by buffer name), so every method of the program reads
+    and writes the same state, and a runtime can give each session an arena
+    of its own while the scratch buffers stay shared (et_copy.runtime's
+    sessions). ``state_layout`` maps each state buffer's name to its
+    ``(offset, nbytes)`` in the arena once planning is done.
+
     Tensors computed between the copies run through CPU kernels on device
     memory: that works with et_copy's simulated device (host memory) only. On
     a real GPU keep the program copy-only, or use a delegate.
     """
 
-    def __init__(self, device: str = "cuda:0", resident_inputs: Sequence[int] = (), **kwargs: Any) -> None:
+    def __init__(
+        self,
+        device: str = "cuda:0",
+        resident_inputs: Sequence[int] = (),
+        *,
+        state_on_device: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
+        self.state_on_device = state_on_device
         self.device = parse_device(device, op="et_copy.export.DevicePlanningPass")
         self.resident_inputs = tuple(resident_inputs)
+        self.state_layout: dict[str, tuple[int, int]] = {}
+        self._state_specs: dict[str, list[tuple[torch.fx.GraphModule, TensorSpec]]] = {}
 
     def run(self, graph_module: torch.fx.GraphModule, graph_signature=None):
         device_type = DeviceType(self.device.type)
+        names = set()
         if self.resident_inputs:
             # Method inputs the caller hands over on the device (DeviceBoundary's resident_inputs).
             names = {graph_signature.user_inputs[i] for i in self.resident_inputs}
-            for node in graph_module.graph.nodes:
-                if node.op == "placeholder" and node.name in names:
-                    node.meta["spec"].device, node.meta["spec"].device_index = device_type, self.device.index
+        state = _state_placeholders(graph_signature) if self.alloc_mutable_buffers and self.state_on_device else {}
+        for node in graph_module.graph.nodes:
+            if node.op == "placeholder" and (node.name in names or node.name in state):
+                node.meta["spec"].device, node.meta["spec"].device_index = device_type, self.device.index
         _tag_device_side(graph_module, device_type, self.device.index)
-        return super().run(graph_module, graph_signature)
+        # The state is laid out in run_multimethod, once every method is planned.
+        kept, self.alloc_mutable_buffers = self.alloc_mutable_buffers, self.alloc_mutable_buffers and not state
+        try:
+            result = super().run(graph_module, graph_signature)
+        finally:
+            self.alloc_mutable_buffers = kept
+        if state:
+            for node in graph_module.graph.nodes:
+                if node.op == "placeholder" and node.name in state:
+                    self._state_specs.setdefault(state[node.name], []).append((graph_module, node.meta["spec"]))
+        return result
+
+    def run_multimethod(self) -> None:
+        """Lays out the state arena (called by ``to_executorch`` after every method is planned)."""
+        from executorch.exir.schema import NonConstBufferDevice
+
+        modules = {id(gm): gm for specs in self._state_specs.values() for gm, _ in specs}
+        arena = {key: len(gm.meta["non_const_buffer_sizes"]) for key, gm in modules.items()}
+        offset = 0
+        for name in sorted(self._state_specs):
+            specs = self._state_specs[name]
+            nbytes = specs[0][1].allocated_memory
+            offset = -(-offset // self.alignment) * self.alignment
+            self.state_layout[name] = (offset, nbytes)
+            for gm, spec in specs:
+                spec.mem_id, spec.mem_offset = arena[id(gm)], offset
+            offset += nbytes
+        size = -(-offset // self.alignment) * self.alignment
+        for key, gm in modules.items():
+            gm.meta["non_const_buffer_sizes"].append(size)
+            devices = gm.meta.get("non_const_buffer_device") or []
+            devices.append(NonConstBufferDevice(arena[key], DeviceType(self.device.type), self.device.index))
+            gm.meta["non_const_buffer_device"] = devices
+
+
+def _state_placeholders(graph_signature) -> dict[str, str]:
+    """Placeholder name -> buffer name, for the buffers the program mutates."""
+    if graph_signature is None:
+        return {}
+    mutated = set(graph_signature.buffers_to_mutate.values())
+    return {p: b for p, b in graph_signature.inputs_to_buffers.items() if b in mutated}
 
 
 def _tag_device_side(graph_module: torch.fx.GraphModule, device_type: DeviceType, index: int) -> None:
@@ -215,10 +287,25 @@ def _merge_duplicate_copies(graph_module: torch.fx.GraphModule) -> int:
     return merged
 
 
+INITIAL_STATE_KEY = "et_copy.initial_state:"  # + buffer name: a named blob holding a state buffer's start
+
+
+@dataclass(frozen=True)
+class MethodInputs:
+    """Example inputs of one method: positional ``args``, keyword
+    ``kwargs``, and torch.export's ``dynamic_shapes`` for them (a tuple in
+    argument order, or a dict by the module's parameter names)."""
+
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    dynamic_shapes: Any = None
+
+
 def export_device_program(
     module: torch.nn.Module,
-    example_inputs: Sequence[Any],
+    example_inputs: Sequence[Any] = (),
     *,
+    kwargs: dict | None = None,
     device: str = "cuda:0",
     dynamic_shapes: Any = None,
     insert_copies: bool = True,
@@ -233,60 +320,166 @@ def export_device_program(
     ``insert_copies=True`` wraps the module in :class:`DeviceBoundary`
     (inputs ``_h2d_copy``, outputs ``_d2h_copy``); pass False for a module that
     calls ``torch.ops.et_copy`` itself. ``device`` is "cuda" or "cuda:N".
-    ``dynamic_shapes`` is torch.export's (give every dynamic dim a max: the
-    program is planned for the upper bound). ``alloc_graph_input=False``
-    (default) keeps graph inputs out of the planned buffers, so an input and
-    an output never share memory; ``alloc_graph_output`` likewise for outputs
-    (default: True, False when there are resident outputs).
+    ``kwargs`` are keyword example inputs. ``dynamic_shapes`` is
+    torch.export's (give every dynamic dim a max: the program is planned for
+    the upper bound). ``alloc_graph_input=False`` (default) keeps graph
+    inputs out of the planned buffers, so an input and an output never share
+    memory; ``alloc_graph_output`` likewise for outputs (default: True, False
+    when there are resident outputs).
+
+    The module's mutable buffers (caches and recurrent states updated in
+    place) are planned on the device, in a state arena shared by every
+    method (:class:`DevicePlanningPass`), updated in place (ExecuTorch's
+    reinplace pass), and named in the program, so et_copy.runtime can give
+    each session its own state and initialise it through counted h2d copies:
+    zeros, or the buffer's value at export when that is not zero (kept in
+    the program as named data).
 
     ``resident_inputs`` / ``resident_outputs`` (indices; with
     ``insert_copies``) stay on the device: the caller passes and receives
-    ``DeviceTensor``s there, with no copy (et_copy.runtime; docs/decoding.md
-    chains a KV cache this way). Resident outputs are not memory-planned, so
-    the caller owns them.
+    ``DeviceTensor``s there, with no copy. Resident outputs are not
+    memory-planned, so the caller owns them.
 
-    Returns the ExecutorchProgramManager: ``.buffer`` is the .pte bytes,
-    ``.write_to_file(f)`` saves it. Raises ValueError for a bad device, or
-    resident outputs with ``alloc_graph_output=True``.
+    ``strict`` is torch.export's. Returns the ExecutorchProgramManager:
+    ``.buffer`` is the .pte bytes, ``.write_to_file(f)`` saves it. Raises
+    ValueError for a bad device or option, RuntimeError naming
+    ``strict=True`` when torch cannot export the module non-strict.
     """
+    return export_device_methods(
+        module,
+        {"forward": MethodInputs(tuple(example_inputs), dict(kwargs or {}), dynamic_shapes)},
+        device=device,
+        insert_copies=insert_copies,
+        alloc_graph_input=alloc_graph_input,
+        alloc_graph_output=alloc_graph_output,
+        strict=strict,
+        resident_inputs=resident_inputs,
+        resident_outputs=resident_outputs,
+    )
+
+
+def export_device_methods(
+    module: torch.nn.Module,
+    methods: dict[str, MethodInputs],
+    *,
+    device: str = "cuda:0",
+    insert_copies: bool = True,
+    alloc_graph_input: bool = False,
+    alloc_graph_output: bool | None = None,
+    strict: bool = False,
+    resident_inputs: Sequence[int] = (),
+    resident_outputs: Sequence[int] = (),
+    state_on_device: bool = True,
+    constant_methods: dict[str, Any] | None = None,
+) -> ExecutorchProgramManager:
+    """:func:`export_device_program` with several methods, each the
+    module's ``forward`` traced on its own example inputs (an LLM's
+    ``prefill`` with a dynamic prompt length and ``decode`` with one token).
+    Every method reads and writes the same state buffers.
+    ``state_on_device=False`` leaves the mutable buffers on the host,
+    planned with each method's other host memory (a baseline).
+    ``constant_methods`` are to_edge's: methods that return a constant
+    (``{"get_max_seq_len": 64}``)."""
+    op = "et_copy.export.export_device_program"
     if alloc_graph_output is None:
         alloc_graph_output = not resident_outputs
     if resident_outputs and alloc_graph_output:
         raise ValueError(
-            "et_copy.export.export_device_program: resident_outputs need alloc_graph_output=False, so "
-            "that the caller's device tensors receive them"
+            f"{op}: resident_outputs need alloc_graph_output=False, so that the caller's device tensors receive them"
         )
     if (resident_inputs or resident_outputs) and not insert_copies:
-        raise ValueError("et_copy.export.export_device_program: resident_inputs/outputs go with insert_copies=True")
+        raise ValueError(f"{op}: resident_inputs/outputs go with insert_copies=True")
+    if not methods:
+        raise ValueError(f"{op}: no methods to export")
     aot.ensure_registered()
     planner = DevicePlanningPass(
         device,
         resident_inputs=resident_inputs,
         alloc_graph_input=alloc_graph_input,
         alloc_graph_output=alloc_graph_output,
+        state_on_device=state_on_device,
     )
     wrapped = DeviceBoundary(module, resident_inputs, resident_outputs) if insert_copies else module
-    exported = torch.export.export(
-        wrapped,
-        tuple(example_inputs),
-        dynamic_shapes=_boundary_dynamic_shapes(module, dynamic_shapes) if insert_copies else dynamic_shapes,
-        strict=strict,
-    )
-    edge = to_edge(exported, compile_config=EdgeCompileConfig(preserve_ops=aot.preserve_ops()))
-    return edge.to_executorch(
-        ExecutorchBackendConfig(memory_planning_pass=planner, enable_non_cpu_memory_planning=True)
+    exported = {}
+    for name, inputs in methods.items():
+        shapes = inputs.dynamic_shapes
+        if insert_copies:
+            shapes = _boundary_dynamic_shapes(module, shapes, len(inputs.args), list(inputs.kwargs))
+        exported[name] = _export(wrapped, inputs, shapes, strict, f"{op}: method '{name}'")
+    edge = to_edge(exported, constant_methods=constant_methods, compile_config=_edge_config(exported))
+    if state_on_device:
+        _keep_initial_state(edge, exported)
+    else:
+        # Host state starts from its export-time value through ExecuTorch's own path (a host write).
+        from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
+
+        names = sorted({p for ep in exported.values() for p in _state_placeholders(ep.graph_signature)})
+        if names:
+            edge = edge.transform([InitializedMutableBufferPass(names)])
+    with warnings.catch_warnings():
+        if state_on_device:  # the emitter's warning that mutable buffers start undefined: the runtime sets them
+            warnings.filterwarnings("ignore", "Mutation on a buffer in the model is detected", UserWarning)
+        return edge.to_executorch(_backend_config(planner))
+
+
+def _backend_config(planner: DevicePlanningPass) -> ExecutorchBackendConfig:
+    return ExecutorchBackendConfig(
+        memory_planning_pass=planner,
+        enable_non_cpu_memory_planning=True,
+        run_reinplace_pass=True,  # cache writes (index_put) into the state, not a copy of it
+        emit_mutable_buffer_names=True,  # the runtime finds each session's state by name
     )
 
 
-def _boundary_dynamic_shapes(module: torch.nn.Module, dynamic_shapes: Any) -> Any:
-    # DeviceBoundary.forward takes *args: give it the module's per-argument
-    # specs as one tuple, in the order of the module's parameters.
+def _edge_config(exported: dict) -> EdgeCompileConfig:
+    # The edge dialect's argument validator re-runs every op on fake tensors,
+    # and an op whose traced arguments hold a size as a plain int (transformers'
+    # batched_mm experts: tokens x top-k) then pins a dynamic prompt length to
+    # its example. Dynamic programs skip it; the runtime checks every kernel's arguments.
+    dynamic = any(ep.range_constraints for ep in exported.values())
+    return EdgeCompileConfig(preserve_ops=aot.preserve_ops(), _check_ir_validity=not dynamic)
+
+
+def _export(module: torch.nn.Module, inputs: MethodInputs, dynamic_shapes: Any, strict: bool, what: str):
+    try:
+        return torch.export.export(
+            module, tuple(inputs.args), dict(inputs.kwargs), dynamic_shapes=dynamic_shapes, strict=strict
+        )
+    except AssertionError as e:
+        # torch 2.13's non-strict export fails this way on transformers' static
+        # caches (in _aot_autograd/graph_compile.py); strict export traces them.
+        if strict or "compiled_fn" not in str(e):
+            raise
+        raise RuntimeError(
+            f"{what}: torch.export could not export this module non-strict ({e}); pass strict=True"
+        ) from e
+
+
+def _keep_initial_state(edge, exported: dict) -> None:
+    """Stores each state buffer's export-time value in the program, as named
+    data, where it is not all zeros (the runtime zero-fills the others)."""
+    seen = set()
+    for ep in exported.values():
+        values = {**ep.state_dict, **ep.constants}
+        for fqn in set(ep.graph_signature.buffers_to_mutate.values()) - seen:
+            seen.add(fqn)
+            value = values.get(fqn)
+            if isinstance(value, torch.Tensor) and bool(value.ne(0).any()):
+                edge._named_data_store.add_named_data(INITIAL_STATE_KEY + fqn, value.contiguous(), alignment=16)
+
+
+def _boundary_dynamic_shapes(module: torch.nn.Module, dynamic_shapes: Any, n_args: int, kwarg_names: list) -> Any:
+    # DeviceBoundary.forward takes *args, **kwargs: give it the module's
+    # per-argument specs in that form.
     if dynamic_shapes is None:
         return None
     if isinstance(dynamic_shapes, dict):
         names = list(inspect.signature(module.forward).parameters)
-        dynamic_shapes = tuple(dynamic_shapes.get(name) for name in names)
-    return {"args": tuple(dynamic_shapes)}
+        args = tuple(dynamic_shapes.get(name) for name in names[:n_args])
+        kwargs = {name: dynamic_shapes.get(name) for name in kwarg_names}
+    else:
+        args, kwargs = tuple(dynamic_shapes)[:n_args], {}
+    return {"args": args, "kwargs": kwargs} if kwargs else {"args": args}
 
 
 class TargetDevicePartitioner(Partitioner):

@@ -36,7 +36,7 @@ from ._errors import EtCopyError
 from ._registration import _wheel_library
 from ._tensors import DeviceTensor, contiguous_strides, dim_order_of, empty
 
-__all__ = ["BufferMeta", "Method", "MethodMeta", "Program", "TensorMeta", "load"]
+__all__ = ["BufferMeta", "Method", "MethodMeta", "Program", "Session", "TensorMeta", "load"]
 
 _DTYPES = {code: dtype for dtype, code in SCALAR_TYPE_CODES.items()}
 
@@ -261,26 +261,89 @@ class Method:
         return outs
 
 
+class Session:
+    """One sequence on a loaded program: its own state on the device, and
+    the methods that run on it (:meth:`load_method`). Methods of one session
+    share its state (an LLM's prefill and decode); two sessions never see
+    each other's. The state starts at its initial value (zeros, or the
+    value the program stores), written through the device allocator's h2d
+    copy when the first method with state is loaded, and again on
+    :meth:`reset`.
+
+    A session costs its state (:attr:`state_nbytes`); the weights and the
+    scratch memory are the program's, shared by every session, so one
+    execution runs at a time per program.
+    """
+
+    def __init__(self, program: Program, core: Any) -> None:
+        self._program = program  # kept alive while the session is
+        self._core = core
+        self._methods: dict[str, Method] = {}
+
+    def load_method(self, name: str = "forward") -> Method:
+        """The method ``name`` on this session's state, loaded once (a
+        second call returns the same Method). Its planned buffers live on
+        the devices the program names, through the registered
+        DeviceAllocator (call :func:`et_copy.use_simulated_device` or
+        :func:`et_copy.use_cuda` first). Raises EtCopyError saying what failed."""
+        if not isinstance(name, str):
+            raise TypeError(f"et_copy.runtime.Session.load_method: name must be a str, got {type(name).__name__}")
+        method = self._methods.get(name)
+        if method is None:
+            method = self._methods[name] = Method(self._core.load_method(name))
+        return method
+
+    def reset(self) -> None:
+        """Puts the state back to its start, through counted h2d copies: the
+        next execution starts a new sequence. Raises EtCopyError
+        (NotSupported) for a program that does not keep its state apart
+        (one not exported by et_copy.export)."""
+        self._core.reset()
+
+    @property
+    def state_nbytes(self) -> int:
+        """Bytes of this session's state (0 until a method with state is loaded)."""
+        return self._core.state_nbytes
+
+    @property
+    def device_nbytes(self) -> int:
+        """Device bytes this session holds: its state, plus all of its
+        methods' planned memory for a program without a state of its own."""
+        return self._core.device_nbytes
+
+
 class Program:
-    """A loaded, verified program: :attr:`method_names`, :meth:`load_method`."""
+    """A loaded, verified program: :attr:`method_names`, :meth:`load_method`,
+    :meth:`new_session`."""
 
     def __init__(self, core: Any) -> None:
         self._core = core
+        self._default: Session | None = None
 
     @property
     def method_names(self) -> list[str]:
         return list(self._core.method_names)
 
     def load_method(self, name: str = "forward") -> Method:
-        """Loads ``name`` with et-copy's kernels for its et_copy operators.
-        Its planned buffers are allocated on the devices the program names,
-        through the registered DeviceAllocator (call
-        :func:`et_copy.use_simulated_device` or :func:`et_copy.use_cuda`
-        first). Raises EtCopyError saying what failed."""
+        """Loads ``name`` with et-copy's kernels for its et_copy operators, in
+        the program's default session: methods loaded here share one state,
+        and a second call returns the same Method (as executorch.runtime's
+        Program caches its methods). Raises EtCopyError saying what failed."""
         if not isinstance(name, str):
             raise TypeError(f"et_copy.runtime.Program.load_method: name must be a str, got {type(name).__name__}")
-        _load_wheel_libraries()  # before method_kernels() snapshots the registry
-        return Method(self._core.load_method(name))
+        if self._default is None:
+            self._default = self.new_session()
+        return self._default.load_method(name)
+
+    def new_session(self) -> Session:
+        """A new :class:`Session`: independent state, the program's weights and scratch."""
+        _load_wheel_libraries()  # before the first method load snapshots the registry
+        return Session(self, self._core.new_session())
+
+    @property
+    def device_scratch_nbytes(self) -> int:
+        """Device bytes of scratch memory allocated for the methods loaded so far, shared by all sessions."""
+        return self._core.device_scratch_nbytes
 
 
 def load(program: str | os.PathLike | bytes | bytearray | memoryview) -> Program:

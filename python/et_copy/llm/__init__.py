@@ -1,0 +1,41 @@
+"""LLMs on the device tensor pipeline.
+
+transformers' causal LMs (Qwen3, Qwen3-MoE, Qwen 3.5 MoE with its hybrid
+linear-attention layers, Llama) exported with their KV caches and recurrent
+states as device-resident mutable buffers, and generated from on
+et_copy.runtime with one session per sequence::
+
+    model = et_copy.llm.tiny_model("qwen3_moe")
+    program = et_copy.llm.export_llm(model, max_seq_len=64)
+    et_copy.use_simulated_device()
+    llm = et_copy.llm.DeviceLLM(program.buffer)
+    session = llm.new_session()
+    print(session.generate([1, 2, 3], max_new_tokens=16).tokens)
+
+docs/llm.md has the measured table and what each architecture needs.
+Importing this module imports transformers and executorch's AOT stack.
+"""
+
+from ._export import DECODE, MAX_PROMPT_LEN, MAX_SEQ_LEN, PREFILL, export_llm
+from ._generate import DeviceLLM, Generation, Session, Step, eager_generate
+from ._models import ARCHITECTURES, load_model, prepare, tiny_model, tokenizer_for
+from ._state import StatefulCausalLM
+
+__all__ = [
+    "ARCHITECTURES",
+    "DECODE",
+    "DeviceLLM",
+    "Generation",
+    "MAX_PROMPT_LEN",
+    "MAX_SEQ_LEN",
+    "PREFILL",
+    "Session",
+    "StatefulCausalLM",
+    "Step",
+    "eager_generate",
+    "export_llm",
+    "load_model",
+    "prepare",
+    "tiny_model",
+    "tokenizer_for",
+]

@@ -1,0 +1,85 @@
+"""Exporting a causal LM with its state on the device."""
+
+from __future__ import annotations
+
+import torch
+
+from ..export import MethodInputs, export_device_methods
+from ._state import StatefulCausalLM, static_prefill_chunks
+
+PREFILL, DECODE = "prefill", "decode"
+MAX_SEQ_LEN = "get_max_seq_len"  # a constant method, named as executorch's LLM runner reads it
+MAX_PROMPT_LEN = "get_max_prompt_len"  # the prefill's bound (a dynamic input's metadata shows its example shape)
+
+
+def export_llm(
+    model: torch.nn.Module,
+    *,
+    max_seq_len: int = 64,
+    max_prompt_len: int | None = None,
+    device: str = "cuda:0",
+    pick: str = "host",
+    state_on_device: bool = True,
+    strict: bool = True,
+):
+    """Exports ``model`` (a transformers causal LM, :func:`et_copy.llm.tiny_model`)
+    as a device program with two methods that share one state:
+
+    - ``prefill(input_ids [1, T], cache_position [T])``, T from 2 to
+      ``max_prompt_len`` (default ``max_seq_len // 2``), a prompt in one
+      execution;
+    - ``decode(input_ids [1, 1], cache_position [1])``, one token.
+
+    Both return the last position's logits ``[1, vocab]`` float32, or with
+    ``pick="device"`` its argmax ``[1]`` int64 (8 bytes leave the device
+    instead of the logits). The KV caches and linear-attention states are
+    mutable buffers planned on ``device`` and updated in place; only ids and
+    positions go in, and logits (or the token) come out.
+
+    ``state_on_device=False`` builds the baseline a runtime without device
+    state is left with: the state lives on the host and every call copies it
+    to the device and the new state back. That program has ``decode`` only
+    (a runtime that gives each method its own memory, as executorch.runtime
+    does for device programs, could not share host state between two), and
+    its state starts at zero through ExecuTorch's initialised-buffer path.
+
+    ``strict`` is torch.export's: transformers' caches export strict only
+    (torch 2.13 fails non-strict). Returns the ExecutorchProgramManager.
+    """
+    if max_prompt_len is None:
+        max_prompt_len = max(2, max_seq_len // 2)
+    if not 2 <= max_prompt_len <= max_seq_len:
+        raise ValueError(
+            f"et_copy.llm.export_llm: max_prompt_len must be in 2..max_seq_len ({max_seq_len}), got {max_prompt_len}"
+        )
+    wrapper = StatefulCausalLM(model, max_seq_len, pick=pick, state_on_host=not state_on_device).eval()
+    methods = {DECODE: MethodInputs((torch.tensor([[0]]), torch.tensor([0])))}
+    if state_on_device:
+        n = torch.export.Dim("prompt_len", min=2, max=max_prompt_len)
+        example = _example_length(max_prompt_len)
+        methods = {
+            PREFILL: MethodInputs(
+                (torch.zeros(1, example, dtype=torch.long), torch.arange(example)),
+                dynamic_shapes={"input_ids": {1: n}, "cache_position": {0: n}},
+            ),
+            **methods,
+        }
+    with static_prefill_chunks(model, max_prompt_len):
+        return export_device_methods(
+            wrapper,
+            methods,
+            device=device,
+            strict=strict,
+            state_on_device=state_on_device,
+            constant_methods={MAX_SEQ_LEN: max_seq_len, MAX_PROMPT_LEN: max_prompt_len},
+        )
+
+
+def _example_length(bound: int) -> int:
+    """An example prompt length that no model dimension equals: to_edge
+    re-traces with duck-sized shapes, so a length equal to, say, the number
+    of KV heads would be specialised to it. The largest prime in 3..bound."""
+    for n in range(bound, 2, -1):
+        if all(n % d for d in range(2, int(n**0.5) + 1)):
+            return n
+    return 2

@@ -1,0 +1,130 @@
+"""Causal LMs to run on the device: transformers' models built from tiny
+seeded configs (random weights, no download), or from a user's config or
+local checkpoint."""
+
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+import torch
+
+ARCHITECTURES = ("qwen3", "qwen3_moe", "qwen3_5_moe", "llama")
+
+# Small enough to export in seconds, with every structural feature of the
+# real model: grouped KV heads, q/k norms, routed and shared experts, and
+# Qwen 3.5's linear-attention layers beside full attention.
+_COMMON = dict(
+    vocab_size=256, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+    max_position_embeddings=256,
+)  # fmt: skip
+
+
+def _qwen3():
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    return Qwen3ForCausalLM(Qwen3Config(**_COMMON, intermediate_size=128, num_hidden_layers=2))
+
+
+def _qwen3_moe():
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    config = Qwen3MoeConfig(
+        **_COMMON, intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=2, num_experts=8,
+        num_experts_per_tok=2,
+    )  # fmt: skip
+    return Qwen3MoeForCausalLM(config)
+
+
+def _qwen3_5_moe():
+    from transformers.models.qwen3_5_moe import Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig
+
+    config = Qwen3_5MoeTextConfig(
+        **_COMMON, moe_intermediate_size=32, shared_expert_intermediate_size=32, num_experts=8,
+        num_experts_per_tok=2, num_hidden_layers=2, layer_types=["linear_attention", "full_attention"],
+        linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=16, linear_value_head_dim=16,
+        linear_conv_kernel_dim=4,
+    )  # fmt: skip
+    return Qwen3_5MoeForCausalLM(config)
+
+
+def _llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    return LlamaForCausalLM(LlamaConfig(**_COMMON, intermediate_size=128, num_hidden_layers=2))
+
+
+_BUILDERS: dict[str, Callable[[], torch.nn.Module]] = {
+    "qwen3": _qwen3,
+    "qwen3_moe": _qwen3_moe,
+    "qwen3_5_moe": _qwen3_5_moe,
+    "llama": _llama,
+}
+
+
+def tiny_model(architecture: str, seed: int = 0) -> torch.nn.Module:
+    """A transformers causal LM of ``architecture`` (one of
+    :data:`ARCHITECTURES`) with random weights drawn from ``seed``, in eval
+    mode, ready to export (:func:`prepare`)."""
+    if architecture not in _BUILDERS:
+        raise ValueError(f"et_copy.llm.tiny_model: architecture must be one of {ARCHITECTURES}, got {architecture!r}")
+    generator_state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(seed)
+        model = _BUILDERS[architecture]()
+        _randomize_zero_routers(model, seed)
+    finally:
+        torch.random.set_rng_state(generator_state)  # a library leaves the caller's RNG alone
+    return prepare(model)
+
+
+def load_model(path: str | os.PathLike) -> torch.nn.Module:
+    """A causal LM from a local checkpoint directory (``config.json`` and
+    safetensors weights) or, for a ``.json`` file, a config alone (random
+    weights, seed 0). Nothing is downloaded."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    path = os.fspath(path)
+    if path.endswith(".json"):
+        config = AutoConfig.from_pretrained(path, local_files_only=True)
+        generator_state = torch.random.get_rng_state()
+        try:
+            torch.manual_seed(0)
+            model = AutoModelForCausalLM.from_config(config)
+        finally:
+            torch.random.set_rng_state(generator_state)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
+    return prepare(model)
+
+
+def prepare(model: torch.nn.Module) -> torch.nn.Module:
+    """Puts ``model`` in eval mode and picks the MoE expert implementation
+    that exports: ``batched_mm`` gathers the top-k experts' weights with
+    static shapes (``eager`` is data-dependent; ``grouped_mm`` uses
+    ``aten.histc``, which ``to_edge`` rejects)."""
+    config = model.config
+    if hasattr(config, "_experts_implementation"):
+        config._experts_implementation = "batched_mm"
+    return model.eval()
+
+
+def _randomize_zero_routers(model: torch.nn.Module, seed: int) -> None:
+    # Some MoE classes initialise their router to zero: every expert ties and
+    # the choice then depends on the order of a sort, not on the input.
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(("mlp.gate.weight", "router.weight")) and not bool(p.ne(0).any()):
+                p.copy_(torch.randn(p.shape, generator=generator) * 0.02)
+
+
+def tokenizer_for(path: str | os.PathLike):
+    """The ``tokenizers.Tokenizer`` of a checkpoint directory (its
+    ``tokenizer.json``), or None when it has none."""
+    file = os.path.join(os.fspath(path), "tokenizer.json")
+    if not os.path.isfile(file):
+        return None
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(file)

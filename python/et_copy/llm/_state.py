@@ -1,0 +1,192 @@
+"""A transformers causal LM as one module whose decoding state is buffers.
+
+ExecuTorch keeps an LLM's KV caches, and a hybrid model's linear-attention
+conv and recurrent states, as *mutable buffers*: ``torch.export`` lifts them
+(``graph_signature.buffers_to_mutate``), the program updates them in place,
+and they keep their values between executions of a loaded method.
+:class:`StatefulCausalLM` builds that module from a transformers model:
+every layer of a ``StaticCache`` is created ahead of time and its tensors
+registered as buffers, which transformers' own ``TorchExportableModule*``
+wrappers do for plain attention only (hybrid layers have no ``keys``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+import torch
+from transformers.cache_utils import LinearAttentionCacheLayerMixin, StaticCache, StaticLayer
+
+
+class _IndexPutLayer(StaticLayer):
+    """A StaticLayer whose update writes the new keys and values with
+    ``index_put_``, which ExecuTorch re-inplaces into the buffer, instead of
+    ``index_copy_``, which it has no kernel for and which export turns into a
+    functional copy of the whole cache plus a write-back every step."""
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        positions = torch.arange(key_states.shape[-2]) + self.cumulative_length
+        self.cumulative_length.add_(key_states.shape[-2])
+        # index_put_ itself: `keys[:, :, positions] = k` traces to values with
+        # the leading 1 squeezed off, which ExecuTorch's in-place kernel rejects.
+        torch.ops.aten.index_put_.default(self.keys, [None, None, positions], key_states)
+        torch.ops.aten.index_put_.default(self.values, [None, None, positions], value_states)
+        return self.keys, self.values
+
+
+class StatefulCausalLM(torch.nn.Module):
+    """``forward(input_ids [1, T] int64, cache_position [T] int64)`` runs T
+    tokens at positions ``cache_position`` through ``model``, updating the
+    state buffers in place, and returns the last position's logits
+    ``[1, vocab]`` (``pick="host"``) or its argmax ``[1]`` int64
+    (``pick="device"``: 8 bytes leave the device instead of the logits).
+
+    The state starts at zero (:meth:`initial_state`), which is what a fresh
+    transformers cache holds. Positions must run on from the last call:
+    a prompt at 0..T-1, then one token at a time.
+    """
+
+    PICKS = ("host", "device")
+
+    def __init__(
+        self, model: torch.nn.Module, max_seq_len: int, *, pick: str = "host", state_on_host: bool = False
+    ) -> None:
+        super().__init__()
+        if pick not in self.PICKS:
+            raise ValueError(f"et_copy.llm: pick must be one of {self.PICKS}, got {pick!r}")
+        if max_seq_len < 2:
+            raise ValueError(f"et_copy.llm: max_seq_len must be at least 2, got {max_seq_len}")
+        self.model = model
+        self.max_seq_len = max_seq_len
+        self.pick = pick
+        # The baseline a runtime without device state is left with: the state lives on
+        # the host, and every call copies it to the device and the new state back.
+        self.state_on_host = state_on_host
+        if state_on_host:
+            from .. import aot
+
+            # Resolved here: strict export cannot trace the lock resolving takes.
+            self._h2d, self._d2h = aot.h2d_copy_op(), aot.d2h_copy_op()
+        cache = StaticCache(max_cache_len=max_seq_len, config=model.config)
+        cache.layers = [_IndexPutLayer(max_seq_len) if type(layer) is StaticLayer else layer for layer in cache.layers]
+        # One eager step creates every layer's tensors with the model's own shapes and dtypes.
+        with torch.no_grad():
+            model(input_ids=torch.zeros(1, 2, dtype=torch.long), cache=cache, use_cache=True)
+        for i, layer in enumerate(cache.layers):
+            if isinstance(layer, LinearAttentionCacheLayerMixin):
+                for s in range(layer.number_of_states):
+                    # Marked as started, so every call reads the stored state: zero state
+                    # is what a fresh sequence starts from, so prefill at position 0 is
+                    # exact, and a prompt may also continue a sequence.
+                    layer.has_previous_state[s] = True
+                    self.register_buffer(f"conv_state_{i}_{s}", layer.conv_states[s], persistent=False)
+                    if layer.recurrent_states[s] is not None:
+                        self.register_buffer(f"recurrent_state_{i}_{s}", layer.recurrent_states[s], persistent=False)
+            elif isinstance(layer, StaticLayer):
+                self.register_buffer(f"key_cache_{i}", layer.keys, persistent=False)
+                self.register_buffer(f"value_cache_{i}", layer.values, persistent=False)
+                self.register_buffer(f"cache_length_{i}", layer.cumulative_length, persistent=False)
+            else:
+                raise NotImplementedError(
+                    f"et_copy.llm: cache layer {i} is a {type(layer).__name__}, which has no static form to export"
+                )
+        self.cache = cache
+        self.state_names: tuple[str, ...] = tuple(
+            name for name, _ in self.named_buffers(recurse=False)
+        )  # the model's own buffers (rotary frequencies) are not state
+        self.reset()
+
+    def reset(self) -> None:
+        """Zeroes every state buffer: a fresh sequence (eager use)."""
+        for name in self.state_names:
+            getattr(self, name).zero_()
+
+    def initial_state(self) -> dict[str, torch.Tensor]:
+        """The state a sequence starts from, by buffer name (all zeros)."""
+        return {name: torch.zeros_like(getattr(self, name)) for name in self.state_names}
+
+    def _state_slots(self):
+        """(buffer name, cache object, attribute, key) for every state tensor the cache reads."""
+        for i, layer in enumerate(self.cache.layers):
+            if isinstance(layer, LinearAttentionCacheLayerMixin):
+                for s in range(layer.number_of_states):
+                    yield f"conv_state_{i}_{s}", layer.conv_states, s
+                    if layer.recurrent_states[s] is not None:
+                        yield f"recurrent_state_{i}_{s}", layer.recurrent_states, s
+            else:
+                yield f"key_cache_{i}", layer, "keys"
+                yield f"value_cache_{i}", layer, "values"
+                yield f"cache_length_{i}", layer, "cumulative_length"
+
+    def forward(self, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
+        if self.state_on_host:
+            h2d, d2h = self._h2d, self._d2h
+            slots = list(self._state_slots())
+            for name, owner, key in slots:  # the model works on device copies of the state
+                _set(owner, key, h2d(getattr(self, name)))
+        for layer in self.cache.layers:
+            if isinstance(layer, StaticLayer):
+                layer.cumulative_length.copy_(cache_position[0])
+        out = self.model(
+            input_ids=input_ids,
+            position_ids=cache_position.unsqueeze(0),
+            cache=self.cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        logits = out.logits[:, -1, :]
+        if self.state_on_host:
+            for name, owner, key in slots:  # the new state back to the host
+                getattr(self, name).copy_(d2h(_get(owner, key)))
+                _set(owner, key, getattr(self, name))
+        return logits.argmax(-1) if self.pick == "device" else logits
+
+
+def _get(owner, key):
+    return owner[key] if isinstance(owner, dict) else getattr(owner, key)
+
+
+def _set(owner, key, value) -> None:
+    if isinstance(owner, dict):
+        owner[key] = value
+    else:
+        setattr(owner, key, value)
+
+
+@contextlib.contextmanager
+def static_prefill_chunks(model: torch.nn.Module, max_tokens: int):
+    """While exporting a prefill of up to ``max_tokens`` tokens, the
+    reference chunked gated-delta rule of transformers' linear attention
+    (Qwen 3.5, Qwen3-Next) sees its sequence padded with zeros to one static
+    length, a multiple of its chunk size: it pads to a multiple itself, which
+    under a symbolic length makes guards torch.export cannot solve. Zero
+    padding leaves the outputs and the final state unchanged (a zero key and
+    beta write nothing, a zero decay keeps the state)."""
+    patched = []
+    for module in {sys.modules[type(m).__module__] for m in model.modules()}:
+        rule = getattr(module, "torch_chunk_gated_delta_rule", None)
+        if rule is not None:
+            patched.append((module, rule))
+            module.torch_chunk_gated_delta_rule = _padded_rule(rule, max_tokens)
+    try:
+        yield
+    finally:
+        for module, rule in patched:
+            module.torch_chunk_gated_delta_rule = rule
+
+
+def _padded_rule(rule, max_tokens: int):
+    def padded(query, key, value, g, beta, chunk_size: int = 64, **kwargs):
+        length = -(-max_tokens // chunk_size) * chunk_size
+        n = query.shape[1]
+
+        def pad(x):  # along the sequence dim (1)
+            return torch.nn.functional.pad(x, (0, 0) * (x.dim() - 2) + (0, length - n))
+
+        out, state = rule(pad(query), pad(key), pad(value), pad(g), pad(beta), chunk_size=chunk_size, **kwargs)
+        return out[:, :n], state
+
+    return padded

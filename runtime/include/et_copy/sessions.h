@@ -1,0 +1,160 @@
+// Sessions: several independent sequences on one loaded program.
+//
+// A program exported by et_copy.export keeps its mutable state (an LLM's KV
+// caches and recurrent states) in a planned buffer of its own, the *state
+// arena*: the last planned buffer of every method that has state, laid out
+// once for the whole program, with each state tensor named in the program
+// (emit_mutable_buffer_names). A SessionPool owns what its sessions share:
+// every other planned buffer (the scratch), allocated once per method. Each
+// Session owns one state arena, shared by the methods it loads, so prefill
+// and decode of one sequence read the same state while two sessions never
+// see each other's. A session costs its state arena (and each method's
+// small host-side tables), not another copy of the weights or the scratch.
+//
+// Initial state reaches the arena through the device's DeviceAllocator
+// (copy_host_to_device, counted like any h2d copy): zeros, then each
+// tensor's named blob "et_copy.initial_state:<name>" where the program has
+// one. ExecuTorch's own initialized-buffer path would instead write host
+// memory straight into device memory at load.
+//
+// Programs without a state arena (no named state, or state that is not
+// confined to the last buffer) still load: each session then owns all of
+// its methods' planned memory, and reset() reports NotSupported.
+//
+// Threading: the scratch is shared, so one execution at a time per pool.
+// Hold execution_lock() from setting a method's inputs until its outputs
+// are read. A pool must outlive its sessions; the Program, kernels and data
+// map passed in must outlive the pool.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
+#include <executorch/runtime/core/device_memory_buffer.h>
+#include <executorch/runtime/core/hierarchical_allocator.h>
+#include <executorch/runtime/core/named_data_map.h>
+#include <executorch/runtime/core/result.h>
+#include <executorch/runtime/executor/memory_manager.h>
+#include <executorch/runtime/executor/method.h>
+#include <executorch/runtime/executor/program.h>
+#include <executorch/runtime/kernel/operator_registry.h>
+
+namespace et_copy {
+
+/// The prefix of a state tensor's initial value in the program's named data.
+inline constexpr const char* kInitialStateKey = "et_copy.initial_state:";
+
+/// One planned buffer's memory: host bytes, or a DeviceMemoryBuffer from
+/// the registered DeviceAllocator.
+class PlannedBuffer {
+ public:
+  /// Allocates `nbytes` on `device`. Fails with the allocator's error (or
+  /// NotFound when no DeviceAllocator serves the device type).
+  static executorch::runtime::Result<PlannedBuffer> create(size_t nbytes, executorch::runtime::etensor::Device device);
+  executorch::runtime::Span<uint8_t> span() const {
+    return span_;
+  }
+  executorch::runtime::etensor::Device device() const {
+    return device_;
+  }
+
+ private:
+  std::vector<uint8_t> host_;
+  executorch::runtime::DeviceMemoryBuffer device_memory_;
+  executorch::runtime::Span<uint8_t> span_;
+  executorch::runtime::etensor::Device device_{executorch::runtime::etensor::DeviceType::CPU, 0};
+};
+
+class Session;
+
+/// What a program's sessions share: the Program, the kernels methods are
+/// loaded with, and every scratch buffer.
+class SessionPool {
+ public:
+  /// `kernels` are passed to each Program::load_method (et_copy::method_kernels()).
+  SessionPool(const executorch::runtime::Program* program,
+              executorch::runtime::Span<const executorch::runtime::Kernel> kernels);
+  SessionPool(const SessionPool&) = delete;
+  SessionPool& operator=(const SessionPool&) = delete;
+
+  /// A new session with no method loaded and no state yet.
+  std::unique_ptr<Session> new_session();
+
+  /// Held by callers from setting inputs to reading outputs of an execution.
+  std::mutex& execution_lock() {
+    return execution_lock_;
+  }
+
+  /// Bytes of scratch allocated so far, by all methods, on devices (not CPU).
+  size_t device_scratch_nbytes() const;
+
+  const executorch::runtime::Program& program() const {
+    return *program_;
+  }
+
+ private:
+  friend class Session;
+  struct MethodScratch {
+    bool has_arena = false;             // state in the last buffer, which each session owns
+    std::vector<PlannedBuffer> buffers; // all but the arena
+  };
+  // The scratch of `name`, allocated on first use. Writes what failed to `what`.
+  executorch::runtime::Result<MethodScratch*> scratch(const std::string& name, std::string* what);
+
+  const executorch::runtime::Program* program_;
+  executorch::runtime::Span<const executorch::runtime::Kernel> kernels_;
+  std::map<std::string, MethodScratch> scratch_;
+  std::mutex execution_lock_;
+};
+
+/// One sequence: a state arena and the methods loaded on it.
+class Session {
+ public:
+  /// The method `name`, loaded on first use into this session's state
+  /// (which is then initialised, if it was not). On failure, returns the
+  /// error and writes what failed to `what` (when not null).
+  executorch::runtime::Result<executorch::runtime::Method*> method(const std::string& name,
+                                                                   std::string* what = nullptr);
+
+  /// Puts the state back to its start (zeros, then the program's named
+  /// initial values) through the device's h2d copy. NotSupported for a
+  /// program without a state arena; no-op before any method is loaded.
+  executorch::runtime::Error reset(std::string* what = nullptr);
+
+  /// Bytes of the state arena (0 before a method with state is loaded).
+  size_t state_nbytes() const;
+  /// Device bytes this session owns: its arena, plus all of its methods'
+  /// planned memory for programs without an arena.
+  size_t device_nbytes() const;
+
+ private:
+  friend class SessionPool;
+  explicit Session(SessionPool* pool) : pool_(pool) {}
+  struct Loaded {
+    executorch::extension::MallocMemoryAllocator method_allocator;
+    executorch::extension::MallocMemoryAllocator temp_allocator;
+    std::vector<executorch::runtime::Span<uint8_t>> spans;
+    std::vector<executorch::runtime::etensor::Device> devices;
+    std::unique_ptr<executorch::runtime::HierarchicalAllocator> planned;
+    std::unique_ptr<executorch::runtime::MemoryManager> memory;
+    std::unique_ptr<executorch::runtime::Method> method;
+  };
+  // Writes the initial value of every named state tensor of `m` not yet
+  // written since the last reset.
+  executorch::runtime::Error initialize(executorch::runtime::Method& m, std::string* what);
+
+  SessionPool* pool_;
+  std::unique_ptr<PlannedBuffer> arena_;
+  std::vector<std::unique_ptr<PlannedBuffer>> owned_; // a program without an arena: all planned memory
+  std::map<std::string, std::unique_ptr<Loaded>> methods_;
+  std::set<std::string> initialized_; // state tensors written since the last reset
+};
+
+} // namespace et_copy

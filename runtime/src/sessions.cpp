@@ -1,0 +1,293 @@
+#include <et_copy/sessions.h>
+
+#include <cstring>
+#include <string_view>
+
+#include <executorch/runtime/core/device_allocator.h>
+
+namespace et_copy {
+
+using executorch::runtime::DeviceMemoryBuffer;
+using executorch::runtime::Error;
+using executorch::runtime::HierarchicalAllocator;
+using executorch::runtime::MemoryManager;
+using executorch::runtime::Method;
+using executorch::runtime::Result;
+using executorch::runtime::Span;
+namespace et = executorch::runtime::etensor;
+
+namespace {
+
+std::string device_name(et::Device d) {
+  return d.type() == et::DeviceType::CPU ? "cpu"
+                                         : "device " + std::to_string(static_cast<int>(d.type())) + ":" +
+                                               std::to_string(static_cast<int>(d.index()));
+}
+
+Error fail(Error e, std::string* what, std::string message) {
+  if (what != nullptr) {
+    *what = std::move(message);
+  }
+  return e;
+}
+
+// Host bytes into `dst` on `device`: the DeviceAllocator's counted h2d copy
+// for a device, memcpy for the host.
+Error copy_in(et::Device device, void* dst, const void* src, size_t nbytes) {
+  if (nbytes == 0) {
+    return Error::Ok;
+  }
+  if (device.type() == et::DeviceType::CPU) {
+    std::memcpy(dst, src, nbytes);
+    return Error::Ok;
+  }
+  auto* allocator = executorch::runtime::get_device_allocator(device.type());
+  if (allocator == nullptr) {
+    return Error::NotFound;
+  }
+  return allocator->copy_host_to_device(dst, src, nbytes, device.index());
+}
+
+} // namespace
+
+Result<PlannedBuffer> PlannedBuffer::create(size_t nbytes, et::Device device) {
+  PlannedBuffer b;
+  b.device_ = device;
+  if (device.type() == et::DeviceType::CPU) {
+    b.host_.resize(nbytes);
+    b.span_ = Span<uint8_t>(b.host_.data(), nbytes);
+    return b;
+  }
+  auto memory = DeviceMemoryBuffer::create(nbytes, device.type(), device.index());
+  if (!memory.ok()) {
+    return memory.error();
+  }
+  b.device_memory_ = std::move(*memory);
+  b.span_ = b.device_memory_.as_span();
+  return b;
+}
+
+SessionPool::SessionPool(const executorch::runtime::Program* program, Span<const executorch::runtime::Kernel> kernels)
+    : program_(program), kernels_(kernels) {}
+
+std::unique_ptr<Session> SessionPool::new_session() {
+  return std::unique_ptr<Session>(new Session(this));
+}
+
+size_t SessionPool::device_scratch_nbytes() const {
+  size_t n = 0;
+  for (const auto& [name, scratch] : scratch_) {
+    for (const auto& b : scratch.buffers) {
+      n += b.device().type() == et::DeviceType::CPU ? 0 : b.span().size();
+    }
+  }
+  return n;
+}
+
+Result<SessionPool::MethodScratch*> SessionPool::scratch(const std::string& name, std::string* what) {
+  auto found = scratch_.find(name);
+  if (found != scratch_.end()) {
+    return &found->second;
+  }
+  auto meta = program_->method_meta(name.c_str());
+  if (!meta.ok()) {
+    return fail(meta.error(), what, "the program has no method '" + name + "'");
+  }
+  MethodScratch s;
+  const size_t n = meta->num_memory_planned_buffers();
+  // et_copy.export names every state tensor and puts them all in the last
+  // buffer; Session::method checks that after loading.
+  s.has_arena = n > 0 && meta->num_attributes() > 0;
+  for (size_t i = 0; s.has_arena && i + 1 < n; ++i) {
+    auto size = meta->memory_planned_buffer_size(i);
+    auto device = meta->memory_planned_buffer_device(i);
+    if (!size.ok() || !device.ok() || *size < 0) {
+      return fail(Error::InvalidProgram, what, "planned buffer " + std::to_string(i) + " has no valid size or device");
+    }
+    auto b = PlannedBuffer::create(static_cast<size_t>(*size), *device);
+    if (!b.ok()) {
+      return fail(b.error(), what,
+                  "could not allocate planned buffer " + std::to_string(i) + " (" + std::to_string(*size) +
+                      " bytes) on " + device_name(*device) + ": no DeviceAllocator is registered for it, or it failed");
+    }
+    s.buffers.push_back(std::move(*b));
+  }
+  return &scratch_.emplace(name, std::move(s)).first->second;
+}
+
+Result<Method*> Session::method(const std::string& name, std::string* what) {
+  auto found = methods_.find(name);
+  if (found != methods_.end()) {
+    return found->second->method.get();
+  }
+  auto scratch = pool_->scratch(name, what);
+  if (!scratch.ok()) {
+    return scratch.error();
+  }
+  auto meta = pool_->program_->method_meta(name.c_str());
+  const size_t n = meta->num_memory_planned_buffers();
+  auto loaded = std::make_unique<Loaded>();
+  for (const auto& b : (*scratch)->buffers) {
+    loaded->spans.push_back(b.span());
+    loaded->devices.push_back(b.device());
+  }
+  for (size_t i = 0; !(*scratch)->has_arena && i < n; ++i) {
+    // No arena: nothing tells state from scratch, so all of it is this session's.
+    auto size = meta->memory_planned_buffer_size(i);
+    auto device = meta->memory_planned_buffer_device(i);
+    if (!size.ok() || !device.ok() || *size < 0) {
+      return fail(Error::InvalidProgram, what, "planned buffer " + std::to_string(i) + " has no valid size or device");
+    }
+    auto b = PlannedBuffer::create(static_cast<size_t>(*size), *device);
+    if (!b.ok()) {
+      return fail(b.error(), what,
+                  "could not allocate planned buffer " + std::to_string(i) + " (" + std::to_string(*size) +
+                      " bytes) on " + device_name(*device) + ": no DeviceAllocator is registered for it, or it failed");
+    }
+    owned_.push_back(std::make_unique<PlannedBuffer>(std::move(*b)));
+    loaded->spans.push_back(owned_.back()->span());
+    loaded->devices.push_back(owned_.back()->device());
+  }
+  if ((*scratch)->has_arena) {
+    const auto size = meta->memory_planned_buffer_size(n - 1);
+    const auto device = meta->memory_planned_buffer_device(n - 1);
+    if (!size.ok() || !device.ok() || *size < 0) {
+      return fail(Error::InvalidProgram, what, "the state buffer has no valid size or device");
+    }
+    if (arena_ == nullptr) {
+      auto b = PlannedBuffer::create(static_cast<size_t>(*size), *device);
+      if (!b.ok()) {
+        return fail(b.error(), what,
+                    "could not allocate the state (" + std::to_string(*size) + " bytes) on " + device_name(*device) +
+                        ": no DeviceAllocator is registered for it, or it failed");
+      }
+      arena_ = std::make_unique<PlannedBuffer>(std::move(*b));
+    } else if (arena_->span().size() != static_cast<size_t>(*size) || arena_->device().type() != device->type() ||
+               arena_->device().index() != device->index()) {
+      return fail(Error::InvalidProgram, what,
+                  "method '" + name + "' plans its state as " + std::to_string(*size) + " bytes on " +
+                      device_name(*device) + ", another method as " + std::to_string(arena_->span().size()) +
+                      " bytes on " + device_name(arena_->device()) + ": methods of one program must agree");
+    }
+    loaded->spans.push_back(arena_->span());
+    loaded->devices.push_back(arena_->device());
+  }
+  loaded->planned =
+      std::make_unique<HierarchicalAllocator>(Span<Span<uint8_t>>(loaded->spans.data(), loaded->spans.size()),
+                                              Span<const et::Device>(loaded->devices.data(), loaded->devices.size()));
+  loaded->memory =
+      std::make_unique<MemoryManager>(&loaded->method_allocator, loaded->planned.get(), &loaded->temp_allocator);
+  auto result =
+      pool_->program_->load_method(name.c_str(), loaded->memory.get(), nullptr, nullptr, nullptr, pool_->kernels_);
+  if (!result.ok()) {
+    return fail(result.error(), what, "loading method '" + name + "'");
+  }
+  loaded->method = std::make_unique<Method>(std::move(*result));
+  if ((*scratch)->has_arena) {
+    // Every named state tensor must lie inside the arena, or sessions would share it through the scratch.
+    const uint8_t* base = arena_->span().data();
+    const size_t size = arena_->span().size();
+    for (size_t i = 0; i < meta->num_attributes(); ++i) {
+      auto info = meta->attribute_tensor_meta(i);
+      auto t = info.ok() ? loaded->method->get_attribute(std::string_view(info->name().data(), info->name().size()))
+                         : Result<executorch::aten::Tensor>(info.error());
+      if (!t.ok()) {
+        return fail(Error::InvalidProgram, what,
+                    "method '" + name + "': cannot read its state tensor " + std::to_string(i));
+      }
+      const auto* p = static_cast<const uint8_t*>(t->const_data_ptr());
+      if (p < base || static_cast<size_t>(p - base) > size || t->nbytes() > size - static_cast<size_t>(p - base)) {
+        // Named state that lives in the scratch (another exporter): load it again with memory of its own.
+        loaded.reset();
+        (*scratch)->has_arena = false;
+        (*scratch)->buffers.clear();
+        if (methods_.empty()) {
+          arena_.reset();
+        }
+        return method(name, what);
+      }
+    }
+  }
+  Method* m = loaded->method.get();
+  methods_.emplace(name, std::move(loaded));
+  if ((*scratch)->has_arena) {
+    const Error e = initialize(*m, what);
+    if (e != Error::Ok) {
+      methods_.erase(name);
+      return e;
+    }
+  }
+  return m;
+}
+
+Error Session::initialize(Method& m, std::string* what) {
+  const auto meta = m.method_meta();
+  if (initialized_.empty()) {
+    // A fresh arena: zeros first, through the same counted h2d path.
+    std::vector<uint8_t> zeros(arena_->span().size(), 0);
+    const Error e = copy_in(arena_->device(), arena_->span().data(), zeros.data(), zeros.size());
+    if (e != Error::Ok) {
+      return fail(e, what, "writing the initial (zero) state to " + device_name(arena_->device()));
+    }
+    initialized_.insert(""); // the zeros
+  }
+  auto data = pool_->program_->get_named_data_map();
+  for (size_t i = 0; i < meta.num_attributes(); ++i) {
+    auto info = meta.attribute_tensor_meta(i);
+    if (!info.ok()) {
+      continue;
+    }
+    const std::string name(info->name().data(), info->name().size());
+    if (!initialized_.insert(name).second || !data.ok() || *data == nullptr) {
+      continue;
+    }
+    auto blob = (*data)->get_data(std::string_view(kInitialStateKey + name));
+    if (!blob.ok()) {
+      continue; // no blob: the state starts at zero
+    }
+    auto t = m.get_attribute(std::string_view(name));
+    if (!t.ok() || blob->size() != t->nbytes()) {
+      return fail(Error::InvalidProgram, what,
+                  "the initial value of state tensor '" + name + "' has " + std::to_string(blob->size()) +
+                      " bytes, the tensor " + (t.ok() ? std::to_string(t->nbytes()) : std::string("?")));
+    }
+    const Error e = copy_in(arena_->device(), t->mutable_data_ptr(), blob->data(), blob->size());
+    if (e != Error::Ok) {
+      return fail(e, what, "writing the initial value of state tensor '" + name + "'");
+    }
+  }
+  return Error::Ok;
+}
+
+Error Session::reset(std::string* what) {
+  if (methods_.empty()) {
+    return Error::Ok;
+  }
+  if (arena_ == nullptr) {
+    return fail(Error::NotSupported, what,
+                "the program does not keep its state in a buffer of its own, so it cannot be reset (export it "
+                "with et_copy.export, or load the program again)");
+  }
+  initialized_.clear();
+  for (auto& [name, loaded] : methods_) {
+    const Error e = initialize(*loaded->method, what);
+    if (e != Error::Ok) {
+      return e;
+    }
+  }
+  return Error::Ok;
+}
+
+size_t Session::state_nbytes() const {
+  return arena_ == nullptr ? 0 : arena_->span().size();
+}
+
+size_t Session::device_nbytes() const {
+  size_t n = arena_ != nullptr && arena_->device().type() != et::DeviceType::CPU ? arena_->span().size() : 0;
+  for (const auto& b : owned_) {
+    n += b->device().type() == et::DeviceType::CPU ? 0 : b->span().size();
+  }
+  return n;
+}
+
+} // namespace et_copy
