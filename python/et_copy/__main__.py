@@ -14,7 +14,8 @@ COMMANDS = {
     "parity": ("et_copy.parity", "check the AOT ops against the runtime kernels, byte for byte"),
     "doctor": ("et_copy.doctor", "show versions, registered kernels and allocators, and CUDA devices"),
     "bench": ("et_copy.bench", "measure call overhead and throughput against torch and memcpy"),
-    "decode": ("et_copy.decoding", "greedy decoding with the KV cache on the device, beside the cache crossing"),
+    "generate": ("et_copy.llm._cli", "an LLM with its state on the device, beside executorch.runtime and eager"),
+    "decode": ("et_copy.decoding", "the hand-written toy decoder whose cache the caller holds (see generate)"),
 }
 
 

@@ -408,12 +408,13 @@ def export_device_methods(
         exported[name] = _export(wrapped, inputs, shapes, strict, f"{op}: method '{name}'")
     edge = to_edge(exported, constant_methods=constant_methods, compile_config=_edge_config(exported))
     if state_on_device:
-        _keep_initial_state(edge, exported)
+        _keep_initial_state(edge)
     else:
         # Host state starts from its export-time value through ExecuTorch's own path (a host write).
         from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
 
-        names = sorted({p for ep in exported.values() for p in _state_placeholders(ep.graph_signature)})
+        edges = [edge.exported_program(name) for name in edge.methods]
+        names = sorted({p for ep in edges for p in _state_placeholders(ep.graph_signature)})
         if names:
             edge = edge.transform([InitializedMutableBufferPass(names)])
     with warnings.catch_warnings():
@@ -455,11 +456,11 @@ def _export(module: torch.nn.Module, inputs: MethodInputs, dynamic_shapes: Any, 
         ) from e
 
 
-def _keep_initial_state(edge, exported: dict) -> None:
+def _keep_initial_state(edge) -> None:
     """Stores each state buffer's export-time value in the program, as named
     data, where it is not all zeros (the runtime zero-fills the others)."""
     seen = set()
-    for ep in exported.values():
+    for ep in (edge.exported_program(name) for name in edge.methods):
         values = {**ep.state_dict, **ep.constants}
         for fqn in set(ep.graph_signature.buffers_to_mutate.values()) - seen:
             seen.add(fqn)

@@ -1,0 +1,93 @@
+"""Mutable state on the device (et_copy.export): buffers a program updates
+in place live in a state arena on the device, shared by every method; each
+session of et_copy.runtime has its own; initial values reach it through
+counted h2d copies. And the export itself: strict export, keyword inputs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("executorch.exir")
+
+import et_copy  # noqa: E402
+import et_copy.runtime  # noqa: E402
+from et_copy.export import MethodInputs, export_device_methods, export_device_program  # noqa: E402
+
+
+class Counter(torch.nn.Module):
+    """A running sum that starts from a non-zero value."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("total", torch.arange(4, dtype=torch.float32) + 1)
+
+    def forward(self, x):
+        self.total.add_(x)
+        return self.total * 1.0
+
+
+class Keywords(torch.nn.Module):
+    def forward(self, x, *, scale):
+        return torch.relu(x) * scale
+
+
+@pytest.fixture(scope="module")
+def counter_program():
+    x = torch.ones(4)
+    return export_device_methods(
+        Counter(), {"add": MethodInputs((x,)), "peek": MethodInputs((torch.zeros(4),))}, strict=True
+    ).buffer
+
+
+def test_state_lives_on_the_device_starts_from_its_export_value_and_is_shared_by_the_methods(counter_program):
+    et_copy.use_simulated_device()
+    program = et_copy.runtime.load(counter_program)
+    session = program.new_session()
+    before = et_copy.allocator_stats()
+    add = session.load_method("add")
+    after = et_copy.allocator_stats()
+    # zeros over the arena, then the named initial value: two counted h2d copies
+    assert after["h2d_copies"] - before["h2d_copies"] == 2
+    assert after["h2d_bytes"] - before["h2d_bytes"] == session.state_nbytes + 16
+    assert torch.equal(add.execute([torch.ones(4)])[0], torch.tensor([2.0, 3.0, 4.0, 5.0]))
+    peek = session.load_method("peek")  # the same state: loading it writes nothing again
+    assert torch.equal(peek.execute([torch.zeros(4)])[0], torch.tensor([2.0, 3.0, 4.0, 5.0]))
+    other = program.new_session()
+    assert torch.equal(other.load_method("add").execute([torch.ones(4)])[0], torch.tensor([2.0, 3.0, 4.0, 5.0]))
+    session.reset()
+    assert torch.equal(add.execute([torch.zeros(4)])[0], torch.tensor([1.0, 2.0, 3.0, 4.0]))
+
+
+def test_program_load_method_is_one_cached_session(counter_program):
+    et_copy.use_simulated_device()
+    program = et_copy.runtime.load(counter_program)
+    assert program.load_method("add") is program.load_method("add")
+    program.load_method("add").execute([torch.ones(4)])
+    assert torch.equal(program.load_method("peek").execute([torch.zeros(4)])[0], torch.tensor([2.0, 3.0, 4.0, 5.0]))
+
+
+def test_strict_export_of_any_module_and_keyword_inputs():
+    x = torch.randn(3, 4)
+    for strict in (True, False):
+        relu = export_device_program(torch.nn.ReLU(), (x,), strict=strict)
+        et_copy.use_simulated_device()
+        assert torch.equal(et_copy.runtime.load(relu.buffer).load_method().execute([x])[0], torch.relu(x))
+        kw = export_device_program(Keywords(), (x,), kwargs={"scale": torch.tensor(2.0)}, strict=strict)
+        out = et_copy.runtime.load(kw.buffer).load_method().execute([x, torch.tensor(2.0)])[0]
+        assert torch.equal(out, torch.relu(x) * 2)
+
+
+def test_a_session_of_a_program_without_a_state_arena_cannot_be_reset():
+    from et_copy.models import RoundTrip
+
+    et_copy.use_simulated_device()
+    program = et_copy.runtime.load(
+        export_device_program(RoundTrip(), RoundTrip.example_inputs(), insert_copies=False).buffer
+    )
+    session = program.new_session()
+    session.reset()  # nothing loaded: nothing to reset
+    session.load_method("forward")
+    with pytest.raises(et_copy.EtCopyError, match="cannot be reset") as info:
+        session.reset()
+    assert info.value.error == "NotSupported"
