@@ -61,7 +61,8 @@ set(_et_copy_headers
   counting_device_allocator.h
   program_check.h
   registration.h
-  simulated_device_allocator.h)
+  simulated_device_allocator.h
+  tensor_layout.h)
 if(ET_COPY_PACKAGE_HAS_CUDA)
   list(APPEND _et_copy_headers cuda_device_allocator.h)
 endif()

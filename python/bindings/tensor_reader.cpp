@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <structmember.h>
 
+#include <algorithm>
 #include <string>
 
 #include "device_buffer.h"
@@ -110,7 +111,14 @@ ReadProblem read_device_tensor(PyObject* o, TensorSpec& s) {
     return ReadProblem::kTooManyDims;
   }
   s.rank = rank;
-  if (order_rank != rank || capacity_rank != rank || !dense_strides(s)) {
+  if (order_rank != rank || capacity_rank != rank) {
+    return ReadProblem::kMalformed;
+  }
+  // A negative size is TensorView's to refuse, by name; with none, strides
+  // fail only for a dim order that is no permutation or an int64 overflow.
+  const bool negative = std::any_of(s.sizes, s.sizes + rank, [](int64_t v) { return v < 0; }) ||
+                        std::any_of(s.capacity, s.capacity + rank, [](int64_t v) { return v < 0; });
+  if (!negative && !dense_strides(s)) {
     return ReadProblem::kMalformed;
   }
   PyObject* device = f[kDevice];
