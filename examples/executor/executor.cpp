@@ -438,7 +438,7 @@ int run(const Options& opt) {
     const auto s = alloc->stats();
     if (opt.require_copies && (s.h2d_copies == 0 || s.d2h_copies == 0)) {
       // Without copies the output could be the input's own buffer, and a
-      // kernel that does nothing would pass (DESIGN.md, C++ executor pitfall).
+      // kernel that does nothing would pass (docs/cmake.md, "Why --require-copies").
       std::fprintf(stderr,
                    "et_copy_executor: --require-copies: the allocator saw %" PRIu64 " host-to-device and %" PRIu64
                    " device-to-host copies\n",

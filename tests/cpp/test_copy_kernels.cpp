@@ -193,7 +193,7 @@ struct Sides {
 };
 
 TEST_P(Rejections, DtypeMismatchIsRejectedBeforeAnyByteMoves) {
-  // DESIGN.md edge 3: float64[4] into float32[4] would write 32 bytes into 16.
+  // docs/design.md, sharp edge 3: float64[4] into float32[4] would write 32 bytes into 16.
   GuardedBuffer host(32, 9);
   host.fill_pattern();
   DeviceBuffer dev(32);

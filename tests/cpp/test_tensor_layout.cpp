@@ -16,6 +16,8 @@
 
 namespace {
 
+using et_copy::dense_strides;
+using et_copy::TensorImplView;
 using executorch::aten::DimOrderType;
 using executorch::aten::ScalarType;
 using executorch::aten::SizesType;
@@ -23,8 +25,6 @@ using executorch::aten::StridesType;
 using executorch::runtime::Error;
 using executorch::runtime::TensorShapeDynamism;
 using executorch::runtime::etensor::DeviceType;
-using et_copy::dense_strides;
-using et_copy::TensorImplView;
 
 std::vector<DimOrderType> contiguous(size_t rank) {
   std::vector<DimOrderType> order(rank);
