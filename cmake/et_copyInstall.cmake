@@ -62,7 +62,8 @@ set(_et_copy_headers
   program_check.h
   registration.h
   sessions.h
-  simulated_device_allocator.h)
+  simulated_device_allocator.h
+  tensor_layout.h)
 if(ET_COPY_PACKAGE_HAS_CUDA)
   list(APPEND _et_copy_headers cuda_device_allocator.h)
 endif()
@@ -75,7 +76,7 @@ set(ET_COPY_EXECUTORCH_VERSION ${executorch_VERSION})
 # A plain install may remember where executorch was at build time. A wheel
 # must not: under build isolation that folder is deleted, and a search path
 # into a deleted temporary folder is one somebody else could fill
-# (DESIGN.md, edge 4).
+# (docs/design.md, sharp edge 4).
 if(SKBUILD)
   set(ET_COPY_PACKAGE_IN_WHEEL TRUE)
   set(ET_COPY_EXECUTORCH_PREFIX "")

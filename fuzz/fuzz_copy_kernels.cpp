@@ -21,13 +21,13 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <numeric>
 #include <vector>
 
 #include <et_copy/copy_ops.h>
 #include <et_copy/registration.h>
 #include <et_copy/simulated_device_allocator.h>
+#include <et_copy/tensor_layout.h>
 #include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
 #include <executorch/runtime/kernel/kernel_runtime_context.h>
@@ -42,7 +42,6 @@ using executorch::aten::ScalarType;
 using executorch::aten::SizesType;
 using executorch::aten::StridesType;
 using executorch::aten::Tensor;
-using executorch::aten::TensorImpl;
 using executorch::runtime::Error;
 using executorch::runtime::EValue;
 using executorch::runtime::KernelRuntimeContext;
@@ -97,7 +96,7 @@ struct FuzzTensor {
 
   uint8_t* data = nullptr;
   size_t region = 0;
-  std::unique_ptr<TensorImpl> impl;
+  et_copy::TensorImplView view;
 };
 
 bool is_permutation(const std::vector<DimOrderType>& order) {
@@ -154,13 +153,9 @@ void decode(Input& in, FuzzTensor& t, bool device_side, int num_devices) {
     for (auto& s : t.strides) {
       s = static_cast<int8_t>(in.byte()) % 13;
     }
-  } else {
-    int64_t step = 1;
-    for (size_t i = rank; i-- > 0;) {
-      const auto d = t.dim_order[i];
-      t.strides[d] = static_cast<StridesType>(std::min<int64_t>(step, 0x7fffffff));
-      step = std::min<int64_t>(step * std::max<SizesType>(t.sizes[d], 1), 0x7fffffff);
-    }
+  } else if (et_copy::dense_strides(t.sizes.data(), t.dim_order.data(), rank, t.strides.data()) != Error::Ok) {
+    // 17 dims, or a stride beyond int32: not dense, then.
+    t.strides.assign(rank, 1);
   }
   t.dynamism = static_cast<TensorShapeDynamism>(in.byte() % 3);
   t.capacity = t.sizes;
@@ -231,16 +226,18 @@ bool materialize(FuzzTensor& t, Input& in) {
       t.data[i] = static_cast<uint8_t>(seed + i * 7);
     }
   }
-  t.impl =
-      std::make_unique<TensorImpl>(t.dtype.type, static_cast<ssize_t>(t.sizes.size()), t.capacity.data(), t.data,
-                                   t.dim_order.data(), t.strides.data(), t.dynamism, t.device_type, t.device_index);
-  if (t.capacity != t.sizes) {
-    Tensor tensor(t.impl.get());
-    if (executorch::runtime::resize_tensor(tensor, {t.sizes.data(), t.sizes.size()}) != Error::Ok) {
-      return false;
-    }
-  }
-  return true;
+  et_copy::TensorImplView::Spec spec;
+  spec.dtype = t.dtype.type;
+  spec.sizes = {t.capacity.data(), t.capacity.size()};
+  spec.dim_order = {t.dim_order.data(), t.dim_order.size()};
+  spec.strides = {t.strides.data(), t.strides.size()};
+  spec.current_sizes = {t.sizes.data(), t.sizes.size()};
+  spec.data = t.data;
+  spec.dynamism = t.dynamism;
+  spec.device_type = t.device_type;
+  spec.device_index = t.device_index;
+  // Fails only where ExecuTorch's resize_tensor refuses the current sizes.
+  return t.view.reset(spec) == Error::Ok;
 }
 
 void release(FuzzTensor& t) {
@@ -355,8 +352,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const bool ok = materialize(s, in) && materialize(o, in);
   if (ok) {
-    Tensor self(s.impl.get());
-    Tensor out(o.impl.get());
+    Tensor& self = s.view.tensor();
+    Tensor& out = o.view.tensor();
     const std::vector<uint8_t> self_before(s.data, s.data + s.region);
     const std::vector<uint8_t> out_before(o.data, o.data + o.region);
     const auto out_sizes_before = sizes_of(out);

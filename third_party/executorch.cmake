@@ -8,7 +8,8 @@
 # Defines et_copy_executorch_runtime: libexecutorch.so with its headers and
 # compile definitions, but without the imported target's link options, which
 # bake the absolute path of the wheel we configured against into RUNPATH
-# (under build isolation a deleted temporary folder; see DESIGN.md, edge 4).
+# (under build isolation a deleted temporary folder; see docs/design.md, sharp
+# edge 4).
 
 if(NOT executorch_DIR)
   find_package(Python COMPONENTS Interpreter QUIET)

@@ -4,18 +4,12 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
-#include <memory>
 
+#include <et_copy/tensor_layout.h>
 #include <executorch/runtime/core/exec_aten/exec_aten.h>
-#include <executorch/runtime/core/portable_type/tensor_impl.h>
 
 namespace {
 
-using executorch::aten::DimOrderType;
-using executorch::aten::SizesType;
-using executorch::aten::StridesType;
-using executorch::aten::Tensor;
-using executorch::aten::TensorImpl;
 using executorch::runtime::Error;
 using executorch::runtime::EValue;
 using executorch::runtime::TensorInfo;
@@ -23,26 +17,20 @@ using executorch::runtime::etensor::DeviceType;
 
 // A dense tensor over memory someone else owns, shaped as the method says.
 struct View {
-  std::vector<SizesType> sizes;
-  std::vector<DimOrderType> dim_order;
-  std::vector<StridesType> strides;
-  std::unique_ptr<TensorImpl> impl;
+  et_copy::TensorImplView view;
+  Error error;
 
-  View(const TensorInfo& info, void* data, DeviceType device)
-      : sizes(info.sizes().begin(), info.sizes().end()),
-        dim_order(info.dim_order().begin(), info.dim_order().end()),
-        strides(sizes.size()) {
-    StridesType s = 1;
-    for (size_t i = dim_order.size(); i-- > 0;) {
-      strides[dim_order[i]] = s;
-      s *= sizes[dim_order[i]];
-    }
-    impl = std::make_unique<TensorImpl>(info.scalar_type(), static_cast<ssize_t>(sizes.size()), sizes.data(), data,
-                                        dim_order.data(), strides.data(),
-                                        executorch::runtime::TensorShapeDynamism::STATIC, device, 0);
+  View(const TensorInfo& info, void* data, DeviceType device) {
+    et_copy::TensorImplView::Spec spec;
+    spec.dtype = info.scalar_type();
+    spec.sizes = info.sizes();
+    spec.dim_order = info.dim_order();
+    spec.data = data;
+    spec.device_type = device;
+    error = view.reset(spec);
   }
   EValue value() {
-    return EValue(Tensor(impl.get()));
+    return EValue(view.tensor());
   }
 };
 
@@ -94,6 +82,11 @@ int decode(executorch::extension::Module& module, const std::string& method, et_
     View logits_out(logits_info, logits.data(), DeviceType::CPU);
     View k_out(cache_info, caches[(i + 1) % 2][0], DeviceType::CUDA);
     View v_out(cache_info, caches[(i + 1) % 2][1], DeviceType::CUDA);
+    for (const View* view : {&token_in, &position_in, &k_in, &v_in, &logits_out, &k_out, &v_out}) {
+      if (view->error != Error::Ok) {
+        return fail("describing a tensor", view->error);
+      }
+    }
     for (auto [view, index] : {std::pair{&logits_out, 0}, std::pair{&k_out, 1}, std::pair{&v_out, 2}}) {
       if (Error e = module.set_output(method, view->value(), index); e != Error::Ok) {
         return fail("binding an output", e);

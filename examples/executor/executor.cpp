@@ -42,6 +42,7 @@
 #include <et_copy/counting_device_allocator.h>
 #include <et_copy/registration.h>
 #include <et_copy/simulated_device_allocator.h>
+#include <et_copy/tensor_layout.h>
 #ifdef ET_COPY_EXECUTOR_WITH_CUDA
 #include <et_copy/cuda_device_allocator.h>
 #endif
@@ -53,12 +54,8 @@
 
 namespace {
 
-using executorch::aten::DimOrderType;
 using executorch::aten::ScalarType;
-using executorch::aten::SizesType;
-using executorch::aten::StridesType;
 using executorch::aten::Tensor;
-using executorch::aten::TensorImpl;
 using executorch::extension::Module;
 using executorch::runtime::Error;
 using executorch::runtime::EValue;
@@ -220,26 +217,19 @@ void generate(ScalarType dtype, uint64_t seed, std::vector<uint8_t>* bytes) {
 }
 
 /// A CPU input tensor over bytes this object owns, with the metadata the
-/// method declares for that input.
+/// method declares for that input (dense in its dim order).
 struct InputTensor {
   std::vector<uint8_t> bytes;
-  std::vector<SizesType> sizes;
-  std::vector<DimOrderType> dim_order;
-  std::vector<StridesType> strides;
-  std::unique_ptr<TensorImpl> impl;
+  et_copy::TensorImplView view;
 
-  InputTensor(const executorch::runtime::TensorInfo& info, std::vector<uint8_t> data)
-      : bytes(std::move(data)),
-        sizes(info.sizes().begin(), info.sizes().end()),
-        dim_order(info.dim_order().begin(), info.dim_order().end()),
-        strides(sizes.size()) {
-    StridesType s = 1;
-    for (size_t i = dim_order.size(); i-- > 0;) {
-      strides[dim_order[i]] = s;
-      s *= sizes[dim_order[i]];
-    }
-    impl = std::make_unique<TensorImpl>(info.scalar_type(), static_cast<ssize_t>(sizes.size()), sizes.data(),
-                                        bytes.data(), dim_order.data(), strides.data());
+  Error reset(const executorch::runtime::TensorInfo& info, std::vector<uint8_t> data) {
+    bytes = std::move(data);
+    et_copy::TensorImplView::Spec spec;
+    spec.dtype = info.scalar_type();
+    spec.sizes = info.sizes();
+    spec.dim_order = info.dim_order();
+    spec.data = bytes.data();
+    return view.reset(spec);
   }
 };
 
@@ -382,8 +372,11 @@ int run(const Options& opt) {
         !write_file(opt.save_inputs + "/input" + std::to_string(i) + ".bin", bytes.data(), bytes.size())) {
       return 2;
     }
-    tensors.push_back(std::make_unique<InputTensor>(*info, std::move(bytes)));
-    inputs.emplace_back(Tensor(tensors.back()->impl.get()));
+    tensors.push_back(std::make_unique<InputTensor>());
+    if (Error e = tensors.back()->reset(*info, std::move(bytes)); e != Error::Ok) {
+      return fail(("describing input " + std::to_string(i)).c_str(), e);
+    }
+    inputs.emplace_back(tensors.back()->view.tensor());
   }
 
   auto result = module.execute(opt.method, inputs);
@@ -445,7 +438,7 @@ int run(const Options& opt) {
     const auto s = alloc->stats();
     if (opt.require_copies && (s.h2d_copies == 0 || s.d2h_copies == 0)) {
       // Without copies the output could be the input's own buffer, and a
-      // kernel that does nothing would pass (DESIGN.md, C++ executor pitfall).
+      // kernel that does nothing would pass (docs/cmake.md, "Why --require-copies").
       std::fprintf(stderr,
                    "et_copy_executor: --require-copies: the allocator saw %" PRIu64 " host-to-device and %" PRIu64
                    " device-to-host copies\n",

@@ -1,6 +1,7 @@
 // et_copy.bench._loops: timing loops for `python -m et_copy bench`, the C++
 // side of the call overhead and throughput figures, run with no Python in
-// the loop. An extension of its own, so nothing of the benchmark ships in
+// the loop, and the probes tests and benchmarks use on device memory. An
+// extension of its own, so nothing of the benchmark or the tests ships in
 // et_copy._C. It links the same kernels et_copy._C does (et_copy_runtime,
 // same flags), and reaches the allocators and the kernel registry through
 // libexecutorch.so, which both extensions share.
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include <et_copy/copy_ops.h>
+#include <et_copy/counting_device_allocator.h>
 #include <executorch/runtime/core/device_allocator.h>
 #include <executorch/runtime/core/device_memory_buffer.h>
 #include <executorch/runtime/core/evalue.h>
@@ -24,6 +26,7 @@
 
 #ifdef ET_COPY_WITH_CUDA
 #include <cuda_runtime_api.h>
+#include <et_copy/cuda_device_allocator.h>
 #endif
 
 namespace py = pybind11;
@@ -184,7 +187,49 @@ std::vector<double> bench_memcpy(uintptr_t dst, uintptr_t src, size_t nbytes, in
   });
 }
 
+// "InvalidArgument" for Error::InvalidArgument, as et_copy's errors name them.
+std::string error_name(Error err) {
+  const std::string s = executorch::runtime::to_string(err);
+  return s.rfind("Error::", 0) == 0 ? s.substr(7) : s;
+}
+
+// Copies nbytes between two buffers of one device through the allocator
+// ExecuTorch's registry holds for CUDA, which must be et-copy's (simulated
+// or CUDA): its device-to-device path, counted in et_copy.allocator_stats().
+// RuntimeError "<Error name>: <why>" when the allocator refuses.
+void device_to_device(uintptr_t dst, uintptr_t src, size_t nbytes, int device_index) {
+  if (device_index < -1 || device_index > 127) {
+    throw py::value_error("device index " + std::to_string(device_index) + " is out of range");
+  }
+  // The registry's allocator lives in et_copy._C: the cast compares type
+  // names across the two extensions, and refuses anyone else's allocator.
+  auto* alloc =
+      dynamic_cast<et_copy::CountingDeviceAllocator*>(executorch::runtime::get_device_allocator(et::DeviceType::CUDA));
+  if (alloc == nullptr) {
+    throw std::runtime_error("NotFound: no et-copy allocator is registered for CUDA");
+  }
+  Error err;
+  {
+    py::gil_scoped_release release;
+    err = alloc->copy_device_to_device(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), nbytes,
+                                       static_cast<et::DeviceIndex>(device_index));
+  }
+  if (err != Error::Ok) {
+    throw std::runtime_error(error_name(err) + ": device-to-device copy failed: " + alloc->failure_message());
+  }
+}
+
 #ifdef ET_COPY_WITH_CUDA
+// The CUDA device owning ptr, or -1 for host memory (et_copy::cuda_pointer_device).
+int cuda_pointer_device(uintptr_t ptr) {
+  const auto d = et_copy::cuda_pointer_device(reinterpret_cast<const void*>(ptr));
+  if (!d.ok()) {
+    throw std::runtime_error(error_name(d.error()) +
+                             ": cannot query the pointer: " + et_copy::CudaDeviceAllocator::last_error_message());
+  }
+  return *d;
+}
+
 // The CUDA baseline: one synchronous cudaMemcpy, nothing else.
 void cuda_raw_memcpy(uintptr_t dst, uintptr_t src, size_t nbytes, const std::string& kind) {
   cudaMemcpyKind k;
@@ -214,14 +259,19 @@ void cuda_raw_memcpy(uintptr_t dst, uintptr_t src, size_t nbytes, const std::str
 
 PYBIND11_MODULE(_loops, m) {
   using namespace et_copy::bench;
-  m.doc() = "Timing loops of python -m et_copy bench (not part of et_copy's API).";
+  m.doc() = "Timing loops of python -m et_copy bench, and device probes for tests (not part of et_copy's API).";
   m.def("bench_kernel", &bench_kernel, py::arg("kind"), py::arg("nbytes"), py::arg("iters"), py::arg("repeats"),
         py::arg("host") = 0, py::arg("device") = 0,
         "ns per call, per repeat, of a C++ loop: memcpy, et_copy_h2d/d2h (boxed kernel) or registry_h2d/d2h.");
   m.def("bench_memcpy", &bench_memcpy, py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("iters"),
         py::arg("repeats"), "ns per call, per repeat, of std::memcpy between caller-owned buffers (single thread).");
+  m.def("device_to_device", &device_to_device, py::arg("dst"), py::arg("src"), py::arg("nbytes"),
+        py::arg("device_index"),
+        "Copies nbytes between two buffers of one device through et-copy's allocator registered for CUDA.");
 #ifdef ET_COPY_WITH_CUDA
   m.def("cuda_raw_memcpy", &cuda_raw_memcpy, py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("kind"),
         "One synchronous cudaMemcpy (the CUDA baseline).");
+  m.def("cuda_pointer_device", &cuda_pointer_device, py::arg("ptr"),
+        "The CUDA device owning ptr, or -1 for host memory.");
 #endif
 }

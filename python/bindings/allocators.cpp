@@ -2,6 +2,7 @@
 // a Python object through ExecuTorch's DeviceMemoryBuffer.
 #include "allocators.h"
 
+#include <memory>
 #include <string>
 
 #include <et_copy/counting_device_allocator.h>
@@ -106,6 +107,19 @@ DeviceBuffer::DeviceBuffer(size_t nbytes, int device_type, int device_index, siz
   index_ = device_index;
 }
 
+DeviceBuffer::DeviceBuffer(const DeviceBuffer& parent, size_t offset, size_t nbytes) {
+  if (parent.freed()) {
+    throw Failure(Error::InvalidArgument, "cannot slice a freed DeviceBuffer");
+  }
+  if (offset > parent.nbytes() || nbytes > parent.nbytes() - offset) {
+    throw Failure(Error::InvalidArgument, std::to_string(nbytes) + " bytes at offset " + std::to_string(offset) +
+                                              " lie outside a " + std::to_string(parent.nbytes()) + "-byte buffer");
+  }
+  parent_ = parent.parent_ != nullptr ? parent.parent_ : &parent;
+  offset_ = (parent.parent_ != nullptr ? parent.offset_ : 0) + offset;
+  nbytes_ = nbytes;
+}
+
 void bind_allocators(py::module_& m) {
   m.def(
       "register_kernels",
@@ -172,7 +186,15 @@ void bind_allocators(py::module_& m) {
       .def_property_readonly("nbytes", &DeviceBuffer::nbytes)
       .def_property_readonly("device_index", &DeviceBuffer::device_index)
       .def_property_readonly("freed", &DeviceBuffer::freed)
-      .def("free", &DeviceBuffer::free);
+      .def("free", &DeviceBuffer::free)
+      .def(
+          "slice",
+          [](const DeviceBuffer& self, size_t offset, size_t nbytes) {
+            return std::make_unique<DeviceBuffer>(self, offset, nbytes);
+          },
+          py::arg("offset"), py::arg("nbytes"), py::keep_alive<0, 1>(),
+          "A DeviceBuffer over bytes [offset, offset + nbytes) of this one: it keeps this buffer alive, is freed "
+          "when it is, and its own free() does nothing.");
 }
 
 } // namespace et_copy::bindings

@@ -173,15 +173,6 @@ void bind_cuda(py::module_& m) {
       },
       "et_copy::use_cuda: 'registered' or 'already et_copy'; raises EtCopyError otherwise.");
 
-  m.def(
-      "cuda_pointer_device",
-      [](uintptr_t ptr) {
-        auto d = cuda_pointer_device(reinterpret_cast<const void*>(ptr));
-        throw_if(d.ok() ? Error::Ok : d.error(), "cannot query the pointer");
-        return *d;
-      },
-      py::arg("ptr"), "The CUDA device owning ptr, or -1 for host memory.");
-
   m.def("cuda_copy_config", [] {
     const CudaCopyConfig c = cuda_device_allocator().copy_config();
     py::dict d;
@@ -193,7 +184,7 @@ void bind_cuda(py::module_& m) {
 
   m.def(
       "set_cuda_copy_config",
-      [](const std::string& pageable, size_t staging_threshold, size_t chunk_bytes) {
+      [](const std::string& pageable, int64_t staging_threshold, int64_t chunk_bytes) {
         CudaCopyConfig c;
         if (pageable == "staged") {
           c.pageable = PageableCopy::kStaged;
@@ -202,8 +193,13 @@ void bind_cuda(py::module_& m) {
         } else {
           throw Failure(Error::InvalidArgument, "pageable must be 'staged' or 'direct', got '" + pageable + "'");
         }
-        c.staging_threshold = staging_threshold;
-        c.chunk_bytes = chunk_bytes;
+        if (staging_threshold < 0 || chunk_bytes < 0) {
+          throw Failure(Error::InvalidArgument, "staging_threshold and chunk_bytes must not be negative, got " +
+                                                    std::to_string(staging_threshold) + " and " +
+                                                    std::to_string(chunk_bytes));
+        }
+        c.staging_threshold = static_cast<size_t>(staging_threshold);
+        c.chunk_bytes = static_cast<size_t>(chunk_bytes); // its range is the allocator's to check
         throw_if(cuda_device_allocator().set_copy_config(c), "invalid CUDA copy configuration");
       },
       py::arg("pageable"), py::arg("staging_threshold"), py::arg("chunk_bytes"));
@@ -223,24 +219,6 @@ void bind_cuda(py::module_& m) {
                  "cudaHostUnregister failed");
       },
       py::arg("ptr"));
-
-  m.def(
-      "cuda_device_to_device",
-      [](uintptr_t dst, uintptr_t src, size_t nbytes, int device_index) {
-        if (device_index < -1 || device_index > 127) {
-          throw Failure(Error::InvalidArgument, "device index " + std::to_string(device_index) + " is out of range");
-        }
-        Error err;
-        {
-          py::gil_scoped_release release;
-          err = cuda_device_allocator().copy_device_to_device(reinterpret_cast<void*>(dst),
-                                                              reinterpret_cast<const void*>(src), nbytes,
-                                                              static_cast<DeviceIndex>(device_index));
-        }
-        throw_if(err, "device-to-device copy failed");
-      },
-      py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("device_index"),
-      "Copies nbytes between two buffers of one device through et_copy's CUDA allocator.");
 
   m.def("cuda_dlpack", &dlpack_capsule, py::arg("owner"), py::arg("ptr"), py::arg("device"), py::arg("shape"),
         py::arg("strides"), py::arg("code"), py::arg("bits"),

@@ -1,23 +1,6 @@
 #include "tensor_spec.h"
 
-#include <algorithm>
-
 namespace et_copy::bindings {
-
-bool dense_strides(TensorSpec& spec) {
-  bool seen[kMaxDims] = {};
-  int64_t step = 1;
-  for (size_t i = spec.rank; i-- > 0;) {
-    const int64_t d = spec.dim_order[i];
-    if (d < 0 || static_cast<size_t>(d) >= spec.rank || seen[d]) {
-      return false;
-    }
-    seen[d] = true;
-    spec.strides[d] = step;
-    step *= std::max<int64_t>(spec.sizes[d], 1);
-  }
-  return true;
-}
 
 void dim_order_from_strides(TensorSpec& spec) {
   int64_t* order = spec.dim_order;

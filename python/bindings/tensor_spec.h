@@ -28,8 +28,10 @@ struct TensorSpec {
 };
 
 /// Fills spec.strides with the dense strides of spec.sizes laid out in
-/// spec.dim_order (size-0 dims count as 1, as torch's do). The one place
-/// this rule is written; false when dim_order is not a permutation.
+/// spec.dim_order: et_copy::dense_strides (et_copy/tensor_layout.h, where
+/// the rule is written; defined in tensor_view.cpp, which may include
+/// ExecuTorch's headers). False when dim_order is not a permutation, a size
+/// is negative or a stride overflows int64.
 bool dense_strides(TensorSpec& spec);
 
 /// Fills spec.dim_order from spec.strides: dims by stride, outermost first,

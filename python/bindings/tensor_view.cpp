@@ -1,9 +1,8 @@
 #include "tensor_view.h"
 
+#include <array>
 #include <limits>
 #include <string>
-
-#include <executorch/runtime/core/exec_aten/util/tensor_util.h>
 
 #include "failure.h"
 #include "torch_tensor.h"
@@ -60,34 +59,46 @@ TensorView::TensorView(const TensorSpec& spec) {
                     "negative size " + std::to_string(initial[i] < 0 ? initial[i] : spec.sizes[i]));
     }
   }
-  narrow(initial, rank, sizes_, "size");
-  narrow(spec.dim_order, rank, dim_order_, "dim_order");
-  narrow(spec.strides, rank, strides_, "stride");
+  std::array<executorch::aten::SizesType, kMaxDims> sizes{};
+  std::array<executorch::aten::DimOrderType, kMaxDims> dim_order{};
+  std::array<executorch::aten::StridesType, kMaxDims> strides{};
   std::array<executorch::aten::SizesType, kMaxDims> current{};
+  narrow(initial, rank, sizes, "size");
+  narrow(spec.dim_order, rank, dim_order, "dim_order");
+  narrow(spec.strides, rank, strides, "stride");
   narrow(spec.sizes, rank, current, "size");
 
-  impl_.emplace(static_cast<executorch::aten::ScalarType>(spec.dtype), static_cast<ssize_t>(rank), sizes_.data(),
-                reinterpret_cast<void*>(spec.data), dim_order_.data(), strides_.data(),
-                static_cast<executorch::runtime::TensorShapeDynamism>(spec.dynamism),
-                static_cast<et::DeviceType>(spec.device_type), static_cast<et::DeviceIndex>(spec.device_index));
-  tensor_ = executorch::aten::Tensor(&*impl_);
-  if (spec.has_capacity && current != sizes_) {
-    // A dynamic-bound tensor currently holding fewer elements than it can.
-    const Error err = executorch::runtime::resize_tensor(tensor_, {current.data(), rank});
-    if (err != Error::Ok) {
-      throw Failure(err, "shape does not fit the tensor's capacity");
-    }
+  et_copy::TensorImplView::Spec v;
+  v.dtype = static_cast<executorch::aten::ScalarType>(spec.dtype);
+  v.sizes = {sizes.data(), rank};
+  v.dim_order = {dim_order.data(), rank};
+  v.strides = {strides.data(), rank};
+  if (spec.has_capacity) { // a dynamic-bound tensor may hold fewer elements than it can
+    v.current_sizes = {current.data(), rank};
+  }
+  v.data = reinterpret_cast<void*>(spec.data);
+  v.dynamism = static_cast<executorch::runtime::TensorShapeDynamism>(spec.dynamism);
+  v.device_type = static_cast<et::DeviceType>(spec.device_type);
+  v.device_index = static_cast<et::DeviceIndex>(spec.device_index);
+  const Error err = view_.reset(v);
+  if (err != Error::Ok) {
+    // Everything else reset() refuses was checked above.
+    throw Failure(err, "shape does not fit the tensor's capacity");
   }
 }
 
 void TensorView::current_shape(TensorSpec& spec) const {
   spec.rank = rank_;
-  const auto sizes = tensor_.sizes();
-  const auto strides = tensor_.strides();
+  const auto sizes = view_.tensor().sizes();
+  const auto strides = view_.tensor().strides();
   for (size_t i = 0; i < rank_; ++i) {
     spec.sizes[i] = sizes[i];
     spec.strides[i] = strides[i];
   }
+}
+
+bool dense_strides(TensorSpec& spec) {
+  return et_copy::dense_strides(spec.sizes, spec.dim_order, spec.rank, spec.strides) == Error::Ok;
 }
 
 } // namespace et_copy::bindings

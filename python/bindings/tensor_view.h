@@ -1,22 +1,19 @@
 // An ExecuTorch TensorImpl over memory that Python owns (a torch tensor or a
-// DeviceTensor), built from a TensorSpec: no copy, no libtorch.
+// DeviceTensor), built from a TensorSpec: no copy, no libtorch. The view
+// itself is the runtime's et_copy::TensorImplView (et_copy/tensor_layout.h);
+// this adds the bindings' checks and their messages.
 #pragma once
 
-#include <array>
-#include <optional>
-
-#include <executorch/runtime/core/exec_aten/exec_aten.h>
-#include <executorch/runtime/core/exec_aten/util/tensor_dimension_limit.h>
-#include <executorch/runtime/core/portable_type/tensor_impl.h>
+#include <et_copy/tensor_layout.h>
 
 #include "tensor_spec.h"
 
 namespace et_copy::bindings {
 
-static_assert(kMaxDims == executorch::runtime::kTensorDimensionLimit, "TensorSpec holds ExecuTorch's dims");
+static_assert(kMaxDims == et_copy::kMaxTensorDims, "TensorSpec holds ExecuTorch's dims");
 
-/// Owns the metadata arrays a TensorImpl points at. They live inline (no
-/// heap allocation per view): this sits on every et_copy.h2d_copy call.
+/// The metadata arrays live inline (no heap allocation per view): this sits
+/// on every et_copy.h2d_copy call.
 class TensorView {
  public:
   /// Throws Failure(InvalidArgument) for metadata a TensorImpl cannot hold
@@ -26,7 +23,7 @@ class TensorView {
   TensorView& operator=(const TensorView&) = delete;
 
   executorch::aten::Tensor& tensor() {
-    return tensor_;
+    return view_.tensor();
   }
   /// Writes the tensor's current sizes and strides (a kernel may have
   /// resized it) into `spec`.
@@ -34,11 +31,7 @@ class TensorView {
 
  private:
   size_t rank_ = 0;
-  std::array<executorch::aten::SizesType, kMaxDims> sizes_{};
-  std::array<executorch::aten::DimOrderType, kMaxDims> dim_order_{};
-  std::array<executorch::aten::StridesType, kMaxDims> strides_{};
-  std::optional<executorch::runtime::etensor::TensorImpl> impl_;
-  executorch::aten::Tensor tensor_{nullptr};
+  et_copy::TensorImplView view_;
 };
 
 } // namespace et_copy::bindings

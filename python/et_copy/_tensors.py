@@ -36,13 +36,20 @@ class DeviceTensor:
     Made by :func:`empty` or :func:`h2d_copy`. The memory is freed exactly
     once: by :meth:`free`, or when the object is collected. ``dynamic``
     tensors keep their capacity and take the shape of whatever is copied in.
+
+    The constructor takes the memory as an ``et_copy._C.DeviceBuffer``
+    (what :func:`empty` allocates) or a slice of one
+    (``buffer.slice(offset, nbytes)``, freed with its parent: how the parity
+    harness surrounds a tensor with guard bytes), with ``shape`` (also the
+    capacity), ``dim_order`` a permutation of the dims, and ``device`` the
+    metadata the kernels see. The bindings read no other kind of buffer.
     """
 
     __slots__ = ("_buffer", "dtype", "device", "dim_order", "dynamic", "_capacity", "_shape", "__weakref__")
 
     def __init__(
         self,
-        buffer,
+        buffer: _C.DeviceBuffer,
         dtype: torch.dtype,
         device: Device,
         shape: tuple[int, ...],

@@ -181,13 +181,39 @@ def copy_config() -> dict[str, Any]:
     return dict(_C.cuda_copy_config())
 
 
-def set_copy_config(pageable: str = "staged", staging_threshold: int = 1 << 20, chunk_bytes: int = 8 << 20) -> None:
-    """Changes the pageable copy path (for benchmarks): "staged" goes through
-    et_copy's pinned double buffers for copies of at least
-    ``staging_threshold`` bytes, "direct" leaves staging to the driver."""
+def set_copy_config(
+    pageable: str | None = None, *, staging_threshold: int | None = None, chunk_bytes: int | None = None
+) -> None:
+    """Changes how et_copy's CUDA allocator copies pageable (not pinned) host
+    memory, for this process. Each argument left out keeps its current
+    value (:func:`copy_config`); the defaults are "staged", 1 MiB and 8 MiB.
+
+    - ``pageable``: "staged" copies through et_copy's pinned double buffers,
+      overlapping the host memcpy of one chunk with the DMA of the previous;
+      "direct" leaves staging to the driver (``cudaMemcpyAsync``).
+    - ``staging_threshold``: pageable copies smaller than this many bytes go
+      direct even when staged (staging buys nothing there); at least 0.
+    - ``chunk_bytes``: bytes per staging chunk, 64 KiB to 1 GiB; each copy
+      lane holds two pinned buffers of this size.
+
+    Pinned and registered host memory always takes the direct DMA path.
+    Copies already running keep the configuration they started with.
+    Raises EtCopyError("InvalidArgument"), changing nothing, for a value
+    outside these ranges, and EtCopyError("NotSupported") when et_copy was
+    built without CUDA. Which setting is fastest depends on the machine:
+    ``python -m et_copy bench`` and benchmarks/cuda_copy_bench.py measure it
+    (docs/cuda.md)."""
     if not built_with_cuda():
         raise EtCopyError(f"et_copy.cuda.set_copy_config: {_NOT_BUILT}", error="NotSupported")
-    _C.set_cuda_copy_config(pageable, int(staging_threshold), int(chunk_bytes))
+    now = _C.cuda_copy_config()
+    for name, value in (("staging_threshold", staging_threshold), ("chunk_bytes", chunk_bytes)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise TypeError(f"et_copy.cuda.set_copy_config: {name} must be an int, got {type(value).__name__}")
+    _C.set_cuda_copy_config(
+        now["pageable"] if pageable is None else pageable,
+        now["staging_threshold"] if staging_threshold is None else staging_threshold,
+        now["chunk_bytes"] if chunk_bytes is None else chunk_bytes,
+    )
 
 
 def register_host_memory(t: torch.Tensor) -> None:

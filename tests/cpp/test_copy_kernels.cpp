@@ -193,7 +193,7 @@ struct Sides {
 };
 
 TEST_P(Rejections, DtypeMismatchIsRejectedBeforeAnyByteMoves) {
-  // DESIGN.md edge 3: float64[4] into float32[4] would write 32 bytes into 16.
+  // docs/design.md, sharp edge 3: float64[4] into float32[4] would write 32 bytes into 16.
   GuardedBuffer host(32, 9);
   host.fill_pattern();
   DeviceBuffer dev(32);
@@ -349,9 +349,11 @@ TEST_P(Rejections, FailedCopyRestoresTheShapeOfAResizedOut) {
 
 TEST_P(Rejections, MoreDimsThanExecuTorchSupportsIsInvalidArgument) {
   const std::vector<SizesType> ones(executorch::runtime::kTensorDimensionLimit + 1, 1);
+  TestTensor::Options beyond; // the dense rule stops at 16 dims: strides given
+  beyond.strides.assign(ones.size(), 1);
   GuardedBuffer host(4);
   DeviceBuffer dev(4);
-  Sides s(h2d(), ScalarType::Float, ones, host.data(), dev.data(), ScalarType::Float, ones);
+  Sides s(h2d(), ScalarType::Float, ones, host.data(), dev.data(), ScalarType::Float, ones, beyond, beyond);
   expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument, "self has 17 dims; at most 16 are supported");
 }
 

@@ -3,13 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <memory>
-#include <numeric>
 #include <vector>
 
+#include <et_copy/tensor_layout.h>
 #include <executorch/runtime/core/exec_aten/exec_aten.h>
-#include <executorch/runtime/core/portable_type/tensor_impl.h>
 
 namespace et_copy_test {
 
@@ -18,13 +18,14 @@ using executorch::aten::ScalarType;
 using executorch::aten::SizesType;
 using executorch::aten::StridesType;
 using executorch::aten::Tensor;
-using executorch::aten::TensorImpl;
 using executorch::runtime::TensorShapeDynamism;
 using executorch::runtime::etensor::DeviceIndex;
 using executorch::runtime::etensor::DeviceType;
 
-/// Everything a TensorImpl needs, owned in one place so the tensor stays
-/// valid for the holder's lifetime. Data is borrowed.
+/// A tensor over a buffer the test owns, built by et_copy::TensorImplView
+/// (et_copy/tensor_layout.h), so tests see the layouts everything else
+/// builds. Data is borrowed. Aborts the test binary on metadata the view
+/// refuses: a test that means to build one has a bug.
 class TestTensor {
  public:
   struct Options {
@@ -38,46 +39,41 @@ class TestTensor {
   TestTensor(ScalarType dtype, std::vector<SizesType> sizes, void* data)
       : TestTensor(dtype, std::move(sizes), data, Options{}) {}
 
-  TestTensor(ScalarType dtype, std::vector<SizesType> sizes, void* data, Options opts)
-      : sizes_(std::move(sizes)), dim_order_(std::move(opts.dim_order)), strides_(std::move(opts.strides)) {
-    const size_t rank = sizes_.size();
-    if (dim_order_.empty()) {
-      dim_order_.resize(rank);
-      std::iota(dim_order_.begin(), dim_order_.end(), 0);
+  TestTensor(ScalarType dtype, std::vector<SizesType> sizes, void* data, Options opts) {
+    et_copy::TensorImplView::Spec spec;
+    spec.dtype = dtype;
+    spec.sizes = {sizes.data(), sizes.size()};
+    spec.dim_order = {opts.dim_order.data(), opts.dim_order.size()};
+    spec.strides = {opts.strides.data(), opts.strides.size()};
+    spec.data = data;
+    spec.dynamism = opts.dynamism;
+    spec.device_type = opts.device;
+    spec.device_index = opts.index;
+    const executorch::runtime::Error err = view_.reset(spec);
+    if (err != executorch::runtime::Error::Ok) {
+      std::fprintf(stderr, "TestTensor: TensorImplView refused the metadata (error 0x%x)\n",
+                   static_cast<unsigned>(err));
+      std::abort();
     }
-    if (strides_.empty()) {
-      strides_.resize(rank);
-      StridesType s = 1;
-      for (size_t i = rank; i-- > 0;) {
-        const auto d = dim_order_[i];
-        strides_[d] = s;
-        s *= sizes_[d] > 0 ? sizes_[d] : 1;
-      }
-    }
-    impl_ = std::make_unique<TensorImpl>(dtype, static_cast<ssize_t>(rank), sizes_.data(), data, dim_order_.data(),
-                                         strides_.data(), opts.dynamism, opts.device, opts.index);
-    tensor_ = Tensor(impl_.get());
   }
+  TestTensor(const TestTensor&) = delete;
+  TestTensor& operator=(const TestTensor&) = delete;
 
   Tensor& t() {
-    return tensor_;
+    return view_.tensor();
   }
 
   /// The tensor's current sizes (they change when a kernel resizes it).
   std::vector<SizesType> sizes() const {
-    return std::vector<SizesType>(tensor_.sizes().begin(), tensor_.sizes().end());
+    return std::vector<SizesType>(view_.tensor().sizes().begin(), view_.tensor().sizes().end());
   }
 
   std::vector<StridesType> strides() const {
-    return std::vector<StridesType>(tensor_.strides().begin(), tensor_.strides().end());
+    return std::vector<StridesType>(view_.tensor().strides().begin(), view_.tensor().strides().end());
   }
 
  private:
-  std::vector<SizesType> sizes_;
-  std::vector<DimOrderType> dim_order_;
-  std::vector<StridesType> strides_;
-  std::unique_ptr<TensorImpl> impl_;
-  Tensor tensor_{nullptr};
+  et_copy::TensorImplView view_;
 };
 
 /// A host buffer with guard bytes on both sides, so a write past either end

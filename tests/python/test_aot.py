@@ -111,7 +111,7 @@ def test_to_edge_keeps_the_ops_when_preserve_ops_names_them():
 
 
 def test_to_edge_without_preserve_ops_decomposes_the_ops():
-    # DESIGN.md sharp edge 6: why export helpers must pass preserve_ops.
+    # docs/design.md, sharp edge 6: why export helpers must pass preserve_ops.
     from executorch.exir import to_edge
 
     ep = torch.export.export(_Boundary(), (torch.randn(3, 2),), strict=False)

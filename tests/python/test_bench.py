@@ -158,3 +158,26 @@ def test_bench_program_section_runs_a_device_planned_pte_on_both_runtimes_and_it
     assert doc["program"]["runtimes"] == ["device-planned .pte (h2d, model, d2h)", "the same .pte on et_copy.runtime"]
     for stats in row["results"].values():
         check_stats(stats)
+
+
+def test_device_to_device_probe_copies_through_the_registered_allocator_and_counts_it():
+    """et_copy.bench._loops.device_to_device (tests' and benchmarks' probe,
+    kept out of et_copy._C) reaches et_copy._C's allocator through
+    ExecuTorch's registry: its copies land in allocator_stats()."""
+    import et_copy
+    from et_copy.bench import _loops
+
+    et_copy.use_simulated_device()
+    x = torch.arange(64, dtype=torch.uint8)
+    a, b = et_copy.h2d_copy(x), et_copy.empty((64,), torch.uint8)
+    try:
+        before = et_copy.allocator_stats()["d2d_copies"]
+        _loops.device_to_device(b.data_ptr(), a.data_ptr(), 64, 0)
+        assert et_copy.allocator_stats()["d2d_copies"] == before + 1
+        assert torch.equal(b.cpu(), x)
+        with pytest.raises(RuntimeError, match="^InvalidArgument: device-to-device copy failed"):
+            _loops.device_to_device(b.data_ptr(), a.data_ptr(), 65, 0)  # past the end of both allocations
+        assert torch.equal(b.cpu(), x)
+    finally:
+        a.free()
+        b.free()

@@ -112,6 +112,7 @@ def test_cmake_install_lays_out_library_headers_and_package(plain_install):
         "program_check.h",
         "registration.h",
         "simulated_device_allocator.h",
+        "tensor_layout.h",
     ):
         assert (prefix / "include" / "et_copy" / header).is_file(), header
     for f in ("et_copyConfig.cmake", "et_copyConfigVersion.cmake", "et_copyTargets.cmake"):

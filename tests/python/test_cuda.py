@@ -23,6 +23,7 @@ import torch
 from et_copy import _C
 from et_copy import cuda as _cuda
 from et_copy._device import CUDA
+from et_copy.bench import _loops
 
 
 def run_fresh(code: str, *args: str) -> subprocess.CompletedProcess:
@@ -148,6 +149,32 @@ def test_use_cuda_without_a_gpu_says_why_and_leaves_the_registry_usable():
     assert out["outcome"] == "registered"
     assert out["round_trip"] is True
     assert out["holder"] == "simulated"
+
+
+@needs_cuda_build
+def test_copy_config_is_a_setting_that_keeps_what_is_left_out_and_refuses_bad_values():
+    """No device needed: the configuration lives in the allocator object."""
+    before = _cuda.copy_config()
+    try:
+        _cuda.set_copy_config("direct")
+        assert _cuda.copy_config() == {**before, "pageable": "direct"}
+        _cuda.set_copy_config(chunk_bytes=64 << 10)
+        assert _cuda.copy_config() == {**before, "pageable": "direct", "chunk_bytes": 64 << 10}
+        for bad, match in (
+            ({"pageable": "fast"}, "pageable must be 'staged' or 'direct'"),
+            ({"chunk_bytes": (64 << 10) - 1}, "chunk"),
+            ({"chunk_bytes": (1 << 30) + 1}, "chunk"),
+            ({"staging_threshold": -1}, "must not be negative"),
+        ):
+            with pytest.raises(et_copy.EtCopyError, match=match) as e:
+                _cuda.set_copy_config(**bad)
+            assert e.value.error == "InvalidArgument"
+        with pytest.raises(TypeError, match="chunk_bytes must be an int"):
+            _cuda.set_copy_config(chunk_bytes=1.5e6)
+        assert _cuda.copy_config() == {**before, "pageable": "direct", "chunk_bytes": 64 << 10}
+    finally:
+        _cuda.set_copy_config(**before)
+    assert _cuda.copy_config() == before
 
 
 def test_simulated_memory_refuses_zero_copy_cuda_exports():
@@ -299,17 +326,17 @@ def test_device_indices_are_checked_and_minus_one_is_the_current_device(cuda):
     assert e.value.error == "InvalidArgument"
     buf = _C.DeviceBuffer(1024, CUDA, -1, 256)
     try:
-        assert _C.cuda_pointer_device(buf.ptr) == 0  # nothing made another device current
+        assert _loops.cuda_pointer_device(buf.ptr) == 0  # nothing made another device current
         assert buf.ptr % 256 == 0
     finally:
         buf.free()
     if count >= 2:
         d = et_copy.h2d_copy(torch.arange(10), device=f"cuda:{count - 1}")
-        assert _C.cuda_pointer_device(d.data_ptr()) == count - 1
+        assert _loops.cuda_pointer_device(d.data_ptr()) == count - 1
         assert torch.equal(d.cpu(), torch.arange(10))
         # the allocator switched devices and put the caller's back: -1 is still device 0
         current = _C.DeviceBuffer(8, CUDA, -1, 256)
-        assert _C.cuda_pointer_device(current.ptr) == 0
+        assert _loops.cuda_pointer_device(current.ptr) == 0
         current.free()
 
 
@@ -334,12 +361,11 @@ def test_device_to_device_copies_and_rejects_host_pointers(cuda):
     a = et_copy.h2d_copy(x)
     b = et_copy.empty(x.shape, x.dtype)
     before = et_copy.allocator_stats()["d2d_copies"]
-    _C.cuda_device_to_device(b.data_ptr(), a.data_ptr(), a.nbytes, 0)
+    _loops.device_to_device(b.data_ptr(), a.data_ptr(), a.nbytes, 0)
     assert et_copy.allocator_stats()["d2d_copies"] == before + 1
     assert torch.equal(b.cpu(), x)
-    with pytest.raises(et_copy.EtCopyError, match="not device memory") as e:
-        _C.cuda_device_to_device(b.data_ptr(), x.data_ptr(), 64, 0)
-    assert e.value.error == "InvalidArgument"
+    with pytest.raises(RuntimeError, match="InvalidArgument: .*not device memory"):
+        _loops.device_to_device(b.data_ptr(), x.data_ptr(), 64, 0)
     assert torch.equal(b.cpu(), x)
 
 
@@ -347,9 +373,9 @@ def test_device_to_device_copies_and_rejects_host_pointers(cuda):
 def test_host_and_device_sides_are_checked_by_pointer(cuda):
     d = et_copy.h2d_copy(torch.arange(8.0))
     host = torch.arange(8.0)
-    with pytest.raises(et_copy.EtCopyError):
+    with pytest.raises(RuntimeError, match="InvalidArgument"):
         # a host address presented as device memory
-        _C.cuda_device_to_device(host.data_ptr(), d.data_ptr(), 32, 0)
+        _loops.device_to_device(host.data_ptr(), d.data_ptr(), 32, 0)
 
 
 @gpu

@@ -27,6 +27,8 @@ import et_copy
 import fuzz_strategies as fs
 import pytest
 import torch
+from et_copy import _C
+from et_copy._device import CUDA
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -132,9 +134,11 @@ _FIELDS = {
 }
 
 
-class _FakeBuffer:
+class _DuckBuffer:
+    """Looks like a DeviceBuffer to Python; the bindings read only real ones."""
+
     def __init__(self, ptr, freed):
-        self.ptr, self.freed = ptr, freed
+        self.ptr, self.freed, self.nbytes = ptr, freed, 24
 
     def free(self):
         pass
@@ -145,7 +149,7 @@ class _FakeBuffer:
     tamper=st.dictionaries(st.sampled_from(sorted(_FIELDS)), st.just(None), min_size=1),
     data=st.data(),
     h2d=st.booleans(),
-    buffer=st.sampled_from(["real", "freed", "fake-inside", "fake-past", "fake-odd"]),
+    buffer=st.sampled_from(["real", "freed", "slice-inside", "duck-inside", "duck-past", "duck-odd"]),
 )
 def test_device_tensors_with_fields_changed_by_hand_are_refused_or_copied_within_their_memory(
     tamper, data, h2d, buffer
@@ -155,9 +159,14 @@ def test_device_tensors_with_fields_changed_by_hand_are_refused_or_copied_within
     memory = dev._buffer
     try:
         values = {name: data.draw(_FIELDS[name], label=name) for name in tamper}
-        if buffer != "real":
-            ptr = {"freed": dev.data_ptr(), "fake-inside": dev.data_ptr() + 4, "fake-past": dev.data_ptr() + 64}
-            dev._buffer = _FakeBuffer(ptr.get(buffer, "not a pointer"), buffer == "freed")
+        if buffer == "freed":
+            dev._buffer = _C.DeviceBuffer(24, CUDA, 0, 256)
+            dev._buffer.free()
+        elif buffer == "slice-inside":
+            dev._buffer = memory.slice(4, 20)
+        elif buffer != "real":
+            ptr = {"duck-inside": dev.data_ptr() + 4, "duck-past": dev.data_ptr() + 64}
+            dev._buffer = _DuckBuffer(ptr.get(buffer, "not a pointer"), False)
         for name, value in values.items():
             setattr(dev, name, value)
         host = torch.arange(6, dtype=torch.float32).reshape(2, 3)
@@ -170,8 +179,11 @@ def test_device_tensors_with_fields_changed_by_hand_are_refused_or_copied_within
                 et_copy.d2h_copy(dev, out=host)
         except (TypeError, ValueError, et_copy.EtCopyError) as e:
             assert torch.equal(host, before), "a rejected call changed the host tensor"
+            if buffer.startswith("duck") and isinstance(e, TypeError):
+                assert "changed by hand" in str(e) or "must be" in str(e), str(e)
             fs.OUTCOMES[f"tampered: {type(e).__name__}"] = fs.OUTCOMES.get(f"tampered: {type(e).__name__}", 0) + 1
             return
+        assert not buffer.startswith("duck"), "a DeviceTensor over a duck-typed buffer was read"
         stats1 = et_copy.allocator_stats()
         moved = stats1["h2d_bytes" if h2d else "d2h_bytes"] - stats0["h2d_bytes" if h2d else "d2h_bytes"]
         assert moved <= 24, f"{moved} bytes moved through a 24-byte allocation"

@@ -27,10 +27,11 @@ def test_extension_runpath_finds_torch_and_executorch_beside_itself():
 
 
 def test_extension_links_libtorch_as_executorchs_pybindings_do_and_no_shared_cudart():
-    """The bindings read at::Tensor (DESIGN.md, Bindings): libtorch_python,
-    libtorch_cpu and libc10 from the torch wheel, ExecuTorch's runtime from
-    the executorch wheel; CUDA's runtime is linked statically, libpython not
-    at all (the interpreter provides it)."""
+    """The bindings read at::Tensor (docs/design.md, "How the Python bindings
+    read torch tensors"): libtorch_python, libtorch_cpu and libc10 from the
+    torch wheel, ExecuTorch's runtime from the executorch wheel; CUDA's
+    runtime is linked statically, libpython not at all (the interpreter
+    provides it)."""
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.*)\]", dynamic_section())
     ours = sorted(n for n in needed if n.startswith(("libtorch", "libc10", "libexecutorch", "libpython", "libcudart")))
     assert ours == ["libc10.so", "libexecutorch.so", "libtorch_cpu.so", "libtorch_python.so"]

@@ -15,7 +15,7 @@ from et_copy.parity import cases as parity_cases
 from et_copy.parity import guards, runners
 from et_copy.parity.guards import GuardedDevice, GuardedHost, guard_size, pattern
 
-SHARP_EDGE = "invalid/{}/dtype_mismatch/float64_into_float32"  # DESIGN.md, sharp edge 3
+SHARP_EDGE = "invalid/{}/dtype_mismatch/float64_into_float32"  # docs/design.md, sharp edge 3
 
 
 def run_parity(*args: str, tmp_path=None, code: str | None = None) -> tuple[subprocess.CompletedProcess, dict | None]:

@@ -121,3 +121,42 @@ def test_a_negative_size_set_by_hand_is_refused_not_an_abort():
     with pytest.raises(et_copy.EtCopyError, match="negative size -1"):
         et_copy.d2h_copy(dev, out=host)
     assert torch.equal(host, torch.zeros(2, 3))
+
+
+def test_a_device_tensor_over_a_slice_of_a_buffer_reads_those_bytes_and_is_freed_with_it():
+    whole = et_copy.empty((16,), torch.uint8)
+    et_copy.h2d_copy(torch.arange(16, dtype=torch.uint8), out=whole)
+    part = et_copy.DeviceTensor(whole._buffer.slice(4, 8), torch.uint8, whole.device, (8,), (0,), False)
+    assert part.data_ptr() == whole.data_ptr() + 4 and part.capacity_nbytes == 8
+    assert torch.equal(part.cpu(), torch.arange(4, 12, dtype=torch.uint8))
+    part.free()  # a slice's memory is its parent's
+    assert not whole.freed
+    whole.free()
+    assert part.freed
+    with pytest.raises(ValueError, match="freed"):
+        part.cpu()
+
+
+def test_a_slice_outside_its_buffer_or_of_a_freed_one_is_refused():
+    whole = et_copy.empty((16,), torch.uint8)
+    with pytest.raises(et_copy.EtCopyError, match="8 bytes at offset 12 lie outside a 16-byte buffer"):
+        whole._buffer.slice(12, 8)
+    whole.free()
+    with pytest.raises(et_copy.EtCopyError, match="freed"):
+        whole._buffer.slice(0, 4)
+
+
+def test_a_device_tensor_over_a_duck_typed_buffer_is_refused():
+    """The bindings read DeviceBuffers (and slices of them) only: an object
+    with a ``ptr`` and ``freed`` could point anywhere."""
+
+    class Duck:
+        ptr, freed, nbytes = 0, False, 24
+
+    dev = et_copy.empty((2, 3), torch.float32)
+    dev._buffer, memory = Duck(), dev._buffer
+    try:
+        with pytest.raises(TypeError, match="changed by hand"):
+            et_copy.d2h_copy(dev, out=torch.zeros(2, 3))
+    finally:
+        memory.free()

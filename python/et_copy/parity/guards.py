@@ -171,32 +171,6 @@ class GuardedHost(Guarded):
         pass
 
 
-class _BufferSlice:
-    """A byte range inside a larger device buffer, for DeviceTensors that
-    view part of one allocation (the parity harness puts guard bytes around
-    them). Keeps the parent alive; freeing is the parent's job."""
-
-    __slots__ = ("_parent", "_offset", "nbytes")
-
-    def __init__(self, parent, offset: int, nbytes: int) -> None:
-        if offset < 0 or nbytes < 0 or offset + nbytes > parent.nbytes:
-            raise ValueError(f"bytes [{offset}, {offset + nbytes}) lie outside a {parent.nbytes}-byte buffer")
-        self._parent = parent
-        self._offset = offset
-        self.nbytes = nbytes
-
-    @property
-    def ptr(self) -> int:
-        return self._parent.ptr + self._offset
-
-    @property
-    def freed(self) -> bool:
-        return self._parent.freed
-
-    def free(self) -> None:
-        pass
-
-
 def device_view(
     parent: _tensors.DeviceTensor,
     offset: int,
@@ -214,7 +188,7 @@ def device_view(
     order = tuple(range(len(shape))) if dim_order is None else tuple(int(d) for d in dim_order)
     nbytes = math.prod(shape) * dtype.itemsize
     return _tensors.DeviceTensor(
-        _BufferSlice(parent._buffer, offset, nbytes), dtype, device or parent.device, shape, order, dynamic
+        parent._buffer.slice(offset, nbytes), dtype, device or parent.device, shape, order, dynamic
     )
 
 

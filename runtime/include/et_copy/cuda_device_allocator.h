@@ -113,9 +113,12 @@ class CudaDeviceAllocator final : public CountingDeviceAllocator {
   Error register_host_memory(void* ptr, size_t nbytes);
   Error unregister_host_memory(void* ptr);
 
-  /// The copy tuning in force, and a way to change it (for benchmarks).
-  /// InvalidArgument for a chunk size under 64 KiB or above 1 GiB. Copies
-  /// already running keep the configuration they started with.
+  /// The copy tuning in force for pageable host memory (CudaCopyConfig),
+  /// and the setting that changes it for the process: the best path depends
+  /// on the host's memcpy and DMA speeds, which `python -m et_copy bench`
+  /// measures. InvalidArgument (configuration unchanged) for a chunk size
+  /// under 64 KiB or above 1 GiB or an unknown mode. Copies already running
+  /// keep the configuration they started with; thread-safe.
   CudaCopyConfig copy_config() const;
   Error set_copy_config(const CudaCopyConfig& config);
 
