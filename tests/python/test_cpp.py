@@ -111,6 +111,7 @@ def test_cmake_install_lays_out_library_headers_and_package(plain_install):
         "counting_device_allocator.h",
         "program_check.h",
         "registration.h",
+        "sessions.h",
         "simulated_device_allocator.h",
         "tensor_layout.h",
     ):

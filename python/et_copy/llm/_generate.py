@@ -165,6 +165,12 @@ class Session:
                 "et_copy.llm: this program picks the token on the device (greedy); sampling needs the logits "
                 "(export_llm(..., pick='host'))"
             )
+        needed = self.position + len(prompt) + max(0, max_new_tokens - 1)  # the last token is not fed back
+        if needed > self.max_seq_len:
+            raise ValueError(
+                f"et_copy.llm: the sequence would reach {needed} tokens; the program holds {self.max_seq_len} "
+                "(export_llm's max_seq_len)"
+            )
         pick = _greedy if not temperature else _sampler(temperature, top_k, seed)
         result = Generation(list(prompt))
         result.steps = self.feed(prompt, pick)
