@@ -1,0 +1,107 @@
+"""Clean output: et_copy's commands print no third-party warnings or info
+lines unless ``-v`` asks for them (et_copy._quiet), and et_copy's log
+capture never makes ExecuTorch complain about a second PAL."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+# What torch, torchao and executorch print on import or first use, as seen
+# with torch 2.13.0 and executorch 1.5.1.
+NOISE = ("Warning", "Failed to load", "_pytree", "register_pal", "cpuinfo", "ComplexHalf")
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
+    return proc
+
+
+def noise(text: str) -> list[str]:
+    return [line for line in text.splitlines() if any(word in line for word in NOISE)]
+
+
+def test_demo_prints_only_its_table_and_v_brings_torchs_warning_back():
+    quiet = run("-m", "et_copy", "demo")
+    assert quiet.stderr == ""
+    assert not noise(quiet.stdout)
+    loud = run("-m", "et_copy", "demo", "-v")
+    assert "ComplexHalf support is experimental" in loud.stderr
+
+
+@pytest.mark.slow
+def test_bench_program_section_prints_only_its_own_lines_and_v_brings_the_rest_back():
+    # The program section exports (torch's FutureWarnings, torchao's load
+    # failures, torch's _pytree lines) and runs both runtimes.
+    args = ("-m", "et_copy", "bench", "--quick", "--repeats", "2", "--sample-ms", "0.5", "--only", "program")
+    quiet = run(*args)
+    assert not noise(quiet.stdout + quiet.stderr), quiet.stderr
+    assert all(line.startswith("  [") for line in quiet.stderr.splitlines()), quiet.stderr  # progress lines only
+    loud = run(*args, "--verbose")
+    assert "FutureWarning" in loud.stderr
+
+
+def test_doctor_is_quiet():
+    proc = run("-m", "et_copy", "doctor")
+    assert proc.stderr == ""
+
+
+def test_quiet_restores_what_it_changed():
+    import logging
+    import warnings
+
+    from et_copy._quiet import THIRD_PARTY_LOGGERS, quiet
+
+    levels = [logging.getLogger(n).level for n in THIRD_PARTY_LOGGERS]
+    filters = list(warnings.filters)
+    with quiet():
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.warn("hidden", FutureWarning)
+        assert seen == []
+        assert all(logging.getLogger(n).level == logging.ERROR for n in THIRD_PARTY_LOGGERS)
+    assert [logging.getLogger(n).level for n in THIRD_PARTY_LOGGERS] == levels
+    assert warnings.filters == filters
+    with quiet(verbose=True):
+        assert [logging.getLogger(n).level for n in THIRD_PARTY_LOGGERS] == levels
+
+
+@pytest.mark.slow
+def test_both_runtimes_in_one_process_log_no_pal_complaint(tmp_path):
+    """et_copy.runtime installs its log capture, executorch.runtime's
+    pybindings then register their PAL, and et_copy.runtime wraps it again:
+    none of it may log "register_pal() called multiple times", and a failure
+    still raises with the runtime's own words."""
+    script = textwrap.dedent(
+        """
+        import torch
+        import et_copy
+        from et_copy.export import export_device_program
+
+        class Double(torch.nn.Module):
+            def forward(self, x):
+                return x * 2.0
+
+        x = torch.randn(4)
+        program = export_device_program(Double(), (x,)).buffer
+        et_copy.use_simulated_device()
+        import et_copy.runtime
+
+        assert torch.equal(et_copy.runtime.load(program).load_method("forward").execute([x])[0], x * 2)
+        from executorch.runtime import Runtime
+
+        Runtime.get().load_program(program).load_method("forward").execute([x])
+        method = et_copy.runtime.load(program).load_method("forward")
+        assert torch.equal(method.execute([x])[0], x * 2)
+        try:
+            method.execute([torch.randn(5)])
+        except et_copy.EtCopyError as e:
+            print("raised:", e)
+        """
+    )
+    proc = run("-c", script)
+    assert "register_pal" not in proc.stderr, proc.stderr
+    assert "raised:" in proc.stdout
