@@ -114,6 +114,30 @@ def test_every_block_is_runnable_output_or_marked():
     assert sum(b.lang in RUN and b.mark is None for b in ALL) >= 5  # the harness really runs blocks
 
 
+# A tool a shell block uses -> how the block must install it, or name the
+# command that does, before using it (a fresh Debian 12 has neither pytest
+# nor clang, and its CMake is 3.25).
+TOOLS = {
+    "cmake >= 3.28": (r"^\s*cmake\s", r'pip install [^\n]*"cmake>=3\.28"'),
+    "pytest": (r"-m pytest\b", r"pip install [^\n]*pytest"),
+    "clang": (r"fuzz/run\.sh|^\s*clang", r"apt-get install [^\n]*clang"),
+    "GoogleTest": (r"-DET_COPY_BUILD_TESTS=ON", r"apt-get install [^\n]*libgtest-dev"),
+}
+
+
+def test_shell_blocks_install_the_tools_they_use():
+    problems = []
+    for b in ALL:
+        if b.lang not in ("sh", "bash") or b.mark in ("excerpt", "ci"):
+            continue
+        for tool, (use, install) in TOOLS.items():
+            used = re.search(use, b.code, re.MULTILINE)
+            named = re.search(install, b.code)
+            if used and (named is None or named.start() > used.start()):
+                problems.append(f"{b.name}: uses {tool} without installing it first ({install!r})")
+    assert not problems, "\n".join(problems)
+
+
 def test_ci_blocks_are_what_ci_runs():
     ci_lines = {line.strip() for line in CI_SCRIPT.read_text().splitlines()}
     ci_blocks = [b for b in ALL if b.mark == "ci"]
