@@ -79,9 +79,9 @@ void install_log_capture() {
   table->emit_log_message = &emit;
 }
 
-void set_forwarded_levels(bool info_and_debug) {
+bool set_forwarded_levels(bool info_and_debug) {
   install_log_capture();
-  forward_info_and_debug.store(info_and_debug);
+  return forward_info_and_debug.exchange(info_and_debug);
 }
 
 LogCapture::LogCapture() {

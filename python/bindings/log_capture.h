@@ -18,8 +18,9 @@ void install_log_capture();
 /// Installs the hook (as above) and says which lines it passes on to the
 /// hook that was there before: all of them (true, the default), or only
 /// error and fatal ones, which keeps ExecuTorch's info and debug lines off
-/// stderr while the hook is in place. Any thread.
-void set_forwarded_levels(bool info_and_debug);
+/// stderr while the hook is in place. Returns the previous setting. Any
+/// thread.
+bool set_forwarded_levels(bool info_and_debug);
 
 /// While alive, the error and fatal lines ExecuTorch logs on this thread
 /// are also kept in `lines()` (it installs the hook first). Scopes do not

@@ -11,8 +11,8 @@ Without ``verbose``, inside ``quiet()``:
 - ExecuTorch's C++ info and debug lines (its ``cpuinfo`` lines) stay off
   stderr; its errors still show.
 
-Everything is put back on exit. A command calls it once, around its import
-and its run::
+Everything is put back on exit, so it nests. A command calls it once,
+around its import and its run::
 
     with quiet(args.verbose):
         ...
@@ -46,10 +46,10 @@ def quiet(verbose: bool = False) -> Iterator[None]:
         warnings.simplefilter("ignore")
         for logger in loggers:
             logger.setLevel(logging.ERROR)
-        _C.set_forwarded_log_levels(False)
+        forwarded = _C.set_forwarded_log_levels(False)
         try:
             yield
         finally:
-            _C.set_forwarded_log_levels(True)
+            _C.set_forwarded_log_levels(forwarded)
             for logger, level in zip(loggers, levels):
                 logger.setLevel(level)

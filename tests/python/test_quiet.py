@@ -105,3 +105,44 @@ def test_both_runtimes_in_one_process_log_no_pal_complaint(tmp_path):
     proc = run("-c", script)
     assert "register_pal" not in proc.stderr, proc.stderr
     assert "raised:" in proc.stdout
+
+
+@pytest.mark.slow
+def test_executorchs_info_lines_show_only_when_verbose():
+    """The first execution that sizes ExecuTorch's thread pool logs cpuinfo
+    info lines through the PAL; quiet() keeps them (and only them) off."""
+    script = textwrap.dedent(
+        """
+        import sys
+        import et_copy
+        from et_copy import decoding
+        from et_copy._quiet import quiet
+
+        model = decoding.TinyDecoder().eval()
+        program = decoding.export_resident(model).buffer
+        et_copy.use_simulated_device()
+        import et_copy.runtime
+
+        method = et_copy.runtime.load(program).load_method()
+        print("running", file=sys.stderr, flush=True)
+        with quiet(verbose=sys.argv[1] == "verbose"):
+            decoding.decode_resident(method, model, [1, 2, 3], 2)
+        """
+    )
+
+    def after_running(mode: str) -> str:
+        return run("-c", script, mode).stderr.split("running\n", 1)[1]
+
+    assert "cpuinfo" in after_running("verbose")
+    assert after_running("quiet") == ""
+
+
+def test_quiet_nests():
+    from et_copy import _C
+    from et_copy._quiet import quiet
+
+    with quiet():
+        with quiet():
+            pass
+        assert _C.set_forwarded_log_levels(False) is False  # still off after the inner one ended
+    assert _C.set_forwarded_log_levels(True) is True  # back on after the outer one
