@@ -112,3 +112,11 @@ def test_recorded_runs_name_their_date_and_command():
             ):
                 problems.append(f"{doc.relative_to(REPO)}: {' '.join(paragraph.split())[:120]}")
     assert not problems, "\n".join(problems)
+
+
+def test_parity_doc_names_every_kind_of_invalid_case():
+    from et_copy.parity.cases import all_cases
+
+    kinds = {c.name.split("/")[2] for c in all_cases() if c.name.startswith("invalid/")}
+    section = (REPO / "docs/parity.md").read_text().split("- invalid cases:", 1)[1].split("\n\n", 1)[0]
+    assert kinds == set(re.findall(r"`([a-z]+_[a-z_]+)`", section)), section
