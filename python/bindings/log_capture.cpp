@@ -12,6 +12,8 @@ namespace {
 using executorch::runtime::PalImpl;
 
 std::atomic<pal_emit_log_message_method> previous_emit{nullptr};
+// Whether info and debug lines go on to the previous hook (et_copy._quiet).
+std::atomic<bool> forward_info_and_debug{true};
 thread_local std::vector<std::string>* active_lines = nullptr;
 // A hook installed over ours that forwards to it would bring the message
 // back here: forward each message once.
@@ -36,7 +38,9 @@ void emit(et_timestamp_t timestamp, et_pal_log_level_t level, const char* filena
     active_lines->push_back(std::move(text));
   }
   const pal_emit_log_message_method previous = previous_emit.load();
-  if (previous != nullptr && !in_emit) {
+  // The levels are letters ('D', 'I', 'E', 'F'), not an order: name them.
+  const bool chatter = level == kInfo || level == kDebug;
+  if (previous != nullptr && !in_emit && (!chatter || forward_info_and_debug.load())) {
     in_emit = true;
     previous(timestamp, level, filename, function, line, message, length);
     in_emit = false;
@@ -61,9 +65,23 @@ void install_log_capture() {
   if (installed()) {
     return;
   }
-  const PalImpl* current = executorch::runtime::get_pal_impl();
-  previous_emit.store(current != nullptr ? current->emit_log_message : nullptr);
-  executorch::runtime::register_pal(PalImpl::create(&emit, __FILE__));
+  // Only the log hook changes, in the table register_pal() itself writes
+  // (get_pal_impl() returns that non-const global). register_pal() would
+  // log "register_pal() called multiple times" whenever any PAL had been
+  // registered before (executorch's pybindings register one when loaded),
+  // and would mark the PAL overridden, so their later registration would
+  // log it too: noise on every run that uses both runtimes.
+  auto* table = const_cast<PalImpl*>(executorch::runtime::get_pal_impl());
+  if (table == nullptr) {
+    return;
+  }
+  previous_emit.store(table->emit_log_message);
+  table->emit_log_message = &emit;
+}
+
+bool set_forwarded_levels(bool info_and_debug) {
+  install_log_capture();
+  return forward_info_and_debug.exchange(info_and_debug);
 }
 
 LogCapture::LogCapture() {

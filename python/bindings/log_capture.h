@@ -11,7 +11,16 @@ namespace et_copy::bindings {
 /// Installs et-copy's log hook into ExecuTorch's platform layer, unless it
 /// is the one there now (a library loaded later may have registered its
 /// own over it). Every message still goes to the hook that was there before.
+/// It replaces only the PAL's log hook, without register_pal(), so neither
+/// this nor a later register_pal() by another library logs a complaint.
 void install_log_capture();
+
+/// Installs the hook (as above) and says which lines it passes on to the
+/// hook that was there before: all of them (true, the default), or only
+/// error and fatal ones, which keeps ExecuTorch's info and debug lines off
+/// stderr while the hook is in place. Returns the previous setting. Any
+/// thread.
+bool set_forwarded_levels(bool info_and_debug);
 
 /// While alive, the error and fatal lines ExecuTorch logs on this thread
 /// are also kept in `lines()` (it installs the hook first). Scopes do not

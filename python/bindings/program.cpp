@@ -515,6 +515,9 @@ void bind_program(py::module_& m) {
       .def("meta", &method_meta)
       .def("execute", &execute, py::arg("inputs"), py::arg("outputs"));
   m.def("load_program", &load_program, py::arg("data"), "Loads program bytes, verified for internal consistency.");
+  m.def("set_forwarded_log_levels", &set_forwarded_levels, py::arg("info_and_debug"),
+        "Whether ExecuTorch's info and debug log lines reach stderr (et_copy._quiet turns them off); returns the "
+        "previous setting.");
 }
 
 } // namespace et_copy::bindings

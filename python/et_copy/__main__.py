@@ -1,7 +1,10 @@
 """``python -m et_copy <command>``: a thin layer over the Python API.
 
 Each command lives in its own module with a ``main(argv) -> int``; this
-file only dispatches, importing the one module it runs.
+file only dispatches, importing the one module it runs. The commands in
+QUIET run inside ``_quiet.quiet()``, which keeps third-party warnings and
+info lines off the output unless the command line has ``-v``/``--verbose``
+(each of them takes it).
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ COMMANDS = {
     "generate": ("et_copy.llm._cli", "an LLM with its state on the device, beside executorch.runtime and eager"),
     "decode": ("et_copy.decoding", "the hand-written toy decoder whose cache the caller holds (see generate)"),
 }
+
+
+# decode is left out: `generate` replaces it, and joins this set.
+QUIET = frozenset({"demo", "parity", "doctor", "bench"})
 
 
 def _usage() -> str:
@@ -44,8 +51,19 @@ def main(argv: list[str] | None = None) -> int:
     if command is None:
         print(f"et_copy: unknown command {argv[0]!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(command[0])
-    return int(module.main(argv[1:]) or 0)
+    if argv[0] not in QUIET:
+        return _run(command[0], argv[1:])
+    from ._quiet import quiet
+
+    # Decided before the command's own parser runs: the noise comes from
+    # imports, some at the top of the command's module.
+    with quiet(verbose="-v" in argv[1:] or "--verbose" in argv[1:]):
+        return _run(command[0], argv[1:])
+
+
+def _run(module_name: str, argv: list[str]) -> int:
+    module = importlib.import_module(module_name)
+    return int(module.main(argv) or 0)
 
 
 if __name__ == "__main__":

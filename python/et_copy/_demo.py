@@ -20,6 +20,7 @@ def _sample(dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m et_copy demo", description=__doc__)
     parser.add_argument("--shape", type=int, nargs="*", default=[3, 5], help="tensor shape (default 3 5)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show third-party warnings and log lines too")
     args = parser.parse_args(argv)
     shape = tuple(args.shape)
 

@@ -130,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         help="first register et_copy's kernels (where absent) and its CUDA allocator (if a GPU is usable)",
     )
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show third-party warnings and log lines too")
     args = parser.parse_args(argv)
     r = report(register=args.register)
     print(json.dumps(r, indent=2) if args.json else _render(r))

@@ -6,6 +6,8 @@
 - ET_COPY_REQUIRE_ALL=1 (set by tests/run.sh, so CI) turns every skip that
   is not about a missing GPU into a failure: on a machine that has everything
   installed, a skip would hide a test that never ran.
+- --costly: the costly tier (the docs' slow blocks, run as written), which
+  is deselected otherwise.
 - A leak check: when the session ends, et_copy's simulated device (if this
   process registered it) must hold no memory. Every DeviceTensor a test made
   has been collected by then, so anything outstanding is a leak.
@@ -44,6 +46,25 @@ def exported_programs(tmp_path_factory) -> Path:
     if proc.returncode != 0:
         pytest.fail(f"exporting the test programs failed:\n{proc.stderr[-6000:]}")
     return out
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--costly",
+        action="store_true",
+        help="also run the tests marked costly: the docs' blocks too slow for every CI run (.ci/run-slow)",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    # Deselected rather than skipped: ET_COPY_REQUIRE_ALL=1 fails skips, and
+    # the costly tier is a separate run, not a test that did not happen.
+    if config.getoption("--costly"):
+        return
+    costly = [item for item in items if item.get_closest_marker("costly") is not None]
+    if costly:
+        config.hook.pytest_deselected(items=costly)
+        items[:] = [item for item in items if item.get_closest_marker("costly") is None]
 
 
 _GPU_WORDS = ("gpu", "cuda", "nvidia")

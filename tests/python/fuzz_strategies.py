@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 
 import et_copy
+import fuzz_profiles
 import torch
 from et_copy._dtypes import SCALAR_TYPE_CODES
 from fuzz_profiles import PROFILE_ENV, PROFILES, profile_name, register_profiles  # noqa: F401
@@ -74,6 +75,7 @@ def count_outcome(expect: "Expect") -> None:
 
 
 def count_case(kind: str, started: float) -> None:
+    assert kind in fuzz_profiles.KINDS, f"a new fuzz kind {kind!r}: add it to fuzz_profiles.KINDS and the docs"
     CASES[kind] = CASES.get(kind, 0) + 1
     SECONDS[kind] = SECONDS.get(kind, 0.0) + time.perf_counter() - started
     if CASES[kind] % 256 == 0:

@@ -12,6 +12,7 @@ import argparse
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from ._timing import Config
 
@@ -48,13 +49,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--sizes", metavar="SIZE", nargs="+", type=_parse_size, help="throughput sizes (default 4K, 16K, ... 256M)"
     )
-    p.add_argument("--repeats", type=int, default=None, help="samples per case (default 21; --quick 3)")
-    p.add_argument("--sample-ms", type=float, default=None, help="target length of one sample (default 5; --quick 1)")
+    p.add_argument("--repeats", type=int, default=None, help=f"samples per case (default {Config.repeats}; --quick 3)")
+    p.add_argument(
+        "--sample-ms",
+        type=float,
+        default=None,
+        help=f"target length of one sample (default {Config.sample_s * 1e3:g}; --quick 1)",
+    )
     p.add_argument(
         "--quick",
         action="store_true",
         help="a tiny configuration for smoke tests: 3 sizes, few short samples, small program",
     )
+    p.add_argument("-v", "--verbose", action="store_true", help="show third-party warnings and log lines too")
     return p
 
 
@@ -82,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     if config.repeats < 1 or config.sample_s <= 0:
         print("et_copy bench: --repeats and --sample-ms must be positive", file=sys.stderr)
         return 2
+    for path in (args.json, args.plot):
+        if path:  # e.g. build/bench.json in a fresh checkout: make the folder now, not after the run
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
     from ._throughput import DEFAULT_SIZES
 
     sizes = tuple(args.sizes) if args.sizes else (QUICK_SIZES if args.quick else DEFAULT_SIZES)

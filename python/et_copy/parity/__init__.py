@@ -110,7 +110,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--cases", metavar="PATTERN", help="run only the cases PATTERN selects")
     parser.add_argument("--list", action="store_true", help="list the (selected) cases and exit")
     parser.add_argument("--json", metavar="PATH", help="write the full result as JSON to PATH")
-    parser.add_argument("--verbose", "-v", action="store_true", help="one table row per valid case, not per dtype")
+    parser.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="one table row per valid case, not per dtype, and third-party warnings and log lines",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument(
         "--no-programs",

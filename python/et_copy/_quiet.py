@@ -1,0 +1,55 @@
+"""Third-party noise off for et_copy's commands, unless asked for (``-v``).
+
+Without ``verbose``, inside ``quiet()``:
+
+- Python warnings are ignored (torch's ``FutureWarning``s and "ComplexHalf
+  support is experimental", executorch's deprecations). et_copy itself warns
+  about nothing: what it has to say it prints or raises.
+- The ``torch``, ``torchao`` and ``executorch`` loggers pass only errors
+  (torchao's "Failed to load ..._C_mxfp8..." lines, torch's ``_pytree``
+  warnings).
+- ExecuTorch's C++ info and debug lines (its ``cpuinfo`` lines) stay off
+  stderr; its errors still show.
+
+Everything is put back on exit, so it nests. A command calls it once,
+around its import and its run::
+
+    with quiet(args.verbose):
+        ...
+
+Not thread-safe: ``warnings`` and ``logging`` state is process-wide.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import warnings
+from collections.abc import Iterator
+
+# Loggers of the libraries et_copy imports (children inherit their level).
+THIRD_PARTY_LOGGERS = ("torch", "torchao", "executorch")
+
+
+@contextlib.contextmanager
+def quiet(verbose: bool = False) -> Iterator[None]:
+    """Runs the body with third-party warnings and info lines off; with
+    ``verbose`` it changes nothing."""
+    if verbose:
+        yield
+        return
+    from . import _C
+
+    loggers = [logging.getLogger(name) for name in THIRD_PARTY_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for logger in loggers:
+            logger.setLevel(logging.ERROR)
+        forwarded = _C.set_forwarded_log_levels(False)
+        try:
+            yield
+        finally:
+            _C.set_forwarded_log_levels(forwarded)
+            for logger, level in zip(loggers, levels):
+                logger.setLevel(level)
