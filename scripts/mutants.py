@@ -59,7 +59,6 @@ P_BOUNDARY = "py:tests/python/test_tensor_boundary.py"
 P_FIELDS = "py:tests/python/test_device_tensor_fields.py"
 P_RUNTIME = "py:tests/python/test_runtime_checks.py"
 P_COPY = "py:tests/python/test_copy_kernels.py"
-P_REGISTRATION = "py:tests/python/test_registration.py"
 # The new, narrow tests first (pytest -x stops at the first failure), then the
 # older suites of the same area, which run in full only for a survivor.
 PY_BINDINGS = (P_FIELDS, P_BOUNDARY, P_REJECT)
@@ -176,15 +175,15 @@ MUTANTS: list[Mutant] = [
     # ---- registration ----------------------------------------------------------
     M("reg-foreign-kernel-reported-ours", REG,
       "  }\n  return Registration::kAlreadyOther;\n}\n\n} // namespace",
-      "  }\n  return Registration::kAlreadyOurs;\n}\n\n} // namespace", T_FOREIGN, P_REGISTRATION),
+      "  }\n  return Registration::kAlreadyOurs;\n}\n\n} // namespace", T_FOREIGN),
     M("reg-same-allocator-reported-registered", REG, "if (current == alloc) {\n    return Registration::kAlreadyOurs;",
       "if (current == alloc) {\n    return Registration::kRegistered;", T_REG),
     M("reg-simulated-twice-is-other", REG, "if (current != nullptr && current != &sim) {",
-      "if (current != nullptr) {", T_REG, P_REGISTRATION),
+      "if (current != nullptr) {", T_REG),
     M("reg-bad-device-count-error-dropped", REG, "    if (error != nullptr) {\n      *error = err;",
-      "    if (error == nullptr) {\n      *error = err;", T_REG, P_REGISTRATION),
+      "    if (error == nullptr) {\n      *error = err;", T_REG),
     M("reg-outcome-name-swapped", REG, 'case Registration::kAlreadyOther:\n      return "already other";',
-      'case Registration::kAlreadyOther:\n      return "already et_copy";', T_FOREIGN, P_REGISTRATION),
+      'case Registration::kAlreadyOther:\n      return "already et_copy";', T_FOREIGN),
     # ---- the program check -----------------------------------------------------
     M("check-index-equal-to-count", CHECK, "if (i < 0 || i >= static_cast<int64_t>(limit)) {",
       "if (i < 0 || i > static_cast<int64_t>(limit)) {", T_CHECK),
