@@ -318,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {m.id:34} {o.status:12} {o.seconds:5.0f} s  {o.detail}", flush=True)
     if not runner.python_only:
         runner.make(["all"])  # leave the scratch build unmutated
+    elif args.work is None:
+        shutil.rmtree(work, ignore_errors=True)  # the smoke run's temporary scratch tree
     print()
     print(table(outcomes))
     live = [o for o in outcomes if o.status != "equivalent"]
