@@ -18,6 +18,10 @@ tool
    mutant, passing tests let it survive;
 4. puts the line back (the next mutant's build recompiles it).
 
+Before the first mutant, every chosen mutant's tests run once on the
+unmutated tree; a failure there stops the run (it would count every mutant
+as killed).
+
 It prints a table and a last line `mutation: K/N killed (P%)`. Equivalent
 mutants (the program behaves the same) are listed, not run, unless asked.
 
@@ -215,6 +219,20 @@ class Runner:
             )
         return cmds
 
+    def baseline(self, mutants: list[Mutant]) -> list[str]:
+        """Runs every chosen mutant's tests on the unmutated tree; returns the
+        failures (a test that fails unmutated would count every mutant killed)."""
+        union = Mutant("baseline", "", "", "", tuple(dict.fromkeys(t for m in mutants for t in m.tests)))
+        ok, out = self.make(self.targets(union))
+        if not ok:
+            return [f"build: {out[-2000:]}"]
+        failures = []
+        for cmd, env in self.commands(union):
+            proc = subprocess.run(cmd, cwd=self.tree, env=env, capture_output=True, text=True, timeout=3 * TEST_TIMEOUT)
+            if proc.returncode != 0:
+                failures.append(f"{' '.join(cmd[:3])}...: {first_failure(proc.stdout + proc.stderr)}")
+        return failures
+
     def run(self, m: Mutant) -> Outcome:
         start = time.monotonic()
         cmds = self.commands(m)
@@ -268,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="list the mutants")
     ap.add_argument("--equivalent", action="store_true", help="run the equivalent mutants too")
     ap.add_argument("--work", type=Path, default=None, help="scratch folder (default build/mutation, smoke: temp)")
+    ap.add_argument("--baseline", action="store_true", help="only run the tests on the unmutated tree")
+    ap.add_argument("--no-baseline", action="store_true", help="skip running the tests on the unmutated tree first")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
 
@@ -308,6 +328,16 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     runner.prepare()
     print(f"mutation: {len(chosen)} mutants, scratch tree {runner.tree} (prepared in {time.monotonic() - t0:.0f} s)")
+    if not args.no_baseline:
+        t1 = time.monotonic()
+        failures = runner.baseline([m for m in chosen if args.equivalent or not m.equivalent])
+        if failures:
+            print("mutation: the unmutated tree fails the mutants' tests, so no kill would mean anything:")
+            print("\n".join("  " + f for f in failures))
+            return 3
+        print(f"mutation: the unmutated tree passes every mutant's tests ({time.monotonic() - t1:.0f} s)")
+        if args.baseline:
+            return 0
     outcomes: list[Outcome] = []
     for m in chosen:
         if m.equivalent and not args.equivalent:
