@@ -195,7 +195,7 @@ MUTANTS: list[Mutant] = [
     M("reg-bad-device-count-error-dropped", REG, "    if (error != nullptr) {\n      *error = err;",
       "    if (error == nullptr) {\n      *error = err;", T_REG),
     M("reg-outcome-name-swapped", REG, 'case Registration::kAlreadyOther:\n      return "already other";',
-      'case Registration::kAlreadyOther:\n      return "already et_copy";', T_FOREIGN),
+      'case Registration::kAlreadyOther:\n      return "already et_copy";', T_REG, T_FOREIGN),
     # ---- the program check -----------------------------------------------------
     M("check-index-equal-to-count", CHECK, "if (i < 0 || i >= static_cast<int64_t>(limit)) {",
       "if (i < 0 || i > static_cast<int64_t>(limit)) {", T_CHECK),
