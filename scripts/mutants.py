@@ -261,6 +261,9 @@ MUTANTS: list[Mutant] = [
       "if (t.nbytes() >= targets[i]->capacity) {", *PY_RUNTIME),
     M("program-output-capacity-one-short", PROGRAM, "capacity_bytes(spec) < slot.nbytes) {",
       "capacity_bytes(spec) + 1 < slot.nbytes) {", *PY_RUNTIME),
+    M("program-output-capacity-from-current-shape", PROGRAM,
+      "const int64_t* shape = s.has_capacity ? s.capacity : s.sizes;", "const int64_t* shape = s.sizes;",
+      *PY_RUNTIME),
     # ---- et_copy.runtime and _tensors (Python) -----------------------------------
     M("runtime-input-device-type-only", RUNTIME, "        if given != m.device:\n",
       '        if given.split(":")[0] != m.device.split(":")[0]:\n', *PY_RUNTIME),

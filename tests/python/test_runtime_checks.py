@@ -169,3 +169,14 @@ def test_the_outputs_count_must_be_exact(programs, data, n):
         return
     with pytest.raises(ValueError, match=rf"has 2 outputs, got {n} in outputs="):
         method.execute([x, y], outputs=outputs)
+
+
+def test_a_dynamic_device_output_holding_a_smaller_shape_is_bound_by_its_capacity(programs, data):
+    # A reused output buffer: a copy left it at (1, 16) of its (2, 16) capacity.
+    method = runtime.load(programs / "stage_a.pte").load_method()
+    out = et_copy.empty((2, 16), torch.float32, dynamic=True)
+    et_copy.h2d_copy(torch.zeros(1, 16), out=out)
+    assert out.shape == (1, 16)
+    (got,) = method.execute([et_copy.h2d_copy(data["stage"])], outputs=[out])
+    assert got is out and out.shape == (2, 16) and out.capacity == (2, 16)
+    torch.testing.assert_close(out.cpu(), stage_a(data)(data["stage"]))
