@@ -39,6 +39,15 @@ x, y = torch.randn(3, 4), torch.randn(3, 4)
 (out / "affine.pte").write_bytes(export_device_program(Affine(), (x, y)).buffer)
 
 
+class Greater(torch.nn.Module):
+    # A host output of 1-byte elements (bool).
+    def forward(self, x, y):
+        return x > y
+
+
+(out / "greater.pte").write_bytes(export_device_program(Greater(), (x, y)).buffer)
+
+
 class SlotWrite(torch.nn.Module):
     # A KV-cache style write, cache[:, pos] = v: index_put with a None index.
 

@@ -180,3 +180,15 @@ def test_a_dynamic_device_output_holding_a_smaller_shape_is_bound_by_its_capacit
     (got,) = method.execute([et_copy.h2d_copy(data["stage"])], outputs=[out])
     assert got is out and out.shape == (2, 16) and out.capacity == (2, 16)
     torch.testing.assert_close(out.cpu(), stage_a(data)(data["stage"]))
+
+
+def test_a_host_output_of_one_byte_elements_one_element_short_is_refused(programs, data):
+    method = runtime.load(programs / "greater.pte").load_method()
+    x, y = data["affine"]
+    short = torch.zeros(11, dtype=torch.bool)
+    with pytest.raises(ValueError, match=r"outputs\[0\] must be dense with capacity \[3, 4\].*got \[11\]"):
+        method.execute([x, y], outputs=[short])
+    assert not short.any()
+    exact = torch.zeros(3, 4, dtype=torch.bool)
+    (got,) = method.execute([x, y], outputs=[exact])
+    assert got is exact and torch.equal(exact, x > y)
