@@ -116,7 +116,9 @@ ReadProblem read_device_tensor(PyObject* o, TensorSpec& s) {
     PyErr_Clear();
     return ReadProblem::kMalformed;
   }
-  if (type != static_cast<int>(type) || index != static_cast<int>(index)) { // narrowing could land in range
+  // ExecuTorch's DeviceType and DeviceIndex are 8-bit: refused here, by
+  // argument, rather than narrowed (which could land in range).
+  if (type < 0 || type > 127 || index < -128 || index > 127) {
     return ReadProblem::kMalformed;
   }
   s.device_type = static_cast<int>(type);

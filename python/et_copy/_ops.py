@@ -11,10 +11,12 @@ import torch
 
 from . import _C
 from ._dtypes import scalar_type_code
+from ._errors import EtCopyError
 from ._tensors import DeviceTensor, dim_order_of, empty, host_tensor_like
 
 H2D_COPY_OUT = "et_copy::_h2d_copy.out"
 D2H_COPY_OUT = "et_copy::_d2h_copy.out"
+_MAX_DIMS = 16  # ExecuTorch's kTensorDimensionLimit
 
 AnyTensor = Union[torch.Tensor, DeviceTensor]
 
@@ -41,6 +43,10 @@ def _device_tensor_like(self: object, device: str) -> DeviceTensor:
         order = self.dim_order  # the kernel then rejects the direction, by name
     elif isinstance(self, torch.Tensor):
         scalar_type_code(self.dtype, op=op, arg="self")  # before any memory is allocated
+        if self.dim() > _MAX_DIMS:
+            raise EtCopyError(
+                f"{op}: self has {self.dim()} dims; ExecuTorch supports at most 16", error="InvalidArgument"
+            )
         order = dim_order_of(self)
     else:
         raise TypeError(f"{op}: self must be a torch.Tensor, got {type(self).__name__}")

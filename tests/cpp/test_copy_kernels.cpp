@@ -367,6 +367,108 @@ TEST_P(Rejections, NegativeSizeInAMalformedTensorIsInvalidArgument) {
   expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument, "self has a negative size");
 }
 
+// ---- edges of each rule, both sides ---------------------------------------
+// A tensor that passes its own checks must pass them on both of the kernel's
+// paths (the one-pass common case and the named checks that run when the
+// pair differs): each test pairs an unusual but valid tensor with an `out`
+// of another dtype, so the kernel must get past the tensor to the mismatch.
+
+TEST_P(Rejections, SixteenDimsAreWithinTheLimitOnEveryPath) {
+  const std::vector<SizesType> ones(executorch::runtime::kTensorDimensionLimit, 1);
+  GuardedBuffer host(8);
+  DeviceBuffer dev(8);
+  Sides s(h2d(), ScalarType::Float, ones, host.data(), dev.data(), ScalarType::Int, ones);
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument, "dtype mismatch: self has Float, out has Int");
+}
+
+TEST_P(Rejections, AnEmptyTensorsStridesDoNotMatter) {
+  // No byte of an empty tensor is addressed, so any strides describe it.
+  GuardedBuffer host(4);
+  DeviceBuffer dev(4);
+  TestTensor::Options odd;
+  odd.strides = {7, 7};
+  Sides s(h2d(), ScalarType::Float, {0, 3}, host.data(), dev.data(), ScalarType::Int, {0, 3}, odd);
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument, "dtype mismatch");
+}
+
+TEST_P(Rejections, ASizeOneDimsStrideDoesNotMatterOnEveryPath) {
+  GuardedBuffer host(24);
+  DeviceBuffer dev(24);
+  TestTensor::Options odd;
+  odd.strides = {3, 99, 1};
+  Sides s(h2d(), ScalarType::Float, {2, 1, 3}, host.data(), dev.data(), ScalarType::Int, {2, 1, 3}, odd);
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument, "dtype mismatch");
+}
+
+TEST_P(Rejections, ARepeatedDimInADimOrderIsNotAPermutation) {
+  GuardedBuffer host(24);
+  DeviceBuffer dev(24);
+  TestTensor::Options repeated;
+  repeated.dim_order = {0, 0};
+  repeated.strides = {3, 1};
+  Sides s(h2d(), ScalarType::Float, {2, 3}, host.data(), dev.data(), ScalarType::Float, {2, 3}, repeated, repeated);
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
+                  "self has a dim order that is not a permutation");
+}
+
+TEST_P(Rejections, DimOrdersMustMatchEvenWhereSizeOneDimsMakeTheBytesAgree) {
+  // [1, 3] in dim order {0, 1} and in {1, 0} hold the same bytes, but the
+  // rule is that dim orders match: no path may skip it.
+  GuardedBuffer host(12, 2);
+  DeviceBuffer dev(12);
+  TestTensor::Options transposed;
+  transposed.dim_order = {1, 0};
+  Sides s(h2d(), ScalarType::Float, {1, 3}, host.data(), dev.data(), ScalarType::Float, {1, 3}, {}, transposed);
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument, "dim order mismatch between self and out");
+}
+
+TEST_P(Rejections, ANegativeSizeIsRefusedForOneByteElementsToo) {
+  // With 1-byte elements a negative size read as unsigned does not overflow
+  // the byte count: only the sign check catches it.
+  GuardedBuffer host(6);
+  DeviceBuffer dev(6);
+  Sides s(h2d(), ScalarType::Byte, {6}, host.data(), dev.data(), ScalarType::Byte, {6});
+  const_cast<SizesType*>(s.self.t().sizes().data())[0] = -1;
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument, "self has a negative size");
+}
+
+TEST_P(Rejections, DeviceIndexEqualToTheDeviceCountIsRefusedByTheKernel) {
+  // Index 1 with one device: the kernel refuses it by name before the
+  // allocator is asked (no failed call counted).
+  GuardedBuffer host(24, 5);
+  DeviceBuffer dev(24);
+  TestTensor::Options dev1;
+  dev1.index = 1;
+  Sides s(h2d(), ScalarType::Float, {6}, host.data(), dev.data(), ScalarType::Float, {6},
+          h2d() ? TestTensor::Options{} : dev1, h2d() ? dev1 : TestTensor::Options{});
+  expect_rejected(h2d(), s.self.t(), s.out.t(), Error::InvalidArgument,
+                  h2d() ? "out is on CUDA device 1, but" : "self is on CUDA device 1, but");
+  EXPECT_EQ(alloc().stats().failed_calls, before_.failed_calls);
+}
+
+TEST_P(Rejections, OneByteWithNoDataIsRefusedOnEitherSide) {
+  GuardedBuffer host(1, 6);
+  DeviceBuffer dev(1);
+  Sides no_self(h2d(), ScalarType::Byte, {1}, h2d() ? nullptr : host.data(), h2d() ? dev.data() : nullptr,
+                ScalarType::Byte, {1});
+  expect_rejected(h2d(), no_self.self.t(), no_self.out.t(), Error::InvalidArgument, "self has no data");
+  Sides no_out(h2d(), ScalarType::Byte, {1}, h2d() ? host.data() : nullptr, h2d() ? nullptr : dev.data(),
+               ScalarType::Byte, {1});
+  expect_rejected(h2d(), no_out.self.t(), no_out.out.t(), Error::InvalidArgument, "out has no data");
+  EXPECT_EQ(alloc().stats().failed_calls, before_.failed_calls);
+}
+
+TEST_P(Rejections, AFailedCopyRestoresEveryDimOfALargeResizedOut) {
+  // Sizes above 255 and more than one dim: the whole shape comes back.
+  GuardedBuffer host(300 * 2 * 4, 3), fake_device(300 * 2 * 4, 4);
+  Sides s(h2d(), ScalarType::Float, {299, 2}, host.data(), fake_device.data(), ScalarType::Float, {300, 2}, {},
+          dynamic(kCpu, TensorShapeDynamism::DYNAMIC_BOUND));
+  CopyDiagnostic diag;
+  EXPECT_EQ(copy(h2d(), s.self.t(), s.out.t(), &diag), Error::InvalidArgument);
+  EXPECT_EQ(s.out.sizes(), (std::vector<SizesType>{300, 2}));
+  EXPECT_EQ(s.out.strides(), (std::vector<StridesType>{2, 1}));
+}
+
 // ---- successful copies ---------------------------------------------------
 
 TEST_F(CopyKernels, RoundTripPreservesBytesForEveryDtype) {

@@ -172,8 +172,17 @@ TEST_F(CudaAllocator, HostAndDevicePointersInTheWrongPlaceAreRejected) {
   EXPECT_EQ(a.copy_device_to_host(host.data(), host.data(), 64, 0), Error::InvalidArgument);
   EXPECT_EQ(a.copy_device_to_device(*d, host.data(), 64, 0), Error::InvalidArgument);
   EXPECT_EQ(a.copy_host_to_device(nullptr, host.data(), 64, 0), Error::InvalidArgument);
-  // A range that runs past the end of its allocation.
+  // A range that runs past the end of its allocation is refused by the
+  // allocator's own check, which names the argument, before any CUDA copy
+  // (a real cudaMemcpy would write into whatever follows).
   EXPECT_EQ(a.copy_host_to_device(static_cast<char*>(*d) + 32, host.data(), 64, 0), Error::InvalidArgument);
+  EXPECT_NE(std::string(CudaDeviceAllocator::last_error_message()).find("destination"), std::string::npos)
+      << CudaDeviceAllocator::last_error_message();
+  EXPECT_NE(std::string(CudaDeviceAllocator::last_error_message()).find("is not device memory"), std::string::npos)
+      << CudaDeviceAllocator::last_error_message();
+  EXPECT_EQ(a.copy_device_to_host(host.data(), static_cast<char*>(*e) + 1, 64, 0), Error::InvalidArgument);
+  EXPECT_NE(std::string(CudaDeviceAllocator::last_error_message()).find("source"), std::string::npos)
+      << CudaDeviceAllocator::last_error_message();
   a.deallocate(*d, 0);
   a.deallocate(*e, 0);
 }
@@ -334,6 +343,66 @@ TEST_F(CudaAllocator, ChunkSizesOutsideTheRangeAreRefused) {
   EXPECT_EQ(a.set_copy_config(CudaCopyConfig{PageableCopy::kStaged, 0, 1024}), Error::InvalidArgument);
   EXPECT_EQ(a.set_copy_config(CudaCopyConfig{PageableCopy::kStaged, 0, (size_t{1} << 30) + 1}), Error::InvalidArgument);
   EXPECT_EQ(a.copy_config().chunk_bytes, CudaCopyConfig{}.chunk_bytes);
+}
+
+TEST_F(CudaAllocator, ChunkSizesAtBothEndsOfTheRangeAreAccepted) {
+  const size_t min = size_t{64} << 10, max = size_t{1} << 30;
+  EXPECT_EQ(a.set_copy_config(CudaCopyConfig{PageableCopy::kStaged, 0, min - 1}), Error::InvalidArgument);
+  EXPECT_EQ(a.set_copy_config(CudaCopyConfig{PageableCopy::kStaged, 0, min}), Error::Ok);
+  EXPECT_EQ(a.copy_config().chunk_bytes, min);
+  EXPECT_EQ(a.set_copy_config(CudaCopyConfig{PageableCopy::kStaged, 0, max}), Error::Ok);
+  EXPECT_EQ(a.copy_config().chunk_bytes, max);
+  EXPECT_EQ(a.set_copy_config(CudaCopyConfig{PageableCopy::kStaged, 0, max + 1}), Error::InvalidArgument);
+  EXPECT_EQ(a.copy_config().chunk_bytes, max);
+}
+
+TEST_F(CudaAllocator, AnUnknownPageableCopyModeIsRefusedAndTheConfigKept) {
+  const CudaCopyConfig before = a.copy_config();
+  EXPECT_EQ(a.set_copy_config(CudaCopyConfig{static_cast<PageableCopy>(7), 0, size_t{64} << 10}),
+            Error::InvalidArgument);
+  EXPECT_NE(std::string(CudaDeviceAllocator::last_error_message()).find("unknown pageable copy mode 7"),
+            std::string::npos);
+  EXPECT_EQ(a.copy_config().pageable, before.pageable);
+  EXPECT_EQ(a.copy_config().chunk_bytes, before.chunk_bytes);
+}
+
+TEST_F(CudaAllocator, APageableCopyOfExactlyTheStagingThresholdIsStaged) {
+  // Staging needs pinned buffers (cudaHostAlloc); a chunk size no lane has
+  // used yet makes the lane allocate them, so a failing cudaHostAlloc tells
+  // a staged copy from a direct one.
+  const size_t threshold = size_t{128} << 10;
+  ASSERT_EQ(a.set_copy_config(CudaCopyConfig{PageableCopy::kStaged, threshold, size_t{80} << 10}), Error::Ok);
+  auto d = a.allocate(threshold, 0);
+  ASSERT_TRUE(d.ok());
+  auto in = pattern(threshold, 5);
+  mock_cuda::fail_after("cudaHostAlloc", 0, cudaErrorMemoryAllocation);
+  EXPECT_EQ(a.copy_host_to_device(*d, in.data(), threshold - 1, 0), Error::Ok) << "below the threshold: direct";
+  EXPECT_NE(a.copy_host_to_device(*d, in.data(), threshold, 0), Error::Ok) << "at the threshold: staged";
+  std::vector<unsigned char> out(threshold);
+  EXPECT_EQ(a.copy_host_to_device(*d, in.data(), threshold, 0), Error::Ok);
+  EXPECT_EQ(a.copy_device_to_host(out.data(), *d, threshold, 0), Error::Ok);
+  EXPECT_EQ(in, out);
+  a.deallocate(*d, 0);
+}
+
+TEST_F(CudaAllocator, AZeroByteCopyOnAMissingDeviceIsRefused) {
+  const auto before = a.stats();
+  EXPECT_EQ(a.copy_host_to_device(nullptr, nullptr, 0, 2), Error::InvalidArgument);
+  EXPECT_EQ(a.copy_device_to_host(nullptr, nullptr, 0, -2), Error::InvalidArgument);
+  EXPECT_EQ(a.stats().failed_calls, before.failed_calls + 2);
+  EXPECT_EQ(a.copy_host_to_device(nullptr, nullptr, 0, 1), Error::Ok);
+}
+
+TEST_F(CudaAllocator, AFreeCudaRefusesIsCountedAsAFailureAndTheBookkeepingDropped) {
+  auto p = a.allocate(100, 0);
+  ASSERT_TRUE(p.ok());
+  const auto before = a.stats();
+  mock_cuda::fail_after("cudaFree", 0, cudaErrorInvalidValue);
+  a.deallocate(*p, 0);
+  const auto after = a.stats();
+  EXPECT_EQ(after.failed_calls, before.failed_calls + 1);
+  EXPECT_EQ(after.deallocations, before.deallocations + 1);
+  EXPECT_EQ(after.bytes_outstanding, before.bytes_outstanding - 100);
 }
 
 TEST_F(CudaAllocator, StatusAndPropertiesDescribeTheDevices) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -72,6 +73,255 @@ TEST(ProgramCheck, SurvivesEveryTruncationAndRandomBytes) {
     }
     (void)et_copy::check_program_indices(junk.data(), junk.size());
   }
+}
+
+// ---- every index at the edges of its range ---------------------------------
+// A small flatbuffer writer: tables go after their vtables and children after
+// their parents, so every offset points forward as the format wants.
+class Flat {
+ public:
+  Flat() : b_(4, 0) {}
+
+  // A table with `slots` field slots, each 4 bytes wide; returns where it is.
+  size_t table(int slots) {
+    const size_t vt = b_.size();
+    const uint16_t vsize = static_cast<uint16_t>(4 + 2 * slots);
+    grow(vsize + (vsize % 4 == 0 ? 0 : 2)); // keep the table 4-aligned
+    const size_t t = b_.size();
+    grow(4 + 4 * static_cast<size_t>(slots));
+    put16(b_, vt, vsize);
+    put16(b_, vt + 2, static_cast<uint16_t>(4 + 4 * slots));
+    put32(b_, t, static_cast<uint32_t>(t - vt));
+    vtables_[t] = vt;
+    return t;
+  }
+  // Marks `slot` of `table` present and returns where its 4 bytes are.
+  size_t field(size_t table, int slot) {
+    put16(b_, vtables_.at(table) + 4 + 2 * slot, static_cast<uint16_t>(4 + 4 * slot));
+    return table + 4 + 4 * static_cast<size_t>(slot);
+  }
+  void scalar(size_t table, int slot, int32_t v) {
+    const size_t at = field(table, slot);
+    std::memcpy(b_.data() + at, &v, 4);
+  }
+  // A vector of n 4-byte (or 8-byte) elements; returns where its elements start.
+  size_t vector(size_t table, int slot, uint32_t n, size_t width = 4) {
+    const size_t at = field(table, slot);
+    const size_t v = b_.size();
+    grow(4 + n * width);
+    put32(b_, v, n);
+    link(at, v);
+    return v + 4;
+  }
+  template <typename T>
+  void values(size_t table, int slot, std::vector<T> items) {
+    const size_t at = vector(table, slot, static_cast<uint32_t>(items.size()), sizeof(T));
+    std::memcpy(b_.data() + at, items.data(), items.size() * sizeof(T));
+  }
+  // Points the offset at `from` to `to`.
+  void link(size_t from, size_t to) {
+    put32(b_, from, static_cast<uint32_t>(to - from));
+  }
+  void root(size_t table) {
+    put32(b_, 0, static_cast<uint32_t>(table));
+  }
+  const std::vector<uint8_t>& bytes() const {
+    return b_;
+  }
+
+ private:
+  void grow(size_t n) {
+    b_.resize(b_.size() + n, 0);
+  }
+  std::vector<uint8_t> b_;
+  std::map<size_t, size_t> vtables_;
+};
+
+// What one plan holds. Values are EValues: kNone, or a list of value indices.
+struct Plan {
+  struct Value {
+    uint8_t tag = 0; // 0: None; 7: IntList; 10: TensorList; 11: OptionalTensorList
+    std::vector<int64_t> items;
+  };
+  struct Instr {
+    Instr(uint8_t t, int32_t f, int32_t s = 0, std::vector<int32_t> a = {})
+        : tag(t), first(f), second(s), args(std::move(a)) {}
+    uint8_t tag; // 1 kernel, 2 delegate, 3 move, 4 jump_false, 5 free
+    int32_t first;
+    int32_t second;
+    std::vector<int32_t> args; // kernel and delegate calls
+  };
+  std::vector<Value> values = std::vector<Value>(4);
+  std::vector<int32_t> inputs, outputs, chain_inputs, chain_outputs;
+  std::vector<Instr> instructions;
+  uint32_t operators = 2, delegates = 1, buffers = 2;
+  std::vector<int32_t> buffer_devices; // each entry's planned buffer index
+};
+
+std::vector<uint8_t> build(const Plan& p) {
+  Flat f;
+  const size_t program = f.table(2);
+  f.root(program);
+  const size_t plans = f.vector(program, 1, 1);
+  const size_t plan = f.table(10);
+  f.link(plans, plan);
+  const size_t values = f.vector(plan, 2, static_cast<uint32_t>(p.values.size()));
+  for (size_t i = 0; i < p.values.size(); ++i) {
+    const size_t e = f.table(2);
+    f.link(values + 4 * i, e);
+    f.scalar(e, 0, p.values[i].tag);
+    if (p.values[i].tag != 0) {
+      const size_t list = f.table(1);
+      f.link(f.field(e, 1), list);
+      if (p.values[i].tag == 7) {
+        f.values<int64_t>(list, 0, p.values[i].items);
+      } else {
+        f.values<int32_t>(list, 0, std::vector<int32_t>(p.values[i].items.begin(), p.values[i].items.end()));
+      }
+    }
+  }
+  f.values<int32_t>(plan, 3, p.inputs);
+  f.values<int32_t>(plan, 4, p.outputs);
+  f.vector(plan, 6, p.operators);
+  f.vector(plan, 7, p.delegates);
+  f.vector(plan, 8, p.buffers, 8);
+  const size_t devices = f.vector(plan, 9, static_cast<uint32_t>(p.buffer_devices.size()));
+  for (size_t i = 0; i < p.buffer_devices.size(); ++i) {
+    const size_t e = f.table(1);
+    f.link(devices + 4 * i, e);
+    f.scalar(e, 0, p.buffer_devices[i]);
+  }
+  const size_t chains = f.vector(plan, 5, 1);
+  const size_t chain = f.table(3);
+  f.link(chains, chain);
+  f.values<int32_t>(chain, 0, p.chain_inputs);
+  f.values<int32_t>(chain, 1, p.chain_outputs);
+  const size_t instrs = f.vector(chain, 2, static_cast<uint32_t>(p.instructions.size()));
+  for (size_t i = 0; i < p.instructions.size(); ++i) {
+    const Plan::Instr& in = p.instructions[i];
+    const size_t e = f.table(2);
+    f.link(instrs + 4 * i, e);
+    f.scalar(e, 0, in.tag);
+    const size_t call = f.table(2);
+    f.link(f.field(e, 1), call);
+    f.scalar(call, 0, in.first);
+    if (in.tag == 1 || in.tag == 2) {
+      f.values<int32_t>(call, 1, in.args);
+    } else {
+      f.scalar(call, 1, in.second);
+    }
+  }
+  return f.bytes();
+}
+
+// Ok, or the message of the rejection.
+std::string check(const Plan& p) {
+  const auto b = build(p);
+  std::string message;
+  const Error e = et_copy::check_program_indices(b.data(), b.size(), &message);
+  return e == Error::Ok ? "ok" : message;
+}
+
+std::string out_of_range(const std::string& what, int64_t index, uint32_t limit) {
+  return "execution plan 0: " + what + " " + std::to_string(index) + " is out of range (" + std::to_string(limit) + ")";
+}
+
+TEST(ProgramCheckEdges, AWellFormedPlanPasses) {
+  Plan p;
+  p.inputs = {0};
+  p.outputs = {3};
+  p.instructions = {{1, 1, 0, {0, 3}}, {2, 0, 0, {1}}, {3, 0, 3}, {4, 2, 3}, {5, 3}};
+  p.buffer_devices = {1};
+  EXPECT_EQ(check(p), "ok");
+}
+
+TEST(ProgramCheckEdges, MethodAndChainValueIndicesRunFromZeroToCountMinusOne) {
+  for (const char* what : {"method input value", "method output value", "chain input value", "chain output value"}) {
+    for (int32_t v : {0, 3, 4, -1}) {
+      Plan p;
+      const std::string w = what;
+      auto& list = w == "method input value"    ? p.inputs
+                   : w == "method output value" ? p.outputs
+                   : w == "chain input value"   ? p.chain_inputs
+                                                : p.chain_outputs;
+      list = {v};
+      EXPECT_EQ(check(p), v == 0 || v == 3 ? "ok" : out_of_range(what, v, 4)) << what << " " << v;
+    }
+  }
+}
+
+TEST(ProgramCheckEdges, ListItemsRunFromZeroToCountMinusOneAndOnlyOptionalTensorListsHoldNone) {
+  for (uint8_t tag : {7, 10, 11}) {
+    for (int64_t item : {int64_t{0}, int64_t{3}, int64_t{4}, int64_t{-1}, int64_t{-2}}) {
+      Plan p;
+      p.values[1] = {tag, {0, item}};
+      const bool ok = (item >= 0 && item < 4) || (tag == 11 && item == -1);
+      EXPECT_EQ(check(p), ok ? "ok" : out_of_range("list item value", item, 4))
+          << "tag " << int(tag) << " item " << item;
+    }
+  }
+}
+
+TEST(ProgramCheckEdges, OperatorAndDelegateIndicesAreBoundedByTheirOwnTables) {
+  // Two operators and one delegate: operator 1 and delegate 0 are the last.
+  for (int32_t op : {0, 1, 2, -1}) {
+    Plan p;
+    p.instructions = {{1, op, 0, {0}}};
+    EXPECT_EQ(check(p), op == 0 || op == 1 ? "ok" : out_of_range("operator", op, 2)) << op;
+  }
+  for (int32_t d : {0, 1, -1}) {
+    Plan p;
+    p.instructions = {{2, d, 0, {0}}};
+    EXPECT_EQ(check(p), d == 0 ? "ok" : out_of_range("delegate", d, 1)) << d;
+  }
+  Plan args;
+  args.instructions = {{1, 0, 0, {3, 4}}};
+  EXPECT_EQ(check(args), out_of_range("kernel argument value", 4, 4));
+  args.instructions = {{2, 0, 0, {-1}}};
+  EXPECT_EQ(check(args), out_of_range("delegate argument value", -1, 4));
+}
+
+TEST(ProgramCheckEdges, MoveFreeAndJumpConditionValuesAreEachChecked) {
+  const std::pair<Plan::Instr, std::string> cases[] = {
+      {{3, 4, 0}, "move source value"},
+      {{3, 0, 4}, "move destination value"},
+      {{3, 0, -1}, "move destination value"},
+      {{4, 4, 0}, "jump condition value"},
+      {{5, 4}, "freed value"},
+      {{5, -1}, "freed value"},
+  };
+  for (const auto& [instr, what] : cases) {
+    Plan p;
+    p.instructions = {instr};
+    const int64_t bad = instr.first < 0 || instr.first >= 4 ? instr.first : instr.second;
+    EXPECT_EQ(check(p), out_of_range(what, bad, 4)) << what;
+  }
+}
+
+TEST(ProgramCheckEdges, AJumpMayLandOnTheLastInstructionButNotPastIt) {
+  for (int32_t dest : {0, 2, 3, -1}) {
+    Plan p;
+    p.instructions = {{4, 0, dest}, {5, 0}, {5, 1}};
+    EXPECT_EQ(check(p), dest == 0 || dest == 2 ? "ok" : out_of_range("jump destination instruction", dest, 3)) << dest;
+  }
+}
+
+TEST(ProgramCheckEdges, ADeviceEntryNamesAPlannedBufferThatExists) {
+  // Two planned buffers and three device entries: buffer 1 is the last.
+  for (int32_t buffer : {0, 1, 2, -1}) {
+    Plan p;
+    p.buffer_devices = {0, 0, buffer};
+    EXPECT_EQ(check(p), buffer == 0 || buffer == 1 ? "ok" : out_of_range("planned buffer of a device entry", buffer, 2))
+        << buffer;
+  }
+}
+
+TEST(ProgramCheckEdges, AProgramWhoseLastFieldEndsTheFileIsRead) {
+  // plan_with_input's input index is its last 4 bytes.
+  const auto b = plan_with_input(0);
+  std::string message;
+  EXPECT_EQ(et_copy::check_program_indices(b.data(), b.size(), &message), Error::InvalidProgram);
+  EXPECT_EQ(message, "execution plan 0: method input value 0 is out of range (0)");
 }
 
 } // namespace

@@ -142,6 +142,20 @@ TEST(Registration, RegisteringTheSimulatedDeviceAgainReportsAlreadyOurs) {
   EXPECT_EQ(et_copy::register_allocator(&et_copy::simulated_device_allocator()), Registration::kAlreadyOurs);
 }
 
+TEST(Registration, ADeviceCountOutsideOneTo127FailsWithTheErrorAndKeepsTheCount) {
+  for (int bad : {0, 128, -1}) {
+    Error err = Error::Ok;
+    EXPECT_EQ(et_copy::use_simulated_device(bad, &err), Registration::kFailed) << bad;
+    EXPECT_EQ(err, Error::InvalidArgument) << bad;
+    EXPECT_EQ(et_copy::simulated_device_allocator().device_count().get(), 1) << bad;
+  }
+  Error err = Error::Internal;
+  EXPECT_EQ(et_copy::use_simulated_device(127, &err), Registration::kAlreadyOurs);
+  EXPECT_EQ(err, Error::Ok);
+  EXPECT_EQ(et_copy::simulated_device_allocator().device_count().get(), 127);
+  EXPECT_EQ(et_copy::use_simulated_device(1, &err), Registration::kAlreadyOurs);
+}
+
 TEST(Registration, AnotherAllocatorForTheSameTypeIsReportedAndNotRegistered) {
   // A second registration for CUDA would abort the process; the call must
   // notice the slot is taken and leave it alone.

@@ -289,3 +289,56 @@ TEST(SimulatedDeviceAllocator, IsACountingAllocator) {
 }
 
 } // namespace
+
+namespace {
+
+// ---- arithmetic at its limits --------------------------------------------
+
+TEST(SimulatedDeviceAllocator, SizesNearSizeMaxAreRefusedAndNothingIsAllocated) {
+  // Padding SIZE_MAX - 254 up to 256 bytes overflows; SIZE_MAX - 255 pads to
+  // itself and no host can give it. Each is a failed call, never a buffer
+  // recorded with a size it does not have.
+  SimulatedDeviceAllocator a;
+  const size_t max = SIZE_MAX;
+  for (size_t n : {max, max - 254, max - 255}) {
+    Result<void*> r = a.allocate(n, 0, 256);
+    EXPECT_FALSE(r.ok()) << n;
+    EXPECT_EQ(r.error(), Error::MemoryAllocationFailed) << n;
+  }
+  EXPECT_EQ(a.stats().allocations, 0u);
+  EXPECT_EQ(a.stats().bytes_outstanding, 0u);
+  EXPECT_EQ(a.stats().failed_calls, 3u);
+}
+
+TEST(SimulatedDeviceAllocator, AZeroByteCopyOnAMissingDeviceIsRefused) {
+  // The device index is checked before the byte count: "copy nothing to
+  // device 1" on a one-device allocator is still a wrong device.
+  SimulatedDeviceAllocator a;
+  EXPECT_EQ(a.copy_host_to_device(nullptr, nullptr, 0, 1), Error::InvalidArgument);
+  EXPECT_EQ(a.copy_device_to_host(nullptr, nullptr, 0, -2), Error::InvalidArgument);
+  EXPECT_EQ(a.copy_device_to_device(nullptr, nullptr, 0, 1), Error::InvalidArgument);
+  EXPECT_EQ(a.stats().failed_calls, 3u);
+  EXPECT_EQ(a.stats().h2d_copies + a.stats().d2h_copies + a.stats().d2d_copies, 0u);
+  EXPECT_EQ(a.copy_host_to_device(nullptr, nullptr, 0, 0), Error::Ok);
+}
+
+TEST(SimulatedDeviceAllocator, TheLargestAlignmentIsHonouredAndTheNextIsNot) {
+  SimulatedDeviceAllocator a;
+  void* p = must_allocate(a, 1, 0, SimulatedDeviceAllocator::kMaxAlignment);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % SimulatedDeviceAllocator::kMaxAlignment, 0u);
+  a.deallocate(p, 0);
+  EXPECT_EQ(a.allocate(1, 0, 2 * SimulatedDeviceAllocator::kMaxAlignment).error(), Error::NotSupported);
+}
+
+TEST(SimulatedDeviceAllocator, ACopyEndingExactlyAtTheAllocationsEndIsInsideIt) {
+  SimulatedDeviceAllocator a;
+  auto* dev = static_cast<uint8_t*>(must_allocate(a, 16));
+  uint8_t host[16] = {};
+  EXPECT_EQ(a.copy_host_to_device(dev + 8, host, 8, 0), Error::Ok);
+  EXPECT_EQ(a.copy_host_to_device(dev + 8, host, 9, 0), Error::InvalidArgument);
+  EXPECT_EQ(a.copy_device_to_device(dev, dev + 8, 8, 0), Error::Ok);
+  EXPECT_EQ(a.copy_device_to_device(dev, dev + 9, 8, 0), Error::InvalidArgument);
+  a.deallocate(dev, 0);
+}
+
+} // namespace

@@ -17,62 +17,12 @@ import et_copy
 import pytest
 import torch
 from et_copy import runtime
-
-EXPORT = r"""
-import json, sys
-from pathlib import Path
-import torch
-from et_copy.export import export_device_program, lower_to_device
-from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-
-out = Path(sys.argv[1])
-torch.manual_seed(0)
-
-
-class Affine(torch.nn.Module):
-    def forward(self, x, y):
-        return x * 2.0 + y, (x - y).sum()
-
-
-x, y = torch.randn(3, 4), torch.randn(3, 4)
-(out / "affine.pte").write_bytes(export_device_program(Affine(), (x, y)).buffer)
-
-
-class SlotWrite(torch.nn.Module):
-    # A KV-cache style write, cache[:, pos] = v: index_put with a None index.
-
-    def forward(self, cache, v, pos):
-        cache = cache.clone()
-        cache[:, pos] = v
-        return cache
-
-
-slot = (torch.zeros(2, 5, 3), torch.randn(2, 1, 3), torch.tensor([3]))
-(out / "slot.pte").write_bytes(export_device_program(SlotWrite(), slot).buffer)
-
-stage_a = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU()).eval()
-stage_b = torch.nn.Linear(16, 4).eval()
-a = torch.randn(2, 8)
-(out / "linear.pte").write_bytes(lower_to_device(stage_a, (a,), XnnpackPartitioner()).buffer)
-# Device in, device out: the caller passes and receives device tensors.
-(out / "stage_a.pte").write_bytes(lower_to_device(
-    stage_a, (a,), XnnpackPartitioner(), skip_h2d_for_method_inputs=True, skip_d2h_for_method_outputs=True,
-    alloc_graph_output=False).buffer)
-# Device in, host out.
-(out / "stage_b.pte").write_bytes(lower_to_device(
-    stage_b, (stage_a(a),), XnnpackPartitioner(), skip_h2d_for_method_inputs=True).buffer)
-torch.save({"slot": slot, "affine": (x, y),
-            "stage": a, "stage_a": stage_a.state_dict(), "stage_b": stage_b.state_dict()},
-           out / "data.pt")
-"""
+from runtime_programs import export_programs
 
 
 @pytest.fixture(scope="module")
 def programs(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("runtime_programs")
-    proc = subprocess.run([sys.executable, "-c", EXPORT, str(out)], capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        pytest.fail(f"export failed:\n{proc.stderr[-6000:]}")
+    out = export_programs(tmp_path_factory)
     et_copy.use_simulated_device()
     return out
 

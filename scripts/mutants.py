@@ -1,0 +1,295 @@
+"""The mutants scripts/mutation.py plants, one at a time.
+
+A mutant replaces `old` (a piece of exactly one line, found exactly once in
+`file`) with `new`, and names the tests that should notice:
+
+- "cpp:<executable>[:<gtest filter>]": a GoogleTest executable of tests/cpp;
+- "py:<path>[::<test>]": pytest, against the development package.
+
+To add one: pick a plausible slip (an edge off by one, a dropped or inverted
+check, the wrong argument named, a counter left alone), add a Mutant below
+with a short id prefixed by its area, list the narrowest tests that assert
+the behaviour it breaks, and run `python scripts/mutation.py --check` (it
+applies) and `python scripts/mutation.py <id>` (it is killed). If no test
+kills it, write one from the rule the code implements, not from the mutant.
+If the program cannot behave differently, give `equivalent` a sentence
+saying why; equivalent mutants are listed and not run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    file: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+    equivalent: str = ""
+
+
+def M(id: str, file: str, old: str, new: str, *tests: str, equivalent: str = "") -> Mutant:
+    return Mutant(id, file, old, new, tuple(tests), equivalent)
+
+
+KERNEL = "runtime/src/device_copy.cpp"
+SIM = "runtime/src/simulated_device_allocator.cpp"
+COUNTING = "runtime/src/counting_device_allocator.cpp"
+CUDA = "runtime/cuda/cuda_device_allocator.cpp"
+REG = "runtime/src/registration.cpp"
+CHECK = "runtime/src/program_check.cpp"
+READER = "python/bindings/tensor_reader.cpp"
+SPEC = "python/bindings/tensor_spec.cpp"
+COPIES = "python/bindings/copies.cpp"
+PROGRAM = "python/bindings/program.cpp"
+RUNTIME = "python/et_copy/runtime.py"
+TENSORS = "python/et_copy/_tensors.py"
+
+T_KERNELS = "cpp:et_copy_test_copy_kernels"
+T_SIM = "cpp:et_copy_test_simulated_device_allocator"
+T_CUDA = "cpp:et_copy_test_cuda_device_allocator"
+T_REG = "cpp:et_copy_test_registration"
+T_FOREIGN = "cpp:et_copy_test_registration_foreign"
+T_CHECK = "cpp:et_copy_test_program_check"
+P_REJECT = "py:tests/python/test_copy_rejections.py"
+P_BOUNDARY = "py:tests/python/test_tensor_boundary.py"
+P_FIELDS = "py:tests/python/test_device_tensor_fields.py"
+P_RUNTIME = "py:tests/python/test_runtime_checks.py"
+P_COPY = "py:tests/python/test_copy_kernels.py"
+# The new, narrow tests first (pytest -x stops at the first failure), then the
+# older suites of the same area, which run in full only for a survivor.
+PY_BINDINGS = (P_FIELDS, P_BOUNDARY, P_REJECT)
+# test_runtime.py's tests that run the programs of runtime_programs.py (exported
+# once per run), not the tampered ones conftest.py exports per session.
+PY_RUNTIME = (P_RUNTIME,) + tuple(
+    "py:tests/python/test_runtime.py::" + t
+    for t in (
+        "test_a_host_tensor_where_a_device_input_is_planned_is_rejected_without_a_copy",
+        "test_a_device_tensor_where_a_host_input_is_planned_is_rejected",
+        "test_inputs_the_method_cannot_take_are_rejected_naming_the_input",
+        "test_device_output_can_be_bound_to_a_device_tensor_of_the_callers",
+        "test_device_resident_methods_chain_with_no_host_round_trip",
+        "test_arithmetic_between_the_copies_equals_eager_with_one_copy_per_input_and_output",
+    )
+)
+
+# fmt: off
+MUTANTS: list[Mutant] = [
+    # ---- the kernels: runtime/src/device_copy.cpp, op_*.cpp ------------------
+    M("kernel-rank-limit-off-by-one", KERNEL, "dim > static_cast<ssize_t>(kTensorDimensionLimit)) {",
+      "dim >= static_cast<ssize_t>(kTensorDimensionLimit)) {", T_KERNELS),
+    M("kernel-dim-order-repeat-allowed", KERNEL, "if (d >= dim || (seen >> d) & 1u) {", "if (d >= dim) {",
+      T_KERNELS),
+    M("kernel-negative-size-allowed", KERNEL, "if (size < 0 || __builtin_mul_overflow(n,",
+      "if (__builtin_mul_overflow(n,", T_KERNELS),
+    M("kernel-empty-must-be-dense", KERNEL, "return n == 0 || (dense && strides != nullptr)",
+      "return (dense && strides != nullptr)", T_KERNELS),
+    M("kernel-size-one-stride-checked", KERNEL, "dense = dense && (size == 1 ||", "dense = dense && (size == 0 ||",
+      T_KERNELS),
+    M("kernel-expected-stride-not-advanced", KERNEL, "    expected *= static_cast<uint64_t>(size);\n",
+      "    expected += static_cast<uint64_t>(size);\n", T_KERNELS),
+    M("kernel-fast-path-ignores-dtype", KERNEL, "self.scalar_type() != out.scalar_type() || !valid_device_type(",
+      "!valid_device_type(", T_KERNELS, P_REJECT),
+    M("kernel-fast-path-ignores-out-dim-order", KERNEL, "if (d >= dim || oo[i] != d || (seen >> d) & 1u) {",
+      "if (d >= dim || (seen >> d) & 1u) {", T_KERNELS, P_REJECT),
+    M("kernel-fast-path-ignores-out-stride", KERNEL, "(o != 1 && !stride_is(ot[d], o_expected))",
+      "(o != 1 && !stride_is(st[d], o_expected))", T_KERNELS),
+    M("kernel-fast-path-size-zero-strides", KERNEL, "(s != 1 && !stride_is(st[d], s_expected))",
+      "(s > 1 && !stride_is(st[d], s_expected))", T_KERNELS,
+      equivalent="a size-0 dim makes the byte count 0, and the named checks accept any strides of an empty tensor "
+      "(n == 0), so skipping the stride check there gives the same outcome"),
+    M("kernel-fast-path-ignores-shape", KERNEL, "    same = same && s == o;\n", "    same = same && s <= o;\n",
+      T_KERNELS, P_REJECT),
+    M("kernel-host-side-not-checked", KERNEL, "if (host.device_type() != DeviceType::CPU) {",
+      "if (host.device_type() == DeviceType::CUDA && device.device_type() == DeviceType::CPU) {", T_KERNELS,
+      P_REJECT),
+    M("kernel-wrong-arg-named-for-device-side", KERNEL,
+      '"%s must be a device tensor, got a CPU tensor", device_arg);',
+      '"%s must be a device tensor, got a CPU tensor", host_arg);', T_KERNELS, P_REJECT),
+    M("kernel-dim-order-last-dim-skipped", KERNEL, "  for (ssize_t i = 0; i < a.dim(); ++i) {\n    if (a.dim_order()",
+      "  for (ssize_t i = 0; i + 1 < a.dim(); ++i) {\n    if (a.dim_order()", T_KERNELS,
+      equivalent="both dim orders were checked to be permutations of the same rank, and two permutations that agree "
+      "on all but the last position agree on it too"),
+    M("kernel-device-index-equal-to-count", KERNEL, "index < -1 || index >= count.get()",
+      "index < -1 || index > count.get()", T_KERNELS, P_REJECT),
+    M("kernel-device-index-minus-one-refused", KERNEL, "index < -1 || index >= count.get()",
+      "index < 0 || index >= count.get()", T_KERNELS),
+    M("kernel-null-self-data-one-byte", KERNEL, "if (nbytes > 0 && self.const_data_ptr() == nullptr) {",
+      "if (nbytes > 1 && self.const_data_ptr() == nullptr) {", T_KERNELS),
+    M("kernel-null-out-data-one-byte", KERNEL, "if (nbytes > 0 && out.mutable_data_ptr() == nullptr) {",
+      "if (nbytes > 1 && out.mutable_data_ptr() == nullptr) {", T_KERNELS),
+    M("kernel-unbound-out-treated-static", KERNEL, "out.shape_dynamism() == TensorShapeDynamism::STATIC",
+      "out.shape_dynamism() != TensorShapeDynamism::DYNAMIC_BOUND", T_KERNELS),
+    M("kernel-shape-not-restored", KERNEL, "if (err != Error::Ok && resize) {", "if (err != Error::Ok && !resize) {",
+      T_KERNELS),
+    M("kernel-shape-saved-short", KERNEL, "std::memcpy(old_sizes, out.sizes().data(), rank * sizeof(SizesType));",
+      "std::memcpy(old_sizes, out.sizes().data(), rank);", T_KERNELS),
+    M("kernel-boxed-accepts-long-stack", KERNEL, "if (stack.size() != 3 ||", "if (stack.size() < 3 ||", T_KERNELS),
+    M("kernel-context-not-failed", KERNEL, "    ET_LOG(Error, \"%s\", diag.message);\n    ctx.fail(err);",
+      "    ET_LOG(Error, \"%s\", diag.message);\n    (void)ctx;", T_KERNELS),
+    M("op-h2d-boxed-wrong-direction", "runtime/src/op_h2d_copy.cpp",
+      "internal::device_copy_boxed(internal::Direction::kHostToDevice",
+      "internal::device_copy_boxed(internal::Direction::kDeviceToHost", T_KERNELS),
+    M("op-d2h-kernel-form-wrong-direction", "runtime/src/op_d2h_copy.cpp",
+      "internal::device_copy_out(internal::Direction::kDeviceToHost",
+      "internal::device_copy_out(internal::Direction::kHostToDevice", T_KERNELS),
+    # ---- the simulated and counting allocators --------------------------------
+    M("sim-device-count-127-refused", SIM, "if (count < 1 || count > kMaxDevices) {",
+      "if (count < 1 || count >= kMaxDevices) {", T_SIM),
+    M("sim-index-equal-to-count", SIM, "if (index < 0 || index >= device_count_.load()) {",
+      "if (index < 0 || index > device_count_.load()) {", T_SIM),
+    M("sim-alignment-limit-off-by-one", SIM, "if (alignment > kMaxAlignment) {", "if (alignment >= kMaxAlignment) {",
+      T_SIM),
+    M("sim-padded-overflow-unchecked", SIM, "if (padded < nbytes) {", "if (padded < nbytes && padded != 0) {", T_SIM),
+    M("sim-range-ignores-offset", SIM, "nbytes <= size - (p - start);", "nbytes <= size;", T_SIM),
+    M("sim-range-ignores-device", SIM, "return it->second.index == device && p >= start",
+      "return p >= start", T_SIM),
+    M("sim-range-end-exclusive", SIM, "p >= start && p - start <= size &&", "p >= start && p - start < size &&",
+      T_SIM, equivalent="contains() is only asked about copies of at least one byte, and a range starting at the "
+      "allocation's end cannot hold one, so < and <= give the same answer"),
+    M("sim-zero-byte-copy-skips-index-check", SIM, "  if (device < 0) {\n    ET_LOG(Error, \"simulated device: %s",
+      "  if (device < 0 && nbytes > 0) {\n    ET_LOG(Error, \"simulated device: %s", T_SIM),
+    M("sim-d2d-checks-destination-twice", SIM,
+      '        err = check_copy("device-to-device copy", src, dst, nbytes, index);',
+      '        err = check_copy("device-to-device copy", dst, src, nbytes, index);', T_SIM),
+    M("counting-failed-allocate-counted-as-allocation", COUNTING,
+      "  if (!r.ok()) {\n    add(failed_calls_, 1);", "  if (!r.ok()) {\n    add(allocations_, 1);", T_SIM),
+    M("counting-peak-ties", COUNTING, "while (now > peak &&", "while (now >= peak &&", T_SIM,
+      equivalent="when now equals peak the compare-exchange stores the value already there and the loop ends"),
+    M("counting-free-adds-bytes", COUNTING, "bytes_outstanding_.fetch_sub(r.nbytes",
+      "bytes_outstanding_.fetch_add(r.nbytes", T_SIM),
+    M("counting-d2h-bytes-counted-as-one", COUNTING, "add(d2h_bytes_, nbytes);", "add(d2h_bytes_, 1);", T_SIM),
+    M("counting-failed-free-not-counted", COUNTING, "if (!r.known || r.error != Error::Ok) {", "if (!r.known) {",
+      T_CUDA),
+    # ---- the CUDA allocator, against tests/cpp/mock_cuda_runtime.cpp ------------
+    M("cuda-chunk-min-off-by-one", CUDA, "config.chunk_bytes < kMinChunk ||", "config.chunk_bytes <= kMinChunk ||",
+      T_CUDA),
+    M("cuda-chunk-max-off-by-one", CUDA, "config.chunk_bytes > kMaxChunk) {", "config.chunk_bytes >= kMaxChunk) {",
+      T_CUDA),
+    M("cuda-pageable-mode-unchecked", CUDA,
+      "config.pageable != PageableCopy::kDirect && config.pageable != PageableCopy::kStaged",
+      "config.pageable == PageableCopy::kDirect && config.pageable == PageableCopy::kStaged", T_CUDA),
+    M("cuda-staging-threshold-exclusive", CUDA, "nbytes >= config.staging_threshold;",
+      "nbytes > config.staging_threshold;", T_CUDA),
+    M("cuda-index-equal-to-count", CUDA, "if (device < 0 || device >= *count) {",
+      "if (device < 0 || device > *count) {", T_CUDA),
+    M("cuda-alignment-limit-off-by-one", CUDA, "if (alignment > kMaxAlignment) {\n    return fail(Error::NotSupported",
+      "if (alignment >= kMaxAlignment) {\n    return fail(Error::NotSupported", T_CUDA),
+    M("cuda-range-checks-first-byte-only", CUDA, "static_cast<const void*>(last_byte(p, nbytes))}) {\n    auto attr = "
+      "attributes(q);\n    if (!attr.ok()) {\n      return attr.error();\n    }\n    if (attr->type == "
+      "cudaMemoryTypeManaged", "static_cast<const void*>(last_byte(p, 1))}) {\n    auto attr = attributes(q);\n    if "
+      "(!attr.ok()) {\n      return attr.error();\n    }\n    if (attr->type == cudaMemoryTypeManaged", T_CUDA),
+    M("cuda-zero-byte-copy-skips-index-check", CUDA, "  auto device = resolve(self, index, what);",
+      "  auto device = nbytes == 0 ? Result<int>(0) : resolve(self, index, what);", T_CUDA),
+    # ---- registration ----------------------------------------------------------
+    M("reg-foreign-kernel-reported-ours", REG,
+      "  }\n  return Registration::kAlreadyOther;\n}\n\n} // namespace",
+      "  }\n  return Registration::kAlreadyOurs;\n}\n\n} // namespace", T_FOREIGN),
+    M("reg-same-allocator-reported-registered", REG, "if (current == alloc) {\n    return Registration::kAlreadyOurs;",
+      "if (current == alloc) {\n    return Registration::kRegistered;", T_REG),
+    M("reg-simulated-twice-is-other", REG, "if (current != nullptr && current != &sim) {",
+      "if (current != nullptr) {", T_REG),
+    M("reg-bad-device-count-error-dropped", REG, "    if (error != nullptr) {\n      *error = err;",
+      "    if (error == nullptr) {\n      *error = err;", T_REG),
+    M("reg-outcome-name-swapped", REG, 'case Registration::kAlreadyOther:\n      return "already other";',
+      'case Registration::kAlreadyOther:\n      return "already et_copy";', T_REG, T_FOREIGN),
+    # ---- the program check -----------------------------------------------------
+    M("check-index-equal-to-count", CHECK, "if (i < 0 || i >= static_cast<int64_t>(limit)) {",
+      "if (i < 0 || i > static_cast<int64_t>(limit)) {", T_CHECK),
+    M("check-minus-one-everywhere", CHECK, "if (i < 0 || i >= static_cast<int64_t>(limit)) {",
+      "if (i < -1 || i >= static_cast<int64_t>(limit)) {", T_CHECK),
+    M("check-any-negative-is-none", CHECK, "if (!(none_allowed && v == -1)) {", "if (!(none_allowed && v < 0)) {",
+      T_CHECK),
+    M("check-tensor-list-allows-none", CHECK, '"list item value", type == tag::kOptionalTensorList);',
+      '"list item value", type != tag::kIntList);', T_CHECK),
+    M("check-jump-past-last-instruction", CHECK, "int_field(call, slot::kSecond), instructions);",
+      "int_field(call, slot::kSecond), instructions + 1);", T_CHECK),
+    M("check-move-destination-unchecked", CHECK,
+      'index("move destination value", int_field(call, slot::kSecond), values);',
+      'index("move destination value", int_field(call, slot::kFirst), values);', T_CHECK),
+    M("check-delegate-against-operators", CHECK, 'index("delegate", int_field(call, slot::kFirst), delegates);',
+      'index("delegate", int_field(call, slot::kFirst), ops);', T_CHECK),
+    M("check-device-entry-against-entries", CHECK, "at == 0 ? 0 : r.read<int32_t>(at), buffers);",
+      "at == 0 ? 0 : r.read<int32_t>(at), devices);", T_CHECK),
+    M("check-read-at-the-end-fails", CHECK, "if (at > n_ || sizeof(T) > n_ - at) {",
+      "if (at > n_ || sizeof(T) >= n_ - at) {", T_CHECK),
+    M("check-last-vtable-slot-ignored", CHECK, "if (failed_ || entry + 2 > vsize) {",
+      "if (failed_ || entry + 2 >= vsize) {", T_CHECK),
+    M("check-chain-outputs-unchecked", CHECK,
+      'value_indices<int32_t>(chain, slot::kChainOutputs, "chain output value");',
+      'value_indices<int32_t>(chain, slot::kChainInputs, "chain output value");', T_CHECK),
+    # ---- the bindings: the DeviceTensor reader, dense strides, copies, program --
+    M("reader-16-dims-too-many", READER, "if (static_cast<size_t>(len) > kMaxDims) {",
+      "if (static_cast<size_t>(len) >= kMaxDims) {", *PY_BINDINGS),
+    M("reader-dim-order-length-unchecked", READER, "if (order_rank != rank || capacity_rank != rank ||",
+      "if (capacity_rank != rank ||", *PY_BINDINGS),
+    M("reader-capacity-length-unchecked", READER, "if (order_rank != rank || capacity_rank != rank ||",
+      "if (order_rank != rank ||", *PY_BINDINGS),
+    M("reader-device-index-narrowed", READER, "type < 0 || type > 127 || index < -128 || index > 127",
+      "type < 0 || type > 127", *PY_BINDINGS),
+    M("reader-freed-buffer-read", READER, "return b.freed() ? ReadProblem::kFreed : ReadProblem::kNone;",
+      "return ReadProblem::kNone;", *PY_BINDINGS),
+    M("reader-dynamic-flag-inverted", READER, "s.dynamism = f[kDynamic] == Py_True ? 1 : 0;",
+      "s.dynamism = f[kDynamic] == Py_False ? 1 : 0;", *PY_BINDINGS),
+    M("spec-size-zero-dim-stride", SPEC, "step *= std::max<int64_t>(spec.sizes[d], 1);", "step *= spec.sizes[d];",
+      *PY_BINDINGS),
+    M("spec-repeated-dim-accepted", SPEC, "static_cast<size_t>(d) >= spec.rank || seen[d]) {",
+      "static_cast<size_t>(d) >= spec.rank) {", *PY_BINDINGS),
+    M("spec-negative-dim-check-dropped", SPEC, "if (d < 0 || static_cast<size_t>(d) >= spec.rank",
+      "if (static_cast<size_t>(d) >= spec.rank", *PY_BINDINGS,
+      equivalent="a negative dim cast to size_t is larger than any rank, so the second comparison refuses it anyway"),
+    M("spec-stride-ties-reordered", SPEC, "spec.strides[order[j - 1]] < spec.strides[d]",
+      "spec.strides[order[j - 1]] <= spec.strides[d]", *PY_BINDINGS),
+    M("copies-dynamic-out-ignored", COPIES, 'describe_tensor(out, dynamic_out, op, "out", specs[1]);',
+      'describe_tensor(out, false, op, "out", specs[1]);', *PY_BINDINGS),
+    M("copies-self-named-out", COPIES, 'describe_tensor(self, false, op, "self", specs[0]);',
+      'describe_tensor(self, false, op, "out", specs[0]);', *PY_BINDINGS),
+    M("copies-16-dims-too-many", COPIES, "  if (rank > kMaxDims) {\n    throw Failure(",
+      "  if (rank >= kMaxDims) {\n    throw Failure(", *PY_BINDINGS),
+    M("program-input-device-index-unchecked", PROGRAM,
+      "spec.device_type != slot.device_type || spec.device_index != slot.device_index ||\n          (slot.planned",
+      "spec.device_type != slot.device_type ||\n          (slot.planned", *PY_RUNTIME),
+    M("program-output-device-unchecked", PROGRAM,
+      "spec.dtype != slot.dtype || spec.device_type != slot.device_type || spec.device_index != slot.device_index ||"
+      "\n        (slot.planned && !host_copy)",
+      "spec.dtype != slot.dtype || spec.device_index != slot.device_index ||\n        (slot.planned && !host_copy)",
+      *PY_RUNTIME),
+    M("program-output-copy-exact-capacity-refused", PROGRAM, "if (t.nbytes() > targets[i]->capacity) {",
+      "if (t.nbytes() >= targets[i]->capacity) {", *PY_RUNTIME),
+    M("program-output-capacity-one-short", PROGRAM, "capacity_bytes(spec) < slot.nbytes) {",
+      "capacity_bytes(spec) + 1 < slot.nbytes) {", *PY_RUNTIME),
+    M("program-output-capacity-from-current-shape", PROGRAM,
+      "const int64_t* shape = s.has_capacity ? s.capacity : s.sizes;", "const int64_t* shape = s.sizes;",
+      *PY_RUNTIME),
+    # ---- et_copy.runtime and _tensors (Python) -----------------------------------
+    M("runtime-input-device-type-only", RUNTIME, "        if given != m.device:\n",
+      '        if given.split(":")[0] != m.device.split(":")[0]:\n', *PY_RUNTIME),
+    M("runtime-freed-input-unchecked", RUNTIME, "        if isinstance(value, DeviceTensor) and value.freed:",
+      "        if isinstance(value, torch.Tensor) and value.freed:", *PY_RUNTIME),
+    M("runtime-output-device-unchecked", RUNTIME, "if given.dtype != m.dtype or _device_of(given) != m.device:",
+      "if given.dtype != m.dtype:", *PY_RUNTIME),
+    M("runtime-freed-output-unchecked", RUNTIME, "if isinstance(given, DeviceTensor) and given.freed:",
+      "if isinstance(given, torch.Tensor) and given.freed:", *PY_RUNTIME),
+    M("runtime-too-many-inputs-accepted", RUNTIME, "if len(inputs) != len(meta.inputs):",
+      "if len(inputs) < len(meta.inputs):", *PY_RUNTIME),
+    M("runtime-outputs-count-unchecked", RUNTIME, "if len(outputs) != len(self.meta.outputs):",
+      "if len(outputs) < len(self.meta.outputs):", *PY_RUNTIME),
+    M("tensors-max-dim-off-by-one", TENSORS, "if any(s > _MAX_DIM for s in shape):",
+      "if any(s >= _MAX_DIM for s in shape):", *PY_BINDINGS),
+    M("tensors-max-dim-is-2-31", TENSORS, "_MAX_DIM = 2**31 - 1", "_MAX_DIM = 2**31", *PY_BINDINGS),
+    M("tensors-64-bit-bound-off-by-one", TENSORS, "if nbytes >= 2**64:", "if nbytes > 2**64:", *PY_BINDINGS),
+    M("tensors-dim-order-as-set", TENSORS, "if sorted(order) != list(range(len(shape))):",
+      "if set(order) != set(range(len(shape))):", *PY_BINDINGS),
+    M("tensors-negative-size-minus-one", TENSORS, "if any(s < 0 for s in shape):", "if any(s < -1 for s in shape):",
+      *PY_BINDINGS),
+    M("tensors-quantized-permutation-not-inverted", TENSORS,
+      ".permute([order.index(d) for d in range(len(order))])", ".permute(list(order))", *PY_BINDINGS),
+]
+# fmt: on
+
+# --smoke (CI): Python-level mutants, so no C++ build is needed; each is
+# killed by a fast test of tests/python/test_device_tensor_fields.py.
+SMOKE = ("tensors-64-bit-bound-off-by-one", "tensors-max-dim-off-by-one", "tensors-dim-order-as-set")

@@ -1,0 +1,368 @@
+#!/usr/bin/env python3
+"""Mutation testing for et-copy: plant one plausible one-line bug at a time
+and check that the tests notice.
+
+Each mutant (MUTANTS in scripts/mutants.py) replaces one piece of one line
+with another, and names the tests that should kill it. For each mutant the
+tool
+
+1. copies the repository (tracked and untracked, not ignored files) into a
+   scratch tree, build/mutation/src, touching only files that differ, so the
+   checkout itself is never edited and a cut-off run leaves nothing behind;
+2. applies the mutant there and rebuilds only the targets its tests need in a
+   persistent CMake build (build/mutation/build: runtime, C++ tests, the
+   Python extension as a development package), so a rebuild is one object
+   file and a few links;
+3. runs those tests (GoogleTest executables directly, pytest with the
+   development package first on PYTHONPATH): a failing test kills the
+   mutant, passing tests let it survive;
+4. puts the line back (the next mutant's build recompiles it).
+
+Before the first mutant, every chosen mutant's tests run once on the
+unmutated tree; a failure there stops the run (it would count every mutant
+as killed).
+
+It prints a table and a last line `mutation: K/N killed (P%)`. Equivalent
+mutants (the program behaves the same) are listed, not run, unless asked.
+
+    python scripts/mutation.py                 # the full list (~30 min on 2 cores, warm)
+    python scripts/mutation.py kernel-         # mutants whose id starts with kernel-
+    python scripts/mutation.py --check         # every mutant still applies (no build)
+    python scripts/mutation.py --smoke         # CI: 3 Python-level mutants on the installed extension
+    python scripts/mutation.py --list          # ids, files, tests
+
+--smoke needs no C++ build: its mutants are in Python files, so it lays out
+the package from the sources and the installed extension (et_copy._C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from mutants import MUTANTS, SMOKE, Mutant  # noqa: E402
+
+BUILD_TIMEOUT = 900
+TEST_TIMEOUT = 300
+
+
+@dataclass
+class Outcome:
+    mutant: Mutant
+    status: str  # killed, survived, timeout, build-error, no-tests, equivalent, stale
+    seconds: float
+    detail: str = ""
+
+
+def repo_files(root: Path) -> list[str]:
+    out = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root, capture_output=True, check=True
+    ).stdout
+    return [f for f in out.decode().split("\0") if f and (root / f).is_file()]
+
+
+def sync_tree(src: Path, dst: Path) -> None:
+    """Mirrors src's repository files into dst, writing only what differs
+    (unchanged files keep their mtimes, so builds stay incremental)."""
+    wanted = set(repo_files(src))
+    for rel in wanted:
+        s, d = src / rel, dst / rel
+        data = s.read_bytes()
+        if not d.is_file() or d.read_bytes() != data:
+            d.parent.mkdir(parents=True, exist_ok=True)
+            d.write_bytes(data)
+    for d in list(dst.rglob("*")):
+        rel = d.relative_to(dst).as_posix()
+        if d.is_file() and rel not in wanted and not rel.startswith(("build/", ".pytest_cache", ".hypothesis")):
+            if "__pycache__" not in rel:
+                d.unlink()
+
+
+def tool(module: str, attr: str, name: str) -> str:
+    try:
+        mod = __import__(module)
+        return str(Path(getattr(mod, attr)) / name)
+    except ImportError:
+        return shutil.which(name) or name
+
+
+def apply(tree: Path, m: Mutant) -> str:
+    """Applies m in tree; returns the original text of the file."""
+    path = tree / m.file
+    text = path.read_text()
+    if text.count(m.old) != 1:
+        raise ValueError(f"{m.id}: {m.old!r} occurs {text.count(m.old)} times in {m.file} (must be once)")
+    if not one_line(m):
+        raise ValueError(f"{m.id}: a mutant changes exactly one line")
+    path.write_text(text.replace(m.old, m.new))
+    return text
+
+
+def one_line(m: Mutant) -> bool:
+    """`old` may carry neighbouring lines as context; exactly one line changes."""
+    a, b = m.old.split("\n"), m.new.split("\n")
+    return len(a) == len(b) and sum(x != y for x, y in zip(a, b)) == 1
+
+
+class Runner:
+    def __init__(self, work: Path, *, python_only: bool, verbose: bool) -> None:
+        self.work = work
+        self.tree = work / "src"
+        self.build = work / "build"
+        self.pkg = self.build / "pkg"
+        self.python_only = python_only
+        self.verbose = verbose
+        self.cmake = tool("cmake", "CMAKE_BIN_DIR", "cmake")
+        self.ninja = tool("ninja", "BIN_DIR", "ninja")
+
+    def log(self, msg: str) -> None:
+        if self.verbose:
+            print(msg, file=sys.stderr, flush=True)
+
+    def prepare(self) -> None:
+        self.tree.mkdir(parents=True, exist_ok=True)
+        sync_tree(REPO, self.tree)
+        if self.python_only:
+            self.lay_out_python_package()
+            return
+        if not (self.build / "build.ninja").is_file():
+            import pybind11
+
+            cmd = [
+                self.cmake,
+                "-S",
+                str(self.tree),
+                "-B",
+                str(self.build),
+                "-G",
+                "Ninja",
+                f"-DCMAKE_MAKE_PROGRAM={self.ninja}",
+                f"-DPython_EXECUTABLE={sys.executable}",
+                f"-Dpybind11_DIR={pybind11.get_cmake_dir()}",
+                "-DCMAKE_BUILD_TYPE=Release",
+                "-DET_COPY_BUILD_TESTS=ON",
+                "-DET_COPY_BUILD_PYTHON=ON",
+            ]
+            subprocess.run(cmd, check=True, capture_output=not self.verbose, timeout=600)
+        ok, out = self.make(["all"])
+        if not ok:
+            raise SystemExit(f"mutation: the unmutated tree does not build:\n{out[-4000:]}")
+
+    def lay_out_python_package(self) -> None:
+        """The package from the sources plus the installed extension (smoke mode)."""
+        import importlib.util
+
+        spec = importlib.util.find_spec("et_copy")
+        if spec is None or spec.origin is None:
+            raise SystemExit("mutation --smoke: et_copy is not installed (pip install .)")
+        installed = Path(spec.origin).parent
+        dst = self.pkg / "et_copy"
+        shutil.copytree(self.tree / "python" / "et_copy", dst, dirs_exist_ok=True)
+        for so in list(installed.glob("_C*.so")) + list((installed / "bench").glob("_loops*.so")):
+            target = dst / so.relative_to(installed)
+            if not target.exists() or target.read_bytes() != so.read_bytes():
+                shutil.copy2(so, target)
+
+    def make(self, targets: list[str]) -> tuple[bool, str]:
+        if self.python_only:
+            self.lay_out_python_package()
+            return True, ""
+        proc = subprocess.run(
+            [self.cmake, "--build", str(self.build), "-j2", "--target", *targets],
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT,
+        )
+        return proc.returncode == 0, proc.stdout + proc.stderr
+
+    def targets(self, m: Mutant) -> list[str]:
+        ts = []
+        for t in m.tests:
+            kind, _, rest = t.partition(":")
+            ts.append(rest.split(":")[0] if kind == "cpp" else "et_copy_dev_package")
+        return sorted(set(ts))
+
+    def commands(self, m: Mutant) -> list[tuple[list[str], dict]]:
+        env = dict(os.environ)
+        env.pop("ET_COPY_REQUIRE_ALL", None)
+        env["PYTHONPATH"] = str(self.pkg) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env["ET_COPY_PROGRAM_CACHE"] = str(self.work / "programs")
+        cmds = []
+        py: list[str] = []
+        for t in m.tests:
+            kind, _, rest = t.partition(":")
+            if kind == "cpp":
+                exe, _, filt = rest.partition(":")
+                cmd = [str(self.build / "tests" / "cpp" / exe), "--gtest_brief=1"]
+                if filt:
+                    cmd.append(f"--gtest_filter={filt}")
+                cmds.append((cmd, env))
+            else:
+                path = rest.split("::")[0]
+                if (self.tree / path).is_file():
+                    py.append(rest)
+        if py:
+            cmds.append(
+                (
+                    [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not gpu", *py],
+                    env,
+                )
+            )
+        return cmds
+
+    def baseline(self, mutants: list[Mutant]) -> list[str]:
+        """Runs every chosen mutant's tests on the unmutated tree; returns the
+        failures (a test that fails unmutated would count every mutant killed)."""
+        union = Mutant("baseline", "", "", "", tuple(dict.fromkeys(t for m in mutants for t in m.tests)))
+        ok, out = self.make(self.targets(union))
+        if not ok:
+            return [f"build: {out[-2000:]}"]
+        failures = []
+        for cmd, env in self.commands(union):
+            proc = subprocess.run(cmd, cwd=self.tree, env=env, capture_output=True, text=True, timeout=3 * TEST_TIMEOUT)
+            if proc.returncode != 0:
+                failures.append(f"{' '.join(cmd[:3])}...: {first_failure(proc.stdout + proc.stderr)}")
+        return failures
+
+    def run(self, m: Mutant) -> Outcome:
+        start = time.monotonic()
+        cmds = self.commands(m)
+        if not cmds:
+            return Outcome(m, "no-tests", 0.0)
+        original = apply(self.tree, m)
+        try:
+            ok, out = self.make(self.targets(m))
+            if not ok:
+                return Outcome(m, "build-error", time.monotonic() - start, out[-2000:])
+            for cmd, env in cmds:
+                self.log(f"  $ {' '.join(cmd[-3:])}")
+                try:
+                    proc = subprocess.run(
+                        cmd, cwd=self.tree, env=env, capture_output=True, text=True, timeout=TEST_TIMEOUT
+                    )
+                except subprocess.TimeoutExpired:
+                    return Outcome(m, "timeout", time.monotonic() - start, " ".join(cmd[-2:]))
+                if proc.returncode != 0:
+                    return Outcome(m, "killed", time.monotonic() - start, first_failure(proc.stdout + proc.stderr))
+            return Outcome(m, "survived", time.monotonic() - start)
+        finally:
+            (self.tree / m.file).write_text(original)
+
+
+def first_failure(output: str) -> str:
+    for line in output.splitlines():
+        if line.startswith(("FAILED", "[  FAILED  ]", "ERROR ")):
+            return line.strip()[:110]
+    tail = [ln for ln in output.splitlines() if ln.strip()]
+    return tail[-1][:110] if tail else ""
+
+
+def table(outcomes: list[Outcome]) -> str:
+    rows = [("mutant", "file", "result", "s", "killed by / why")]
+    for o in outcomes:
+        why = o.mutant.equivalent if o.status == "equivalent" else o.detail
+        rows.append((o.mutant.id, o.mutant.file.split("/")[-1], o.status, f"{o.seconds:.0f}", why))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = []
+    for r in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4])
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("prefix", nargs="*", help="run only mutants whose id starts with one of these")
+    ap.add_argument("--smoke", action="store_true", help="a few Python-level mutants on the installed extension")
+    ap.add_argument("--check", action="store_true", help="check every mutant applies; build and run nothing")
+    ap.add_argument("--list", action="store_true", help="list the mutants")
+    ap.add_argument("--equivalent", action="store_true", help="run the equivalent mutants too")
+    ap.add_argument("--work", type=Path, default=None, help="scratch folder (default build/mutation, smoke: temp)")
+    ap.add_argument("--baseline", action="store_true", help="only run the tests on the unmutated tree")
+    ap.add_argument("--no-baseline", action="store_true", help="skip running the tests on the unmutated tree first")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args(argv)
+
+    chosen = [m for m in MUTANTS if m.id in SMOKE] if args.smoke else list(MUTANTS)
+    if args.prefix:
+        chosen = [m for m in chosen if any(m.id.startswith(p) for p in args.prefix)]
+    ids = [m.id for m in MUTANTS]
+    assert len(ids) == len(set(ids)), "duplicate mutant ids"
+
+    if args.list:
+        for m in chosen:
+            print(f"{m.id:34} {m.file:44} {' '.join(m.tests)}{'  [equivalent]' if m.equivalent else ''}")
+        return 0
+    if args.check:
+        bad = 0
+        for m in MUTANTS:
+            text = (REPO / m.file).read_text()
+            if text.count(m.old) != 1 or not one_line(m):
+                print(f"stale: {m.id}: {m.old!r} occurs {text.count(m.old)} times in {m.file}")
+                bad += 1
+            for t in m.tests:
+                kind, _, rest = t.partition(":")
+                if kind == "py" and not (REPO / rest.split("::")[0]).is_file():
+                    print(f"stale: {m.id}: no test file {rest}")
+                    bad += 1
+        live = [m for m in MUTANTS if not m.equivalent]
+        print(f"mutation --check: {len(MUTANTS)} mutants ({len(live)} live, {len(MUTANTS) - len(live)} equivalent)")
+        print(f"                  over {len(set(m.file for m in MUTANTS))} files, {bad} stale")
+        return 1 if bad else 0
+
+    if args.smoke and args.work is None:
+        import tempfile
+
+        work = Path(tempfile.mkdtemp(prefix="et_copy_mutation_smoke_"))
+    else:
+        work = args.work or REPO / "build" / "mutation"
+    runner = Runner(work, python_only=args.smoke, verbose=args.verbose)
+    t0 = time.monotonic()
+    runner.prepare()
+    print(f"mutation: {len(chosen)} mutants, scratch tree {runner.tree} (prepared in {time.monotonic() - t0:.0f} s)")
+    if not args.no_baseline:
+        t1 = time.monotonic()
+        failures = runner.baseline([m for m in chosen if args.equivalent or not m.equivalent])
+        if failures:
+            print("mutation: the unmutated tree fails the mutants' tests, so no kill would mean anything:")
+            print("\n".join("  " + f for f in failures))
+            return 3
+        print(f"mutation: the unmutated tree passes every mutant's tests ({time.monotonic() - t1:.0f} s)")
+        if args.baseline:
+            return 0
+    outcomes: list[Outcome] = []
+    for m in chosen:
+        if m.equivalent and not args.equivalent:
+            outcomes.append(Outcome(m, "equivalent", 0.0))
+            continue
+        o = runner.run(m)
+        outcomes.append(o)
+        print(f"  {m.id:34} {o.status:12} {o.seconds:5.0f} s  {o.detail}", flush=True)
+    if not runner.python_only:
+        runner.make(["all"])  # leave the scratch build unmutated
+    elif args.work is None:
+        shutil.rmtree(work, ignore_errors=True)  # the smoke run's temporary scratch tree
+    print()
+    print(table(outcomes))
+    live = [o for o in outcomes if o.status != "equivalent"]
+    killed = [o for o in live if o.status in ("killed", "timeout")]
+    survivors = [o for o in live if o.status not in ("killed", "timeout")]
+    print()
+    if survivors:
+        print("survivors: " + ", ".join(f"{o.mutant.id} ({o.status})" for o in survivors))
+    print(f"run time: {time.monotonic() - t0:.0f} s")
+    pct = 100.0 * len(killed) / len(live) if live else 100.0
+    print(f"mutation: {len(killed)}/{len(live)} killed ({pct:.0f}%)")
+    return 0 if not any(o.status == "build-error" for o in outcomes) else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""The device-planned programs the et_copy.runtime tests run
+(test_runtime.py, test_runtime_checks.py), exported in a child process
+(importing executorch.exir changes torch.library state).
+
+With ET_COPY_PROGRAM_CACHE set (scripts/mutation.py sets it), the programs
+are exported once into that folder, keyed by the export script's hash, and
+reused: exporting takes longer than the tests that run them, and a mutation
+run reruns these tests once per mutant.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXPORT = r"""
+import json, sys
+from pathlib import Path
+import torch
+from et_copy.export import export_device_program, lower_to_device
+from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+out = Path(sys.argv[1])
+torch.manual_seed(0)
+
+
+class Affine(torch.nn.Module):
+    def forward(self, x, y):
+        return x * 2.0 + y, (x - y).sum()
+
+
+x, y = torch.randn(3, 4), torch.randn(3, 4)
+(out / "affine.pte").write_bytes(export_device_program(Affine(), (x, y)).buffer)
+
+
+class Greater(torch.nn.Module):
+    # A host output of 1-byte elements (bool).
+    def forward(self, x, y):
+        return x > y
+
+
+(out / "greater.pte").write_bytes(export_device_program(Greater(), (x, y)).buffer)
+
+
+class SlotWrite(torch.nn.Module):
+    # A KV-cache style write, cache[:, pos] = v: index_put with a None index.
+
+    def forward(self, cache, v, pos):
+        cache = cache.clone()
+        cache[:, pos] = v
+        return cache
+
+
+slot = (torch.zeros(2, 5, 3), torch.randn(2, 1, 3), torch.tensor([3]))
+(out / "slot.pte").write_bytes(export_device_program(SlotWrite(), slot).buffer)
+
+stage_a = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU()).eval()
+stage_b = torch.nn.Linear(16, 4).eval()
+a = torch.randn(2, 8)
+(out / "linear.pte").write_bytes(lower_to_device(stage_a, (a,), XnnpackPartitioner()).buffer)
+# Device in, device out: the caller passes and receives device tensors.
+(out / "stage_a.pte").write_bytes(lower_to_device(
+    stage_a, (a,), XnnpackPartitioner(), skip_h2d_for_method_inputs=True, skip_d2h_for_method_outputs=True,
+    alloc_graph_output=False).buffer)
+# Device in, host out.
+(out / "stage_b.pte").write_bytes(lower_to_device(
+    stage_b, (stage_a(a),), XnnpackPartitioner(), skip_h2d_for_method_inputs=True).buffer)
+torch.save({"slot": slot, "affine": (x, y),
+            "stage": a, "stage_a": stage_a.state_dict(), "stage_b": stage_b.state_dict()},
+           out / "data.pt")
+"""
+
+
+def export_programs(tmp_path_factory) -> Path:
+    """A folder holding the programs of EXPORT and their inputs (data.pt)."""
+    cache = os.environ.get("ET_COPY_PROGRAM_CACHE")
+    if cache:
+        out = Path(cache) / hashlib.sha256(EXPORT.encode()).hexdigest()[:16]
+        if (out / "done").is_file():
+            return out
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+    else:
+        out = tmp_path_factory.mktemp("runtime_programs")
+    proc = subprocess.run([sys.executable, "-c", EXPORT, str(out)], capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        pytest.fail(f"export failed:\n{proc.stderr[-6000:]}")
+    (out / "done").write_text("")
+    return out

@@ -1,0 +1,225 @@
+"""The edges of what a DeviceTensor may hold and what et_copy.empty accepts,
+each tested on both sides: fields edited by hand whose lengths disagree with
+the rank, dim orders that repeat a dim, device indices beyond int, the stride
+torch gives a size-0 dim, ties between equal strides, the 16-dim limit, and
+empty()'s largest dim and 64-bit byte bound.
+
+A refused call raises the error a user can act on, names the op and the
+argument, and leaves the device memory and any host `out` as they were."""
+
+from __future__ import annotations
+
+import warnings
+
+import et_copy
+import pytest
+import torch
+from et_copy._device import Device
+from et_copy._tensors import contiguous_strides
+
+
+@pytest.fixture(autouse=True)
+def simulated_device():
+    et_copy.use_simulated_device()
+
+
+def filled(shape, dynamic=False) -> tuple[et_copy.DeviceTensor, torch.Tensor]:
+    x = torch.arange(1, 1 + torch.Size(shape).numel(), dtype=torch.float32).reshape(shape)
+    return et_copy.h2d_copy(x, out=et_copy.empty(shape, torch.float32, dynamic=dynamic)), x
+
+
+# ---- fields edited by hand ---------------------------------------------------
+
+EDITS = {
+    "shape longer": ("_shape", (2, 3, 1)),
+    "shape shorter": ("_shape", (6,)),
+    "dim order longer": ("dim_order", (0, 1, 2)),
+    "dim order shorter": ("dim_order", (0,)),
+    "capacity longer": ("_capacity", (2, 3, 1)),
+    "capacity shorter": ("_capacity", (2,)),
+    "dim order repeats a dim": ("dim_order", (0, 0)),
+    "dim order repeats the other dim": ("dim_order", (1, 1)),
+    "device index beyond int": ("device", Device(1, 2**32)),
+    "device index just beyond int": ("device", Device(1, 2**31)),
+    "device type beyond int": ("device", Device(2**32 + 1, 0)),
+}
+
+
+@pytest.mark.parametrize("field, value", EDITS.values(), ids=EDITS.keys())
+def test_a_field_edited_out_of_step_with_the_rank_is_refused_and_nothing_moves(field, value):
+    dev, x = filled((2, 3), dynamic=True)
+    kept = getattr(dev, field)
+    setattr(dev, field, value)
+    host = torch.full((2, 3), -1.0)
+    before = et_copy.allocator_stats()
+    with pytest.raises(TypeError, match=r"et_copy::_d2h_copy.out: self is a DeviceTensor whose fields were changed"):
+        et_copy.d2h_copy(dev, out=host)
+    with pytest.raises(TypeError, match=r"et_copy::_h2d_copy.out: out is a DeviceTensor whose fields were changed"):
+        et_copy.h2d_copy(torch.zeros(2, 3), out=dev)
+    after = et_copy.allocator_stats()
+    assert (after["h2d_copies"], after["d2h_copies"]) == (before["h2d_copies"], before["d2h_copies"])
+    assert torch.equal(host, torch.full((2, 3), -1.0))
+    setattr(dev, field, kept)
+    assert torch.equal(dev.cpu(), x), "the device memory changed"
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("_shape", (2, 3)), ("dim_order", (0, 1)), ("_capacity", (2, 3)), ("device", (1, 0)), ("device", Device(1, 0))],
+)
+def test_a_field_set_by_hand_to_what_et_copy_made_is_read(field, value):
+    dev, x = filled((2, 3), dynamic=True)
+    setattr(dev, field, value)
+    assert torch.equal(et_copy.d2h_copy(dev), x)
+
+
+@pytest.mark.parametrize("device", [Device(1, 128), Device(1, -129), Device(128, 0), Device(-1, 0)])
+def test_a_device_beyond_executorchs_8_bit_codes_is_refused_by_argument(device):
+    dev, _ = filled((2, 3))
+    dev.device = device
+    with pytest.raises(TypeError, match=r"et_copy::_d2h_copy.out: self is a DeviceTensor whose fields were changed"):
+        et_copy.d2h_copy(dev)
+
+
+def test_device_indices_within_8_bits_reach_the_kernel_which_names_a_missing_device():
+    dev, _ = filled((2, 3))
+    dev.device = Device(1, 127)
+    with pytest.raises(et_copy.EtCopyError, match=r"_d2h_copy.out: self is on CUDA device 127, but the simulated"):
+        et_copy.d2h_copy(dev)
+    dev.device = Device(1, -128)
+    with pytest.raises(et_copy.EtCopyError, match=r"_d2h_copy.out: self is on CUDA device -128"):
+        et_copy.d2h_copy(dev)
+
+
+def test_the_dynamic_flag_decides_whether_out_takes_a_smaller_shape():
+    dynamic, _ = filled((4, 3), dynamic=True)
+    et_copy.h2d_copy(torch.ones(2, 3), out=dynamic)
+    assert dynamic.shape == (2, 3) and dynamic.capacity == (4, 3)
+    static, x = filled((4, 3))
+    with pytest.raises(et_copy.EtCopyError, match=r"_h2d_copy.out: out has static shape \[4, 3\] but self has shape"):
+        et_copy.h2d_copy(torch.ones(2, 3), out=static)
+    assert static.shape == (4, 3) and torch.equal(static.cpu(), x)
+
+
+# ---- dim orders and strides ----------------------------------------------------
+
+
+@pytest.mark.parametrize("order", [(0, 0), (1, 1), (0, 2), (-1, 0), (0,), (0, 1, 2)])
+def test_empty_and_the_strides_helper_refuse_a_dim_order_that_is_not_a_permutation(order):
+    with pytest.raises(ValueError, match=r"et_copy.empty: dim_order .* is not a permutation"):
+        et_copy.empty((2, 3), torch.float32, dim_order=order)
+    if len(order) == 2:
+        with pytest.raises(ValueError, match="not a permutation"):
+            contiguous_strides((2, 3), order)
+
+
+def test_a_dim_order_that_repeats_a_dim_but_covers_every_dim_is_refused():
+    with pytest.raises(ValueError, match=r"dim_order \(0, 1, 1, 2\) is not a permutation"):
+        et_copy.empty((2, 3, 4), torch.float32, dim_order=(0, 1, 1, 2))
+
+
+SIZE_ZERO_SHAPES = [(0,), (2, 0), (0, 3), (2, 0, 3), (0, 0, 5), (4, 1, 0, 2)]
+
+
+@pytest.mark.parametrize("shape", SIZE_ZERO_SHAPES)
+def test_a_size_zero_dim_takes_torchs_contiguous_strides(shape):
+    order = tuple(range(len(shape)))
+    assert tuple(contiguous_strides(shape, order)) == torch.empty(shape).stride()
+    # A dynamic torch out resized to the empty shape: strides as torch makes them.
+    dev = et_copy.h2d_copy(torch.empty(shape))
+    out = torch.full((5, 5, 5, 5)[: len(shape)], 7.0)
+    et_copy.d2h_copy(dev, out=out, dynamic_out=True)
+    assert out.shape == shape and out.stride() == torch.empty(shape).stride()
+
+
+def test_a_size_zero_dim_in_a_permuted_order_counts_as_one():
+    assert tuple(contiguous_strides((2, 0, 3), (2, 0, 1))) == torch.empty_permuted((2, 0, 3), (2, 0, 1)).stride()
+
+
+@pytest.mark.parametrize("shape", [(2, 1, 3), (1, 1), (1, 4), (3, 1), (2, 1, 1, 3)])
+def test_equal_strides_keep_the_natural_dim_order(shape):
+    x = torch.arange(torch.Size(shape).numel(), dtype=torch.float32).reshape(shape)
+    dev = et_copy.h2d_copy(x)
+    assert dev.dim_order == tuple(range(len(shape)))
+    out = torch.zeros(shape)
+    assert et_copy.d2h_copy(dev, out=out) is out and torch.equal(out, x)
+
+
+# ---- the 16-dim limit ------------------------------------------------------------
+
+
+def test_sixteen_dims_move_and_seventeen_are_refused():
+    x = torch.arange(4, dtype=torch.float32).reshape((2, 2) + (1,) * 14)
+    dev = et_copy.h2d_copy(x)
+    assert dev.dim() == 16
+    assert torch.equal(dev.cpu(), x)
+    assert torch.equal(et_copy.d2h_copy(dev), x)
+    empty16 = et_copy.empty((1,) * 16, torch.float32)
+    et_copy.h2d_copy(torch.ones((1,) * 16), out=empty16)
+    assert torch.equal(empty16.cpu(), torch.ones((1,) * 16))
+    with pytest.raises(et_copy.EtCopyError, match=r"_h2d_copy.out: self has 17 dims; ExecuTorch supports at most 16"):
+        et_copy.h2d_copy(torch.ones((1,) * 17))
+    dev._shape, dev._capacity, dev.dim_order = (1,) * 17, (1,) * 17, tuple(range(17))
+    with pytest.raises(et_copy.EtCopyError, match=r"_d2h_copy.out: self has 17 dims"):
+        et_copy.d2h_copy(dev)
+
+
+# ---- et_copy.empty: largest dim, 64-bit byte bound, negative sizes ----------------
+
+MAX_DIM = 2**31 - 1  # ExecuTorch's sizes are int32
+
+
+def test_the_largest_dim_is_accepted_and_the_next_is_refused():
+    dev = et_copy.empty((MAX_DIM, 0), torch.uint8)
+    assert dev.shape == (MAX_DIM, 0) and dev.nbytes == 0
+    assert et_copy.d2h_copy(dev).shape == (MAX_DIM, 0)
+    with pytest.raises(ValueError, match=r"et_copy.empty: shape \(2147483648, 0\) does not fit ExecuTorch's tensor"):
+        et_copy.empty((MAX_DIM + 1, 0), torch.uint8)
+
+
+def test_a_byte_count_of_2_64_is_refused_and_one_less_reaches_the_allocator():
+    # 65535 * 42009217 * 6700417 == 2**64 - 1: the largest size_t, which the
+    # allocator refuses by itself; 2**64 bytes no longer fits one.
+    assert 65535 * 42009217 * 6700417 == 2**64 - 1
+    before = et_copy.allocator_stats()
+    with pytest.raises(et_copy.EtCopyError) as info:
+        et_copy.empty((65535, 42009217, 6700417), torch.uint8)
+    assert info.value.error == "MemoryAllocationFailed"
+    after = et_copy.allocator_stats()
+    assert after["allocations"] == before["allocations"] and after["bytes_outstanding"] == before["bytes_outstanding"]
+    with pytest.raises(ValueError, match=r"needs 18446744073709551616 bytes, beyond a 64-bit size"):
+        et_copy.empty((2**22, 2**21, 2**21), torch.uint8)
+    with pytest.raises(ValueError, match="beyond a 64-bit size"):
+        et_copy.empty((65535, 42009217, 6700417), torch.int16)
+
+
+@pytest.mark.parametrize("shape", [(-1, 3), (3, -1), (-2,)])
+def test_a_negative_size_is_refused(shape):
+    with pytest.raises(ValueError, match=r"et_copy.empty: shape .* has a negative size"):
+        et_copy.empty(shape, torch.float32)
+
+
+def test_a_zero_size_is_accepted():
+    dev = et_copy.empty((0, 3), torch.float32)
+    assert dev.shape == (0, 3) and dev.nbytes == 0
+
+
+# ---- quantized tensors in a permuted layout ---------------------------------------
+
+
+@pytest.mark.parametrize("order", [(1, 2, 0), (2, 0, 1), (1, 0, 2)])
+def test_a_quantized_tensor_in_a_permuted_layout_comes_back_with_its_shape_and_bytes(order):
+    # A qint8 tensor of shape (2, 3, 4) laid out in `order` (outermost first).
+    shape = (2, 3, 4)
+    physical = torch.randint(-100, 100, [shape[d] for d in order], dtype=torch.int8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch 2.13 deprecates creating quantized tensors
+        x = torch._make_per_tensor_quantized_tensor(physical, 0.1, 0).permute([order.index(d) for d in range(3)])
+    assert x.shape == shape
+    dev = et_copy.h2d_copy(x)
+    assert dev.dim_order == order
+    back = dev.cpu()
+    assert back.shape == shape and back.dtype == torch.qint8
+    laid_out = back.permute(order)
+    assert laid_out.is_contiguous()
+    assert bytes(laid_out.view(torch.uint8).numpy()) == bytes(physical.view(torch.uint8).numpy())

@@ -1,0 +1,194 @@
+"""et_copy.runtime's checks of what a call hands a method, at their edges and
+on both sides: a device input on another device index than the plan names,
+outputs= tensors on the wrong device or one element short, freed
+DeviceTensors, and input and output counts one off. A refused call raises
+the error that names the input or output, moves no byte and leaves the
+given tensors as they were; the call just inside each edge runs and equals
+eager."""
+
+from __future__ import annotations
+
+import et_copy
+import pytest
+import torch
+from et_copy import runtime
+from runtime_programs import export_programs
+
+COPY_COUNTERS = ("h2d_copies", "h2d_bytes", "d2h_copies", "d2h_bytes")
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory):
+    out = export_programs(tmp_path_factory)
+    et_copy.use_simulated_device()
+    return out
+
+
+@pytest.fixture(scope="module")
+def data(programs):
+    return torch.load(programs / "data.pt")
+
+
+@pytest.fixture
+def two_devices():
+    et_copy.use_simulated_device(2)
+    yield
+    et_copy.use_simulated_device(1)
+
+
+def stage_a(data):
+    a = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU()).eval()
+    a.load_state_dict(data["stage_a"])
+    return a
+
+
+def counters() -> dict:
+    stats = et_copy.allocator_stats()
+    return {k: stats[k] for k in COPY_COUNTERS + ("bytes_outstanding",)}
+
+
+def refused(before: dict) -> None:
+    """Nothing moved and nothing stayed allocated."""
+    assert counters() == before
+
+
+# ---- device inputs: the planned device index ----------------------------------
+
+
+def test_a_device_input_on_another_device_index_than_planned_is_refused_naming_it(programs, data, two_devices):
+    method = runtime.load(programs / "stage_a.pte").load_method()
+    assert method.meta.inputs[0].device == "cuda:0"
+    on_1 = et_copy.h2d_copy(data["stage"], device="cuda:1")
+    before = counters()
+    with pytest.raises(ValueError, match=r"input 0 .*is planned on cuda:0, got a tensor on cuda:1"):
+        method.execute([on_1])
+    refused(before)
+    assert torch.equal(on_1.cpu(), data["stage"])
+    (hidden,) = method.execute([et_copy.h2d_copy(data["stage"], device="cuda:0")])
+    torch.testing.assert_close(hidden.cpu(), stage_a(data)(data["stage"]))
+
+
+def test_a_freed_device_input_is_refused_naming_it(programs, data):
+    method = runtime.load(programs / "stage_a.pte").load_method()
+    x = et_copy.h2d_copy(data["stage"])
+    x.free()
+    before = counters()
+    with pytest.raises(ValueError, match=r"input 0 .*is a DeviceTensor whose memory was freed"):
+        method.execute([x])
+    refused(before)
+
+
+# ---- outputs=: device, capacity, freed -------------------------------------------
+
+
+def test_outputs_on_the_wrong_device_are_refused_naming_the_output(programs, data, two_devices):
+    method = runtime.load(programs / "stage_a.pte").load_method()
+    x = et_copy.h2d_copy(data["stage"])
+    host = torch.full((2, 16), 7.0)
+    on_1 = et_copy.empty((2, 16), torch.float32, "cuda:1")
+    et_copy.h2d_copy(torch.full((2, 16), 3.0), out=on_1)
+    for wrong, where in ((host, "cpu"), (on_1, "cuda:1")):
+        before = counters()
+        with pytest.raises(ValueError, match=rf"outputs\[0\] must be torch.float32 on cuda:0, got .* on {where}"):
+            method.execute([x], outputs=[wrong])
+        refused(before)
+    assert torch.equal(host, torch.full((2, 16), 7.0))
+    assert torch.equal(on_1.cpu(), torch.full((2, 16), 3.0))
+
+
+def test_a_device_tensor_for_a_host_output_is_refused_naming_it(programs, data):
+    method = runtime.load(programs / "affine.pte").load_method()
+    x, y = data["affine"]
+    wrong = et_copy.h2d_copy(torch.full((3, 4), 5.0))
+    with pytest.raises(ValueError, match=r"outputs\[0\] must be torch.float32 on cpu, got .* on cuda:0"):
+        method.execute([x, y], outputs=[wrong, None])
+    assert torch.equal(wrong.cpu(), torch.full((3, 4), 5.0))
+
+
+def test_a_freed_output_is_refused_naming_it(programs, data):
+    method = runtime.load(programs / "stage_a.pte").load_method()
+    x = et_copy.h2d_copy(data["stage"])
+    out = et_copy.empty((2, 16), torch.float32)
+    out.free()
+    before = counters()
+    with pytest.raises(ValueError, match=r"outputs\[0\] is a DeviceTensor whose memory was freed"):
+        method.execute([x], outputs=[out])
+    refused(before)
+
+
+def test_a_device_output_one_element_short_is_refused_and_exact_capacity_runs(programs, data):
+    method = runtime.load(programs / "stage_a.pte").load_method()
+    x = et_copy.h2d_copy(data["stage"])
+    short = et_copy.empty((2, 15), torch.float32)
+    et_copy.h2d_copy(torch.full((2, 15), 9.0), out=short)
+    with pytest.raises(ValueError, match=r"outputs\[0\] must be dense with capacity \[2, 16\].*got \[2, 15\]"):
+        method.execute([x], outputs=[short])
+    assert torch.equal(short.cpu(), torch.full((2, 15), 9.0))
+    exact = et_copy.empty((2, 16), torch.float32)
+    (got,) = method.execute([x], outputs=[exact])
+    assert got is exact
+    torch.testing.assert_close(exact.cpu(), stage_a(data)(data["stage"]))
+
+
+def test_host_outputs_of_exactly_their_size_are_filled_and_one_short_is_refused(programs, data):
+    method = runtime.load(programs / "affine.pte").load_method()
+    x, y = data["affine"]
+    out, total = torch.empty(3, 4), torch.empty(())
+    got = method.execute([x, y], outputs=[out, total])
+    assert got[0] is out and got[1] is total
+    torch.testing.assert_close(out, x * 2.0 + y)
+    torch.testing.assert_close(total, (x - y).sum())
+    short = torch.full((3, 3), 4.0)
+    with pytest.raises(ValueError, match=r"outputs\[0\] must be dense with capacity \[3, 4\].*got \[3, 3\]"):
+        method.execute([x, y], outputs=[short, None])
+    assert torch.equal(short, torch.full((3, 3), 4.0))
+
+
+# ---- counts: one fewer, exact, one more -------------------------------------------
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_the_input_count_must_be_exact(programs, data, n):
+    method = runtime.load(programs / "affine.pte").load_method()
+    x, y = data["affine"]
+    inputs = [x, y, y][:n]
+    if n == 2:
+        torch.testing.assert_close(method.execute(inputs)[0], x * 2.0 + y)
+        return
+    with pytest.raises(ValueError, match=rf"takes 2 inputs, got {n}"):
+        method.execute(inputs)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_the_outputs_count_must_be_exact(programs, data, n):
+    method = runtime.load(programs / "affine.pte").load_method()
+    x, y = data["affine"]
+    outputs = [None] * n
+    if n == 2:
+        torch.testing.assert_close(method.execute([x, y], outputs=outputs)[0], x * 2.0 + y)
+        return
+    with pytest.raises(ValueError, match=rf"has 2 outputs, got {n} in outputs="):
+        method.execute([x, y], outputs=outputs)
+
+
+def test_a_dynamic_device_output_holding_a_smaller_shape_is_bound_by_its_capacity(programs, data):
+    # A reused output buffer: a copy left it at (1, 16) of its (2, 16) capacity.
+    method = runtime.load(programs / "stage_a.pte").load_method()
+    out = et_copy.empty((2, 16), torch.float32, dynamic=True)
+    et_copy.h2d_copy(torch.zeros(1, 16), out=out)
+    assert out.shape == (1, 16)
+    (got,) = method.execute([et_copy.h2d_copy(data["stage"])], outputs=[out])
+    assert got is out and out.shape == (2, 16) and out.capacity == (2, 16)
+    torch.testing.assert_close(out.cpu(), stage_a(data)(data["stage"]))
+
+
+def test_a_host_output_of_one_byte_elements_one_element_short_is_refused(programs, data):
+    method = runtime.load(programs / "greater.pte").load_method()
+    x, y = data["affine"]
+    short = torch.zeros(11, dtype=torch.bool)
+    with pytest.raises(ValueError, match=r"outputs\[0\] must be dense with capacity \[3, 4\].*got \[11\]"):
+        method.execute([x, y], outputs=[short])
+    assert not short.any()
+    exact = torch.zeros(3, 4, dtype=torch.bool)
+    (got,) = method.execute([x, y], outputs=[exact])
+    assert got is exact and torch.equal(exact, x > y)
