@@ -28,7 +28,7 @@ import warnings
 from collections.abc import Iterator
 
 # Loggers of the libraries et_copy imports (children inherit their level).
-THIRD_PARTY_LOGGERS = ("torch", "torchao", "executorch")
+THIRD_PARTY_LOGGERS = ("torch", "torchao", "executorch", "transformers")
 
 
 @contextlib.contextmanager

@@ -39,10 +39,6 @@ def main(argv: list[str]) -> int:
     if args.temperature and args.pick == "device":
         print("et_copy generate: sampling (--temperature) needs --pick host", file=sys.stderr)
         return 2
-    if not args.verbose:
-        import warnings
-
-        warnings.filterwarnings("ignore")
     import et_copy
     from et_copy import llm
 
