@@ -7,7 +7,8 @@
 //
 //   et_copy_executor MODEL.pte [--method NAME] [--cuda] [--load LIB]...
 //       [--global-kernels]                   use the registry's et_copy kernels
-//       [--decode N --prompt T,T,...]        greedy decoding, KV cache on the device
+//       [--generate N --prompt T,T,...]...   an LLM of et_copy.llm: N tokens greedily per
+//                                            prompt, each in its own session
 //       [--input FILE]... | [--seed N]       inputs: raw bytes, or generated
 //       [--save-inputs DIR]                  write the inputs used
 //       [--output FILE]...                   write output i's raw bytes
@@ -36,7 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "decode.h"
+#include "generate.h"
 
 #include <et_copy/copy_ops.h>
 #include <et_copy/counting_device_allocator.h>
@@ -73,8 +74,8 @@ struct Options {
   std::vector<std::string> expects;
   bool require_copies = false;
   bool global_kernels = false;
-  int decode_steps = 0;
-  std::vector<int64_t> prompt;
+  int generate_count = 0;
+  std::vector<std::vector<int64_t>> prompts;
   std::vector<std::string> loads;
 };
 
@@ -82,7 +83,7 @@ const char kUsage[] =
     "usage: et_copy_executor MODEL.pte [--method NAME] [--cuda] [--load LIB]... [--global-kernels]\n"
     "         [--input FILE]... | [--seed N]   (raw bytes per input, or generated)\n"
     "         [--save-inputs DIR] [--output FILE]... [--expect FILE]...\n"
-    "         [--require-copies] [--decode N --prompt T,T,...]\n";
+    "         [--require-copies] [--generate N --prompt T,T,...]...\n";
 
 bool parse(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
@@ -124,16 +125,17 @@ bool parse(int argc, char** argv, Options* o) {
       if (!value(&v))
         return false;
       o->loads.push_back(v);
-    } else if (a == "--decode") {
+    } else if (a == "--generate") {
       if (!value(&v))
         return false;
-      o->decode_steps = std::atoi(v.c_str());
+      o->generate_count = std::atoi(v.c_str());
     } else if (a == "--prompt") {
       if (!value(&v))
         return false;
+      o->prompts.emplace_back();
       for (size_t at = 0; at <= v.size();) {
         const size_t comma = std::min(v.find(',', at), v.size());
-        o->prompt.push_back(std::strtoll(v.substr(at, comma - at).c_str(), nullptr, 10));
+        o->prompts.back().push_back(std::strtoll(v.substr(at, comma - at).c_str(), nullptr, 10));
         at = comma + 1;
       }
     } else if (a == "--global-kernels") {
@@ -320,18 +322,26 @@ int run(const Options& opt) {
   }
 
   Module module(opt.model, Module::LoadMode::File);
+  if (opt.generate_count > 0) {
+    if (alloc == nullptr || opt.prompts.empty() || opt.global_kernels) {
+      std::fprintf(stderr,
+                   "et_copy_executor: --generate needs et_copy's allocator, method-scoped kernels and a "
+                   "--prompt\n");
+      return 2;
+    }
+    if (Error e = module.load(); e != Error::Ok) {
+      return fail(("loading " + opt.model).c_str(), e);
+    }
+    const int status = generate_tokens(
+        *module.program(),
+        executorch::runtime::Span<const executorch::runtime::Kernel>(method_kernels.data(), method_kernels.size()),
+        *alloc, opt.prompts, opt.generate_count);
+    print_stats(*alloc);
+    return status;
+  }
   Error err = module.load_method(opt.method, nullptr, nullptr, nullptr, std::move(method_kernels));
   if (err != Error::Ok) {
     return fail(("loading method '" + opt.method + "' of " + opt.model).c_str(), err);
-  }
-  if (opt.decode_steps > 0) {
-    if (alloc == nullptr) {
-      std::fprintf(stderr, "et_copy_executor: --decode needs et_copy's allocator\n");
-      return 2;
-    }
-    const int status = decode(module, opt.method, *alloc, opt.prompt, opt.decode_steps);
-    print_stats(*alloc);
-    return status;
   }
   auto meta = module.method_meta(opt.method);
   if (!meta.ok()) {

@@ -18,11 +18,9 @@ COMMANDS = {
     "doctor": ("et_copy.doctor", "show versions, registered kernels and allocators, and CUDA devices"),
     "bench": ("et_copy.bench", "measure call overhead and throughput against torch and memcpy"),
     "generate": ("et_copy.llm._cli", "an LLM with its state on the device, beside executorch.runtime and eager"),
-    "decode": ("et_copy.decoding", "the hand-written toy decoder whose cache the caller holds (see generate)"),
 }
 
 
-# decode is left out: it is the toy `generate` replaces.
 QUIET = frozenset({"demo", "parity", "doctor", "bench", "generate"})
 
 

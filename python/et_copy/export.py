@@ -122,12 +122,9 @@ class DevicePlanningPass(MemoryPlanningPass):
         self,
         device: str = "cuda:0",
         resident_inputs: Sequence[int] = (),
-        *,
-        state_on_device: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.state_on_device = state_on_device
         self.device = parse_device(device, op="et_copy.export.DevicePlanningPass")
         self.resident_inputs = tuple(resident_inputs)
         self.state_layout: dict[str, tuple[int, int]] = {}
@@ -139,7 +136,7 @@ class DevicePlanningPass(MemoryPlanningPass):
         if self.resident_inputs:
             # Method inputs the caller hands over on the device (DeviceBoundary's resident_inputs).
             names = {graph_signature.user_inputs[i] for i in self.resident_inputs}
-        state = _state_placeholders(graph_signature) if self.alloc_mutable_buffers and self.state_on_device else {}
+        state = _state_placeholders(graph_signature) if self.alloc_mutable_buffers else {}
         for node in graph_module.graph.nodes:
             if node.op == "placeholder" and (node.name in names or node.name in state):
                 node.meta["spec"].device, node.meta["spec"].device_index = device_type, self.device.index
@@ -369,15 +366,12 @@ def export_device_methods(
     strict: bool = False,
     resident_inputs: Sequence[int] = (),
     resident_outputs: Sequence[int] = (),
-    state_on_device: bool = True,
     constant_methods: dict[str, Any] | None = None,
 ) -> ExecutorchProgramManager:
     """:func:`export_device_program` with several methods, each the
     module's ``forward`` traced on its own example inputs (an LLM's
     ``prefill`` with a dynamic prompt length and ``decode`` with one token).
     Every method reads and writes the same state buffers.
-    ``state_on_device=False`` leaves the mutable buffers on the host,
-    planned with each method's other host memory (a baseline).
     ``constant_methods`` are to_edge's: methods that return a constant
     (``{"get_max_seq_len": 64}``)."""
     op = "et_copy.export.export_device_program"
@@ -397,7 +391,6 @@ def export_device_methods(
         resident_inputs=resident_inputs,
         alloc_graph_input=alloc_graph_input,
         alloc_graph_output=alloc_graph_output,
-        state_on_device=state_on_device,
     )
     wrapped = DeviceBoundary(module, resident_inputs, resident_outputs) if insert_copies else module
     exported = {}
@@ -407,19 +400,10 @@ def export_device_methods(
             shapes = _boundary_dynamic_shapes(module, shapes, len(inputs.args), list(inputs.kwargs))
         exported[name] = _export(wrapped, inputs, shapes, strict, f"{op}: method '{name}'")
     edge = to_edge(exported, constant_methods=constant_methods, compile_config=_edge_config(exported))
-    if state_on_device:
-        _keep_initial_state(edge)
-    else:
-        # Host state starts from its export-time value through ExecuTorch's own path (a host write).
-        from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
-
-        edges = [edge.exported_program(name) for name in edge.methods]
-        names = sorted({p for ep in edges for p in _state_placeholders(ep.graph_signature)})
-        if names:
-            edge = edge.transform([InitializedMutableBufferPass(names)])
+    _keep_initial_state(edge)
     with warnings.catch_warnings():
-        if state_on_device:  # the emitter's warning that mutable buffers start undefined: the runtime sets them
-            warnings.filterwarnings("ignore", "Mutation on a buffer in the model is detected", UserWarning)
+        # The emitter's warning that mutable buffers start undefined: et_copy.runtime's sessions set them.
+        warnings.filterwarnings("ignore", "Mutation on a buffer in the model is detected", UserWarning)
         return edge.to_executorch(_backend_config(planner))
 
 

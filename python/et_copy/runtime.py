@@ -275,9 +275,8 @@ class Session:
     execution runs at a time per program.
     """
 
-    def __init__(self, program: Program, core: Any) -> None:
-        self._program = program  # kept alive while the session is
-        self._core = core
+    def __init__(self, core: Any) -> None:
+        self._core = core  # holds the program's core: no reference back to the Program (no cycle to collect)
         self._methods: dict[str, Method] = {}
 
     def load_method(self, name: str = "forward") -> Method:
@@ -338,7 +337,7 @@ class Program:
     def new_session(self) -> Session:
         """A new :class:`Session`: independent state, the program's weights and scratch."""
         _load_wheel_libraries()  # before the first method load snapshots the registry
-        return Session(self, self._core.new_session())
+        return Session(self._core.new_session())
 
     @property
     def device_scratch_nbytes(self) -> int:

@@ -256,14 +256,14 @@ sys.path.insert(0, sys.argv[2])
 import tamper_programs
 tamper_programs.main(str(out / "tampered"))
 
-# Greedy decoding with the KV cache on the device (et_copy.decoding), and
-# eager's tokens for the prompt.
-from et_copy import decoding
+# An LLM with its state on the device (et_copy.llm: tiny Qwen3-MoE, the
+# token picked on the device), and transformers' tokens for two prompts.
+from et_copy import llm
 
-decoder = decoding.TinyDecoder().eval()
-(out / "decode.pte").write_bytes(decoding.export_resident(decoder).buffer)
-meta["decode"] = {"prompt": [5, 17, 3], "tokens": decoding.decode_eager(decoder, [5, 17, 3], 32),
-                  "logits_bytes": decoder.config.vocab * 4}
+model = llm.tiny_model("qwen3_moe")
+(out / "llm.pte").write_bytes(llm.export_llm(model, max_seq_len=32, pick="device").buffer)
+prompts = [[5, 17, 3, 9], [7, 7, 1]]
+meta["llm"] = {"prompts": prompts, "tokens": [llm.eager_generate(model, p, 16) for p in prompts]}
 
 # A delegated program: XNNPACK computes relu(a + b) on buffers planned on the
 # device (PropagateDevicePass puts the copies around the delegate).
@@ -345,22 +345,27 @@ def test_executor_runs_arithmetic_between_the_copies_like_eager_with_method_scop
     assert (s["h2d_copies"], s["h2d_bytes"], s["d2h_copies"], s["d2h_bytes"]) == (2, 96, 1, 48), s
 
 
-def test_executor_decodes_greedily_like_eager_with_the_kv_cache_on_the_device(executor, programs):
-    meta = json.loads((programs / "meta.json").read_text())["decode"]
-    prompt = ",".join(map(str, meta["prompt"]))
-    proc = run(
-        [str(executor), str(programs / "decode.pte"), "--decode", str(len(meta["tokens"])), "--prompt", prompt],
-        timeout=300,
-    )
-    tokens = re.search(r"^tokens: (.*)$", proc.stdout, re.M)
-    assert tokens is not None and [int(t) for t in tokens.group(1).split()] == meta["tokens"], proc.stdout[-2000:]
+def test_executor_generates_like_transformers_in_two_interleaved_sessions_with_the_state_on_the_device(
+    executor, programs
+):
+    meta = json.loads((programs / "meta.json").read_text())["llm"]
+    args = [str(executor), str(programs / "llm.pte"), "--generate", str(len(meta["tokens"][0]))]
+    for prompt in meta["prompts"]:
+        args += ["--prompt", ",".join(map(str, prompt))]
+    proc = run(args, timeout=300)
+    for i, expected in enumerate(meta["tokens"]):
+        tokens = re.search(rf"^session {i} tokens: (.*)$", proc.stdout, re.M)
+        assert tokens is not None and [int(t) for t in tokens.group(1).split()] == expected, proc.stdout[-3000:]
     steps = re.findall(
-        r"^step \d+: .* h2d_bytes=(\d+) d2h_bytes=(\d+) device_bytes_outstanding=(\d+)$", proc.stdout, re.M
+        r"^session (\d) (prefill|decode): (\d+) in, .* h2d_bytes=(\d+) d2h_bytes=(\d+)$", proc.stdout, re.M
     )
-    assert len(steps) == len(meta["prompt"]) + len(meta["tokens"]) - 1
-    # Only the token and position in, the logits out: the caches never cross, device memory stays flat.
-    assert {(int(h), int(d)) for h, d, _ in steps} == {(16, meta["logits_bytes"])}
-    assert len({o for _, _, o in steps}) == 1
+    assert len(steps) == 2 * len(meta["tokens"][0])
+    for session, kind, n, h2d, d2h in steps:
+        # ids and positions in (8 bytes each), the token out: the state never crosses.
+        assert (int(h2d), int(d2h)) == (16 * int(n), 8), (session, kind, n, h2d, d2h)
+        assert kind == ("prefill" if int(n) > 1 else "decode")
+    # Every device byte (the scratch, both sessions' state) is given back at exit.
+    assert stats(proc.stdout)["bytes_outstanding"] == 0
 
 
 def test_executor_serves_copies_with_et_copys_kernels_though_the_kernel_library_registered_the_names(

@@ -114,19 +114,21 @@ def test_executorchs_info_lines_show_only_when_verbose():
     script = textwrap.dedent(
         """
         import sys
+        import torch
         import et_copy
-        from et_copy import decoding
         from et_copy._quiet import quiet
+        from et_copy.export import export_device_program
 
-        model = decoding.TinyDecoder().eval()
-        program = decoding.export_resident(model).buffer
+        model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 32)).eval()
+        x = torch.randn(4, 32)
+        program = export_device_program(model, (x,)).buffer
         et_copy.use_simulated_device()
         import et_copy.runtime
 
         method = et_copy.runtime.load(program).load_method()
         print("running", file=sys.stderr, flush=True)
         with quiet(verbose=sys.argv[1] == "verbose"):
-            decoding.decode_resident(method, model, [1, 2, 3], 2)
+            method.execute([x])
         """
     )
 

@@ -19,13 +19,14 @@ Importing this module imports transformers and executorch's AOT stack.
 from ._export import DECODE, MAX_PROMPT_LEN, MAX_SEQ_LEN, PREFILL, export_llm
 from ._generate import DeviceLLM, Generation, Session, Step, eager_generate
 from ._models import ARCHITECTURES, load_model, prepare, tiny_model, tokenizer_for
-from ._state import StatefulCausalLM
+from ._state import HostStateStep, StatefulCausalLM
 
 __all__ = [
     "ARCHITECTURES",
     "DECODE",
     "DeviceLLM",
     "Generation",
+    "HostStateStep",
     "MAX_PROMPT_LEN",
     "MAX_SEQ_LEN",
     "PREFILL",

@@ -125,13 +125,14 @@ def _baseline(model, prompt, args):
 
     program = llm.export_llm(model, max_seq_len=args.max_seq_len, pick=args.pick, state_on_device=False)
     method = Runtime.get().load_program(program.buffer).load_method(llm.DECODE)
+    state = llm.HostStateStep(llm.StatefulCausalLM(model, args.max_seq_len)).initial_state()
     result = llm.Generation(list(prompt))
     token = None
     for pos in range(len(prompt) + args.tokens - 1):
         tok = prompt[pos] if pos < len(prompt) else token
         before = et_copy.allocator_stats()
         start = time.perf_counter()
-        out = method.execute([torch.tensor([[tok]]), torch.tensor([pos])])[0]
+        out, *state = method.execute([torch.tensor([[tok]]), torch.tensor([pos]), *state])
         seconds = time.perf_counter() - start
         after = et_copy.allocator_stats()
         token = int(out[0]) if out.dtype == torch.int64 else int(out[0].argmax())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..export import MethodInputs, export_device_methods
-from ._state import StatefulCausalLM, static_prefill_chunks
+from ._state import HostStateStep, StatefulCausalLM, static_prefill_chunks
 
 PREFILL, DECODE = "prefill", "decode"
 MAX_SEQ_LEN = "get_max_seq_len"  # a constant method, named as executorch's LLM runner reads it
@@ -37,11 +37,10 @@ def export_llm(
     positions go in, and logits (or the token) come out.
 
     ``state_on_device=False`` builds the baseline a runtime without device
-    state is left with: the state lives on the host and every call copies it
-    to the device and the new state back. That program has ``decode`` only
-    (a runtime that gives each method its own memory, as executorch.runtime
-    does for device programs, could not share host state between two), and
-    its state starts at zero through ExecuTorch's initialised-buffer path.
+    state is left with (:class:`HostStateStep`): ``decode(input_ids,
+    cache_position, *state) -> (logits, *new_state)``, the state held by the
+    caller on the host and copied to the device and back every call. It has
+    ``decode`` only: a prompt goes in one token at a time.
 
     ``strict`` is torch.export's: transformers' caches export strict only
     (torch 2.13 fails non-strict). Returns the ExecutorchProgramManager.
@@ -52,8 +51,14 @@ def export_llm(
         raise ValueError(
             f"et_copy.llm.export_llm: max_prompt_len must be in 2..max_seq_len ({max_seq_len}), got {max_prompt_len}"
         )
-    wrapper = StatefulCausalLM(model, max_seq_len, pick=pick, state_on_host=not state_on_device).eval()
+    wrapper = StatefulCausalLM(model, max_seq_len, pick=pick).eval()
     methods = {DECODE: MethodInputs((torch.tensor([[0]]), torch.tensor([0])))}
+    if not state_on_device:
+        step = HostStateStep(wrapper).eval()
+        methods = {DECODE: MethodInputs((torch.tensor([[0]]), torch.tensor([0]), *step.initial_state()))}
+        return export_device_methods(
+            step, methods, device=device, strict=strict, constant_methods={MAX_SEQ_LEN: max_seq_len}
+        )
     if state_on_device:
         n = torch.export.Dim("prompt_len", min=2, max=max_prompt_len)
         example = _example_length(max_prompt_len)

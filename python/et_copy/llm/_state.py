@@ -51,9 +51,7 @@ class StatefulCausalLM(torch.nn.Module):
 
     PICKS = ("host", "device")
 
-    def __init__(
-        self, model: torch.nn.Module, max_seq_len: int, *, pick: str = "host", state_on_host: bool = False
-    ) -> None:
+    def __init__(self, model: torch.nn.Module, max_seq_len: int, *, pick: str = "host") -> None:
         super().__init__()
         if pick not in self.PICKS:
             raise ValueError(f"et_copy.llm: pick must be one of {self.PICKS}, got {pick!r}")
@@ -62,14 +60,6 @@ class StatefulCausalLM(torch.nn.Module):
         self.model = model
         self.max_seq_len = max_seq_len
         self.pick = pick
-        # The baseline a runtime without device state is left with: the state lives on
-        # the host, and every call copies it to the device and the new state back.
-        self.state_on_host = state_on_host
-        if state_on_host:
-            from .. import aot
-
-            # Resolved here: strict export cannot trace the lock resolving takes.
-            self._h2d, self._d2h = aot.h2d_copy_op(), aot.d2h_copy_op()
         cache = StaticCache(max_cache_len=max_seq_len, config=model.config)
         cache.layers = [_IndexPutLayer(max_seq_len) if type(layer) is StaticLayer else layer for layer in cache.layers]
         # One eager step creates every layer's tensors with the model's own shapes and dtypes.
@@ -122,11 +112,9 @@ class StatefulCausalLM(torch.nn.Module):
                 yield f"cache_length_{i}", layer, "cumulative_length"
 
     def forward(self, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
-        if self.state_on_host:
-            h2d, d2h = self._h2d, self._d2h
-            slots = list(self._state_slots())
-            for name, owner, key in slots:  # the model works on device copies of the state
-                _set(owner, key, h2d(getattr(self, name)))
+        return self._step(input_ids, cache_position)
+
+    def _step(self, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
         for layer in self.cache.layers:
             if isinstance(layer, StaticLayer):
                 layer.cumulative_length.copy_(cache_position[0])
@@ -138,11 +126,39 @@ class StatefulCausalLM(torch.nn.Module):
             logits_to_keep=1,
         )
         logits = out.logits[:, -1, :]
-        if self.state_on_host:
-            for name, owner, key in slots:  # the new state back to the host
-                getattr(self, name).copy_(d2h(_get(owner, key)))
-                _set(owner, key, getattr(self, name))
         return logits.argmax(-1) if self.pick == "device" else logits
+
+
+class HostStateStep(torch.nn.Module):
+    """The baseline a runtime without device state is left with: one step of
+    ``lm`` whose state the caller holds on the host and passes in and takes
+    back every call. ``forward(input_ids, cache_position, *state) ->
+    (logits or token, *new_state)``, the state in :meth:`state_names` order;
+    exported behind a DeviceBoundary, every state tensor crosses both ways
+    every step."""
+
+    def __init__(self, lm: StatefulCausalLM) -> None:
+        super().__init__()
+        self.lm = lm
+
+    def state_names(self) -> list[str]:
+        return [name for name, _, _ in self.lm._state_slots()]
+
+    def initial_state(self) -> list[torch.Tensor]:
+        start = self.lm.initial_state()
+        return [start[name] for name in self.state_names()]
+
+    def forward(self, input_ids: torch.Tensor, cache_position: torch.Tensor, *state: torch.Tensor):
+        slots = list(self.lm._state_slots())
+        for (_, owner, key), value in zip(slots, state):
+            _set(owner, key, value)  # the model updates the given state in place
+        try:
+            out = self.lm._step(input_ids, cache_position)
+            new_state = tuple(_get(owner, key) for _, owner, key in slots)
+        finally:
+            for name, owner, key in slots:
+                _set(owner, key, getattr(self.lm, name))
+        return (out, *new_state)
 
 
 def _get(owner, key):

@@ -10,13 +10,13 @@ caches pass from one step to the next as ``DeviceTensor``s. The baseline is
 the same model with every input and output copied, as a runtime without
 device-resident I/O must do: the caches cross both ways every step.
 
-``python -m et_copy decode`` runs both side by side (docs/decoding.md).
+A test model since et_copy.llm (docs/llm.md) runs real LLMs with their
+state as device mutable buffers: it pins device-resident method inputs and
+outputs (export_device_program's resident_inputs/resident_outputs).
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 from dataclasses import dataclass, field
 
@@ -89,14 +89,14 @@ def _example(model: TinyDecoder) -> tuple:
 
 def export_resident(model: TinyDecoder, device: str = "cuda:0"):
     """The decode step with its caches resident on ``device``."""
-    from .export import export_device_program
+    from et_copy.export import export_device_program
 
     return export_device_program(model, _example(model), device=device, resident_inputs=(2, 3), resident_outputs=(1, 2))
 
 
 def export_baseline(model: TinyDecoder, device: str = "cuda:0"):
     """The same step with every input and output copied (caches included)."""
-    from .export import export_device_program
+    from et_copy.export import export_device_program
 
     return export_device_program(model, _example(model), device=device)
 
@@ -195,58 +195,3 @@ def _loop(prompt: list[int], n_tokens: int, step) -> Decode:
         if i + 1 >= len(prompt):
             result.tokens.append(tok)
     return result
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m et_copy decode",
-        description="Greedy decoding with the KV cache resident on the device, beside the same model with its "
-        "cache crossing every step.",
-    )
-    parser.add_argument("--tokens", type=int, default=32, help="tokens to generate (default 32)")
-    parser.add_argument("--prompt", type=int, nargs="+", default=[1, 2, 3], help="prompt token ids (default 1 2 3)")
-    parser.add_argument("--quiet", action="store_true", help="only the summary, not a line per token")
-    args = parser.parse_args(argv)
-    model = TinyDecoder().eval()
-    if len(args.prompt) + args.tokens > model.config.max_seq:
-        print(f"et_copy decode: prompt + tokens must be at most {model.config.max_seq}", file=sys.stderr)
-        return 2
-    if any(not 0 <= t < model.config.vocab for t in args.prompt):
-        print(f"et_copy decode: prompt ids must be in 0..{model.config.vocab - 1}", file=sys.stderr)
-        return 2
-
-    import et_copy
-    import et_copy.runtime
-
-    et_copy.use_simulated_device()
-    resident = et_copy.runtime.load(export_resident(model).buffer).load_method()
-    baseline = et_copy.runtime.load(export_baseline(model).buffer).load_method()
-    eager = decode_eager(model, args.prompt, args.tokens)
-    runs = {}
-    for _ in range(2):  # the first round warms both up (first-call allocations, caches); the second is reported
-        runs = {
-            "resident KV cache": decode_resident(resident, model, args.prompt, args.tokens),
-            "KV cache crossing": decode_baseline(baseline, model, args.prompt, args.tokens),
-        }
-    if not args.quiet:
-        print(f"{'step':>4} {'token':>5} {'time':>10} {'h2d B':>7} {'d2h B':>7} {'device B':>9}   (resident KV cache)")
-        for i, s in enumerate(runs["resident KV cache"].steps):
-            print(
-                f"{i:>4} {s.token:>5} {s.seconds * 1e6:>8.1f}us {s.h2d_bytes:>7} {s.d2h_bytes:>7} "
-                f"{s.device_bytes_outstanding:>9}"
-            )
-    print(f"\n{'run':<20} {'tokens/s':>9} {'h2d B/token':>12} {'d2h B/token':>12} {'= eager':>8}")
-    for name, run in runs.items():
-        h2d, d2h = run.bytes_per_token()
-        print(f"{name:<20} {run.tokens_per_second:>9.0f} {h2d:>12.0f} {d2h:>12.0f} {str(run.tokens == eager):>8}")
-    base, res = runs["KV cache crossing"], runs["resident KV cache"]
-    print(
-        f"tokens/s resident / crossing: {res.tokens_per_second / base.tokens_per_second:.2f}x; bytes moved per "
-        f"token: {sum(base.bytes_per_token()) / sum(res.bytes_per_token()):.0f}x fewer"
-    )
-    print(
-        "(on the simulated device a cache copy is a host memcpy of a few KB, so little time is saved; "
-        "on a GPU each crosses the PCIe bus)"
-    )
-    del resident, baseline
-    return 0 if all(r.tokens == eager for r in runs.values()) else 1
