@@ -196,6 +196,12 @@ class Runner:
         env.pop("ET_COPY_REQUIRE_ALL", None)
         env["PYTHONPATH"] = str(self.pkg) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["ET_COPY_PROGRAM_CACHE"] = str(self.work / "programs")
+        if self.python_only:
+            # The installed extension finds libexecutorch and libtorch relative
+            # to site-packages ($ORIGIN/..); its copy in the scratch package cannot.
+            env["LD_LIBRARY_PATH"] = os.pathsep.join(
+                [*wheel_library_dirs(), *filter(None, [env.get("LD_LIBRARY_PATH")])]
+            )
         cmds = []
         py: list[str] = []
         for t in m.tests:
@@ -256,6 +262,17 @@ class Runner:
             return Outcome(m, "survived", time.monotonic() - start)
         finally:
             (self.tree / m.file).write_text(original)
+
+
+def wheel_library_dirs() -> list[str]:
+    import importlib.util
+
+    dirs = []
+    for package in ("torch", "executorch"):
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.submodule_search_locations:
+            dirs.append(str(Path(list(spec.submodule_search_locations)[0]) / "lib"))
+    return dirs
 
 
 def first_failure(output: str) -> str:

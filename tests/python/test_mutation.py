@@ -27,5 +27,7 @@ def test_a_smoke_run_kills_its_mutants_and_leaves_the_checkout_alone():
     lines = proc.stdout.strip().splitlines()
     assert lines[-1] == "mutation: 3/3 killed (100%)", proc.stdout[-4000:]
     assert any(line.startswith("mutant") and "result" in line for line in lines), proc.stdout
-    assert sum(" killed " in line for line in lines) >= 3, proc.stdout
+    # The tests passed unmutated, so each kill is a failing assertion, not a broken setup.
+    assert any("the unmutated tree passes every mutant's tests" in line for line in lines), proc.stdout
+    assert sum(" killed " in line and "test_device_tensor_fields.py" in line for line in lines) >= 3, proc.stdout
     assert {p: p.read_bytes() for p in sources} == sources, "the smoke run edited the checkout"

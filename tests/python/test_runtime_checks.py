@@ -185,8 +185,9 @@ def test_a_dynamic_device_output_holding_a_smaller_shape_is_bound_by_its_capacit
 def test_a_host_output_of_one_byte_elements_one_element_short_is_refused(programs, data):
     method = runtime.load(programs / "greater.pte").load_method()
     x, y = data["affine"]
-    short = torch.zeros(11, dtype=torch.bool)
-    with pytest.raises(ValueError, match=r"outputs\[0\] must be dense with capacity \[3, 4\].*got \[11\]"):
+    # Same rank and dim order, 11 bytes where 12 are needed.
+    short = torch.zeros(11, 1, dtype=torch.bool)
+    with pytest.raises(ValueError, match=r"outputs\[0\] must be dense with capacity \[3, 4\].*got \[11, 1\]"):
         method.execute([x, y], outputs=[short])
     assert not short.any()
     exact = torch.zeros(3, 4, dtype=torch.bool)
