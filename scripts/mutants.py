@@ -43,6 +43,7 @@ REG = "runtime/src/registration.cpp"
 CHECK = "runtime/src/program_check.cpp"
 READER = "python/bindings/tensor_reader.cpp"
 SPEC = "python/bindings/tensor_spec.cpp"
+LAYOUT = "runtime/include/et_copy/tensor_layout.h"
 COPIES = "python/bindings/copies.cpp"
 PROGRAM = "python/bindings/program.cpp"
 RUNTIME = "python/et_copy/runtime.py"
@@ -224,23 +225,22 @@ MUTANTS: list[Mutant] = [
     # ---- the bindings: the DeviceTensor reader, dense strides, copies, program --
     M("reader-16-dims-too-many", READER, "if (static_cast<size_t>(len) > kMaxDims) {",
       "if (static_cast<size_t>(len) >= kMaxDims) {", *PY_BINDINGS),
-    M("reader-dim-order-length-unchecked", READER, "if (order_rank != rank || capacity_rank != rank ||",
-      "if (capacity_rank != rank ||", *PY_BINDINGS),
-    M("reader-capacity-length-unchecked", READER, "if (order_rank != rank || capacity_rank != rank ||",
-      "if (order_rank != rank ||", *PY_BINDINGS),
+    M("reader-dim-order-length-unchecked", READER, "if (order_rank != rank || capacity_rank != rank) {",
+      "if (capacity_rank != rank) {", *PY_BINDINGS),
+    M("reader-capacity-length-unchecked", READER, "if (order_rank != rank || capacity_rank != rank) {",
+      "if (order_rank != rank) {", *PY_BINDINGS),
     M("reader-device-index-narrowed", READER, "type < 0 || type > 127 || index < -128 || index > 127",
       "type < 0 || type > 127", *PY_BINDINGS),
     M("reader-freed-buffer-read", READER, "return b.freed() ? ReadProblem::kFreed : ReadProblem::kNone;",
       "return ReadProblem::kNone;", *PY_BINDINGS),
     M("reader-dynamic-flag-inverted", READER, "s.dynamism = f[kDynamic] == Py_True ? 1 : 0;",
       "s.dynamism = f[kDynamic] == Py_False ? 1 : 0;", *PY_BINDINGS),
-    M("spec-size-zero-dim-stride", SPEC, "step *= std::max<int64_t>(spec.sizes[d], 1);", "step *= spec.sizes[d];",
-      *PY_BINDINGS),
-    M("spec-repeated-dim-accepted", SPEC, "static_cast<size_t>(d) >= spec.rank || seen[d]) {",
-      "static_cast<size_t>(d) >= spec.rank) {", *PY_BINDINGS),
-    M("spec-negative-dim-check-dropped", SPEC, "if (d < 0 || static_cast<size_t>(d) >= spec.rank",
-      "if (static_cast<size_t>(d) >= spec.rank", *PY_BINDINGS,
-      equivalent="a negative dim cast to size_t is larger than any rank, so the second comparison refuses it anyway"),
+    M("spec-size-zero-dim-stride", LAYOUT, "const int64_t size = sizes[d] == 0 ? 1 : static_cast<int64_t>(sizes[d]);",
+      "const int64_t size = static_cast<int64_t>(sizes[d]);", *PY_BINDINGS),
+    M("spec-repeated-dim-accepted", LAYOUT, "if (static_cast<uint64_t>(d) >= rank || (seen >> d & 1u) != 0) {",
+      "if (static_cast<uint64_t>(d) >= rank) {", *PY_BINDINGS),
+    M("spec-negative-dim-check-dropped", LAYOUT, "      if (d < 0) {", "      if (false) {", *PY_BINDINGS,
+      equivalent="a negative dim cast to uint64_t is larger than any rank, so the next comparison refuses it anyway"),
     M("spec-stride-ties-reordered", SPEC, "spec.strides[order[j - 1]] < spec.strides[d]",
       "spec.strides[order[j - 1]] <= spec.strides[d]", *PY_BINDINGS),
     M("copies-dynamic-out-ignored", COPIES, 'describe_tensor(out, dynamic_out, op, "out", specs[1]);',
