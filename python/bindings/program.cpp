@@ -19,6 +19,9 @@
 #include <et_copy/registration.h>
 #include <et_copy/sessions.h>
 #include <executorch/extension/data_loader/buffer_data_loader.h>
+#include <executorch/extension/data_loader/mmap_data_loader.h>
+#include <executorch/extension/flat_tensor/flat_tensor_data_map.h>
+#include <executorch/runtime/backend/interface.h>
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
 #include <executorch/runtime/core/device_memory_buffer.h>
 #include <executorch/runtime/core/hierarchical_allocator.h>
@@ -39,6 +42,8 @@ namespace et_copy::bindings {
 namespace {
 
 using executorch::extension::BufferDataLoader;
+using executorch::extension::FlatTensorDataMap;
+using executorch::extension::MmapDataLoader;
 using executorch::runtime::Error;
 using executorch::runtime::EValue;
 using executorch::runtime::Method;
@@ -101,13 +106,16 @@ struct RuntimeFailure : Failure {
 // The program bytes, everything ExecuTorch's Program points into, and the
 // session pool its methods load through.
 struct LoadedProgram {
-  std::string bytes;
-  std::unique_ptr<BufferDataLoader> loader;
+  std::string bytes;                                       // the program, when it was handed over as bytes
+  std::unique_ptr<executorch::runtime::DataLoader> loader; // those bytes, or the file mmapped
+  size_t nbytes = 0;
+  std::unique_ptr<executorch::runtime::DataLoader> data_loader; // a .ptd file, mmapped
+  std::optional<FlatTensorDataMap> data_map;
   std::optional<Program> program;
   std::unique_ptr<et_copy::SessionPool> pool;
   ~LoadedProgram() {
-    pool.reset();
-  } // before the Program it points into
+    pool.reset(); // before the Program and data it points into
+  }
 };
 
 // One session: its state and the methods loaded on it. Holds the program.
@@ -152,31 +160,79 @@ py::dict tensor_info_dict(const executorch::runtime::TensorInfo& info, const Loa
   return d;
 }
 
-std::shared_ptr<LoadedProgram> load_program(py::bytes data) {
+std::unique_ptr<executorch::runtime::DataLoader> mmap_file(const std::string& path, const std::string& what) {
+  auto loader = MmapDataLoader::from(path.c_str(), MmapDataLoader::MlockConfig::NoMlock);
+  if (!loader.ok()) {
+    throw Failure(loader.error(), what + ": cannot map " + path + " (missing, unreadable or empty)");
+  }
+  return std::make_unique<MmapDataLoader>(std::move(*loader));
+}
+
+// Loads the program `lp->loader` serves, verified at `verification` (then
+// bounds-checked: ExecuTorch aborts on some indices its verification lets
+// through), with the named data of `data_path` (a .ptd file) when given.
+void load_into(LoadedProgram& lp, int verification, const std::optional<std::string>& data_path) {
   install_log_capture();
-  auto lp = std::make_shared<LoadedProgram>();
-  lp->bytes = data; // owned here: the Program reads from it for its whole life
-  lp->loader = std::make_unique<BufferDataLoader>(lp->bytes.data(), lp->bytes.size());
+  const std::string what = "et_copy.runtime.load";
+  if (verification != 0 && verification != 1) {
+    throw Failure(Error::InvalidArgument, what +
+                                              ": verification must be Verification.Minimal (0) or "
+                                              "Verification.InternalConsistency (1), got " +
+                                              std::to_string(verification));
+  }
+  if (data_path) {
+    lp.data_loader = mmap_file(*data_path, what + ": data_path");
+    auto map = FlatTensorDataMap::load(lp.data_loader.get());
+    if (!map.ok()) {
+      raise_runtime(map.error(), what + ": reading the data file " + *data_path, {});
+    }
+    lp.data_map.emplace(std::move(*map));
+  }
+  auto size = lp.loader->size();
+  lp.nbytes = size.ok() ? *size : 0;
   std::vector<std::string> log;
   {
     LogCapture capture;
     py::gil_scoped_release release;
-    auto result = Program::load(lp->loader.get(), Program::Verification::InternalConsistency);
-    std::string bad_index;
-    if (result.ok() && check_program_indices(lp->bytes.data(), lp->bytes.size(), &bad_index) != Error::Ok) {
-      // ExecuTorch would abort the process on this index later.
-      py::gil_scoped_acquire acquire;
-      raise_runtime(Error::InvalidProgram, "et_copy.runtime.load: checking the program", {bad_index});
-    }
+    auto result = Program::load(lp.loader.get(), verification == 0 ? Program::Verification::Minimal
+                                                                   : Program::Verification::InternalConsistency);
     if (result.ok()) {
-      lp->program.emplace(std::move(*result));
-      lp->pool = std::make_unique<et_copy::SessionPool>(&*lp->program, method_kernels());
+      auto whole = lp.loader->load(
+          0, lp.nbytes,
+          executorch::runtime::DataLoader::SegmentInfo(executorch::runtime::DataLoader::SegmentInfo::Type::Program));
+      std::string bad_index;
+      if (!whole.ok() || check_program_indices(whole->data(), whole->size(), &bad_index) != Error::Ok) {
+        // ExecuTorch would abort the process on this index later.
+        py::gil_scoped_acquire acquire;
+        raise_runtime(Error::InvalidProgram, what + ": checking the program", {bad_index});
+      }
+      lp.program.emplace(std::move(*result));
+      lp.pool =
+          std::make_unique<et_copy::SessionPool>(&*lp.program, method_kernels(), lp.data_map ? &*lp.data_map : nullptr);
     } else {
       log = capture.lines();
       py::gil_scoped_acquire acquire;
-      raise_runtime(result.error(), "et_copy.runtime.load: loading the program", log);
+      raise_runtime(result.error(), what + ": loading the program", log);
     }
   }
+}
+
+std::shared_ptr<LoadedProgram> load_program(py::bytes data, int verification,
+                                            const std::optional<std::string>& data_path) {
+  auto lp = std::make_shared<LoadedProgram>();
+  lp->bytes = data; // owned here: the Program reads from it for its whole life
+  lp->loader = std::make_unique<BufferDataLoader>(lp->bytes.data(), lp->bytes.size());
+  load_into(*lp, verification, data_path);
+  return lp;
+}
+
+// A program file, mmapped rather than read: pages are read as the program
+// needs them, and the weights are never copied.
+std::shared_ptr<LoadedProgram> load_program_file(const std::string& path, int verification,
+                                                 const std::optional<std::string>& data_path) {
+  auto lp = std::make_shared<LoadedProgram>();
+  lp->loader = mmap_file(path, "et_copy.runtime.load");
+  load_into(*lp, verification, data_path);
   return lp;
 }
 
@@ -231,6 +287,69 @@ void read_slots(LoadedMethod& lm) {
   for (size_t i = 0; i < m.outputs_size(); ++i) {
     lm.outputs.push_back(values[i].isTensor() ? slot_of(values[i], meta.output_tensor_meta(i)) : LoadedMethod::Slot{});
   }
+}
+
+// A method's metadata read from the program alone (nothing loaded): each
+// input's, output's and state tensor's TensorInfo, or its tag for a value.
+py::dict program_method_meta(const LoadedProgram& lp, const std::string& name) {
+  auto meta = lp.program->method_meta(name.c_str());
+  if (!meta.ok()) {
+    throw Failure(Error::InvalidArgument, "et_copy.runtime: the program has no method '" + name +
+                                              "' (it has: " + py::str(method_names(lp)).cast<std::string>() + ")");
+  }
+  auto info = [](const executorch::runtime::TensorInfo& t) {
+    py::dict d;
+    d["name"] = std::string(t.name());
+    d["dtype"] = static_cast<int>(t.scalar_type());
+    d["shape"] = std::vector<int64_t>(t.sizes().begin(), t.sizes().end());
+    d["dim_order"] = std::vector<int64_t>(t.dim_order().begin(), t.dim_order().end());
+    d["nbytes"] = t.nbytes();
+    d["memory_planned"] = t.is_memory_planned();
+    return d;
+  };
+  auto entries = [&](size_t n, auto tag_of, auto info_of) {
+    py::list list;
+    for (size_t i = 0; i < n; ++i) {
+      const auto tag = tag_of(i);
+      if (tag.ok() && *tag == Tag::Tensor) {
+        auto t = info_of(i);
+        list.append(t.ok() ? py::object(info(*t)) : py::object(py::none()));
+      } else {
+        py::dict e;
+        e["tag"] = tag.ok() ? static_cast<int>(*tag) : -1;
+        list.append(e);
+      }
+    }
+    return list;
+  };
+  py::dict d;
+  d["name"] = name;
+  d["inputs"] = entries(
+      meta->num_inputs(), [&](size_t i) { return meta->input_tag(i); },
+      [&](size_t i) { return meta->input_tensor_meta(i); });
+  d["outputs"] = entries(
+      meta->num_outputs(), [&](size_t i) { return meta->output_tag(i); },
+      [&](size_t i) { return meta->output_tensor_meta(i); });
+  py::list attributes;
+  for (size_t i = 0; i < meta->num_attributes(); ++i) {
+    auto t = meta->attribute_tensor_meta(i);
+    if (t.ok()) {
+      attributes.append(info(*t));
+    }
+  }
+  d["attributes"] = attributes;
+  py::list buffers;
+  for (size_t i = 0; i < meta->num_memory_planned_buffers(); ++i) {
+    const auto size = meta->memory_planned_buffer_size(i);
+    const auto device = meta->memory_planned_buffer_device(i);
+    py::dict b;
+    b["device_type"] = device.ok() ? static_cast<int>(device->type()) : 0;
+    b["device_index"] = device.ok() ? static_cast<int>(device->index()) : 0;
+    b["nbytes"] = size.ok() ? *size : 0;
+    buffers.append(b);
+  }
+  d["planned_buffers"] = buffers;
+  return d;
 }
 
 std::shared_ptr<LoadedSession> new_session(const std::shared_ptr<LoadedProgram>& lp) {
@@ -502,7 +621,8 @@ void bind_program(py::module_& m) {
   py::class_<LoadedProgram, std::shared_ptr<LoadedProgram>>(m, "Program")
       .def_property_readonly("method_names", &method_names)
       .def("new_session", &new_session)
-      .def_property_readonly("nbytes", [](const LoadedProgram& lp) { return lp.bytes.size(); })
+      .def("method_meta", &program_method_meta, py::arg("name"))
+      .def_property_readonly("nbytes", [](const LoadedProgram& lp) { return lp.nbytes; })
       .def_property_readonly("device_scratch_nbytes",
                              [](const LoadedProgram& lp) { return lp.pool->device_scratch_nbytes(); });
   py::class_<LoadedSession, std::shared_ptr<LoadedSession>>(m, "Session")
@@ -514,7 +634,27 @@ void bind_program(py::module_& m) {
       .def_readonly("name", &LoadedMethod::name)
       .def("meta", &method_meta)
       .def("execute", &execute, py::arg("inputs"), py::arg("outputs"));
-  m.def("load_program", &load_program, py::arg("data"), "Loads program bytes, verified for internal consistency.");
+  m.def("load_program", &load_program, py::arg("data"), py::arg("verification") = 1, py::arg("data_path") = py::none(),
+        "Loads program bytes (verification 0: Minimal, 1: InternalConsistency).");
+  m.def("load_program_file", &load_program_file, py::arg("path"), py::arg("verification") = 1,
+        py::arg("data_path") = py::none(), "Loads a program file, mmapped.");
+  m.def("operator_names", [] {
+    py::set names;
+    for (const auto& k : executorch::runtime::get_registered_kernels()) {
+      names.add(py::str(k.name_));
+    }
+    return names;
+  });
+  m.def("backend_names", [] {
+    py::list names;
+    for (size_t i = 0; i < executorch::runtime::get_num_registered_backends(); ++i) {
+      auto name = executorch::runtime::get_backend_name(i);
+      if (name.ok()) {
+        names.append(py::str(*name));
+      }
+    }
+    return names;
+  });
   m.def("set_forwarded_log_levels", &set_forwarded_levels, py::arg("info_and_debug"),
         "Whether ExecuTorch's info and debug log lines reach stderr (et_copy._quiet turns them off); returns the "
         "previous setting.");

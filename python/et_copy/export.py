@@ -404,14 +404,18 @@ def export_device_methods(
     with warnings.catch_warnings():
         # The emitter's warning that mutable buffers start undefined: et_copy.runtime's sessions set them.
         warnings.filterwarnings("ignore", "Mutation on a buffer in the model is detected", UserWarning)
-        return edge.to_executorch(_backend_config(planner))
+        # ExecuTorch 1.5.1's reinplace pass computes wrong results when it turns an index_put on an
+        # intermediate tensor in place (seen: an LLM step whose caches are method inputs); on the
+        # state buffers it is right, and that is what it is for here.
+        has_state = any(_state_placeholders(edge.exported_program(n).graph_signature) for n in edge.methods)
+        return edge.to_executorch(_backend_config(planner, reinplace=has_state))
 
 
-def _backend_config(planner: DevicePlanningPass) -> ExecutorchBackendConfig:
+def _backend_config(planner: DevicePlanningPass, *, reinplace: bool) -> ExecutorchBackendConfig:
     return ExecutorchBackendConfig(
         memory_planning_pass=planner,
         enable_non_cpu_memory_planning=True,
-        run_reinplace_pass=True,  # cache writes (index_put) into the state, not a copy of it
+        run_reinplace_pass=reinplace,  # cache writes (index_put) into the state, not a copy of it
         emit_mutable_buffer_names=True,  # the runtime finds each session's state by name
     )
 

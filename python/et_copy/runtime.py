@@ -8,9 +8,16 @@ same program with et-copy's kernels scoped to each method
 resolves from ExecuTorch's registry as usual, and nothing is registered, so
 it works whichever of the two was imported first.
 
-    program = et_copy.runtime.load("model.pte")       # or the .pte bytes
+    from et_copy.runtime import Runtime                # executorch.runtime's API
+    program = Runtime.get().load_program("model.pte")  # a path (mmapped), bytes, or a file object
     method = program.load_method("forward")
     outputs = method.execute([x])
+
+``et_copy.runtime.load(...)`` is the same call. Code written against
+``executorch.runtime`` switches with its import line: ``Runtime``,
+``Verification``, ``Program.method_names`` (a set), ``Program.metadata``,
+``Method.metadata``, ``Runtime.operator_registry`` and
+``Runtime.backend_registry`` behave as there.
 
 Inputs are torch tensors and :class:`et_copy.DeviceTensor` s; host outputs come
 back as torch tensors, device outputs (methods exported with
@@ -22,6 +29,7 @@ host round trip.
 from __future__ import annotations
 
 import ctypes
+import enum
 import functools
 import os
 from dataclasses import dataclass
@@ -36,7 +44,111 @@ from ._errors import EtCopyError
 from ._registration import _wheel_library
 from ._tensors import DeviceTensor, contiguous_strides, dim_order_of, empty
 
-__all__ = ["BufferMeta", "Method", "MethodMeta", "Program", "Session", "TensorMeta", "load"]
+__all__ = [
+    "BackendRegistry",
+    "BufferMeta",
+    "Method",
+    "MethodMeta",
+    "MethodMetadata",
+    "OperatorRegistry",
+    "Program",
+    "Runtime",
+    "Session",
+    "TensorMeta",
+    "TensorMetadata",
+    "Verification",
+    "load",
+]
+
+
+class Verification(enum.IntEnum):
+    """How much of a program is verified at load, as executorch.runtime's
+    ``Verification`` (the same names and values)."""
+
+    Minimal = 0
+    InternalConsistency = 1
+
+
+class TensorMetadata:
+    """A tensor's metadata with executorch.runtime's ``TensorInfo``
+    accessors: ``sizes()``, ``dtype()`` (ExecuTorch's ScalarType code),
+    ``is_memory_planned()``, ``nbytes()``."""
+
+    def __init__(self, d: dict) -> None:
+        self._d = d
+
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(self._d["shape"])
+
+    def dtype(self) -> int:
+        return self._d["dtype"]
+
+    def is_memory_planned(self) -> bool:
+        return self._d["memory_planned"]
+
+    def nbytes(self) -> int:
+        return self._d["nbytes"]
+
+    def name(self) -> str:
+        return self._d["name"]
+
+    def __repr__(self) -> str:
+        return (
+            f"TensorInfo(sizes={list(self.sizes())}, dtype={self.dtype()}, "
+            f"is_memory_planned={self.is_memory_planned()}, nbytes={self.nbytes()})"
+        )
+
+
+class MethodMetadata:
+    """A method's metadata with executorch.runtime's ``MethodMeta``
+    accessors: ``name()``, ``num_inputs()``, ``num_outputs()``,
+    ``num_attributes()``, ``input_tensor_meta(i)``, ``output_tensor_meta(i)``,
+    ``attribute_tensor_meta(i)`` (IndexError out of range, ValueError for a
+    value that is not a tensor), ``num_memory_planned_buffers()``,
+    ``memory_planned_buffer_size(i)``."""
+
+    def __init__(self, d: dict) -> None:
+        self._d = d
+
+    def name(self) -> str:
+        return self._d["name"]
+
+    def num_inputs(self) -> int:
+        return len(self._d["inputs"])
+
+    def num_outputs(self) -> int:
+        return len(self._d["outputs"])
+
+    def num_attributes(self) -> int:
+        return len(self._d.get("attributes", ()))
+
+    def _tensor(self, kind: str, index: int) -> TensorMetadata:
+        entries = self._d[kind]
+        if not 0 <= index < len(entries):
+            raise IndexError(f"{self.name()}: {kind[:-1]} {index} out of range (it has {len(entries)})")
+        entry = entries[index]
+        if entry is None or "tag" in entry:
+            raise ValueError(f"{self.name()}: {kind[:-1]} {index} is not a tensor")
+        return TensorMetadata(entry)
+
+    def input_tensor_meta(self, index: int) -> TensorMetadata:
+        return self._tensor("inputs", index)
+
+    def output_tensor_meta(self, index: int) -> TensorMetadata:
+        return self._tensor("outputs", index)
+
+    def attribute_tensor_meta(self, index: int) -> TensorMetadata:
+        return self._tensor("attributes", index)
+
+    def num_memory_planned_buffers(self) -> int:
+        return len(self._d["planned_buffers"])
+
+    def memory_planned_buffer_size(self, index: int) -> int:
+        return self._d["planned_buffers"][index]["nbytes"]
+
+    def __repr__(self) -> str:
+        return f"MethodMeta(name={self.name()}, num_inputs={self.num_inputs()}, num_outputs={self.num_outputs()})"
+
 
 _DTYPES = {code: dtype for dtype, code in SCALAR_TYPE_CODES.items()}
 
@@ -135,7 +247,9 @@ class Method:
     def __init__(self, core: Any) -> None:
         self._core = core
         self.name: str = core.name
-        self.meta: MethodMeta = _meta(core.meta())
+        raw = core.meta()
+        self.meta: MethodMeta = _meta(raw)
+        self.metadata = MethodMetadata(raw)  # executorch.runtime's accessors
         self._where = f"et_copy.runtime: method '{self.name}'"
         self._makers = [self._maker(i, m) for i, m in enumerate(self.meta.outputs)]
 
@@ -320,8 +434,15 @@ class Program:
         self._default: Session | None = None
 
     @property
-    def method_names(self) -> list[str]:
-        return list(self._core.method_names)
+    def method_names(self) -> set[str]:
+        """The program's method names, as a set (as executorch.runtime's)."""
+        return set(self._core.method_names)
+
+    def metadata(self, method_name: str) -> MethodMetadata:
+        """``method_name``'s metadata, read from the program without loading
+        the method. Raises EtCopyError (InvalidArgument) for a name the
+        program lacks."""
+        return MethodMetadata(self._core.method_meta(method_name))
 
     def load_method(self, name: str = "forward") -> Method:
         """Loads ``name`` with et-copy's kernels for its et_copy operators, in
@@ -345,16 +466,83 @@ class Program:
         return self._core.device_scratch_nbytes
 
 
-def load(program: str | os.PathLike | bytes | bytearray | memoryview) -> Program:
-    """Loads an ExecuTorch program from a .pte path or its bytes, verifying
-    its internal consistency. Raises EtCopyError (error InvalidProgram, ...)
-    for a truncated or malformed program, OSError for an unreadable file."""
-    if isinstance(program, (str, os.PathLike)):
-        with open(program, "rb") as f:
-            data = f.read()
-    elif isinstance(program, (bytes, bytearray, memoryview)):
-        data = bytes(program)
-    else:
-        raise TypeError(f"et_copy.runtime.load: program must be a path or bytes, got {type(program).__name__}")
-    _load_wheel_libraries()
-    return Program(_C.load_program(data))
+class OperatorRegistry:
+    """The operators ExecuTorch's registry holds (executorch.runtime's
+    ``Runtime.operator_registry``); et-copy's kernels serve the et_copy ones
+    per method, whatever the registry says."""
+
+    @property
+    def operator_names(self) -> set[str]:
+        _load_wheel_libraries()
+        return set(_C.operator_names())
+
+
+class BackendRegistry:
+    """The delegate backends registered with ExecuTorch (executorch.runtime's
+    ``Runtime.backend_registry``)."""
+
+    @property
+    def registered_backend_names(self) -> list[str]:
+        _load_wheel_libraries()
+        return list(_C.backend_names())
+
+    def is_available(self, backend_name: str) -> bool:
+        return backend_name in self.registered_backend_names
+
+
+class Runtime:
+    """executorch.runtime's ``Runtime``, running programs with et-copy's
+    kernels and sessions: ``Runtime.get().load_program(...)``."""
+
+    @staticmethod
+    @functools.lru_cache(maxsize=1)
+    def get() -> Runtime:
+        """The Runtime singleton."""
+        return Runtime()
+
+    def __init__(self) -> None:
+        self.operator_registry = OperatorRegistry()
+        self.backend_registry = BackendRegistry()
+
+    def load_program(
+        self,
+        data: Any,
+        *,
+        verification: Verification = Verification.InternalConsistency,
+        enable_etdump: bool = False,
+        debug_buffer_size: int = 0,
+        data_path: str | os.PathLike | None = None,
+    ) -> Program:
+        """Loads a program from a path (mmapped, not read), bytes, a
+        bytearray or memoryview, or a file-like object, verified at
+        ``verification``. ``data_path`` is a .ptd file holding data the
+        program keeps outside the .pte (weights). Raises EtCopyError
+        (InvalidProgram, ...) for a malformed program, TypeError for what is
+        none of these, and EtCopyError (NotSupported) for ``enable_etdump``:
+        profiles are executorch.runtime's for now."""
+        if enable_etdump:
+            raise EtCopyError(
+                "et_copy.runtime: enable_etdump is not supported yet; profile with executorch.runtime",
+                error="NotSupported",
+            )
+        level = int(Verification(verification))
+        extra = None if data_path is None else os.fspath(data_path)
+        _load_wheel_libraries()
+        if isinstance(data, (str, os.PathLike)):
+            path = os.fspath(data)
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"et_copy.runtime: no program file {path!r}")
+            return Program(_C.load_program_file(path, level, extra))
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            return Program(_C.load_program(bytes(data), level, extra))
+        if hasattr(data, "read"):
+            return Program(_C.load_program(data.read(), level, extra))
+        raise TypeError(
+            "et_copy.runtime: a program is a path, bytes, bytearray, memoryview or a file-like object, "
+            f"got {type(data).__name__}"
+        )
+
+
+def load(program: Any, **kwargs: Any) -> Program:
+    """``Runtime.get().load_program(program, **kwargs)``."""
+    return Runtime.get().load_program(program, **kwargs)

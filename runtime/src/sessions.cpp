@@ -67,8 +67,9 @@ Result<PlannedBuffer> PlannedBuffer::create(size_t nbytes, et::Device device) {
   return b;
 }
 
-SessionPool::SessionPool(const executorch::runtime::Program* program, Span<const executorch::runtime::Kernel> kernels)
-    : program_(program), kernels_(kernels) {}
+SessionPool::SessionPool(const executorch::runtime::Program* program, Span<const executorch::runtime::Kernel> kernels,
+                         const executorch::runtime::NamedDataMap* named_data)
+    : program_(program), kernels_(kernels), named_data_(named_data) {}
 
 std::unique_ptr<Session> SessionPool::new_session() {
   return std::unique_ptr<Session>(new Session(this));
@@ -177,8 +178,8 @@ Result<Method*> Session::method(const std::string& name, std::string* what) {
                                               Span<const et::Device>(loaded->devices.data(), loaded->devices.size()));
   loaded->memory =
       std::make_unique<MemoryManager>(&loaded->method_allocator, loaded->planned.get(), &loaded->temp_allocator);
-  auto result =
-      pool_->program_->load_method(name.c_str(), loaded->memory.get(), nullptr, nullptr, nullptr, pool_->kernels_);
+  auto result = pool_->program_->load_method(name.c_str(), loaded->memory.get(), nullptr, pool_->named_data_, nullptr,
+                                             pool_->kernels_);
   if (!result.ok()) {
     return fail(result.error(), what, "loading method '" + name + "'");
   }

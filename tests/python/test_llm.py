@@ -149,3 +149,21 @@ def test_tiny_model_rejects_an_unknown_architecture_and_leaves_the_rng_alone():
     assert torch.equal(torch.random.get_rng_state(), state)
     with pytest.raises(ValueError, match="architecture must be one of"):
         llm.tiny_model("gpt5")
+
+
+def test_generate_command_prints_device_state_beside_host_state_and_eager_all_equal():
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "et_copy", "generate", "--tokens", "8", "--max-seq-len", "32"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    rows = {line[:32].strip(): line[32:].split() for line in proc.stdout.splitlines() if "state" in line[:32]}
+    device, host = rows["et_copy.runtime, device state"], rows["executorch.runtime, host state"]
+    assert device[2:] == ["16", "8", "True"], proc.stdout  # id + position in, the token out, = eager
+    assert host[-1] == "True" and int(host[2]) > 100 * 16, proc.stdout  # the whole state crosses, same tokens
+    assert "Failed to load" not in proc.stderr and "cpuinfo" not in proc.stderr, proc.stderr  # quiet by default

@@ -59,23 +59,21 @@ def export_llm(
         return export_device_methods(
             step, methods, device=device, strict=strict, constant_methods={MAX_SEQ_LEN: max_seq_len}
         )
-    if state_on_device:
-        n = torch.export.Dim("prompt_len", min=2, max=max_prompt_len)
-        example = _example_length(max_prompt_len)
-        methods = {
-            PREFILL: MethodInputs(
-                (torch.zeros(1, example, dtype=torch.long), torch.arange(example)),
-                dynamic_shapes={"input_ids": {1: n}, "cache_position": {0: n}},
-            ),
-            **methods,
-        }
+    n = torch.export.Dim("prompt_len", min=2, max=max_prompt_len)
+    example = _example_length(max_prompt_len)
+    methods = {
+        PREFILL: MethodInputs(
+            (torch.zeros(1, example, dtype=torch.long), torch.arange(example)),
+            dynamic_shapes={"input_ids": {1: n}, "cache_position": {0: n}},
+        ),
+        **methods,
+    }
     with static_prefill_chunks(model, max_prompt_len):
         return export_device_methods(
             wrapper,
             methods,
             device=device,
             strict=strict,
-            state_on_device=state_on_device,
             constant_methods={MAX_SEQ_LEN: max_seq_len, MAX_PROMPT_LEN: max_prompt_len},
         )
 

@@ -78,9 +78,11 @@ class Session;
 /// loaded with, and every scratch buffer.
 class SessionPool {
  public:
-  /// `kernels` are passed to each Program::load_method (et_copy::method_kernels()).
+  /// `kernels` are passed to each Program::load_method (et_copy::method_kernels()),
+  /// and `named_data` (data kept outside the program, a .ptd file), when not null.
   SessionPool(const executorch::runtime::Program* program,
-              executorch::runtime::Span<const executorch::runtime::Kernel> kernels);
+              executorch::runtime::Span<const executorch::runtime::Kernel> kernels,
+              const executorch::runtime::NamedDataMap* named_data = nullptr);
   SessionPool(const SessionPool&) = delete;
   SessionPool& operator=(const SessionPool&) = delete;
 
@@ -110,6 +112,7 @@ class SessionPool {
 
   const executorch::runtime::Program* program_;
   executorch::runtime::Span<const executorch::runtime::Kernel> kernels_;
+  const executorch::runtime::NamedDataMap* named_data_;
   std::map<std::string, MethodScratch> scratch_;
   std::mutex execution_lock_;
 };
