@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import warnings
 from collections.abc import Iterator
 
@@ -47,9 +48,16 @@ def quiet(verbose: bool = False) -> Iterator[None]:
         for logger in loggers:
             logger.setLevel(logging.ERROR)
         forwarded = _C.set_forwarded_log_levels(False)
+        # transformers configures its logger from this when first imported, over any level set before.
+        verbosity = os.environ.get("TRANSFORMERS_VERBOSITY")
+        os.environ["TRANSFORMERS_VERBOSITY"] = "error"
         try:
             yield
         finally:
+            if verbosity is None:
+                os.environ.pop("TRANSFORMERS_VERBOSITY", None)
+            else:
+                os.environ["TRANSFORMERS_VERBOSITY"] = verbosity
             _C.set_forwarded_log_levels(forwarded)
             for logger, level in zip(loggers, levels):
                 logger.setLevel(level)
