@@ -167,3 +167,24 @@ def test_generate_command_prints_device_state_beside_host_state_and_eager_all_eq
     assert device[2:] == ["16", "8", "True"], proc.stdout  # id + position in, the token out, = eager
     assert host[-1] == "True" and int(host[2]) > 100 * 16, proc.stdout  # the whole state crosses, same tokens
     assert "Failed to load" not in proc.stderr and "cpuinfo" not in proc.stderr, proc.stderr  # quiet by default
+
+
+def test_generate_command_takes_a_local_checkpoint_and_its_tokenizer(tmp_path):
+    import subprocess
+    import sys
+
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    model = llm.tiny_model("qwen3")
+    model.save_pretrained(tmp_path)
+    words = Tokenizer(models.WordLevel({f"w{i}": i for i in range(256)}, unk_token="w0"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    words.save(str(tmp_path / "tokenizer.json"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "et_copy", "generate", "--checkpoint", str(tmp_path), "--text", "w5 w17 w3",
+         "--tokens", "4", "--max-seq-len", "16", "--no-baseline"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    expected = " ".join(f"w{t}" for t in llm.eager_generate(model, [5, 17, 3], 4))
+    assert f"generated (4 tokens): {expected}" in proc.stdout, proc.stdout
