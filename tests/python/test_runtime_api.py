@@ -96,3 +96,19 @@ def test_a_missing_data_file_is_named(pte, tmp_path):
 
     with pytest.raises(et_copy.EtCopyError, match="data_path"):
         Runtime.get().load_program(pte[1], data_path=str(tmp_path / "weights.ptd"))
+
+
+def test_weights_in_a_ptd_file_are_read_through_data_path(tmp_path):
+    from et_copy.runtime import Runtime
+    from executorch.exir import ExecutorchBackendConfig, to_edge
+
+    model, x = torch.nn.Linear(4, 3), torch.randn(2, 4)
+    manager = to_edge(torch.export.export(model, (x,))).to_executorch(ExecutorchBackendConfig(external_constants=True))
+    (tmp_path / "linear.pte").write_bytes(manager.buffer)
+    manager.write_tensor_data_to_file(str(tmp_path))
+    (ptd,) = tmp_path.glob("*.ptd")
+    program = Runtime.get().load_program(tmp_path / "linear.pte", data_path=ptd)
+    assert torch.allclose(program.load_method("forward").execute([x])[0], model(x))
+    # Without its data file the method cannot load, and says why.
+    with pytest.raises(et_copy.EtCopyError, match="external_data_map is null"):
+        Runtime.get().load_program(tmp_path / "linear.pte").load_method("forward")
