@@ -386,7 +386,10 @@ std::shared_ptr<LoadedMethod> load_method(const std::shared_ptr<LoadedSession>& 
   }
   if (err != Error::Ok) {
     if (!failed.empty()) {
-      log.insert(log.begin(), failed);
+      log.insert(log.begin(), err == Error::NotFound ? failed +
+                                                           " (call et_copy.use_simulated_device() or "
+                                                           "et_copy.use_cuda() first)"
+                                                     : failed);
     }
     raise_runtime(err, what, log);
   }

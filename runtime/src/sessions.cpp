@@ -19,9 +19,15 @@ namespace et = executorch::runtime::etensor;
 namespace {
 
 std::string device_name(et::Device d) {
-  return d.type() == et::DeviceType::CPU ? "cpu"
-                                         : "device " + std::to_string(static_cast<int>(d.type())) + ":" +
-                                               std::to_string(static_cast<int>(d.index()));
+  const std::string index = std::to_string(static_cast<int>(d.index()));
+  switch (d.type()) {
+    case et::DeviceType::CPU:
+      return "cpu";
+    case et::DeviceType::CUDA:
+      return "cuda:" + index;
+    default:
+      return "device " + std::to_string(static_cast<int>(d.type())) + ":" + index;
+  }
 }
 
 Error fail(Error e, std::string* what, std::string message) {
