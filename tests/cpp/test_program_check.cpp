@@ -116,7 +116,9 @@ class Flat {
   template <typename T>
   void values(size_t table, int slot, std::vector<T> items) {
     const size_t at = vector(table, slot, static_cast<uint32_t>(items.size()), sizeof(T));
-    std::memcpy(b_.data() + at, items.data(), items.size() * sizeof(T));
+    if (!items.empty()) { // memcpy from an empty vector's null data is undefined
+      std::memcpy(b_.data() + at, items.data(), items.size() * sizeof(T));
+    }
   }
   // Points the offset at `from` to `to`.
   void link(size_t from, size_t to) {
