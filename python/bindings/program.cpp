@@ -289,6 +289,21 @@ void read_slots(LoadedMethod& lm) {
   }
 }
 
+// Each planned buffer of a method: its size and the device the program names.
+py::list planned_buffers(const MethodMeta& meta) {
+  py::list buffers;
+  for (size_t i = 0; i < meta.num_memory_planned_buffers(); ++i) {
+    const auto device = meta.memory_planned_buffer_device(i);
+    const auto size = meta.memory_planned_buffer_size(i);
+    py::dict b;
+    b["device_type"] = device.ok() ? static_cast<int>(device->type()) : 0;
+    b["device_index"] = device.ok() ? static_cast<int>(device->index()) : 0;
+    b["nbytes"] = size.ok() ? *size : 0;
+    buffers.append(b);
+  }
+  return buffers;
+}
+
 // A method's metadata read from the program alone (nothing loaded): each
 // input's, output's and state tensor's TensorInfo, or its tag for a value.
 py::dict program_method_meta(const LoadedProgram& lp, const std::string& name) {
@@ -338,17 +353,7 @@ py::dict program_method_meta(const LoadedProgram& lp, const std::string& name) {
     }
   }
   d["attributes"] = attributes;
-  py::list buffers;
-  for (size_t i = 0; i < meta->num_memory_planned_buffers(); ++i) {
-    const auto size = meta->memory_planned_buffer_size(i);
-    const auto device = meta->memory_planned_buffer_device(i);
-    py::dict b;
-    b["device_type"] = device.ok() ? static_cast<int>(device->type()) : 0;
-    b["device_index"] = device.ok() ? static_cast<int>(device->index()) : 0;
-    b["nbytes"] = size.ok() ? *size : 0;
-    buffers.append(b);
-  }
-  d["planned_buffers"] = buffers;
+  d["planned_buffers"] = planned_buffers(*meta);
   return d;
 }
 
@@ -434,17 +439,7 @@ py::dict method_meta(const LoadedMethod& lm) {
       lm.inputs, [&](size_t i) { return meta.input_tensor_meta(i); }, [&](size_t i) { return meta.input_tag(i); });
   d["outputs"] = entries(
       lm.outputs, [&](size_t i) { return meta.output_tensor_meta(i); }, [&](size_t i) { return meta.output_tag(i); });
-  py::list buffers;
-  for (size_t i = 0; i < meta.num_memory_planned_buffers(); ++i) {
-    const auto device = meta.memory_planned_buffer_device(i);
-    const auto size = meta.memory_planned_buffer_size(i);
-    py::dict b;
-    b["device_type"] = device.ok() ? static_cast<int>(device->type()) : 0;
-    b["device_index"] = device.ok() ? static_cast<int>(device->index()) : 0;
-    b["nbytes"] = size.ok() ? *size : 0;
-    buffers.append(b);
-  }
-  d["planned_buffers"] = buffers;
+  d["planned_buffers"] = planned_buffers(meta);
   return d;
 }
 

@@ -56,6 +56,26 @@ Error copy_in(et::Device device, void* dst, const void* src, size_t nbytes) {
 
 } // namespace
 
+namespace {
+
+// Planned buffer `i` of a method, allocated on the device the program names.
+Result<PlannedBuffer> planned_buffer(const executorch::runtime::MethodMeta& meta, size_t i, std::string* what) {
+  auto size = meta.memory_planned_buffer_size(i);
+  auto device = meta.memory_planned_buffer_device(i);
+  if (!size.ok() || !device.ok() || *size < 0) {
+    return fail(Error::InvalidProgram, what, "planned buffer " + std::to_string(i) + " has no valid size or device");
+  }
+  auto b = PlannedBuffer::create(static_cast<size_t>(*size), *device);
+  if (!b.ok()) {
+    return fail(b.error(), what,
+                "could not allocate planned buffer " + std::to_string(i) + " (" + std::to_string(*size) +
+                    " bytes) on " + device_name(*device) + ": no DeviceAllocator is registered for it, or it failed");
+  }
+  return b;
+}
+
+} // namespace
+
 Result<PlannedBuffer> PlannedBuffer::create(size_t nbytes, et::Device device) {
   PlannedBuffer b;
   b.device_ = device;
@@ -106,16 +126,9 @@ Result<SessionPool::MethodScratch*> SessionPool::scratch(const std::string& name
   // buffer; Session::method checks that after loading.
   s.has_arena = n > 0 && meta->num_attributes() > 0;
   for (size_t i = 0; s.has_arena && i + 1 < n; ++i) {
-    auto size = meta->memory_planned_buffer_size(i);
-    auto device = meta->memory_planned_buffer_device(i);
-    if (!size.ok() || !device.ok() || *size < 0) {
-      return fail(Error::InvalidProgram, what, "planned buffer " + std::to_string(i) + " has no valid size or device");
-    }
-    auto b = PlannedBuffer::create(static_cast<size_t>(*size), *device);
+    auto b = planned_buffer(*meta, i, what);
     if (!b.ok()) {
-      return fail(b.error(), what,
-                  "could not allocate planned buffer " + std::to_string(i) + " (" + std::to_string(*size) +
-                      " bytes) on " + device_name(*device) + ": no DeviceAllocator is registered for it, or it failed");
+      return b.error();
     }
     s.buffers.push_back(std::move(*b));
   }
@@ -140,16 +153,9 @@ Result<Method*> Session::method(const std::string& name, std::string* what) {
   }
   for (size_t i = 0; !(*scratch)->has_arena && i < n; ++i) {
     // No arena: nothing tells state from scratch, so all of it is this session's.
-    auto size = meta->memory_planned_buffer_size(i);
-    auto device = meta->memory_planned_buffer_device(i);
-    if (!size.ok() || !device.ok() || *size < 0) {
-      return fail(Error::InvalidProgram, what, "planned buffer " + std::to_string(i) + " has no valid size or device");
-    }
-    auto b = PlannedBuffer::create(static_cast<size_t>(*size), *device);
+    auto b = planned_buffer(*meta, i, what);
     if (!b.ok()) {
-      return fail(b.error(), what,
-                  "could not allocate planned buffer " + std::to_string(i) + " (" + std::to_string(*size) +
-                      " bytes) on " + device_name(*device) + ": no DeviceAllocator is registered for it, or it failed");
+      return b.error();
     }
     owned_.push_back(std::make_unique<PlannedBuffer>(std::move(*b)));
     loaded->spans.push_back(owned_.back()->span());
