@@ -67,26 +67,19 @@ class StatefulCausalLM(torch.nn.Module):
             model(input_ids=torch.zeros(1, 2, dtype=torch.long), cache=cache, use_cache=True)
         for i, layer in enumerate(cache.layers):
             if isinstance(layer, LinearAttentionCacheLayerMixin):
-                for s in range(layer.number_of_states):
-                    # Marked as started, so every call reads the stored state: zero state
-                    # is what a fresh sequence starts from, so prefill at position 0 is
-                    # exact, and a prompt may also continue a sequence.
-                    layer.has_previous_state[s] = True
-                    self.register_buffer(f"conv_state_{i}_{s}", layer.conv_states[s], persistent=False)
-                    if layer.recurrent_states[s] is not None:
-                        self.register_buffer(f"recurrent_state_{i}_{s}", layer.recurrent_states[s], persistent=False)
-            elif isinstance(layer, StaticLayer):
-                self.register_buffer(f"key_cache_{i}", layer.keys, persistent=False)
-                self.register_buffer(f"value_cache_{i}", layer.values, persistent=False)
-                self.register_buffer(f"cache_length_{i}", layer.cumulative_length, persistent=False)
-            else:
+                # Marked as started, so every call reads the stored state: zero state
+                # is what a fresh sequence starts from, so prefill at position 0 is
+                # exact, and a prompt may also continue a sequence.
+                layer.has_previous_state.update(dict.fromkeys(range(layer.number_of_states), True))
+            elif not isinstance(layer, StaticLayer):
                 raise NotImplementedError(
                     f"et_copy.llm: cache layer {i} is a {type(layer).__name__}, which has no static form to export"
                 )
         self.cache = cache
-        self.state_names: tuple[str, ...] = tuple(
-            name for name, _ in self.named_buffers(recurse=False)
-        )  # the model's own buffers (rotary frequencies) are not state
+        for name, owner, key in self._state_slots():
+            self.register_buffer(name, _get(owner, key), persistent=False)
+        # The model's own buffers (rotary frequencies) are not state.
+        self.state_names: tuple[str, ...] = tuple(name for name, _, _ in self._state_slots())
         self.reset()
 
     def reset(self) -> None:
@@ -112,9 +105,6 @@ class StatefulCausalLM(torch.nn.Module):
                 yield f"cache_length_{i}", layer, "cumulative_length"
 
     def forward(self, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
-        return self._step(input_ids, cache_position)
-
-    def _step(self, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
         for layer in self.cache.layers:
             if isinstance(layer, StaticLayer):
                 layer.cumulative_length.copy_(cache_position[0])
@@ -133,7 +123,7 @@ class HostStateStep(torch.nn.Module):
     """The baseline a runtime without device state is left with: one step of
     ``lm`` whose state the caller holds on the host and passes in and takes
     back every call. ``forward(input_ids, cache_position, *state) ->
-    (logits or token, *new_state)``, the state in :meth:`state_names` order;
+    (logits or token, *new_state)``, the state in :meth:`initial_state`'s order;
     exported behind a DeviceBoundary, every state tensor crosses both ways
     every step."""
 
@@ -141,19 +131,16 @@ class HostStateStep(torch.nn.Module):
         super().__init__()
         self.lm = lm
 
-    def state_names(self) -> list[str]:
-        return [name for name, _, _ in self.lm._state_slots()]
-
     def initial_state(self) -> list[torch.Tensor]:
-        start = self.lm.initial_state()
-        return [start[name] for name in self.state_names()]
+        """The start state, in the order ``forward`` takes it."""
+        return list(self.lm.initial_state().values())
 
     def forward(self, input_ids: torch.Tensor, cache_position: torch.Tensor, *state: torch.Tensor):
         slots = list(self.lm._state_slots())
         for (_, owner, key), value in zip(slots, state):
             _set(owner, key, value)  # the model updates the given state in place
         try:
-            out = self.lm._step(input_ids, cache_position)
+            out = self.lm(input_ids, cache_position)
             new_state = tuple(_get(owner, key) for _, owner, key in slots)
         finally:
             for name, owner, key in slots:
