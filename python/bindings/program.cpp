@@ -32,6 +32,7 @@
 
 #include "failure.h"
 #include "log_capture.h"
+#include "method_io.h"
 #include "tensor_reader.h"
 #include "tensor_view.h"
 
@@ -52,13 +53,6 @@ using executorch::runtime::Program;
 using executorch::runtime::Span;
 using executorch::runtime::Tag;
 namespace et = executorch::runtime::etensor;
-
-std::string device_str(et::DeviceType type, int index) {
-  return type == et::DeviceType::CPU
-             ? "cpu"
-             : (type == et::DeviceType::CUDA ? "cuda:" : "device" + std::to_string(static_cast<int>(type)) + ":") +
-                   std::to_string(index);
-}
 
 // The message of a failed runtime call: what the caller was doing, the
 // error, then what ExecuTorch logged while it failed (the kernel's own
@@ -132,22 +126,12 @@ struct LoadedMethod {
   std::shared_ptr<LoadedSession> session;
   std::string name;
   Method* method = nullptr;
-  // What each input and output is, read once at load for execute's checks.
-  struct Slot {
-    bool tensor = false;
-    bool planned = false;
-    int dtype = 0;
-    int device_type = 0;
-    int device_index = 0;
-    size_t nbytes = 0; // at the planned (upper-bound) shape
-    std::vector<int64_t> dim_order;
-  };
-  std::vector<Slot> inputs, outputs;
+  MethodIo io; // read once at load, for execute's checks
 };
 
 namespace {
 
-py::dict tensor_info_dict(const executorch::runtime::TensorInfo& info, const LoadedMethod::Slot& slot) {
+py::dict tensor_info_dict(const executorch::runtime::TensorInfo& info, const IoSlot& slot) {
   py::dict d;
   d["name"] = std::string(info.name());
   d["dtype"] = static_cast<int>(info.scalar_type());
@@ -247,46 +231,6 @@ py::list method_names(const LoadedProgram& lp) {
     }
   }
   return names;
-}
-
-LoadedMethod::Slot slot_of(const EValue& value,
-                           const executorch::runtime::Result<executorch::runtime::TensorInfo>& info) {
-  LoadedMethod::Slot slot;
-  if (value.isTensor() && info.ok()) {
-    const auto* impl = value.toTensor().unsafeGetTensorImpl();
-    slot = {true,
-            info->is_memory_planned(),
-            static_cast<int>(info->scalar_type()),
-            static_cast<int>(impl->device_type()),
-            static_cast<int>(impl->device_index()),
-            info->nbytes(),
-            std::vector<int64_t>(info->dim_order().begin(), info->dim_order().end())};
-  }
-  return slot;
-}
-
-void read_slots(LoadedMethod& lm) {
-  Method& m = *lm.method;
-  const MethodMeta meta = m.method_meta();
-  std::vector<EValue> values(std::max(m.inputs_size(), m.outputs_size()));
-  // Deprecated, but the only way to read the device ExecuTorch gave each input.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-  const Error inputs_read = m.get_inputs(values.data(), values.size());
-#pragma GCC diagnostic pop
-  if (inputs_read != Error::Ok) {
-    throw Failure(Error::Internal, "et_copy.runtime: could not read the method's inputs");
-  }
-  for (size_t i = 0; i < m.inputs_size(); ++i) {
-    // Tensor metadata only for tensors: ExecuTorch logs an error for any other.
-    lm.inputs.push_back(values[i].isTensor() ? slot_of(values[i], meta.input_tensor_meta(i)) : LoadedMethod::Slot{});
-  }
-  if (m.get_outputs(values.data(), values.size()) != Error::Ok) {
-    throw Failure(Error::Internal, "et_copy.runtime: could not read the method's outputs");
-  }
-  for (size_t i = 0; i < m.outputs_size(); ++i) {
-    lm.outputs.push_back(values[i].isTensor() ? slot_of(values[i], meta.output_tensor_meta(i)) : LoadedMethod::Slot{});
-  }
 }
 
 // Each planned buffer of a method: its size and the device the program names.
@@ -398,7 +342,7 @@ std::shared_ptr<LoadedMethod> load_method(const std::shared_ptr<LoadedSession>& 
     }
     raise_runtime(err, what, log);
   }
-  read_slots(*lm);
+  lm->io = read_method_io(*lm->method, name);
   return lm;
 }
 
@@ -419,7 +363,7 @@ void reset_session(LoadedSession& ls) {
 // the loaded method holds it.
 py::dict method_meta(const LoadedMethod& lm) {
   const MethodMeta meta = lm.method->method_meta();
-  auto entries = [](const std::vector<LoadedMethod::Slot>& slots, auto info_of, auto tag_of) {
+  auto entries = [](const std::vector<IoSlot>& slots, auto info_of, auto tag_of) {
     py::list list;
     for (size_t i = 0; i < slots.size(); ++i) {
       if (slots[i].tensor) {
@@ -436,9 +380,9 @@ py::dict method_meta(const LoadedMethod& lm) {
   py::dict d;
   d["name"] = lm.name;
   d["inputs"] = entries(
-      lm.inputs, [&](size_t i) { return meta.input_tensor_meta(i); }, [&](size_t i) { return meta.input_tag(i); });
+      lm.io.inputs, [&](size_t i) { return meta.input_tensor_meta(i); }, [&](size_t i) { return meta.input_tag(i); });
   d["outputs"] = entries(
-      lm.outputs, [&](size_t i) { return meta.output_tensor_meta(i); }, [&](size_t i) { return meta.output_tag(i); });
+      lm.io.outputs, [&](size_t i) { return meta.output_tensor_meta(i); }, [&](size_t i) { return meta.output_tag(i); });
   d["planned_buffers"] = planned_buffers(meta);
   return d;
 }
@@ -461,91 +405,51 @@ py::object output_value(const EValue& v) {
                                          std::to_string(static_cast<int>(v.tag)) + ")");
 }
 
-// A non-tensor input: a Python scalar or None.
-EValue scalar_input(const py::handle& value) {
-  if (py::isinstance<py::bool_>(value)) {
-    return EValue(value.cast<bool>());
-  }
-  if (py::isinstance<py::int_>(value)) {
-    return EValue(value.cast<int64_t>());
-  }
-  if (py::isinstance<py::float_>(value)) {
-    return EValue(value.cast<double>());
-  }
-  if (value.is_none()) {
-    return EValue();
-  }
-  throw Failure(Error::InvalidArgument, "et_copy.runtime: unsupported input value");
-}
-
-size_t capacity_bytes(const TensorSpec& s) {
-  size_t n = executorch::runtime::elementSize(static_cast<executorch::aten::ScalarType>(s.dtype));
-  const int64_t* shape = s.has_capacity ? s.capacity : s.sizes;
-  for (size_t i = 0; i < s.rank; ++i) {
-    n *= static_cast<size_t>(shape[i]);
-  }
-  return n;
-}
-
-bool same_dim_order(const TensorSpec& s, const std::vector<int64_t>& order) {
-  return order.size() == s.rank && std::equal(order.begin(), order.end(), s.dim_order);
-}
-
-// Runs the method. `inputs`: torch tensors, DeviceTensors (read by
-// tensor_reader.h) or Python scalars, in order. `outputs`: per output, None
-// (not a tensor), or the tensor that receives it: bound as the output's
-// memory when the program does not plan it, copied into after the run when
-// it does, and given the shape the output ran with. Returns NotImplemented,
-// having run nothing, when an input or output is not the tensor its slot
-// expects: Python then raises the error that says why. Otherwise a list:
-// per tensor output None, per other output its value.
-py::object execute(LoadedMethod& lm, const py::list& inputs, const py::list& outputs) {
+// Runs the method. `inputs`: a list or tuple of torch tensors, DeviceTensors
+// (read by tensor_reader.h) or Python scalars, in order. `outputs`: per
+// output, None (not a tensor), or the tensor that receives it: bound as the
+// output's memory when the program does not plan it, copied into after the
+// run when it does, and given the shape the output ran with. Every value is
+// checked (method_io.h) before anything runs. Returns a list: per tensor
+// output None, per other output its value.
+py::list execute(LoadedMethod& lm, const py::handle& inputs, const py::handle& outputs) {
   Method& m = *lm.method;
-  const std::string what = "et_copy.runtime: method '" + lm.name + "'";
-  if (inputs.size() != lm.inputs.size() || outputs.size() != lm.outputs.size()) {
-    return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  const MethodIo& io = lm.io;
+  if (!PyList_Check(inputs.ptr()) && !PyTuple_Check(inputs.ptr())) {
+    throw py::type_error(io.where + ": inputs must be a list or tuple, got " + Py_TYPE(inputs.ptr())->tp_name);
+  }
+  if (!PyList_Check(outputs.ptr()) && !PyTuple_Check(outputs.ptr())) {
+    throw py::type_error(io.where + ": outputs= must be a list or tuple, got " + Py_TYPE(outputs.ptr())->tp_name);
+  }
+  const auto in = py::reinterpret_borrow<py::sequence>(inputs);
+  const auto out = py::reinterpret_borrow<py::sequence>(outputs);
+  if (in.size() != io.inputs.size()) {
+    throw py::value_error(io.where + ": takes " + std::to_string(io.inputs.size()) + " inputs, got " +
+                          std::to_string(in.size()));
+  }
+  if (out.size() != io.outputs.size()) {
+    throw py::value_error(io.where + ": has " + std::to_string(io.outputs.size()) + " outputs, got " +
+                          std::to_string(out.size()) + " in outputs=");
   }
   std::vector<std::unique_ptr<TensorView>> views;
-  views.reserve(inputs.size());
-  std::vector<EValue> values;
-  values.reserve(inputs.size());
+  views.reserve(io.inputs.size());
+  std::vector<EValue> values(io.inputs.size());
   TensorSpec spec;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const LoadedMethod::Slot& slot = lm.inputs[i];
-    py::handle value = inputs[i];
-    if (slot.tensor) {
-      if (read_tensor(value.ptr(), false, spec) != ReadProblem::kNone || spec.dtype != slot.dtype ||
-          spec.device_type != slot.device_type || spec.device_index != slot.device_index ||
-          (slot.planned && slot.device_type != 0)) {
-        return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-      }
+  for (size_t i = 0; i < io.inputs.size(); ++i) {
+    if (read_input(io, i, in[i].ptr(), spec, values[i])) {
       views.push_back(std::make_unique<TensorView>(spec));
-      values.emplace_back(views.back()->tensor());
-    } else if (read_tensor(value.ptr(), false, spec) == ReadProblem::kNotATensor) {
-      values.push_back(scalar_input(value));
-    } else {
-      return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+      values[i] = EValue(views.back()->tensor());
     }
   }
   struct Target {
     size_t capacity;
     TensorSpec spec; // the tensor as read: its layout takes the output's final shape
   };
-  std::vector<std::optional<Target>> targets(outputs.size());
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const LoadedMethod::Slot& slot = lm.outputs[i];
-    if (!slot.tensor) {
-      continue;
+  std::vector<std::optional<Target>> targets(io.outputs.size());
+  for (size_t i = 0; i < io.outputs.size(); ++i) {
+    if (read_output(io, i, out[i].ptr(), spec)) {
+      targets[i] = Target{io.outputs[i].nbytes, spec}; // capacity: the output's upper bound, checked
     }
-    const bool host_copy = slot.planned && slot.device_type == 0;
-    // The tensor must hold the output as the program lays it out: same dtype,
-    // device, dim order, and room for its upper-bound shape.
-    if (outputs[i].is_none() || read_tensor(outputs[i].ptr(), true, spec) != ReadProblem::kNone ||
-        spec.dtype != slot.dtype || spec.device_type != slot.device_type || spec.device_index != slot.device_index ||
-        (slot.planned && !host_copy) || !same_dim_order(spec, slot.dim_order) || capacity_bytes(spec) < slot.nbytes) {
-      return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-    }
-    targets[i] = Target{capacity_bytes(spec), spec};
   }
   std::vector<std::string> log;
   Error err = Error::Ok;
@@ -561,7 +465,7 @@ py::object execute(LoadedMethod& lm, const py::list& inputs, const py::list& out
       }
     }
     for (size_t i = 0; i < targets.size() && err == Error::Ok; ++i) {
-      if (targets[i] && !lm.outputs[i].planned) {
+      if (targets[i] && !io.outputs[i].planned) {
         err = m.set_output_data_ptr(reinterpret_cast<void*>(targets[i]->spec.data), targets[i]->capacity, i);
         if (err != Error::Ok) {
           step = "binding output " + std::to_string(i);
@@ -575,7 +479,7 @@ py::object execute(LoadedMethod& lm, const py::list& inputs, const py::list& out
       }
     }
     for (size_t i = 0; i < targets.size() && err == Error::Ok; ++i) {
-      if (targets[i] && lm.outputs[i].planned) { // host memory the method owns: copy out
+      if (targets[i] && io.outputs[i].planned) { // host memory the method owns: copy out
         const auto& t = m.get_output(i).toTensor();
         if (t.nbytes() > targets[i]->capacity) {
           err = Error::InvalidArgument;
@@ -591,10 +495,10 @@ py::object execute(LoadedMethod& lm, const py::list& inputs, const py::list& out
     }
   }
   if (err != Error::Ok) {
-    raise_runtime(err, what + ": " + step, log);
+    raise_runtime(err, io.where + ": " + step, log);
   }
   py::list result;
-  for (size_t i = 0; i < lm.outputs.size(); ++i) {
+  for (size_t i = 0; i < io.outputs.size(); ++i) {
     const EValue& v = m.get_output(i);
     if (targets[i]) {
       // A dynamic shape: the given tensor keeps its memory and takes the size it ran with.
@@ -603,7 +507,7 @@ py::object execute(LoadedMethod& lm, const py::list& inputs, const py::list& out
       if (!std::equal(sizes.begin(), sizes.end(), s.sizes)) { // same rank: its dim order matched above
         std::copy(sizes.begin(), sizes.end(), s.sizes);
         dense_strides(s); // in the dim order checked against the output's above
-        take_shape(outputs[i].ptr(), s);
+        take_shape(out[i].ptr(), s);
       }
       result.append(py::none());
     } else {

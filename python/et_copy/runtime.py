@@ -42,7 +42,7 @@ from ._device import Device
 from ._dtypes import SCALAR_TYPE_CODES
 from ._errors import EtCopyError
 from ._registration import _wheel_library
-from ._tensors import DeviceTensor, contiguous_strides, dim_order_of, empty
+from ._tensors import DeviceTensor, empty
 
 __all__ = [
     "BackendRegistry",
@@ -231,12 +231,6 @@ def _meta(raw: dict) -> MethodMeta:
     )
 
 
-def _device_of(t: torch.Tensor | DeviceTensor) -> str:
-    if isinstance(t, DeviceTensor):
-        return str(t.device)
-    return "cpu" if t.is_cpu else str(t.device)
-
-
 AnyTensor = Union[torch.Tensor, DeviceTensor]
 
 
@@ -250,28 +244,7 @@ class Method:
         raw = core.meta()
         self.meta: MethodMeta = _meta(raw)
         self.metadata = MethodMetadata(raw)  # executorch.runtime's accessors
-        self._where = f"et_copy.runtime: method '{self.name}'"
-        self._makers = [self._maker(i, m) for i, m in enumerate(self.meta.outputs)]
-
-    def _maker(self, i: int, m: TensorMeta | ValueMeta):
-        """What makes a fresh tensor for output ``i`` on each call (None: not a tensor)."""
-        if not isinstance(m, TensorMeta):
-            return None
-        if m.dtype is None:
-            raise EtCopyError(f"{self._where}: output {i} has a dtype torch cannot represent", error="NotSupported")
-        if m.device != "cpu":
-            if m.memory_planned:
-                # Its memory is the method's, overwritten by the next call, and only a device copy could hand it out.
-                raise EtCopyError(
-                    f"{self._where}: output {i} is memory-planned on {m.device}; et_copy.runtime "
-                    "returns device outputs in memory the caller owns: export with "
-                    "alloc_graph_output=False",
-                    error="NotSupported",
-                )
-            return functools.partial(empty, m.shape, m.dtype, m.device, dynamic=True, dim_order=m.dim_order)
-        if list(m.dim_order) == sorted(m.dim_order):
-            return functools.partial(torch.empty, m.shape, dtype=m.dtype)
-        return functools.partial(torch.empty_permuted, m.shape, m.dim_order, dtype=m.dtype)
+        self._makers = [_maker(m) for m in self.meta.outputs]
 
     def execute(self, inputs: Sequence[Any], *, outputs: Sequence[AnyTensor | None] | None = None) -> list[Any]:
         """Runs the method on ``inputs`` (torch tensors, DeviceTensors, Python
@@ -283,96 +256,31 @@ class Method:
         entries, or no ``outputs``, let et_copy.runtime allocate them. Raises
         EtCopyError (with ``.error``, ``.instruction``, ``.operator`` and
         ``.log`` when the runtime failed inside a kernel), TypeError or
-        ValueError for inputs the method cannot take.
+        ValueError for inputs the method cannot take; the bindings check
+        every value before anything runs.
         """
+        makers = self._makers
         if outputs is None:
-            outs = [make() if make is not None else None for make in self._makers]
-        elif type(outputs) is list and len(outputs) == len(self._makers):
-            outs = [
-                make() if given is None and make is not None else given for given, make in zip(outputs, self._makers)
-            ]
+            outs = [make() if make is not None else None for make in makers]
+        elif isinstance(outputs, (list, tuple)) and len(outputs) == len(makers):
+            outs = [make() if given is None and make is not None else given for given, make in zip(outputs, makers)]
         else:
-            outs = self._given_outputs(outputs)
-        result = self._core.execute(inputs, outs) if type(inputs) is list else NotImplemented
-        if result is NotImplemented:
-            # Not the tensors each slot expects: check them here, raising the error that says why.
-            if outputs is not None:
-                outs = self._given_outputs(outputs)
-            result = self._core.execute(self._checked_inputs(inputs), outs)
-            if result is NotImplemented:
-                raise EtCopyError(f"{self._where}: the bindings refused a tensor these checks accept", error="Internal")
+            outs = outputs  # the bindings say what is wrong with it
+        result = self._core.execute(inputs, outs)
         # Tensor outputs were written, and reshaped, in place; the others come back as values.
         return [value if out is None else out for out, value in zip(outs, result)]
 
-    def _checked_inputs(self, inputs: Any) -> list:
-        meta = self.meta
-        if not isinstance(inputs, (list, tuple)):
-            raise TypeError(f"{self._where}: inputs must be a list or tuple, got {type(inputs).__name__}")
-        if len(inputs) != len(meta.inputs):
-            raise ValueError(f"{self._where}: takes {len(meta.inputs)} inputs, got {len(inputs)}")
-        return [self._input(i, value, m) for i, (value, m) in enumerate(zip(inputs, meta.inputs))]
 
-    def _input(self, i: int, value: Any, m: TensorMeta | ValueMeta) -> Any:
-        if isinstance(m, ValueMeta):
-            if isinstance(value, (torch.Tensor, DeviceTensor)):
-                raise TypeError(f"{self._where}: input {i} is not a tensor input, got a tensor")
-            return value
-        arg = f"input {i} ({m.name})" if m.name else f"input {i}"
-        if not isinstance(value, (torch.Tensor, DeviceTensor)):
-            raise TypeError(
-                f"{self._where}: {arg} must be a torch.Tensor or an et_copy.DeviceTensor, got {type(value).__name__}"
-            )
-        if m.dtype is not None and value.dtype != m.dtype:
-            raise TypeError(f"{self._where}: {arg} must have dtype {m.dtype}, got {value.dtype}")
-        given = _device_of(value)
-        if given != m.device:
-            if m.device == "cpu":
-                hint = "pass a CPU torch tensor"
-            else:
-                hint = (
-                    f"pass an et_copy.DeviceTensor on {m.device} (et_copy.h2d_copy(x)); a host tensor would be "
-                    "copied into device memory with a host memcpy"
-                )
-            raise ValueError(f"{self._where}: {arg} is planned on {m.device}, got a tensor on {given}: {hint}")
-        if m.device != "cpu" and m.memory_planned:
-            raise EtCopyError(
-                f"{self._where}: {arg} is memory-planned on {m.device}, which ExecuTorch fills with a "
-                "host memcpy; export with alloc_graph_input=False",
-                error="NotSupported",
-            )
-        if isinstance(value, DeviceTensor) and value.freed:
-            raise ValueError(f"{self._where}: {arg} is a DeviceTensor whose memory was freed")
-        return value
-
-    def _given_outputs(self, outputs: Sequence[AnyTensor | None]) -> list:
-        if len(outputs) != len(self.meta.outputs):
-            raise ValueError(f"{self._where}: has {len(self.meta.outputs)} outputs, got {len(outputs)} in outputs=")
-        outs = []
-        for i, (given, m, make) in enumerate(zip(outputs, self.meta.outputs, self._makers)):
-            if given is None or make is None:
-                if given is not None:
-                    raise ValueError(f"{self._where}: output {i} is not a tensor; pass None for it")
-                outs.append(make() if make is not None else None)
-                continue
-            arg = f"outputs[{i}]"
-            if not isinstance(given, (torch.Tensor, DeviceTensor)):
-                raise TypeError(f"{self._where}: {arg} must be a torch.Tensor, an et_copy.DeviceTensor or None")
-            if isinstance(given, DeviceTensor) and given.freed:
-                raise ValueError(f"{self._where}: {arg} is a DeviceTensor whose memory was freed")
-            if given.dtype != m.dtype or _device_of(given) != m.device:
-                raise ValueError(
-                    f"{self._where}: {arg} must be {m.dtype} on {m.device}, got {given.dtype} on {_device_of(given)}"
-                )
-            capacity = given.capacity if isinstance(given, DeviceTensor) else given.shape
-            order = tuple(given.dim_order) if isinstance(given, DeviceTensor) else tuple(dim_order_of(given))
-            dense = isinstance(given, DeviceTensor) or given.stride() == tuple(contiguous_strides(given.shape, order))
-            if tuple(capacity) != m.shape or order != m.dim_order or not dense:
-                raise ValueError(
-                    f"{self._where}: {arg} must be dense with capacity {list(m.shape)} in dim order "
-                    f"{list(m.dim_order)}, got {list(capacity)} in {list(order)}"
-                )
-            outs.append(given)
-        return outs
+def _maker(m: TensorMeta | ValueMeta):
+    """What makes a fresh tensor for an output on each call (None: not a
+    tensor). The bindings refused, at load, the outputs none can be made for."""
+    if not isinstance(m, TensorMeta):
+        return None
+    if m.device != "cpu":
+        return functools.partial(empty, m.shape, m.dtype, m.device, dynamic=True, dim_order=m.dim_order)
+    if list(m.dim_order) == sorted(m.dim_order):
+        return functools.partial(torch.empty, m.shape, dtype=m.dtype)
+    return functools.partial(torch.empty_permuted, m.shape, m.dim_order, dtype=m.dtype)
 
 
 class Session:

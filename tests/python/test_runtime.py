@@ -16,7 +16,7 @@ from pathlib import Path
 import et_copy
 import pytest
 import torch
-from et_copy import runtime
+from et_copy import EtCopyError, runtime
 from runtime_programs import export_programs
 
 
@@ -159,12 +159,23 @@ def test_a_device_tensor_where_a_host_input_is_planned_is_rejected(programs, dat
         (lambda x, y: [x], ValueError, "takes 2 inputs, got 1"),
         (lambda x, y: [x.double(), y], TypeError, "input 0 .*must have dtype torch.float32, got torch.float64"),
         (lambda x, y: [x, "y"], TypeError, "input 1 .*must be a torch.Tensor or an et_copy.DeviceTensor, got str"),
+        (lambda x, y: {"x": x, "y": y}, TypeError, "method 'forward': inputs must be a list or tuple, got dict"),
+        # The shape is ExecuTorch's to check, in its own words, as under executorch.runtime.
+        (lambda x, y: [x.reshape(4, 3), y], EtCopyError, r"setting input 0 failed with NotSupported\n.*shape \(3, 4\)"),
     ],
 )
 def test_inputs_the_method_cannot_take_are_rejected_naming_the_input(programs, data, bad, error, match):
     method = runtime.load(programs / "affine.pte").load_method()
     with pytest.raises(error, match=match):
         method.execute(bad(*data["affine"]))
+
+
+def test_inputs_may_be_a_tuple_and_outputs_must_be_a_sequence(programs, data):
+    method = runtime.load(programs / "affine.pte").load_method()
+    x, y = data["affine"]
+    torch.testing.assert_close(method.execute((x, y))[0], x * 2.0 + y)
+    with pytest.raises(TypeError, match="method 'forward': outputs= must be a list or tuple, got Tensor"):
+        method.execute([x, y], outputs=torch.empty(3, 4))
 
 
 def test_a_kernel_failure_raises_with_the_instruction_operator_and_the_kernels_own_words(exported_programs):

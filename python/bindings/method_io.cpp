@@ -1,0 +1,197 @@
+#include "method_io.h"
+
+#include <pybind11/pybind11.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
+
+#include "failure.h"
+#include "tensor_reader.h"
+#include "torch_tensor.h"
+
+namespace py = pybind11;
+
+namespace et_copy::bindings {
+
+namespace {
+
+using executorch::runtime::Error;
+using executorch::runtime::EValue;
+using executorch::runtime::Method;
+using executorch::runtime::MethodMeta;
+
+IoSlot slot_of(const EValue& value, const executorch::runtime::Result<executorch::runtime::TensorInfo>& info) {
+  IoSlot slot;
+  if (value.isTensor() && info.ok()) {
+    const auto* impl = value.toTensor().unsafeGetTensorImpl();
+    slot.tensor = true;
+    slot.planned = info->is_memory_planned();
+    slot.dtype = static_cast<int>(info->scalar_type());
+    slot.device_type = static_cast<int>(impl->device_type());
+    slot.device_index = static_cast<int>(impl->device_index());
+    slot.nbytes = info->nbytes();
+    slot.name = std::string(info->name());
+    slot.sizes.assign(info->sizes().begin(), info->sizes().end());
+    slot.dim_order.assign(info->dim_order().begin(), info->dim_order().end());
+  }
+  return slot;
+}
+
+std::string dtype_str(int code) {
+  PyObject* dtype = torch_dtype_for_code(code);
+  return dtype != nullptr ? py::str(dtype).cast<std::string>() : "ScalarType " + std::to_string(code);
+}
+
+std::string type_name(PyObject* o) {
+  return Py_TYPE(o)->tp_name;
+}
+
+template <typename T>
+std::string list_str(const T* values, size_t n) {
+  std::string s = "[";
+  for (size_t i = 0; i < n; ++i) {
+    s += (i ? ", " : "") + std::to_string(values[i]);
+  }
+  return s + "]";
+}
+
+std::string input_arg(const MethodIo& io, size_t i) {
+  const std::string& name = io.inputs[i].name;
+  return "input " + std::to_string(i) + (name.empty() ? "" : " (" + name + ")");
+}
+
+} // namespace
+
+std::string device_str(int device_type, int device_index) {
+  if (device_type == 0) {
+    return "cpu";
+  }
+  return (device_type == 1 ? "cuda:" : "device" + std::to_string(device_type) + ":") + std::to_string(device_index);
+}
+
+MethodIo read_method_io(Method& m, const std::string& name) {
+  MethodIo io;
+  io.where = "et_copy.runtime: method '" + name + "'";
+  const MethodMeta meta = m.method_meta();
+  std::vector<EValue> values(std::max(m.inputs_size(), m.outputs_size()));
+  // Deprecated, but the only way to read the device ExecuTorch gave each input.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  const Error inputs_read = m.get_inputs(values.data(), values.size());
+#pragma GCC diagnostic pop
+  if (inputs_read != Error::Ok) {
+    throw Failure(Error::Internal, io.where + ": could not read the method's inputs");
+  }
+  for (size_t i = 0; i < m.inputs_size(); ++i) {
+    // Tensor metadata only for tensors: ExecuTorch logs an error for any other.
+    io.inputs.push_back(values[i].isTensor() ? slot_of(values[i], meta.input_tensor_meta(i)) : IoSlot{});
+  }
+  if (m.get_outputs(values.data(), values.size()) != Error::Ok) {
+    throw Failure(Error::Internal, io.where + ": could not read the method's outputs");
+  }
+  for (size_t i = 0; i < m.outputs_size(); ++i) {
+    io.outputs.push_back(values[i].isTensor() ? slot_of(values[i], meta.output_tensor_meta(i)) : IoSlot{});
+    const IoSlot& s = io.outputs.back();
+    if (!s.tensor) {
+      continue;
+    }
+    const std::string arg = io.where + ": output " + std::to_string(i);
+    if (torch_dtype_for_code(s.dtype) == nullptr) {
+      throw Failure(Error::NotSupported, arg + " has a dtype torch cannot represent (" + dtype_str(s.dtype) + ")");
+    }
+    if (s.device_type != 0 && s.planned) {
+      // Its memory is the method's, overwritten by the next call, and only a
+      // device copy could hand it out.
+      throw Failure(Error::NotSupported, arg + " is memory-planned on " + device_str(s.device_type, s.device_index) +
+                                             "; et_copy.runtime returns device outputs in memory the caller owns: "
+                                             "export with alloc_graph_output=False");
+    }
+  }
+  return io;
+}
+
+bool read_input(const MethodIo& io, size_t i, PyObject* o, TensorSpec& spec, EValue& value) {
+  const IoSlot& slot = io.inputs[i];
+  const ReadProblem p = read_tensor(o, false, spec);
+  if (!slot.tensor) {
+    if (p != ReadProblem::kNotATensor) {
+      throw py::type_error(io.where + ": input " + std::to_string(i) + " is not a tensor input, got a tensor");
+    }
+    if (PyBool_Check(o)) {
+      value = EValue(o == Py_True);
+    } else if (PyLong_Check(o)) {
+      value = EValue(py::handle(o).cast<int64_t>());
+    } else if (PyFloat_Check(o)) {
+      value = EValue(PyFloat_AS_DOUBLE(o));
+    } else if (o == Py_None) {
+      value = EValue();
+    } else {
+      throw py::type_error(io.where + ": input " + std::to_string(i) + " must be an int, float, bool or None, got " +
+                           type_name(o));
+    }
+    return false;
+  }
+  if (p != ReadProblem::kNone) {
+    describe_tensor(o, false, io.where.c_str(), input_arg(io, i).c_str(), spec); // throws, in the reader's words
+  }
+  if (spec.dtype != slot.dtype) {
+    throw py::type_error(io.where + ": " + input_arg(io, i) + " must have dtype " + dtype_str(slot.dtype) + ", got " +
+                         dtype_str(spec.dtype));
+  }
+  if (spec.device_type != slot.device_type || spec.device_index != slot.device_index) {
+    const std::string planned = device_str(slot.device_type, slot.device_index);
+    const std::string hint =
+        slot.device_type == 0 ? "pass a CPU torch tensor"
+                              : "pass an et_copy.DeviceTensor on " + planned +
+                                    " (et_copy.h2d_copy(x)); a host tensor would be copied into device memory with a "
+                                    "host memcpy";
+    throw py::value_error(io.where + ": " + input_arg(io, i) + " is planned on " + planned + ", got a tensor on " +
+                          device_str(spec.device_type, spec.device_index) + ": " + hint);
+  }
+  if (slot.planned && slot.device_type != 0) {
+    throw Failure(Error::NotSupported, io.where + ": " + input_arg(io, i) + " is memory-planned on " +
+                                           device_str(slot.device_type, slot.device_index) +
+                                           ", which ExecuTorch fills with a host memcpy; export with "
+                                           "alloc_graph_input=False");
+  }
+  return true;
+}
+
+bool read_output(const MethodIo& io, size_t i, PyObject* o, TensorSpec& spec) {
+  const IoSlot& slot = io.outputs[i];
+  const std::string arg = "outputs[" + std::to_string(i) + "]";
+  if (!slot.tensor) {
+    if (o != Py_None) {
+      throw py::value_error(io.where + ": output " + std::to_string(i) + " is not a tensor; pass None for it");
+    }
+    return false;
+  }
+  if (read_tensor(o, true, spec) != ReadProblem::kNone) {
+    describe_tensor(o, true, io.where.c_str(), arg.c_str(), spec); // throws, in the reader's words
+  }
+  if (spec.dtype != slot.dtype || spec.device_type != slot.device_type || spec.device_index != slot.device_index) {
+    throw py::value_error(io.where + ": " + arg + " must be " + dtype_str(slot.dtype) + " on " +
+                          device_str(slot.device_type, slot.device_index) + ", got " + dtype_str(spec.dtype) + " on " +
+                          device_str(spec.device_type, spec.device_index));
+  }
+  // Dense in its dim order, sized for the output's upper bound: what a kernel
+  // writing the output as the program lays it out may fill.
+  TensorSpec dense = spec;
+  const bool is_dense = dense_strides(dense) && std::equal(spec.strides, spec.strides + spec.rank, dense.strides);
+  const int64_t* capacity = spec.has_capacity ? spec.capacity : spec.sizes;
+  if (!is_dense || spec.rank != slot.sizes.size() ||
+      !std::equal(slot.sizes.begin(), slot.sizes.end(), capacity) ||
+      !std::equal(slot.dim_order.begin(), slot.dim_order.end(), spec.dim_order)) {
+    throw py::value_error(io.where + ": " + arg + " must be dense with capacity " +
+                          list_str(slot.sizes.data(), slot.sizes.size()) + " in dim order " +
+                          list_str(slot.dim_order.data(), slot.dim_order.size()) + ", got " +
+                          list_str(capacity, spec.rank) + " in " + list_str(spec.dim_order, spec.rank) +
+                          (is_dense ? "" : " (not dense)"));
+  }
+  return true;
+}
+
+} // namespace et_copy::bindings
