@@ -182,8 +182,7 @@ bool read_output(const MethodIo& io, size_t i, PyObject* o, TensorSpec& spec) {
   TensorSpec dense = spec;
   const bool is_dense = dense_strides(dense) && std::equal(spec.strides, spec.strides + spec.rank, dense.strides);
   const int64_t* capacity = spec.has_capacity ? spec.capacity : spec.sizes;
-  if (!is_dense || spec.rank != slot.sizes.size() ||
-      !std::equal(slot.sizes.begin(), slot.sizes.end(), capacity) ||
+  if (!is_dense || spec.rank != slot.sizes.size() || !std::equal(slot.sizes.begin(), slot.sizes.end(), capacity) ||
       !std::equal(slot.dim_order.begin(), slot.dim_order.end(), spec.dim_order)) {
     throw py::value_error(io.where + ": " + arg + " must be dense with capacity " +
                           list_str(slot.sizes.data(), slot.sizes.size()) + " in dim order " +

@@ -382,7 +382,8 @@ py::dict method_meta(const LoadedMethod& lm) {
   d["inputs"] = entries(
       lm.io.inputs, [&](size_t i) { return meta.input_tensor_meta(i); }, [&](size_t i) { return meta.input_tag(i); });
   d["outputs"] = entries(
-      lm.io.outputs, [&](size_t i) { return meta.output_tensor_meta(i); }, [&](size_t i) { return meta.output_tag(i); });
+      lm.io.outputs, [&](size_t i) { return meta.output_tensor_meta(i); },
+      [&](size_t i) { return meta.output_tag(i); });
   d["planned_buffers"] = planned_buffers(meta);
   return d;
 }
