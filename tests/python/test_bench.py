@@ -160,6 +160,29 @@ def test_bench_program_section_runs_a_device_planned_pte_on_both_runtimes_and_it
         check_stats(stats)
 
 
+@pytest.mark.slow
+def test_bench_llm_section_times_a_decode_step_on_both_runtimes_against_host_state(tmp_path):
+    json_path = tmp_path / "llm.json"
+    proc = ok(run_bench(*TINY, "--only", "llm", "--json", str(json_path)))
+    doc = json.loads(json_path.read_text())
+    section = doc["llm"]
+    assert set(section["results"]) == {
+        "device-state .pte on executorch.runtime",
+        "the same .pte on et_copy.runtime",
+        "host-state .pte on executorch.runtime",
+    }
+    # The state stays on the device: a decode step moves its token and position in (8 B each) and its
+    # logits out, never the caches.
+    assert section["state_nbytes"] > 0
+    assert section["bytes_per_step"]["h2d"] == 16
+    assert 0 < section["bytes_per_step"]["d2h"] < section["state_nbytes"]
+    for stats in section["results"].values():
+        check_stats(stats)
+    (target,) = [t for t in doc["targets"] if "LLM decode step" in t["name"]]
+    assert target["unit"] == "x executorch.runtime"
+    assert "LLM decode step" in proc.stdout
+
+
 def test_device_to_device_probe_copies_through_the_registered_allocator_and_counts_it():
     """et_copy.bench._loops.device_to_device (tests' and benchmarks' probe,
     kept out of et_copy._C) reaches et_copy._C's allocator through

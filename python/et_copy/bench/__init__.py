@@ -2,9 +2,10 @@
 baselines users would pick instead (torch copies, memcpy, cudaMemcpy).
 
 Sections: Python call overhead, C++ kernel overhead, throughput by size on
-the simulated device, a whole program through executorch.runtime, and CUDA
-rows when a GPU and et_copy's CUDA allocator are present. Prints a table
-with ratios to each baseline; ``--json`` and ``--plot`` save the results."""
+the simulated device, a whole program and an LLM decode step through
+executorch.runtime and et_copy.runtime, and CUDA rows when a GPU and
+et_copy's CUDA allocator are present. Prints a table with ratios to each
+baseline; ``--json`` and ``--plot`` save the results."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from ._timing import Config
 
-SECTIONS = ("overhead", "kernel", "throughput", "program", "cuda")
+SECTIONS = ("overhead", "kernel", "throughput", "program", "llm", "cuda")
 QUICK_SIZES = (4096, 65536, 1 << 20)
 
 
@@ -163,6 +164,13 @@ def run(only: list[str], config: Config, sizes: tuple[int, ...], *, quick: bool 
             doc["program"] = program_level(config, shapes, progress=_progress)
         except ImportError as e:
             doc["skipped"]["program"] = f"executorch's AOT or runtime Python modules are missing: {e}"
+    if "llm" in only:
+        from ._llm import decode_step
+
+        try:
+            doc["llm"] = decode_step(config, max_seq_len=16 if quick else 64, progress=_progress)
+        except ImportError as e:
+            doc["skipped"]["llm"] = f"transformers or executorch's AOT stack is missing: {e}"
     if "cuda" in only:
         from . import _cuda
 
