@@ -5,6 +5,7 @@
 // hand-built edge cases, and on their truncations and garbage.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -140,6 +141,10 @@ class Flat {
   void root(size_t table) {
     put32(b_, 0, static_cast<uint32_t>(table));
   }
+  // Rewrites the element count of the vector whose elements start at `elements`.
+  void count(size_t elements, uint32_t n) {
+    put32(b_, elements - 4, n);
+  }
   const std::vector<uint8_t>& bytes() const {
     return b_;
   }
@@ -173,6 +178,7 @@ struct Plan {
   std::vector<int32_t> buffer_devices; // each entry's planned buffer index
   std::string name = "forward";
   // The first operators' (name, overload), and the first delegates' ids.
+  // More names than `operators`: the extra operators lie past the count.
   std::vector<std::pair<std::string, std::string>> operator_names;
   std::vector<std::string> delegate_ids;
 };
@@ -202,7 +208,9 @@ std::vector<uint8_t> build(const Plan& p) {
   f.values<int32_t>(plan, 3, p.inputs);
   f.values<int32_t>(plan, 4, p.outputs);
   f.string(plan, 0, p.name);
-  const size_t ops = f.vector(plan, 6, p.operators);
+  const auto names = static_cast<uint32_t>(p.operator_names.size());
+  const size_t ops = f.vector(plan, 6, std::max(p.operators, names));
+  f.count(ops, p.operators);
   for (size_t i = 0; i < p.operator_names.size(); ++i) {
     const size_t op = f.table(2);
     f.link(ops + 4 * i, op);
@@ -222,9 +230,13 @@ std::vector<uint8_t> build(const Plan& p) {
     f.link(devices + 4 * i, e);
     f.scalar(e, 0, p.buffer_devices[i]);
   }
-  const size_t chains = f.vector(plan, 5, 1);
+  // The one chain, and again past the count: a chain index equal to the
+  // count would find it.
+  const size_t chains = f.vector(plan, 5, 2);
+  f.count(chains, 1);
   const size_t chain = f.table(3);
   f.link(chains, chain);
+  f.link(chains + 4, chain);
   f.values<int32_t>(chain, 0, p.chain_inputs);
   f.values<int32_t>(chain, 1, p.chain_outputs);
   const size_t instrs = f.vector(chain, 2, static_cast<uint32_t>(p.instructions.size()));
@@ -399,6 +411,31 @@ TEST(InstructionOperator, AnEmptyOverloadAddsNoDotAndANameEndsAtItsFirstNul) {
   EXPECT_EQ(op_of(b, 0, 2), ""); // a delegate without an id
   EXPECT_EQ(op_of(b, 0, 3), ""); // operator 2 of 2
   EXPECT_EQ(op_of(b, 0, 4), ""); // operator -1
+}
+
+TEST(InstructionOperator, IndicesRunFromZeroToCountMinusOne) {
+  // A third operator lies past the count of two, and the chain past its count of one.
+  Plan p;
+  p.operator_names = {{"ns::a", "out"}, {"ns::b", "out"}, {"ns::past", "out"}};
+  p.instructions = {{1, 1, 0, {0}}, {1, 2, 0, {0}}};
+  const auto b = build(p);
+  EXPECT_EQ(op_of(b, 0, 0), "ns::b.out");
+  EXPECT_EQ(op_of(b, 0, 1), "");
+  EXPECT_EQ(op_of(b, 1, 0), "");
+  EXPECT_EQ(op_of(b, 0, 2), "");
+}
+
+TEST(InstructionOperator, AStringRunningPastTheEndNamesNothing) {
+  Plan p;
+  p.operator_names = {{"ns::op", "overload_marker"}};
+  p.instructions = {{1, 0, 0, {0}}};
+  auto b = build(p);
+  ASSERT_EQ(op_of(b, 0, 0), "ns::op.overload_marker");
+  const std::string marker = "overload_marker";
+  const auto at = std::search(b.begin(), b.end(), marker.begin(), marker.end()) - b.begin();
+  ASSERT_LT(static_cast<size_t>(at), b.size());
+  put32(b, static_cast<size_t>(at) - 4, static_cast<uint32_t>(b.size())); // its length
+  EXPECT_EQ(op_of(b, 0, 0), ""); // not "ns::op": the overload could not be read
 }
 
 TEST(InstructionOperator, OtherInstructionsAndNamelessOperatorsGiveNothing) {
