@@ -190,7 +190,8 @@ class Recorder final : public EventTracer {
     return e;
   }
   void end_profiling(EventTracerEntry e) override {
-    note("end " + events.at(static_cast<size_t>(e.event_id) - 1).what.substr(6));
+    const bool mine = e.event_id >= 1 && static_cast<size_t>(e.event_id) <= events.size();
+    note(mine ? "end " + events[static_cast<size_t>(e.event_id) - 1].what.substr(6) : "end of an entry not mine");
     --open;
   }
   EventTracerEntry start_profiling_delegate(const char* name, DelegateDebugIntId) override {
