@@ -59,6 +59,7 @@ endif()
 set(_et_copy_headers
   copy_ops.h
   counting_device_allocator.h
+  instruction_tracer.h
   program_check.h
   registration.h
   sessions.h

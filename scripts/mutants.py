@@ -41,6 +41,8 @@ COUNTING = "runtime/src/counting_device_allocator.cpp"
 CUDA = "runtime/cuda/cuda_device_allocator.cpp"
 REG = "runtime/src/registration.cpp"
 CHECK = "runtime/src/program_check.cpp"
+TRACER = "runtime/src/instruction_tracer.cpp"
+SESSIONS = "runtime/src/sessions.cpp"
 READER = "python/bindings/tensor_reader.cpp"
 SPEC = "python/bindings/tensor_spec.cpp"
 LAYOUT = "runtime/include/et_copy/tensor_layout.h"
@@ -55,6 +57,7 @@ T_CUDA = "cpp:et_copy_test_cuda_device_allocator"
 T_REG = "cpp:et_copy_test_registration"
 T_FOREIGN = "cpp:et_copy_test_registration_foreign"
 T_CHECK = "cpp:et_copy_test_program_check"
+T_TRACER = "cpp:et_copy_test_instruction_tracer"
 P_REJECT = "py:tests/python/test_copy_rejections.py"
 P_BOUNDARY = "py:tests/python/test_tensor_boundary.py"
 P_FIELDS = "py:tests/python/test_device_tensor_fields.py"
@@ -209,10 +212,10 @@ MUTANTS: list[Mutant] = [
     M("check-jump-past-last-instruction", CHECK, "int_field(call, slot::kSecond), instructions);",
       "int_field(call, slot::kSecond), instructions + 1);", T_CHECK),
     M("check-move-destination-unchecked", CHECK,
-      'index("move destination value", int_field(call, slot::kSecond), values);',
-      'index("move destination value", int_field(call, slot::kFirst), values);', T_CHECK),
-    M("check-delegate-against-operators", CHECK, 'index("delegate", int_field(call, slot::kFirst), delegates);',
-      'index("delegate", int_field(call, slot::kFirst), ops);', T_CHECK),
+      'index("move destination value", r.int_field(call, slot::kSecond), values);',
+      'index("move destination value", r.int_field(call, slot::kFirst), values);', T_CHECK),
+    M("check-delegate-against-operators", CHECK, 'index("delegate", r.int_field(call, slot::kFirst), delegates);',
+      'index("delegate", r.int_field(call, slot::kFirst), ops);', T_CHECK),
     M("check-device-entry-against-entries", CHECK, "at == 0 ? 0 : r.read<int32_t>(at), buffers);",
       "at == 0 ? 0 : r.read<int32_t>(at), devices);", T_CHECK),
     M("check-read-at-the-end-fails", CHECK, "if (at > n_ || sizeof(T) > n_ - at) {",
@@ -222,6 +225,33 @@ MUTANTS: list[Mutant] = [
     M("check-chain-outputs-unchecked", CHECK,
       'value_indices<int32_t>(chain, slot::kChainOutputs, "chain output value");',
       'value_indices<int32_t>(chain, slot::kChainInputs, "chain output value");', T_CHECK),
+    # ---- naming an instruction: instruction_operator, the tracer, sessions -----
+    M("operator-dot-for-empty-overload", CHECK,
+      'return name.empty() || overload.empty() ? name : name + "." + overload;',
+      'return name.empty() ? name : name + "." + overload;', T_CHECK),
+    M("operator-delegate-from-operators", CHECK, "? slot::kPlanOperators : slot::kPlanDelegates",
+      "? slot::kPlanOperators : slot::kPlanOperators", T_CHECK),
+    M("operator-index-equal-to-count", CHECK, "if (index < 0 || index >= static_cast<int64_t>(n)) {",
+      "if (index < 0 || index > static_cast<int64_t>(n)) {", T_CHECK),
+    M("operator-chain-equal-to-count", CHECK, "if (chain >= chains) {", "if (chain > chains) {", T_CHECK),
+    M("operator-string-past-nul", CHECK, "return std::string(chars, strnlen(chars, length));",
+      "return std::string(chars, length);", T_CHECK),
+    M("operator-failed-read-trusted", CHECK, "return r.failed() ? std::string() : name;", "return name;", T_CHECK),
+    M("tracer-inner-not-told-the-instruction", TRACER, "inner_->set_chain_debug_handle(chain_id_, debug_handle_);",
+      "inner_->set_chain_debug_handle(kUnsetChainId, kUnsetDebugHandle);", T_TRACER),
+    M("tracer-method-only-inner-gets-instruction-scopes", TRACER, "EventTracerProfilingLevel::kProfileMethodOnly &&",
+      "EventTracerProfilingLevel::kProfileAllEvents &&", T_TRACER),
+    M("tracer-debug-level-not-mirrored", TRACER, "set_event_tracer_debug_level(inner_->event_tracer_debug_level());",
+      "set_event_tracer_debug_level(event_tracer_debug_level());", T_TRACER),
+    M("tracer-block-keeps-last-instruction", TRACER, "  clear();", "  // clear();", T_TRACER),
+    M("tracer-instruction-zero-unrecorded", TRACER, "if (chain_id_ != kUnsetChainId) {",
+      "if (debug_handle_ != kUnsetDebugHandle) {", T_TRACER),
+    M("tracer-kept-entry-ended-on-inner", TRACER,
+      "if (inner_ != nullptr && prof_entry.event_id != kNotForwarded) {", "if (inner_ != nullptr) {", T_TRACER),
+    M("sessions-tracer-not-passed", SESSIONS, "loaded->memory.get(), event_tracer, pool_->named_data_,",
+      "loaded->memory.get(), nullptr, pool_->named_data_,", T_TRACER),
+    M("sessions-other-tracer-accepted", SESSIONS, "m->get_event_tracer() != event_tracer) {",
+      "m->get_event_tracer() == event_tracer) {", T_TRACER),
     # ---- the bindings: the DeviceTensor reader, dense strides, copies, program --
     M("reader-16-dims-too-many", READER, "if (static_cast<size_t>(len) > kMaxDims) {",
       "if (static_cast<size_t>(len) >= kMaxDims) {", *PY_BINDINGS),

@@ -44,3 +44,15 @@ target_include_directories(et_copy_executorch_runtime SYSTEM INTERFACE
 target_compile_definitions(et_copy_executorch_runtime INTERFACE
   $<TARGET_PROPERTY:executorch::runtime,INTERFACE_COMPILE_DEFINITIONS>)
 target_compile_features(et_copy_executorch_runtime INTERFACE cxx_std_17)
+
+# et_copy_executorch_etdump: libexecutorch_etdump.so, ExecuTorch's ETDump
+# profiler (executorch::etdump::ETDumpGen, an EventTracer; header
+# <executorch/devtools/etdump/etdump_flatcc.h>), defined the same way, when
+# the wheel ships it (its CMake component `etdump`). et_copy_runtime does not
+# link it; a target that writes ETDump profiles links this beside it. A
+# consumer of the installed package links executorch::etdump instead.
+if(TARGET executorch::etdump)
+  get_target_property(_et_copy_etdump_lib executorch::etdump IMPORTED_LOCATION)
+  add_library(et_copy_executorch_etdump INTERFACE)
+  target_link_libraries(et_copy_executorch_etdump INTERFACE "${_et_copy_etdump_lib}" et_copy_executorch_runtime)
+endif()

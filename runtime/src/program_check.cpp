@@ -14,11 +14,12 @@ using executorch::runtime::Error;
 // takes two slots: its type, then its value).
 namespace slot {
 constexpr int kProgramPlans = 1;
-constexpr int kPlanValues = 2, kPlanInputs = 3, kPlanOutputs = 4, kPlanChains = 5, kPlanOperators = 6,
+constexpr int kPlanName = 0, kPlanValues = 2, kPlanInputs = 3, kPlanOutputs = 4, kPlanChains = 5, kPlanOperators = 6,
               kPlanDelegates = 7, kPlanBufferSizes = 8, kPlanBufferDevices = 9;
 constexpr int kChainInputs = 0, kChainOutputs = 1, kChainInstructions = 2;
 constexpr int kUnionType = 0, kUnionValue = 1; // EValue.val, Instruction.instr_args
 constexpr int kFirst = 0, kSecond = 1;         // the two fields of a call table, e.g. op_index, args
+constexpr int kOperatorName = 0, kOperatorOverload = 1, kDelegateId = 0;
 } // namespace slot
 
 namespace tag {
@@ -87,6 +88,28 @@ class Reader {
   // The i-th table of a vector of tables starting at `elements`.
   size_t table_at(size_t elements, uint32_t i) {
     return follow(elements + 4 * static_cast<size_t>(i));
+  }
+
+  // An int field (absent: the schema default, 0).
+  int64_t int_field(size_t table, int f) {
+    const size_t at = field(table, f);
+    return at == 0 ? 0 : read<int32_t>(at);
+  }
+
+  // A string field up to its first NUL, as ExecuTorch's c_str() reads it
+  // ("" when absent).
+  std::string string(size_t table, int f) {
+    const size_t s = follow(field(table, f));
+    if (s == 0) {
+      return {};
+    }
+    const uint32_t length = read<uint32_t>(s);
+    if (failed_ || length > n_ - (s + 4)) { // the read succeeded, so s + 4 <= n_
+      failed_ = true;
+      return {};
+    }
+    const char* chars = reinterpret_cast<const char*>(p_ + s + 4);
+    return std::string(chars, strnlen(chars, length));
   }
 
  private:
@@ -175,11 +198,6 @@ struct Walk {
     }
   }
 
-  int64_t int_field(size_t table, int f) {
-    const size_t at = r.field(table, f);
-    return at == 0 ? 0 : r.read<int32_t>(at); // absent: the schema default, 0
-  }
-
   void instruction(size_t instr, uint32_t ops, uint32_t delegates, uint32_t instructions) {
     const uint8_t type = r.read<uint8_t>(r.field(instr, slot::kUnionType));
     const size_t call = r.follow(r.field(instr, slot::kUnionValue));
@@ -188,23 +206,23 @@ struct Walk {
     }
     switch (type) {
       case tag::kKernelCall:
-        index("operator", int_field(call, slot::kFirst), ops);
+        index("operator", r.int_field(call, slot::kFirst), ops);
         value_indices<int32_t>(call, slot::kSecond, "kernel argument value");
         break;
       case tag::kDelegateCall:
-        index("delegate", int_field(call, slot::kFirst), delegates);
+        index("delegate", r.int_field(call, slot::kFirst), delegates);
         value_indices<int32_t>(call, slot::kSecond, "delegate argument value");
         break;
       case tag::kMoveCall:
-        index("move source value", int_field(call, slot::kFirst), values);
-        index("move destination value", int_field(call, slot::kSecond), values);
+        index("move source value", r.int_field(call, slot::kFirst), values);
+        index("move destination value", r.int_field(call, slot::kSecond), values);
         break;
       case tag::kJumpFalseCall:
-        index("jump condition value", int_field(call, slot::kFirst), values);
-        index("jump destination instruction", int_field(call, slot::kSecond), instructions);
+        index("jump condition value", r.int_field(call, slot::kFirst), values);
+        index("jump destination instruction", r.int_field(call, slot::kSecond), instructions);
         break;
       case tag::kFreeCall:
-        index("freed value", int_field(call, slot::kFirst), values);
+        index("freed value", r.int_field(call, slot::kFirst), values);
         break;
       default:
         break;
@@ -230,6 +248,67 @@ Error check_program_indices(const void* data, size_t size, std::string* message)
     return Error::InvalidProgram;
   }
   return walk.error;
+}
+
+namespace {
+
+// What the instruction at `instr` of `plan` calls (instruction_operator).
+std::string call_name(Reader& r, size_t plan, size_t instr) {
+  const size_t type_at = r.field(instr, slot::kUnionType);
+  const uint8_t type = type_at == 0 ? 0 : r.read<uint8_t>(type_at); // absent: NONE
+  const size_t call = r.follow(r.field(instr, slot::kUnionValue));
+  if (call == 0 || (type != tag::kKernelCall && type != tag::kDelegateCall)) {
+    return {};
+  }
+  const int64_t index = r.int_field(call, slot::kFirst);
+  size_t at = 0;
+  const uint32_t n = r.vector(plan, type == tag::kKernelCall ? slot::kPlanOperators : slot::kPlanDelegates, &at);
+  if (index < 0 || index >= static_cast<int64_t>(n)) {
+    return {};
+  }
+  const size_t entry = r.table_at(at, static_cast<uint32_t>(index));
+  if (type == tag::kDelegateCall) {
+    const std::string id = r.string(entry, slot::kDelegateId);
+    return id.empty() ? std::string() : "delegate:" + id;
+  }
+  // As Method::resolve_operator names it for the kernel registry.
+  const std::string name = r.string(entry, slot::kOperatorName);
+  const std::string overload = r.string(entry, slot::kOperatorOverload);
+  return name.empty() || overload.empty() ? name : name + "." + overload;
+}
+
+} // namespace
+
+std::string instruction_operator(const void* data, size_t size, const char* method_name, size_t chain,
+                                 size_t instruction) {
+  if (data == nullptr || method_name == nullptr) {
+    return {};
+  }
+  Reader r(data, size);
+  const size_t root = r.read<uint32_t>(0);
+  size_t plans_at = 0;
+  const uint32_t plans = r.vector(root, slot::kProgramPlans, &plans_at);
+  for (uint32_t p = 0; p < plans && !r.failed(); ++p) {
+    const size_t plan = r.table_at(plans_at, p);
+    if (r.string(plan, slot::kPlanName) != method_name) {
+      continue; // ExecuTorch takes the first plan of that name, and so do we
+    }
+    size_t chains_at = 0;
+    const uint32_t chains = r.vector(plan, slot::kPlanChains, &chains_at);
+    if (chain >= chains) {
+      return {};
+    }
+    size_t instr_at = 0;
+    const uint32_t n =
+        r.vector(r.table_at(chains_at, static_cast<uint32_t>(chain)), slot::kChainInstructions, &instr_at);
+    if (instruction >= n) {
+      return {};
+    }
+    std::string name = call_name(r, plan, r.table_at(instr_at, static_cast<uint32_t>(instruction)));
+    // A read outside the bytes read as zeros on the way: trust nothing found.
+    return r.failed() ? std::string() : name;
+  }
+  return {};
 }
 
 } // namespace et_copy

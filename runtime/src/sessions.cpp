@@ -135,10 +135,16 @@ Result<SessionPool::MethodScratch*> SessionPool::scratch(const std::string& name
   return &scratch_.emplace(name, std::move(s)).first->second;
 }
 
-Result<Method*> Session::method(const std::string& name, std::string* what) {
+Result<Method*> Session::method(const std::string& name, std::string* what,
+                                executorch::runtime::EventTracer* event_tracer) {
   auto found = methods_.find(name);
   if (found != methods_.end()) {
-    return found->second->method.get();
+    Method* m = found->second->method.get();
+    if (event_tracer != nullptr && m->get_event_tracer() != event_tracer) {
+      return fail(Error::InvalidArgument, what,
+                  "method '" + name + "' is already loaded with another event tracer, which it keeps");
+    }
+    return m;
   }
   auto scratch = pool_->scratch(name, what);
   if (!scratch.ok()) {
@@ -190,8 +196,8 @@ Result<Method*> Session::method(const std::string& name, std::string* what) {
                                               Span<const et::Device>(loaded->devices.data(), loaded->devices.size()));
   loaded->memory =
       std::make_unique<MemoryManager>(&loaded->method_allocator, loaded->planned.get(), &loaded->temp_allocator);
-  auto result = pool_->program_->load_method(name.c_str(), loaded->memory.get(), nullptr, pool_->named_data_, nullptr,
-                                             pool_->kernels_);
+  auto result = pool_->program_->load_method(name.c_str(), loaded->memory.get(), event_tracer, pool_->named_data_,
+                                             nullptr, pool_->kernels_);
   if (!result.ok()) {
     return fail(result.error(), what, "loading method '" + name + "'");
   }
@@ -217,7 +223,7 @@ Result<Method*> Session::method(const std::string& name, std::string* what) {
         if (methods_.empty()) {
           arena_.reset();
         }
-        return method(name, what);
+        return method(name, what, event_tracer);
       }
     }
   }

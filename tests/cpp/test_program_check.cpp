@@ -1,11 +1,16 @@
 // et_copy::check_program_indices on bytes no program should hold: an index
 // out of range is named, and garbage of any length is rejected without a
-// read outside the buffer (the sanitizer build runs this too).
+// read outside the buffer (the sanitizer build runs this too). And
+// et_copy::instruction_operator on real programs (tests/cpp/programs), on
+// hand-built edge cases, and on their truncations and garbage.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -113,6 +118,15 @@ class Flat {
     link(at, v);
     return v + 4;
   }
+  // A string field: length, bytes, NUL, padding.
+  void string(size_t table, int slot, const std::string& text) {
+    const size_t at = field(table, slot);
+    const size_t v = b_.size();
+    grow(4 + (text.size() + 4) / 4 * 4);
+    put32(b_, v, static_cast<uint32_t>(text.size()));
+    std::memcpy(b_.data() + v + 4, text.data(), text.size());
+    link(at, v);
+  }
   template <typename T>
   void values(size_t table, int slot, std::vector<T> items) {
     const size_t at = vector(table, slot, static_cast<uint32_t>(items.size()), sizeof(T));
@@ -126,6 +140,10 @@ class Flat {
   }
   void root(size_t table) {
     put32(b_, 0, static_cast<uint32_t>(table));
+  }
+  // Rewrites the element count of the vector whose elements start at `elements`.
+  void count(size_t elements, uint32_t n) {
+    put32(b_, elements - 4, n);
   }
   const std::vector<uint8_t>& bytes() const {
     return b_;
@@ -158,6 +176,11 @@ struct Plan {
   std::vector<Instr> instructions;
   uint32_t operators = 2, delegates = 1, buffers = 2;
   std::vector<int32_t> buffer_devices; // each entry's planned buffer index
+  std::string name = "forward";
+  // The first operators' (name, overload), and the first delegates' ids.
+  // More names than `operators`: the extra operators lie past the count.
+  std::vector<std::pair<std::string, std::string>> operator_names;
+  std::vector<std::string> delegate_ids;
 };
 
 std::vector<uint8_t> build(const Plan& p) {
@@ -184,8 +207,22 @@ std::vector<uint8_t> build(const Plan& p) {
   }
   f.values<int32_t>(plan, 3, p.inputs);
   f.values<int32_t>(plan, 4, p.outputs);
-  f.vector(plan, 6, p.operators);
-  f.vector(plan, 7, p.delegates);
+  f.string(plan, 0, p.name);
+  const auto names = static_cast<uint32_t>(p.operator_names.size());
+  const size_t ops = f.vector(plan, 6, std::max(p.operators, names));
+  f.count(ops, p.operators);
+  for (size_t i = 0; i < p.operator_names.size(); ++i) {
+    const size_t op = f.table(2);
+    f.link(ops + 4 * i, op);
+    f.string(op, 0, p.operator_names[i].first);
+    f.string(op, 1, p.operator_names[i].second);
+  }
+  const size_t delegates = f.vector(plan, 7, p.delegates);
+  for (size_t i = 0; i < p.delegate_ids.size(); ++i) {
+    const size_t d = f.table(3);
+    f.link(delegates + 4 * i, d);
+    f.string(d, 0, p.delegate_ids[i]);
+  }
   f.vector(plan, 8, p.buffers, 8);
   const size_t devices = f.vector(plan, 9, static_cast<uint32_t>(p.buffer_devices.size()));
   for (size_t i = 0; i < p.buffer_devices.size(); ++i) {
@@ -193,9 +230,13 @@ std::vector<uint8_t> build(const Plan& p) {
     f.link(devices + 4 * i, e);
     f.scalar(e, 0, p.buffer_devices[i]);
   }
-  const size_t chains = f.vector(plan, 5, 1);
+  // The one chain, and again past the count: a chain index equal to the
+  // count would find it.
+  const size_t chains = f.vector(plan, 5, 2);
+  f.count(chains, 1);
   const size_t chain = f.table(3);
   f.link(chains, chain);
+  f.link(chains + 4, chain);
   f.values<int32_t>(chain, 0, p.chain_inputs);
   f.values<int32_t>(chain, 1, p.chain_outputs);
   const size_t instrs = f.vector(chain, 2, static_cast<uint32_t>(p.instructions.size()));
@@ -324,6 +365,136 @@ TEST(ProgramCheckEdges, AProgramWhoseLastFieldEndsTheFileIsRead) {
   std::string message;
   EXPECT_EQ(et_copy::check_program_indices(b.data(), b.size(), &message), Error::InvalidProgram);
   EXPECT_EQ(message, "execution plan 0: method input value 0 is out of range (0)");
+}
+
+// ---- instruction_operator ---------------------------------------------------
+
+std::vector<uint8_t> read_program(const std::string& name) {
+  std::ifstream in(std::string(ET_COPY_TEST_PROGRAMS) + "/" + name, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string op_of(const std::vector<uint8_t>& b, size_t chain, size_t instruction, const char* method = "forward") {
+  return et_copy::instruction_operator(b.data(), b.size(), method, chain, instruction);
+}
+
+TEST(InstructionOperator, NamesTheKernelCallsOfARealProgramAsExecuTorchLogsThem) {
+  // roundtrip.pte: _h2d_copy, then _d2h_copy, in one chain.
+  const auto b = read_program("roundtrip.pte");
+  ASSERT_FALSE(b.empty());
+  EXPECT_EQ(op_of(b, 0, 0), "et_copy::_h2d_copy.out");
+  EXPECT_EQ(op_of(b, 0, 1), "et_copy::_d2h_copy.out");
+  EXPECT_EQ(op_of(b, 0, 2), "");
+  EXPECT_EQ(op_of(b, 1, 0), "");
+  EXPECT_EQ(op_of(b, 0, 0, "backward"), "");
+  EXPECT_EQ(op_of(b, 0, 0, "forwar"), "");
+  EXPECT_EQ(et_copy::instruction_operator(b.data(), b.size(), nullptr, 0, 0), "");
+}
+
+TEST(InstructionOperator, NamesADelegateCallByItsBackend) {
+  // add_relu_xnnpack.pte: two h2d copies, the XNNPACK call, a d2h copy.
+  const auto b = read_program("add_relu_xnnpack.pte");
+  ASSERT_FALSE(b.empty());
+  EXPECT_EQ(op_of(b, 0, 1), "et_copy::_h2d_copy.out");
+  EXPECT_EQ(op_of(b, 0, 2), "delegate:XnnpackBackend");
+  EXPECT_EQ(op_of(b, 0, 3), "et_copy::_d2h_copy.out");
+}
+
+TEST(InstructionOperator, AnEmptyOverloadAddsNoDotAndANameEndsAtItsFirstNul) {
+  Plan p;
+  p.operator_names = {{"aten::relu", ""}, {std::string("ns::op\0hidden", 13), std::string("out\0x", 5)}};
+  p.delegate_ids = {""};
+  p.instructions = {{1, 0, 0, {0}}, {1, 1, 0, {0}}, {2, 0, 0, {0}}, {1, 2, 0, {0}}, {1, -1, 0, {0}}};
+  const auto b = build(p);
+  EXPECT_EQ(op_of(b, 0, 0), "aten::relu"); // the registry's name; ExecuTorch's log adds a "."
+  EXPECT_EQ(op_of(b, 0, 1), "ns::op.out");
+  EXPECT_EQ(op_of(b, 0, 2), ""); // a delegate without an id
+  EXPECT_EQ(op_of(b, 0, 3), ""); // operator 2 of 2
+  EXPECT_EQ(op_of(b, 0, 4), ""); // operator -1
+}
+
+TEST(InstructionOperator, IndicesRunFromZeroToCountMinusOne) {
+  // A third operator lies past the count of two, and the chain past its count of one.
+  Plan p;
+  p.operator_names = {{"ns::a", "out"}, {"ns::b", "out"}, {"ns::past", "out"}};
+  p.instructions = {{1, 1, 0, {0}}, {1, 2, 0, {0}}};
+  const auto b = build(p);
+  EXPECT_EQ(op_of(b, 0, 0), "ns::b.out");
+  EXPECT_EQ(op_of(b, 0, 1), "");
+  EXPECT_EQ(op_of(b, 1, 0), "");
+  EXPECT_EQ(op_of(b, 0, 2), "");
+}
+
+TEST(InstructionOperator, AStringRunningPastTheEndNamesNothing) {
+  Plan p;
+  p.operator_names = {{"ns::op", "overload_marker"}};
+  p.instructions = {{1, 0, 0, {0}}};
+  auto b = build(p);
+  ASSERT_EQ(op_of(b, 0, 0), "ns::op.overload_marker");
+  const std::string marker = "overload_marker";
+  const auto at = std::search(b.begin(), b.end(), marker.begin(), marker.end()) - b.begin();
+  ASSERT_LT(static_cast<size_t>(at), b.size());
+  put32(b, static_cast<size_t>(at) - 4, static_cast<uint32_t>(b.size())); // its length
+  EXPECT_EQ(op_of(b, 0, 0), ""); // not "ns::op": the overload could not be read
+}
+
+TEST(InstructionOperator, OtherInstructionsAndNamelessOperatorsGiveNothing) {
+  Plan p;
+  p.operator_names = {{"", "out"}};
+  p.instructions = {{1, 0, 0, {0}}, {1, 1, 0, {0}}, {3, 0, 1}, {4, 0, 0}, {5, 0}};
+  const auto b = build(p);
+  for (size_t i = 0; i < p.instructions.size(); ++i) {
+    EXPECT_EQ(op_of(b, 0, i), "") << i; // 1: operator 1 is an empty table
+  }
+}
+
+TEST(InstructionOperator, TheMethodIsFoundByItsWholeName) {
+  Plan p;
+  p.name = "decode";
+  p.operator_names = {{"ns::op", "out"}};
+  p.instructions = {{1, 0, 0, {0}}};
+  const auto b = build(p);
+  EXPECT_EQ(op_of(b, 0, 0, "decode"), "ns::op.out");
+  for (const char* other : {"forward", "decod", "decode2", ""}) {
+    EXPECT_EQ(op_of(b, 0, 0, other), "") << other;
+  }
+}
+
+TEST(InstructionOperator, SurvivesEveryTruncationBitFlipAndRandomBytes) {
+  for (const char* file : {"roundtrip.pte", "add_relu_xnnpack.pte"}) {
+    const auto b = read_program(file);
+    ASSERT_FALSE(b.empty()) << file;
+    std::vector<std::string> full;
+    for (size_t i = 0; i < 4; ++i) {
+      full.push_back(op_of(b, 0, i));
+    }
+    for (size_t n = 0; n < b.size(); ++n) {
+      // A copy of exactly n bytes, so a read past it is caught by ASan.
+      std::vector<uint8_t> cut(b.begin(), b.begin() + n);
+      for (size_t i = 0; i < 4; ++i) {
+        const std::string got = op_of(cut, 0, i);
+        EXPECT_TRUE(got.empty() || got == full[i]) << file << " cut at " << n << ": " << got;
+      }
+    }
+    for (size_t at = 0; at < b.size(); ++at) {
+      for (uint8_t bit : {0x01, 0x80}) {
+        auto flipped = b;
+        flipped[at] ^= bit;
+        for (size_t i = 0; i < 4; ++i) {
+          (void)op_of(flipped, 0, i);
+        }
+      }
+    }
+  }
+  std::mt19937 rng(11);
+  for (int i = 0; i < 2000; ++i) {
+    std::vector<uint8_t> junk(rng() % 256);
+    for (auto& x : junk) {
+      x = static_cast<uint8_t>(rng());
+    }
+    (void)op_of(junk, rng() % 2, rng() % 4);
+  }
+  EXPECT_EQ(et_copy::instruction_operator(nullptr, 0, "forward", 0, 0), "");
 }
 
 } // namespace

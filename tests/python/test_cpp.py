@@ -109,6 +109,7 @@ def test_cmake_install_lays_out_library_headers_and_package(plain_install):
     for header in (
         "copy_ops.h",
         "counting_device_allocator.h",
+        "instruction_tracer.h",
         "program_check.h",
         "registration.h",
         "sessions.h",

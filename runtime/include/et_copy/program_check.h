@@ -1,5 +1,6 @@
 // Index checks on an ExecuTorch program that its own verification leaves
-// out and its Method asserts on (aborting the process) instead of failing.
+// out and its Method asserts on (aborting the process) instead of failing,
+// and what an instruction calls, read from the same tables.
 #pragma once
 
 #include <cstddef>
@@ -24,5 +25,26 @@ namespace et_copy {
  * the index. Threading: pure function of its arguments.
  */
 executorch::runtime::Error check_program_indices(const void* data, size_t size, std::string* message = nullptr);
+
+/**
+ * What instruction `instruction` of chain `chain` of method `method_name`
+ * calls, for naming a failed instruction (see InstructionTracer):
+ *  - a kernel call: its operator as the kernel registry names it, "name" or
+ *    "name.overload" when the overload is not empty, e.g.
+ *    "et_copy::_d2h_copy.out". (ExecuTorch's "KernelCall failed ... in
+ *    operator" log line prints the same, except that it leaves a trailing
+ *    "." for an empty overload.)
+ *  - a delegate call: "delegate:" and the backend's id, e.g.
+ *    "delegate:XnnpackBackend" ("" when the id is empty).
+ *  - "" for any other instruction (move, jump, free), a method, chain or
+ *    instruction that does not exist, or an operator or delegate index out
+ *    of range.
+ *
+ * `data` is the whole .pte, as for check_program_indices; every read is
+ * bounds-checked, so any bytes are safe. A name ends at its first NUL byte,
+ * as ExecuTorch reads it. Threading: pure function of its arguments.
+ */
+std::string instruction_operator(const void* data, size_t size, const char* method_name, size_t chain,
+                                 size_t instruction);
 
 } // namespace et_copy

@@ -23,8 +23,9 @@
 //
 // Threading: the scratch is shared, so one execution at a time per pool.
 // Hold execution_lock() from setting a method's inputs until its outputs
-// are read. A pool must outlive its sessions; the Program, kernels and data
-// map passed in must outlive the pool.
+// are read (and, with an event tracer, until what it recorded is read). A
+// pool must outlive its sessions; the Program, kernels and data map passed
+// in must outlive the pool; a method's event tracer must outlive its session.
 #pragma once
 
 #include <cstddef>
@@ -38,6 +39,7 @@
 
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
 #include <executorch/runtime/core/device_memory_buffer.h>
+#include <executorch/runtime/core/event_tracer.h>
 #include <executorch/runtime/core/hierarchical_allocator.h>
 #include <executorch/runtime/core/named_data_map.h>
 #include <executorch/runtime/core/result.h>
@@ -123,8 +125,17 @@ class Session {
   /// The method `name`, loaded on first use into this session's state
   /// (which is then initialised, if it was not). On failure, returns the
   /// error and writes what failed to `what` (when not null).
-  executorch::runtime::Result<executorch::runtime::Method*> method(const std::string& name,
-                                                                   std::string* what = nullptr);
+  ///
+  /// `event_tracer` is the method's event tracer (e.g. an
+  /// et_copy::InstructionTracer, or ExecuTorch's ETDumpGen), passed to
+  /// Program::load_method when this call loads the method; the method keeps
+  /// it for its life, which ends with the session, so it must outlive the
+  /// session. Once the method is loaded, nullptr returns it whatever tracer
+  /// it has, and another tracer fails with InvalidArgument: a loaded
+  /// method's tracer cannot change (forward through an InstructionTracer to
+  /// switch profiles on and off).
+  executorch::runtime::Result<executorch::runtime::Method*> method(
+      const std::string& name, std::string* what = nullptr, executorch::runtime::EventTracer* event_tracer = nullptr);
 
   /// Puts the state back to its start (zeros, then the program's named
   /// initial values) through the device's h2d copy. NotSupported for a

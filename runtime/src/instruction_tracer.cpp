@@ -1,0 +1,203 @@
+#include <et_copy/instruction_tracer.h>
+
+#include <cstring>
+
+namespace et_copy {
+
+using executorch::runtime::AllocatorID;
+using executorch::runtime::ArrayRef;
+using executorch::runtime::ChainID;
+using executorch::runtime::DebugHandle;
+using executorch::runtime::DelegateDebugIdType;
+using executorch::runtime::DelegateDebugIntId;
+using executorch::runtime::EValue;
+using executorch::runtime::EventTracer;
+using executorch::runtime::EventTracerEntry;
+using executorch::runtime::EventTracerFilterBase;
+using executorch::runtime::EventTracerProfilingLevel;
+using executorch::runtime::kUnsetChainId;
+using executorch::runtime::kUnsetDebugHandle;
+using executorch::runtime::LoggedEValueType;
+using executorch::runtime::Result;
+
+namespace {
+
+// The scopes Method::execute_instruction opens only above kProfileMethodOnly.
+bool is_instruction_scope(const char* name) {
+  if (name == nullptr) {
+    return false;
+  }
+  for (const char* s : {"OPERATOR_CALL", "DELEGATE_CALL", "JF_CALL", "MOVE_CALL", "FREE_CALL"}) {
+    if (std::strcmp(name, s) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+} // namespace
+
+InstructionTracer::InstructionTracer(EventTracer* inner) {
+  set_inner(inner);
+}
+
+std::optional<InstructionLocation> InstructionTracer::last_instruction() const {
+  if (last_chain_ == kUnsetChainId) {
+    return std::nullopt;
+  }
+  return InstructionLocation{static_cast<size_t>(last_chain_), static_cast<size_t>(last_instruction_)};
+}
+
+void InstructionTracer::clear() {
+  last_chain_ = kUnsetChainId;
+  last_instruction_ = kUnsetDebugHandle;
+}
+
+void InstructionTracer::set_inner(EventTracer* inner) {
+  inner_ = inner;
+  mirror_inner_settings();
+}
+
+void InstructionTracer::mirror_inner_settings() {
+  if (inner_ == nullptr) {
+    // What a tracer alone defaults to: Method logs no values.
+    set_event_tracer_debug_level(executorch::runtime::EventTracerDebugLogLevel::kNoLogging);
+    log_intermediate_tensors_ = false;
+    return;
+  }
+  set_event_tracer_debug_level(inner_->event_tracer_debug_level());
+  log_intermediate_tensors_ = inner_->intermediate_outputs_logging_status();
+}
+
+EventTracer* InstructionTracer::synced_inner() {
+  if (inner_ != nullptr) {
+    inner_->set_chain_debug_handle(chain_id_, debug_handle_);
+    inner_->set_bundled_input_index(bundled_input_index_);
+  }
+  return inner_;
+}
+
+void InstructionTracer::create_event_block(const char* name) {
+  clear();
+  mirror_inner_settings();
+  if (EventTracer* inner = synced_inner()) {
+    inner->create_event_block(name);
+  }
+}
+
+EventTracerEntry InstructionTracer::start_profiling(const char* name, ChainID chain_id, DebugHandle debug_handle) {
+  // Method sets the chain (never kUnsetChainId) before each instruction and
+  // unsets it after; instruction 0's handle equals kUnsetDebugHandle.
+  if (chain_id_ != kUnsetChainId) {
+    last_chain_ = chain_id_;
+    last_instruction_ = debug_handle_;
+  }
+  if (inner_ != nullptr && !(inner_->event_tracer_profiling_level() == EventTracerProfilingLevel::kProfileMethodOnly &&
+                             is_instruction_scope(name))) {
+    return synced_inner()->start_profiling(name, chain_id, debug_handle);
+  }
+  EventTracerEntry entry{};
+  entry.event_id = kNotForwarded;
+  entry.chain_id = chain_id == kUnsetChainId ? chain_id_ : chain_id;
+  entry.debug_handle = chain_id == kUnsetChainId ? debug_handle_ : debug_handle;
+  entry.delegate_event_id_type = DelegateDebugIdType::kNone;
+  return entry;
+}
+
+void InstructionTracer::end_profiling(EventTracerEntry prof_entry) {
+  if (inner_ != nullptr && prof_entry.event_id != kNotForwarded) {
+    synced_inner()->end_profiling(prof_entry);
+  }
+}
+
+EventTracerEntry InstructionTracer::start_profiling_delegate(const char* name,
+                                                             DelegateDebugIntId delegate_debug_index) {
+  if (EventTracer* inner = synced_inner()) {
+    return inner->start_profiling_delegate(name, delegate_debug_index);
+  }
+  EventTracerEntry entry{};
+  entry.event_id = kNotForwarded;
+  entry.chain_id = chain_id_;
+  entry.debug_handle = debug_handle_;
+  entry.delegate_event_id_type = DelegateDebugIdType::kInt;
+  return entry;
+}
+
+void InstructionTracer::end_profiling_delegate(EventTracerEntry event_tracer_entry, const void* metadata,
+                                               size_t metadata_len) {
+  if (inner_ != nullptr && event_tracer_entry.event_id != kNotForwarded) {
+    synced_inner()->end_profiling_delegate(event_tracer_entry, metadata, metadata_len);
+  }
+}
+
+void InstructionTracer::log_profiling_delegate(const char* name, DelegateDebugIntId delegate_debug_index,
+                                               et_timestamp_t start_time, et_timestamp_t end_time, const void* metadata,
+                                               size_t metadata_len) {
+  if (EventTracer* inner = synced_inner()) {
+    inner->log_profiling_delegate(name, delegate_debug_index, start_time, end_time, metadata, metadata_len);
+  }
+}
+
+void InstructionTracer::track_allocation(AllocatorID id, size_t size) {
+  if (EventTracer* inner = synced_inner()) {
+    inner->track_allocation(id, size);
+  }
+}
+
+AllocatorID InstructionTracer::track_allocator(const char* name) {
+  EventTracer* inner = synced_inner();
+  return inner != nullptr ? inner->track_allocator(name) : 0;
+}
+
+Result<bool> InstructionTracer::log_evalue(const EValue& evalue, LoggedEValueType evalue_type) {
+  EventTracer* inner = synced_inner();
+  return inner != nullptr ? inner->log_evalue(evalue, evalue_type) : Result<bool>(false);
+}
+
+Result<bool> InstructionTracer::log_intermediate_output_delegate(const char* name,
+                                                                 DelegateDebugIntId delegate_debug_index,
+                                                                 const executorch::aten::Tensor& output) {
+  EventTracer* inner = synced_inner();
+  return inner != nullptr ? inner->log_intermediate_output_delegate(name, delegate_debug_index, output)
+                          : Result<bool>(false);
+}
+
+Result<bool> InstructionTracer::log_intermediate_output_delegate(const char* name,
+                                                                 DelegateDebugIntId delegate_debug_index,
+                                                                 const ArrayRef<executorch::aten::Tensor> output) {
+  EventTracer* inner = synced_inner();
+  return inner != nullptr ? inner->log_intermediate_output_delegate(name, delegate_debug_index, output)
+                          : Result<bool>(false);
+}
+
+Result<bool> InstructionTracer::log_intermediate_output_delegate(const char* name,
+                                                                 DelegateDebugIntId delegate_debug_index,
+                                                                 const int& output) {
+  EventTracer* inner = synced_inner();
+  return inner != nullptr ? inner->log_intermediate_output_delegate(name, delegate_debug_index, output)
+                          : Result<bool>(false);
+}
+
+Result<bool> InstructionTracer::log_intermediate_output_delegate(const char* name,
+                                                                 DelegateDebugIntId delegate_debug_index,
+                                                                 const bool& output) {
+  EventTracer* inner = synced_inner();
+  return inner != nullptr ? inner->log_intermediate_output_delegate(name, delegate_debug_index, output)
+                          : Result<bool>(false);
+}
+
+Result<bool> InstructionTracer::log_intermediate_output_delegate(const char* name,
+                                                                 DelegateDebugIntId delegate_debug_index,
+                                                                 const double& output) {
+  EventTracer* inner = synced_inner();
+  return inner != nullptr ? inner->log_intermediate_output_delegate(name, delegate_debug_index, output)
+                          : Result<bool>(false);
+}
+
+void InstructionTracer::set_delegation_intermediate_output_filter(EventTracerFilterBase* event_tracer_filter) {
+  if (EventTracer* inner = synced_inner()) {
+    inner->set_delegation_intermediate_output_filter(event_tracer_filter);
+  }
+}
+
+} // namespace et_copy
