@@ -8,16 +8,21 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
+#include <et_copy/instruction_tracer.h>
 #include <et_copy/program_check.h>
 #include <et_copy/registration.h>
 #include <et_copy/sessions.h>
+#ifdef ET_COPY_WITH_ETDUMP
+#include <executorch/devtools/etdump/etdump_flatcc.h>
+#endif
 #include <executorch/extension/data_loader/buffer_data_loader.h>
 #include <executorch/extension/data_loader/mmap_data_loader.h>
 #include <executorch/extension/flat_tensor/flat_tensor_data_map.h>
@@ -56,41 +61,33 @@ namespace et = executorch::runtime::etensor;
 
 // The message of a failed runtime call: what the caller was doing, the
 // error, then what ExecuTorch logged while it failed (the kernel's own
-// diagnostic, the failing instruction and operator).
-struct RuntimeFailure : Failure {
-  RuntimeFailure(Error e, const std::string& what, const std::vector<std::string>& log)
-      : Failure(e, compose(e, what, log)), log(log) {}
-  static std::string compose(Error e, const std::string& what, const std::vector<std::string>& log) {
-    // ExecuTorch follows a failed kernel call with one "arg N with type id
-    // T" line per argument: kept in .log, left out of the message.
-    static const std::regex kArgLine(R"(^arg \d+ with type id \d+)");
-    std::string m = what + " failed with " + error_name(e);
-    for (const auto& line : log) {
-      if (!std::regex_search(line, kArgLine)) {
-        m += "\n  " + line;
-      }
+// diagnostic, the failing instruction and operator). ExecuTorch follows a
+// failed kernel call with one "arg N with type id T" line per argument:
+// kept in .log, left out of the message.
+std::string compose(Error e, const std::string& what, const std::vector<std::string>& log) {
+  std::string m = what + " failed with " + error_name(e);
+  for (const auto& line : log) {
+    if (line.rfind("arg ", 0) != 0 || line.find(" with type id ") == std::string::npos) {
+      m += "\n  " + line;
     }
-    return m;
   }
-  std::vector<std::string> log;
+  return m;
+}
+
+// Where a failed execution stopped ("chain:instruction" and the operator or
+// delegate it called), read from the method's InstructionTracer and the
+// program's bytes; empty when it stopped before any instruction.
+struct StoppedAt {
+  std::string instruction, op;
 };
 
-[[noreturn]] void raise_runtime(Error e, const std::string& what, const std::vector<std::string>& log) {
-  // The failing instruction and operator, when ExecuTorch named them.
-  static const std::regex kKernelCall(R"(KernelCall failed at instruction (\d+:\d+) in operator (\S+?):? )");
+[[noreturn]] void raise_runtime(Error e, const std::string& what, const std::vector<std::string>& log,
+                                const StoppedAt& at = {}) {
   py::object cls = py::module_::import("et_copy._errors").attr("EtCopyError");
-  std::string instruction, op;
-  for (const auto& line : log) {
-    std::smatch m;
-    if (std::regex_search(line, m, kKernelCall)) {
-      instruction = m[1];
-      op = m[2];
-    }
-  }
+  auto or_none = [](const std::string& s) { return s.empty() ? py::object(py::none()) : py::object(py::str(s)); };
   py::object exc =
-      cls(RuntimeFailure::compose(e, what, log), py::arg("error") = error_name(e),
-          py::arg("instruction") = instruction.empty() ? py::object(py::none()) : py::str(instruction),
-          py::arg("operator") = op.empty() ? py::object(py::none()) : py::str(op), py::arg("log") = py::cast(log));
+      cls(compose(e, what, log), py::arg("error") = error_name(e), py::arg("instruction") = or_none(at.instruction),
+          py::arg("operator") = or_none(at.op), py::arg("log") = py::cast(log));
   PyErr_SetObject(cls.ptr(), exc.ptr());
   throw py::error_already_set();
 }
@@ -103,6 +100,11 @@ struct LoadedProgram {
   std::string bytes;                                       // the program, when it was handed over as bytes
   std::unique_ptr<executorch::runtime::DataLoader> loader; // those bytes, or the file mmapped
   size_t nbytes = 0;
+  std::optional<executorch::runtime::FreeableBuffer> whole; // all of it, to name a failed instruction's operator
+#ifdef ET_COPY_WITH_ETDUMP
+  std::unique_ptr<executorch::etdump::ETDumpGen> etdump; // enable_etdump: every method's events
+  std::vector<uint8_t> debug_buffer;                     // its debug_buffer_size bytes of logged values
+#endif
   std::unique_ptr<executorch::runtime::DataLoader> data_loader; // a .ptd file, mmapped
   std::optional<FlatTensorDataMap> data_map;
   std::optional<Program> program;
@@ -115,6 +117,7 @@ struct LoadedProgram {
 // One session: its state and the methods loaded on it. Holds the program.
 struct LoadedSession {
   std::shared_ptr<LoadedProgram> program;
+  std::map<std::string, std::unique_ptr<et_copy::InstructionTracer>> tracers; // per method, outliving it
   std::unique_ptr<et_copy::Session> session;
   ~LoadedSession() {
     session.reset();
@@ -126,7 +129,8 @@ struct LoadedMethod {
   std::shared_ptr<LoadedSession> session;
   std::string name;
   Method* method = nullptr;
-  MethodIo io; // read once at load, for execute's checks
+  et_copy::InstructionTracer* tracer = nullptr; // the session's, for this method
+  MethodIo io;                                  // read once at load, for execute's checks
 };
 
 namespace {
@@ -155,14 +159,39 @@ std::unique_ptr<executorch::runtime::DataLoader> mmap_file(const std::string& pa
 // Loads the program `lp->loader` serves, verified at `verification` (then
 // bounds-checked: ExecuTorch aborts on some indices its verification lets
 // through), with the named data of `data_path` (a .ptd file) when given.
-void load_into(LoadedProgram& lp, int verification, const std::optional<std::string>& data_path) {
+// Options of a load beyond the bytes: executorch.runtime's load_program arguments.
+struct LoadOptions {
+  int verification = 1; // 0: Minimal, 1: InternalConsistency
+  std::optional<std::string> data_path;
+  bool enable_etdump = false;
+  size_t debug_buffer_size = 0;
+};
+
+void load_into(LoadedProgram& lp, const LoadOptions& options) {
   install_log_capture();
   const std::string what = "et_copy.runtime.load";
+  const int verification = options.verification;
+  const auto& data_path = options.data_path;
   if (verification != 0 && verification != 1) {
     throw Failure(Error::InvalidArgument, what +
                                               ": verification must be Verification.Minimal (0) or "
                                               "Verification.InternalConsistency (1), got " +
                                               std::to_string(verification));
+  }
+  if (options.enable_etdump) {
+#ifdef ET_COPY_WITH_ETDUMP
+    lp.etdump = std::make_unique<executorch::etdump::ETDumpGen>();
+    if (options.debug_buffer_size > 0) {
+      // As executorch.runtime: a debug buffer means intermediate outputs are
+      // logged into it (host tensors only: InstructionTracer never hands a
+      // device tensor's memory to the profiler).
+      lp.debug_buffer.resize(options.debug_buffer_size);
+      lp.etdump->set_debug_buffer({lp.debug_buffer.data(), lp.debug_buffer.size()});
+      lp.etdump->set_event_tracer_debug_level(executorch::runtime::EventTracerDebugLogLevel::kIntermediateOutputs);
+    }
+#else
+    throw Failure(Error::NotSupported, what + ": enable_etdump: this et_copy was built without ExecuTorch's etdump");
+#endif
   }
   if (data_path) {
     lp.data_loader = mmap_file(*data_path, what + ": data_path");
@@ -190,6 +219,7 @@ void load_into(LoadedProgram& lp, int verification, const std::optional<std::str
         py::gil_scoped_acquire acquire;
         raise_runtime(Error::InvalidProgram, what + ": checking the program", {bad_index});
       }
+      lp.whole.emplace(std::move(*whole));
       lp.program.emplace(std::move(*result));
       lp.pool =
           std::make_unique<et_copy::SessionPool>(&*lp.program, method_kernels(), lp.data_map ? &*lp.data_map : nullptr);
@@ -201,22 +231,20 @@ void load_into(LoadedProgram& lp, int verification, const std::optional<std::str
   }
 }
 
-std::shared_ptr<LoadedProgram> load_program(py::bytes data, int verification,
-                                            const std::optional<std::string>& data_path) {
+std::shared_ptr<LoadedProgram> load_program(py::bytes data, const LoadOptions& options) {
   auto lp = std::make_shared<LoadedProgram>();
   lp->bytes = data; // owned here: the Program reads from it for its whole life
   lp->loader = std::make_unique<BufferDataLoader>(lp->bytes.data(), lp->bytes.size());
-  load_into(*lp, verification, data_path);
+  load_into(*lp, options);
   return lp;
 }
 
 // A program file, mmapped rather than read: pages are read as the program
 // needs them, and the weights are never copied.
-std::shared_ptr<LoadedProgram> load_program_file(const std::string& path, int verification,
-                                                 const std::optional<std::string>& data_path) {
+std::shared_ptr<LoadedProgram> load_program_file(const std::string& path, const LoadOptions& options) {
   auto lp = std::make_shared<LoadedProgram>();
   lp->loader = mmap_file(path, "et_copy.runtime.load");
-  load_into(*lp, verification, data_path);
+  load_into(*lp, options);
   return lp;
 }
 
@@ -301,6 +329,16 @@ py::dict program_method_meta(const LoadedProgram& lp, const std::string& name) {
   return d;
 }
 
+// The program's ETDump profiler, or null.
+executorch::runtime::EventTracer* profiler(LoadedProgram& lp) {
+#ifdef ET_COPY_WITH_ETDUMP
+  return lp.etdump.get();
+#else
+  (void)lp;
+  return nullptr;
+#endif
+}
+
 std::shared_ptr<LoadedSession> new_session(const std::shared_ptr<LoadedProgram>& lp) {
   auto ls = std::make_shared<LoadedSession>();
   ls->program = lp;
@@ -325,7 +363,12 @@ std::shared_ptr<LoadedMethod> load_method(const std::shared_ptr<LoadedSession>& 
     LogCapture capture;
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(lp.pool->execution_lock()); // loading may write the state
-    auto method = ls->session->method(name, &failed);
+    auto& tracer = ls->tracers[name];
+    if (tracer == nullptr) {
+      tracer = std::make_unique<et_copy::InstructionTracer>(profiler(lp));
+    }
+    lm->tracer = tracer.get();
+    auto method = ls->session->method(name, &failed, tracer.get());
     if (method.ok()) {
       lm->method = *method;
     } else {
@@ -344,6 +387,45 @@ std::shared_ptr<LoadedMethod> load_method(const std::shared_ptr<LoadedSession>& 
   }
   lm->io = read_method_io(*lm->method, name);
   return lm;
+}
+
+void write_file(const std::string& path, const void* data, size_t size, const std::string& what) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+  f.close();
+  if (!f) {
+    throw Failure(Error::AccessFailed, what + ": cannot write " + path);
+  }
+}
+
+// Writes what the program's profiler recorded since it was last written
+// (executorch.runtime's Program.write_etdump_result_to_file): the ETDump to
+// `path`, and the debug buffer's bytes to `debug_buffer_path` when the
+// program was loaded with one.
+void write_etdump(LoadedProgram& lp, const std::string& path, const std::optional<std::string>& debug_buffer_path) {
+  const std::string what = "et_copy.runtime: write_etdump_result_to_file";
+#ifdef ET_COPY_WITH_ETDUMP
+  if (!lp.etdump) {
+    throw Failure(Error::InvalidState, what + ": the program was loaded without enable_etdump=True");
+  }
+  executorch::etdump::ETDumpResult result{nullptr, 0};
+  {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(lp.pool->execution_lock()); // the profiler records every method's events
+    result = lp.etdump->get_etdump_data();                       // the next event block starts a new profile
+  }
+  const std::unique_ptr<void, void (*)(void*)> owned(result.buf, std::free);
+  if (result.buf == nullptr || result.size == 0) {
+    throw Failure(Error::NotFound, what + ": nothing was recorded (load and execute a method first)");
+  }
+  write_file(path, result.buf, result.size, what);
+  if (debug_buffer_path && !lp.debug_buffer.empty()) {
+    write_file(*debug_buffer_path, lp.debug_buffer.data(), lp.debug_buffer.size(), what);
+  }
+#else
+  (void)lp, (void)path, (void)debug_buffer_path;
+  throw Failure(Error::NotSupported, what + ": this et_copy was built without ExecuTorch's etdump");
+#endif
 }
 
 void reset_session(LoadedSession& ls) {
@@ -455,6 +537,7 @@ py::list execute(LoadedMethod& lm, const py::handle& inputs, const py::handle& o
   std::vector<std::string> log;
   Error err = Error::Ok;
   std::string step;
+  StoppedAt at;
   {
     LogCapture capture;
     py::gil_scoped_release release;
@@ -477,6 +560,12 @@ py::list execute(LoadedMethod& lm, const py::handle& inputs, const py::handle& o
       err = m.execute();
       if (err != Error::Ok) {
         step = "executing"; // execute() has reset itself for the next call
+        if (const auto loc = lm.tracer->last_instruction()) {
+          const LoadedProgram& lp = *lm.session->program;
+          at.instruction = std::to_string(loc->chain) + ":" + std::to_string(loc->instruction);
+          at.op = et_copy::instruction_operator(lp.whole->data(), lp.whole->size(), lm.name.c_str(), loc->chain,
+                                                loc->instruction);
+        }
       }
     }
     for (size_t i = 0; i < targets.size() && err == Error::Ok; ++i) {
@@ -496,7 +585,7 @@ py::list execute(LoadedMethod& lm, const py::handle& inputs, const py::handle& o
     }
   }
   if (err != Error::Ok) {
-    raise_runtime(err, io.where + ": " + step, log);
+    raise_runtime(err, io.where + ": " + step, log, at);
   }
   py::list result;
   for (size_t i = 0; i < io.outputs.size(); ++i) {
@@ -525,6 +614,7 @@ void bind_program(py::module_& m) {
       .def_property_readonly("method_names", &method_names)
       .def("new_session", &new_session)
       .def("method_meta", &program_method_meta, py::arg("name"))
+      .def("write_etdump", &write_etdump, py::arg("path"), py::arg("debug_buffer_path") = py::none())
       .def_property_readonly("nbytes", [](const LoadedProgram& lp) { return lp.nbytes; })
       .def_property_readonly("device_scratch_nbytes",
                              [](const LoadedProgram& lp) { return lp.pool->device_scratch_nbytes(); });
@@ -537,10 +627,22 @@ void bind_program(py::module_& m) {
       .def_readonly("name", &LoadedMethod::name)
       .def("meta", &method_meta)
       .def("execute", &execute, py::arg("inputs"), py::arg("outputs"));
-  m.def("load_program", &load_program, py::arg("data"), py::arg("verification") = 1, py::arg("data_path") = py::none(),
-        "Loads program bytes (verification 0: Minimal, 1: InternalConsistency).");
-  m.def("load_program_file", &load_program_file, py::arg("path"), py::arg("verification") = 1,
-        py::arg("data_path") = py::none(), "Loads a program file, mmapped.");
+  m.def(
+      "load_program",
+      [](py::bytes data, int verification, std::optional<std::string> data_path, bool enable_etdump,
+         size_t debug_buffer_size) {
+        return load_program(data, {verification, std::move(data_path), enable_etdump, debug_buffer_size});
+      },
+      py::arg("data"), py::arg("verification") = 1, py::arg("data_path") = py::none(), py::arg("enable_etdump") = false,
+      py::arg("debug_buffer_size") = 0, "Loads program bytes (verification 0: Minimal, 1: InternalConsistency).");
+  m.def(
+      "load_program_file",
+      [](const std::string& path, int verification, std::optional<std::string> data_path, bool enable_etdump,
+         size_t debug_buffer_size) {
+        return load_program_file(path, {verification, std::move(data_path), enable_etdump, debug_buffer_size});
+      },
+      py::arg("path"), py::arg("verification") = 1, py::arg("data_path") = py::none(), py::arg("enable_etdump") = false,
+      py::arg("debug_buffer_size") = 0, "Loads a program file, mmapped.");
   m.def("operator_names", [] {
     py::set names;
     for (const auto& k : executorch::runtime::get_registered_kernels()) {

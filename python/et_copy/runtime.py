@@ -40,7 +40,6 @@ import torch
 from . import _C
 from ._device import Device
 from ._dtypes import SCALAR_TYPE_CODES
-from ._errors import EtCopyError
 from ._registration import _wheel_library
 from ._tensors import DeviceTensor, empty
 
@@ -368,6 +367,19 @@ class Program:
         _load_wheel_libraries()  # before the first method load snapshots the registry
         return Session(self._core.new_session())
 
+    def write_etdump_result_to_file(
+        self, etdump_path: str | os.PathLike, debug_buffer_path: str | os.PathLike | None = None
+    ) -> None:
+        """Writes the ETDump profile recorded since the last write (the
+        program was loaded with ``enable_etdump=True``) to ``etdump_path``,
+        and the debug buffer to ``debug_buffer_path`` when the program has
+        one, as executorch.runtime's. Read it with
+        ``executorch.devtools.Inspector(etdump_path=...)``. Raises
+        EtCopyError: InvalidState without ``enable_etdump``, NotFound when
+        nothing was recorded."""
+        debug = None if debug_buffer_path is None else os.fspath(debug_buffer_path)
+        self._core.write_etdump(os.fspath(etdump_path), debug)
+
     @property
     def device_scratch_nbytes(self) -> int:
         """Device bytes of scratch memory allocated for the methods loaded so far, shared by all sessions."""
@@ -424,27 +436,30 @@ class Runtime:
         """Loads a program from a path (mmapped, not read), bytes, a
         bytearray or memoryview, or a file-like object, verified at
         ``verification``. ``data_path`` is a .ptd file holding data the
-        program keeps outside the .pte (weights). Raises EtCopyError
-        (InvalidProgram, ...) for a malformed program, TypeError for what is
-        none of these, and EtCopyError (NotSupported) for ``enable_etdump``:
-        profiles are executorch.runtime's for now."""
-        if enable_etdump:
-            raise EtCopyError(
-                "et_copy.runtime: enable_etdump is not supported yet; profile with executorch.runtime",
-                error="NotSupported",
-            )
+        program keeps outside the .pte (weights). ``enable_etdump`` records
+        an ETDump profile of every method the program runs (write it with
+        :meth:`Program.write_etdump_result_to_file`); ``debug_buffer_size``
+        bytes, when not 0, also hold the intermediate outputs that live on
+        the host (device tensors are not read back for it). Raises
+        EtCopyError (InvalidProgram, ...) for a malformed program and
+        TypeError for what is none of these."""
         level = int(Verification(verification))
-        extra = None if data_path is None else os.fspath(data_path)
+        options = {
+            "verification": level,
+            "data_path": None if data_path is None else os.fspath(data_path),
+            "enable_etdump": bool(enable_etdump),
+            "debug_buffer_size": int(debug_buffer_size),
+        }
         _load_wheel_libraries()
         if isinstance(data, (str, os.PathLike)):
             path = os.fspath(data)
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"et_copy.runtime: no program file {path!r}")
-            return Program(_C.load_program_file(path, level, extra))
+            return Program(_C.load_program_file(path, **options))
         if isinstance(data, (bytes, bytearray, memoryview)):
-            return Program(_C.load_program(bytes(data), level, extra))
+            return Program(_C.load_program(bytes(data), **options))
         if hasattr(data, "read"):
-            return Program(_C.load_program(data.read(), level, extra))
+            return Program(_C.load_program(data.read(), **options))
         raise TypeError(
             "et_copy.runtime: a program is a path, bytes, bytearray, memoryview or a file-like object, "
             f"got {type(data).__name__}"

@@ -8,6 +8,7 @@
 
 #include <et_copy/counting_device_allocator.h>
 #include <executorch/runtime/core/device_allocator.h>
+#include <executorch/runtime/core/event_tracer_hooks.h>
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
 #include <executorch/runtime/platform/log.h>
 
@@ -364,6 +365,10 @@ Error device_copy(Direction d, const Tensor& self, Tensor& out, CopyDiagnostic* 
 }
 
 void device_copy_boxed(Direction d, KernelRuntimeContext& ctx, Span<EValue*> stack) {
+  // Named in an ETDump profile the way the wheel's kernels name theirs.
+  executorch::runtime::internal::EventTracerProfileOpScope scope(
+      ctx.internal_event_tracer(),
+      d == Direction::kHostToDevice ? "native_call__h2d_copy.out" : "native_call__d2h_copy.out");
   if (stack.size() != 3 || stack[0] == nullptr || stack[1] == nullptr || stack[2] == nullptr || !stack[0]->isTensor() ||
       !stack[1]->isTensor()) {
     ET_LOG(Error, "%s: expected arguments (Tensor self, Tensor out) and a result slot", op_name(d));

@@ -149,9 +149,30 @@ AllocatorID InstructionTracer::track_allocator(const char* name) {
   return inner != nullptr ? inner->track_allocator(name) : 0;
 }
 
+namespace {
+
+// A tracer that logs a value copies its bytes with a host memcpy, which
+// device memory (a CUDA pointer) would crash.
+bool on_a_device(const EValue& v) {
+  if (v.isTensor()) {
+    return v.toTensor().unsafeGetTensorImpl()->device_type() != executorch::runtime::etensor::DeviceType::CPU;
+  }
+  if (v.isTensorList()) {
+    for (const auto& t : v.toTensorList()) {
+      if (t.unsafeGetTensorImpl()->device_type() != executorch::runtime::etensor::DeviceType::CPU) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+} // namespace
+
 Result<bool> InstructionTracer::log_evalue(const EValue& evalue, LoggedEValueType evalue_type) {
   EventTracer* inner = synced_inner();
-  return inner != nullptr ? inner->log_evalue(evalue, evalue_type) : Result<bool>(false);
+  // A device tensor is not logged (false: not logged), rather than read from the host.
+  return inner != nullptr && !on_a_device(evalue) ? inner->log_evalue(evalue, evalue_type) : Result<bool>(false);
 }
 
 Result<bool> InstructionTracer::log_intermediate_output_delegate(const char* name,

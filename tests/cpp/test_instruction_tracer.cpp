@@ -331,6 +331,33 @@ TEST(InstructionTracerForwarding, EveryOtherCallReachesTheInnerTracer) {
   }
 }
 
+TEST(InstructionTracerForwarding, ADeviceTensorIsNeverHandedToTheInnerTracerToLog) {
+  // A tracer copies a logged tensor's bytes with a host memcpy: device
+  // memory (here an address no host may read) must not reach it.
+  Recorder inner;
+  InstructionTracer tracer(&inner);
+  const executorch::aten::SizesType one = 1;
+  et_copy::TensorImplView device, host;
+  et_copy::TensorImplView::Spec spec;
+  spec.sizes = {&one, 1};
+  float x = 1;
+  spec.data = &x;
+  ASSERT_EQ(host.reset(spec), Error::Ok);
+  spec.data = reinterpret_cast<void*>(uintptr_t{0x10});
+  spec.device_type = executorch::runtime::etensor::DeviceType::CUDA;
+  ASSERT_EQ(device.reset(spec), Error::Ok);
+  EXPECT_FALSE(*tracer.log_evalue(EValue(device.tensor()), LoggedEValueType::kIntermediateOutput));
+  executorch::aten::Tensor both[] = {host.tensor(), device.tensor()};
+  executorch::runtime::EValue items[] = {EValue(both[0]), EValue(both[1])};
+  executorch::runtime::EValue* item_ptrs[] = {&items[0], &items[1]};
+  executorch::runtime::BoxedEvalueList<executorch::aten::Tensor> list(item_ptrs, both, 2);
+  EXPECT_FALSE(*tracer.log_evalue(EValue(&list), LoggedEValueType::kProgramOutput));
+  EXPECT_TRUE(inner.events.empty());
+  EXPECT_TRUE(*tracer.log_evalue(EValue(host.tensor()), LoggedEValueType::kProgramOutput));
+  ASSERT_EQ(inner.events.size(), 1u);
+  EXPECT_EQ(inner.events[0].what, "output");
+}
+
 TEST(InstructionTracerForwarding, WithoutAnInnerTracerCallsAnswerQuietly) {
   InstructionTracer tracer;
   EXPECT_EQ(tracer.inner(), nullptr);

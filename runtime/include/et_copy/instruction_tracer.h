@@ -87,6 +87,8 @@ class InstructionTracer final : public executorch::runtime::EventTracer {
                               size_t metadata_len = 0) override;
   void track_allocation(executorch::runtime::AllocatorID id, size_t size) override;
   executorch::runtime::AllocatorID track_allocator(const char* name) override;
+  /// Not forwarded (returns false) for a tensor, or tensor list, on a
+  /// device: a tracer copies a logged tensor's bytes with a host memcpy.
   executorch::runtime::Result<bool> log_evalue(const executorch::runtime::EValue& evalue,
                                                executorch::runtime::LoggedEValueType evalue_type) override;
   executorch::runtime::Result<bool> log_intermediate_output_delegate(
