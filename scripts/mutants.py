@@ -48,7 +48,7 @@ SPEC = "python/bindings/tensor_spec.cpp"
 LAYOUT = "runtime/include/et_copy/tensor_layout.h"
 COPIES = "python/bindings/copies.cpp"
 PROGRAM = "python/bindings/program.cpp"
-RUNTIME = "python/et_copy/runtime.py"
+METHOD_IO = "python/bindings/method_io.cpp"
 TENSORS = "python/et_copy/_tensors.py"
 
 T_KERNELS = "cpp:et_copy_test_copy_kernels"
@@ -279,34 +279,39 @@ MUTANTS: list[Mutant] = [
       'describe_tensor(self, false, op, "out", specs[0]);', *PY_BINDINGS),
     M("copies-16-dims-too-many", COPIES, "  if (rank > kMaxDims) {\n    throw Failure(",
       "  if (rank >= kMaxDims) {\n    throw Failure(", *PY_BINDINGS),
-    M("program-input-device-index-unchecked", PROGRAM,
-      "spec.device_type != slot.device_type || spec.device_index != slot.device_index ||\n          (slot.planned",
-      "spec.device_type != slot.device_type ||\n          (slot.planned", *PY_RUNTIME),
-    M("program-output-device-unchecked", PROGRAM,
-      "spec.dtype != slot.dtype || spec.device_type != slot.device_type || spec.device_index != slot.device_index ||"
-      "\n        (slot.planned && !host_copy)",
-      "spec.dtype != slot.dtype || spec.device_index != slot.device_index ||\n        (slot.planned && !host_copy)",
-      *PY_RUNTIME),
     M("program-output-copy-exact-capacity-refused", PROGRAM, "if (t.nbytes() > targets[i]->capacity) {",
       "if (t.nbytes() >= targets[i]->capacity) {", *PY_RUNTIME),
-    M("program-output-capacity-one-short", PROGRAM, "capacity_bytes(spec) < slot.nbytes) {",
-      "capacity_bytes(spec) + 1 < slot.nbytes) {", *PY_RUNTIME),
-    M("program-output-capacity-from-current-shape", PROGRAM,
-      "const int64_t* shape = s.has_capacity ? s.capacity : s.sizes;", "const int64_t* shape = s.sizes;",
+    # ---- et_copy.runtime's input and output checks: python/bindings/method_io.cpp -----
+    M("io-input-device-index-unchecked", METHOD_IO,
+      "if (spec.device_type != slot.device_type || spec.device_index != slot.device_index) {\n"
+      "    const std::string planned",
+      "if (spec.device_type != slot.device_type) {\n    const std::string planned", *PY_RUNTIME),
+    M("io-input-dtype-unchecked", METHOD_IO, "  if (spec.dtype != slot.dtype) {\n    throw py::type_error(",
+      "  if (false) {\n    throw py::type_error(", *PY_RUNTIME),
+    M("io-freed-input-unchecked", METHOD_IO, "  if (p != ReadProblem::kNone) {\n    describe_tensor(o, false,",
+      "  if (p != ReadProblem::kNone && p != ReadProblem::kFreed) {\n    describe_tensor(o, false,", *PY_RUNTIME),
+    M("io-output-device-unchecked", METHOD_IO,
+      "if (spec.dtype != slot.dtype || spec.device_type != slot.device_type || "
+      "spec.device_index != slot.device_index) {",
+      "if (spec.dtype != slot.dtype) {", *PY_RUNTIME),
+    M("io-freed-output-unchecked", METHOD_IO, "  if (read_tensor(o, true, spec) != ReadProblem::kNone) {",
+      "  if (const ReadProblem q = read_tensor(o, true, spec); q != ReadProblem::kNone && q != ReadProblem::kFreed) {",
       *PY_RUNTIME),
+    M("io-output-capacity-from-current-shape", METHOD_IO,
+      "const int64_t* capacity = spec.has_capacity ? spec.capacity : spec.sizes;",
+      "const int64_t* capacity = spec.sizes;", *PY_RUNTIME),
+    M("io-output-shape-unchecked", METHOD_IO,
+      "spec.rank != slot.sizes.size() || !std::equal(slot.sizes.begin(), slot.sizes.end(), capacity) ||",
+      "spec.rank != slot.sizes.size() ||", *PY_RUNTIME),
+    M("io-output-density-unchecked", METHOD_IO,
+      "const bool is_dense = dense_strides(dense) && "
+      "std::equal(spec.strides, spec.strides + spec.rank, dense.strides);",
+      "const bool is_dense = true;", *PY_RUNTIME),
+    M("io-too-many-inputs-accepted", PROGRAM, "if (in.size() != io.inputs.size()) {",
+      "if (in.size() < io.inputs.size()) {", *PY_RUNTIME),
+    M("io-outputs-count-unchecked", PROGRAM, "if (out.size() != io.outputs.size()) {",
+      "if (out.size() < io.outputs.size()) {", *PY_RUNTIME),
     # ---- et_copy.runtime and _tensors (Python) -----------------------------------
-    M("runtime-input-device-type-only", RUNTIME, "        if given != m.device:\n",
-      '        if given.split(":")[0] != m.device.split(":")[0]:\n', *PY_RUNTIME),
-    M("runtime-freed-input-unchecked", RUNTIME, "        if isinstance(value, DeviceTensor) and value.freed:",
-      "        if isinstance(value, torch.Tensor) and value.freed:", *PY_RUNTIME),
-    M("runtime-output-device-unchecked", RUNTIME, "if given.dtype != m.dtype or _device_of(given) != m.device:",
-      "if given.dtype != m.dtype:", *PY_RUNTIME),
-    M("runtime-freed-output-unchecked", RUNTIME, "if isinstance(given, DeviceTensor) and given.freed:",
-      "if isinstance(given, torch.Tensor) and given.freed:", *PY_RUNTIME),
-    M("runtime-too-many-inputs-accepted", RUNTIME, "if len(inputs) != len(meta.inputs):",
-      "if len(inputs) < len(meta.inputs):", *PY_RUNTIME),
-    M("runtime-outputs-count-unchecked", RUNTIME, "if len(outputs) != len(self.meta.outputs):",
-      "if len(outputs) < len(self.meta.outputs):", *PY_RUNTIME),
     M("tensors-max-dim-off-by-one", TENSORS, "if any(s > _MAX_DIM for s in shape):",
       "if any(s >= _MAX_DIM for s in shape):", *PY_BINDINGS),
     M("tensors-max-dim-is-2-31", TENSORS, "_MAX_DIM = 2**31 - 1", "_MAX_DIM = 2**31", *PY_BINDINGS),

@@ -144,6 +144,18 @@ def test_host_outputs_of_exactly_their_size_are_filled_and_one_short_is_refused(
     assert torch.equal(short, torch.full((3, 3), 4.0))
 
 
+def test_a_strided_view_of_the_right_shape_is_refused_as_an_output(programs, data):
+    # (3, 4) with a row stride of 8: a method writing 12 dense floats would
+    # fill the first row and a half of the base, not the view's rows.
+    method = runtime.load(programs / "affine.pte").load_method()
+    x, y = data["affine"]
+    base = torch.full((3, 8), 4.0)
+    view = base[:, :4]
+    with pytest.raises(ValueError, match=r"outputs\[0\] must be dense with capacity \[3, 4\].*\(not dense\)"):
+        method.execute([x, y], outputs=[view, None])
+    assert torch.equal(base, torch.full((3, 8), 4.0))
+
+
 # ---- counts: one fewer, exact, one more -------------------------------------------
 
 
