@@ -84,7 +84,6 @@ struct RuntimeFailure : Failure {
 [[noreturn]] void raise_runtime(Error e, const std::string& what, const std::vector<std::string>& log) {
   // The failing instruction and operator, when ExecuTorch named them.
   static const std::regex kKernelCall(R"(KernelCall failed at instruction (\d+:\d+) in operator (\S+?):? )");
-  py::object cls = py::module_::import("et_copy._errors").attr("EtCopyError");
   std::string instruction, op;
   for (const auto& line : log) {
     std::smatch m;
@@ -93,12 +92,9 @@ struct RuntimeFailure : Failure {
       op = m[2];
     }
   }
-  py::object exc =
-      cls(RuntimeFailure::compose(e, what, log), py::arg("error") = error_name(e),
-          py::arg("instruction") = instruction.empty() ? py::object(py::none()) : py::str(instruction),
-          py::arg("operator") = op.empty() ? py::object(py::none()) : py::str(op), py::arg("log") = py::cast(log));
-  PyErr_SetObject(cls.ptr(), exc.ptr());
-  throw py::error_already_set();
+  raise_error(RuntimeFailure::compose(e, what, log), error_name(e),
+              instruction.empty() ? std::nullopt : std::optional<std::string>(instruction),
+              op.empty() ? std::nullopt : std::optional<std::string>(op), log);
 }
 
 } // namespace

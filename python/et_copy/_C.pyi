@@ -5,6 +5,22 @@ from typing import Any
 H2D_COPY_OUT: str
 D2H_COPY_OUT: str
 
+# The exception every et_copy failure raises (et_copy.EtCopyError is this class).
+class EtCopyError(RuntimeError):
+    error: str
+    instruction: str | None
+    operator: str | None
+    log: tuple[str, ...]
+    def __init__(
+        self,
+        message: str,
+        *,
+        error: str = "Internal",
+        instruction: str | None = None,
+        operator: str | None = None,
+        log: list[str] | tuple[str, ...] = (),
+    ) -> None: ...
+
 # The copies read torch tensors and et_copy.DeviceTensors themselves
 # (python/bindings/tensor_reader.cpp) and return out.
 def h2d_copy(self: Any, out: Any, dynamic_out: bool) -> Any: ...
