@@ -181,13 +181,11 @@ void describe_tensor(PyObject* o, bool dynamic, const char* op, const char* arg,
     case ReadProblem::kDevice:
       throw py::value_error(who + " is on " + str_attr(o, "device") + "; et_copy moves CPU and CUDA tensors");
     case ReadProblem::kDtype: {
-      // Python words it, with the supported list (et_copy._dtypes).
       py::object dtype = py::reinterpret_steal<py::object>(PyObject_GetAttrString(o, "dtype"));
       if (!dtype) {
         throw py::error_already_set();
       }
-      py::module_::import("et_copy._dtypes").attr("scalar_type_code")(dtype, py::arg("op") = op, py::arg("arg") = arg);
-      throw py::type_error(who + " has a dtype et_copy does not move");
+      throw py::type_error(unsupported_dtype_message(op, arg, dtype.ptr()));
     }
     case ReadProblem::kTooManyDims:
       throw Failure(Error::InvalidArgument, who + " has " + std::to_string(s.rank) +
