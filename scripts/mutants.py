@@ -42,12 +42,14 @@ CUDA = "runtime/cuda/cuda_device_allocator.cpp"
 REG = "runtime/src/registration.cpp"
 CHECK = "runtime/src/program_check.cpp"
 READER = "python/bindings/tensor_reader.cpp"
+DTENSOR = "python/bindings/device_tensor.cpp"
 SPEC = "python/bindings/tensor_spec.cpp"
 LAYOUT = "runtime/include/et_copy/tensor_layout.h"
 COPIES = "python/bindings/copies.cpp"
 PROGRAM = "python/bindings/program.cpp"
 RUNTIME = "python/et_copy/runtime.py"
 TENSORS = "python/et_copy/_tensors.py"
+DEVICE = "python/et_copy/_device.py"
 
 T_KERNELS = "cpp:et_copy_test_copy_kernels"
 T_SIM = "cpp:et_copy_test_simulated_device_allocator"
@@ -222,19 +224,29 @@ MUTANTS: list[Mutant] = [
     M("check-chain-outputs-unchecked", CHECK,
       'value_indices<int32_t>(chain, slot::kChainOutputs, "chain output value");',
       'value_indices<int32_t>(chain, slot::kChainInputs, "chain output value");', T_CHECK),
-    # ---- the bindings: the DeviceTensor reader, dense strides, copies, program --
-    M("reader-16-dims-too-many", READER, "if (static_cast<size_t>(len) > kMaxDims) {",
-      "if (static_cast<size_t>(len) >= kMaxDims) {", *PY_BINDINGS),
-    M("reader-dim-order-length-unchecked", READER, "if (order_rank != rank || capacity_rank != rank) {",
-      "if (capacity_rank != rank) {", *PY_BINDINGS),
-    M("reader-capacity-length-unchecked", READER, "if (order_rank != rank || capacity_rank != rank) {",
-      "if (order_rank != rank) {", *PY_BINDINGS),
-    M("reader-device-index-narrowed", READER, "type < 0 || type > 127 || index < -128 || index > 127",
-      "type < 0 || type > 127", *PY_BINDINGS),
-    M("reader-freed-buffer-read", READER, "return b.freed() ? ReadProblem::kFreed : ReadProblem::kNone;",
-      "return ReadProblem::kNone;", *PY_BINDINGS),
-    M("reader-dynamic-flag-inverted", READER, "s.dynamism = f[kDynamic] == Py_True ? 1 : 0;",
-      "s.dynamism = f[kDynamic] == Py_False ? 1 : 0;", *PY_BINDINGS),
+    # ---- the bindings: DeviceTensor, its reader, dense strides, copies, program --
+    M("dtensor-16-dims-too-many", DTENSOR, "if (rank > kMaxDims) {", "if (rank >= kMaxDims) {", *PY_BINDINGS),
+    M("dtensor-dim-order-length-unchecked", DTENSOR, "if (ones.rank != rank || !all_fit || !dense_strides(ones)) {",
+      "if (!all_fit || !dense_strides(ones)) {", *PY_BINDINGS),
+    M("dtensor-shape-beyond-memory-accepted", DTENSOR, "if (l.nbytes > memory->nbytes()) {", "if (false) {",
+      *PY_BINDINGS),
+    M("dtensor-device-index-narrowed", DTENSOR, "if (type != kCuda || index < -128 || index > 127) {",
+      "if (type != kCuda) {", *PY_BINDINGS),
+    M("dtensor-device-type-unchecked", DTENSOR, "if (type != kCuda || index < -128 || index > 127) {",
+      "if (index < -128 || index > 127) {", *PY_BINDINGS),
+    M("dtensor-freed-buffer-accepted", DTENSOR, "if (memory->freed()) {", "if (false) {", *PY_BINDINGS),
+    M("dtensor-dynamic-flag-inverted", DTENSOR, "t->spec.dynamism = dynamic ? 1 : 0;",
+      "t->spec.dynamism = dynamic ? 0 : 1;", *PY_BINDINGS),
+    M("dtensor-max-size-off-by-one", DTENSOR, "too_large = too_large || size > kMaxSize;",
+      "too_large = too_large || size >= kMaxSize;", *PY_BINDINGS),
+    M("dtensor-max-size-is-2-31", DTENSOR, "constexpr int64_t kMaxSize = std::numeric_limits<int32_t>::max();",
+      "constexpr int64_t kMaxSize = int64_t{1} << 31;", *PY_BINDINGS),
+    M("dtensor-byte-count-signed", DTENSOR, "uint64_t nbytes = empty ? 0 : l.itemsize;",
+      "int64_t nbytes = empty ? 0 : l.itemsize;", *PY_BINDINGS),
+    M("dtensor-negative-size-minus-one", DTENSOR, "negative = negative || size < 0;",
+      "negative = negative || size < -1;", *PY_BINDINGS),
+    M("reader-freed-memory-read", READER, "return read_device_tensor(o, s) ? ReadProblem::kNone : ReadProblem::kFreed;",
+      "return read_device_tensor(o, s) ? ReadProblem::kNone : ReadProblem::kNone;", *PY_BINDINGS),
     M("spec-size-zero-dim-stride", LAYOUT, "const int64_t size = sizes[d] == 0 ? 1 : static_cast<int64_t>(sizes[d]);",
       "const int64_t size = static_cast<int64_t>(sizes[d]);", *PY_BINDINGS),
     M("spec-repeated-dim-accepted", LAYOUT, "if (static_cast<uint64_t>(d) >= rank || (seen >> d & 1u) != 0) {",
@@ -264,7 +276,7 @@ MUTANTS: list[Mutant] = [
     M("program-output-capacity-from-current-shape", PROGRAM,
       "const int64_t* shape = s.has_capacity ? s.capacity : s.sizes;", "const int64_t* shape = s.sizes;",
       *PY_RUNTIME),
-    # ---- et_copy.runtime and _tensors (Python) -----------------------------------
+    # ---- et_copy.runtime, _tensors and _device (Python) ----------------------------
     M("runtime-input-device-type-only", RUNTIME, "        if given != m.device:\n",
       '        if given.split(":")[0] != m.device.split(":")[0]:\n', *PY_RUNTIME),
     M("runtime-freed-input-unchecked", RUNTIME, "        if isinstance(value, DeviceTensor) and value.freed:",
@@ -277,14 +289,9 @@ MUTANTS: list[Mutant] = [
       "if len(inputs) < len(meta.inputs):", *PY_RUNTIME),
     M("runtime-outputs-count-unchecked", RUNTIME, "if len(outputs) != len(self.meta.outputs):",
       "if len(outputs) < len(self.meta.outputs):", *PY_RUNTIME),
-    M("tensors-max-dim-off-by-one", TENSORS, "if any(s > _MAX_DIM for s in shape):",
-      "if any(s >= _MAX_DIM for s in shape):", *PY_BINDINGS),
-    M("tensors-max-dim-is-2-31", TENSORS, "_MAX_DIM = 2**31 - 1", "_MAX_DIM = 2**31", *PY_BINDINGS),
-    M("tensors-64-bit-bound-off-by-one", TENSORS, "if nbytes >= 2**64:", "if nbytes > 2**64:", *PY_BINDINGS),
-    M("tensors-dim-order-as-set", TENSORS, "if sorted(order) != list(range(len(shape))):",
-      "if set(order) != set(range(len(shape))):", *PY_BINDINGS),
-    M("tensors-negative-size-minus-one", TENSORS, "if any(s < 0 for s in shape):", "if any(s < -1 for s in shape):",
+    M("tensors-empty-drops-dynamic", TENSORS, "dim_order, dynamic, _ALIGNMENT)", "dim_order, False, _ALIGNMENT)",
       *PY_BINDINGS),
+    M("device-index-127-refused", DEVICE, "int(index) > 127:", "int(index) >= 127:", *PY_BINDINGS),
     M("tensors-quantized-permutation-not-inverted", TENSORS,
       ".permute([order.index(d) for d in range(len(order))])", ".permute(list(order))", *PY_BINDINGS),
 ]
@@ -292,4 +299,4 @@ MUTANTS: list[Mutant] = [
 
 # --smoke (CI): Python-level mutants, so no C++ build is needed; each is
 # killed by a fast test of tests/python/test_device_tensor_fields.py.
-SMOKE = ("tensors-64-bit-bound-off-by-one", "tensors-max-dim-off-by-one", "tensors-dim-order-as-set")
+SMOKE = ("tensors-empty-drops-dynamic", "tensors-quantized-permutation-not-inverted", "device-index-127-refused")

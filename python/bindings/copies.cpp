@@ -157,9 +157,6 @@ void bind_copies(py::module_& m) {
       },
       py::arg("dtype"), py::arg("op"), py::arg("arg"),
       "The TypeError text for a dtype et_copy does not move, naming op and arg, with the supported list.");
-  m.def(
-      "set_device_tensor_type", [](py::handle t) { set_device_tensor_type(t.ptr()); },
-      "Tells the bindings which type is et_copy.DeviceTensor.");
 }
 
 } // namespace et_copy::bindings

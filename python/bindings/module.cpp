@@ -9,6 +9,7 @@
 
 #include "allocators.h"
 #include "copies.h"
+#include "device_tensor.h"
 #ifdef ET_COPY_WITH_CUDA
 #include "cuda.h"
 #endif
@@ -141,6 +142,7 @@ PYBIND11_MODULE(_C, m) {
   m.attr("H2D_COPY_OUT") = et_copy::kH2dCopyOutName;
   m.attr("D2H_COPY_OUT") = et_copy::kD2hCopyOutName;
   bind_allocators(m);
+  bind_device_tensor(m);
   bind_copies(m);
   bind_program(m);
 #ifdef ET_COPY_WITH_CUDA

@@ -5,6 +5,7 @@
 
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/Size.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 namespace et_copy::bindings {
@@ -110,6 +111,24 @@ const int* movable_codes() {
     return l;
   }();
   return codes.v;
+}
+
+size_t torch_itemsize(int code) {
+  return c10::elementSize(static_cast<c10::ScalarType>(code));
+}
+
+PyObject* torch_size(const int64_t* sizes, size_t rank) {
+  // As THPSize_NewFromSizes does (libtorch_python exports the type, not it).
+  PyObject* size = THPSizeType.tp_alloc(&THPSizeType, static_cast<Py_ssize_t>(rank));
+  for (size_t i = 0; size != nullptr && i < rank; ++i) {
+    PyObject* v = PyLong_FromLongLong(sizes[i]);
+    if (v == nullptr) {
+      Py_CLEAR(size);
+      break;
+    }
+    PyTuple_SET_ITEM(size, static_cast<Py_ssize_t>(i), v);
+  }
+  return size;
 }
 
 std::string unsupported_dtype_message(const char* op, const char* arg, PyObject* dtype) {
