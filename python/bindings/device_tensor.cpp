@@ -441,8 +441,9 @@ PyMethodDef tensor_methods[] = {
 };
 
 constexpr const char kDoc[] =
-    "DeviceTensor(buffer, dtype, device, shape, dim_order, dynamic): device memory with the metadata the kernels "
-    "see, checked once here and read-only after. Use et_copy.DeviceTensor (this plus cpu() and the DLPack exports).";
+    "DeviceTensor(buffer, dtype, device, shape, dim_order, dynamic)\n--\n\n"
+    "Device memory with the metadata the kernels see, checked once here and read-only after. Use "
+    "et_copy.DeviceTensor (this plus cpu() and the DLPack exports).";
 
 } // namespace
 

@@ -51,3 +51,17 @@ def test_the_copies_refuse_a_tensor_of_such_a_dtype_in_the_same_words():
         assert str(info.value) == expected(et_copy.D2H_COPY_OUT, "out", "torch.quint4x2")
     finally:
         dev.free()
+
+
+def test_making_a_device_tensor_of_such_a_dtype_is_refused_in_the_same_words():
+    et_copy.use_simulated_device()
+    with pytest.raises(TypeError) as info:
+        et_copy.empty((4,), torch.quint4x2)
+    assert str(info.value) == expected("et_copy.empty", "the tensor", "torch.quint4x2")
+    dev = et_copy.empty((4,), torch.uint8)
+    try:
+        with pytest.raises(TypeError) as info:
+            et_copy.DeviceTensor(dev._buffer, torch.quint4x2, dev.device, (4,), (0,), False)
+        assert str(info.value) == expected("et_copy.DeviceTensor", "the tensor", "torch.quint4x2")
+    finally:
+        dev.free()
