@@ -44,12 +44,14 @@ CHECK = "runtime/src/program_check.cpp"
 TRACER = "runtime/src/instruction_tracer.cpp"
 SESSIONS = "runtime/src/sessions.cpp"
 READER = "python/bindings/tensor_reader.cpp"
+DTENSOR = "python/bindings/device_tensor.cpp"
 SPEC = "python/bindings/tensor_spec.cpp"
 LAYOUT = "runtime/include/et_copy/tensor_layout.h"
 COPIES = "python/bindings/copies.cpp"
 PROGRAM = "python/bindings/program.cpp"
 METHOD_IO = "python/bindings/method_io.cpp"
 TENSORS = "python/et_copy/_tensors.py"
+DEVICE = "python/et_copy/_device.py"
 
 T_KERNELS = "cpp:et_copy_test_copy_kernels"
 T_SIM = "cpp:et_copy_test_simulated_device_allocator"
@@ -225,46 +227,29 @@ MUTANTS: list[Mutant] = [
     M("check-chain-outputs-unchecked", CHECK,
       'value_indices<int32_t>(chain, slot::kChainOutputs, "chain output value");',
       'value_indices<int32_t>(chain, slot::kChainInputs, "chain output value");', T_CHECK),
-    # ---- naming an instruction: instruction_operator, the tracer, sessions -----
-    M("operator-dot-for-empty-overload", CHECK,
-      'return name.empty() || overload.empty() ? name : name + "." + overload;',
-      'return name.empty() ? name : name + "." + overload;', T_CHECK),
-    M("operator-delegate-from-operators", CHECK, "? slot::kPlanOperators : slot::kPlanDelegates",
-      "? slot::kPlanOperators : slot::kPlanOperators", T_CHECK),
-    M("operator-index-equal-to-count", CHECK, "if (index < 0 || index >= static_cast<int64_t>(n)) {",
-      "if (index < 0 || index > static_cast<int64_t>(n)) {", T_CHECK),
-    M("operator-chain-equal-to-count", CHECK, "if (chain >= chains) {", "if (chain > chains) {", T_CHECK),
-    M("operator-string-past-nul", CHECK, "return std::string(chars, strnlen(chars, length));",
-      "return std::string(chars, length);", T_CHECK),
-    M("operator-failed-read-trusted", CHECK, "return r.failed() ? std::string() : name;", "return name;", T_CHECK),
-    M("tracer-inner-not-told-the-instruction", TRACER, "inner_->set_chain_debug_handle(chain_id_, debug_handle_);",
-      "inner_->set_chain_debug_handle(kUnsetChainId, kUnsetDebugHandle);", T_TRACER),
-    M("tracer-method-only-inner-gets-instruction-scopes", TRACER, "EventTracerProfilingLevel::kProfileMethodOnly &&",
-      "EventTracerProfilingLevel::kProfileAllEvents &&", T_TRACER),
-    M("tracer-debug-level-not-mirrored", TRACER, "set_event_tracer_debug_level(inner_->event_tracer_debug_level());",
-      "set_event_tracer_debug_level(event_tracer_debug_level());", T_TRACER),
-    M("tracer-block-keeps-last-instruction", TRACER, "  clear();", "  // clear();", T_TRACER),
-    M("tracer-instruction-zero-unrecorded", TRACER, "if (chain_id_ != kUnsetChainId) {",
-      "if (debug_handle_ != kUnsetDebugHandle) {", T_TRACER),
-    M("tracer-kept-entry-ended-on-inner", TRACER,
-      "if (inner_ != nullptr && prof_entry.event_id != kNotForwarded) {", "if (inner_ != nullptr) {", T_TRACER),
-    M("sessions-tracer-not-passed", SESSIONS, "loaded->memory.get(), event_tracer, pool_->named_data_,",
-      "loaded->memory.get(), nullptr, pool_->named_data_,", T_TRACER),
-    M("sessions-other-tracer-accepted", SESSIONS, "m->get_event_tracer() != event_tracer) {",
-      "m->get_event_tracer() == event_tracer) {", T_TRACER),
-    # ---- the bindings: the DeviceTensor reader, dense strides, copies, program --
-    M("reader-16-dims-too-many", READER, "if (static_cast<size_t>(len) > kMaxDims) {",
-      "if (static_cast<size_t>(len) >= kMaxDims) {", *PY_BINDINGS),
-    M("reader-dim-order-length-unchecked", READER, "if (order_rank != rank || capacity_rank != rank) {",
-      "if (capacity_rank != rank) {", *PY_BINDINGS),
-    M("reader-capacity-length-unchecked", READER, "if (order_rank != rank || capacity_rank != rank) {",
-      "if (order_rank != rank) {", *PY_BINDINGS),
-    M("reader-device-index-narrowed", READER, "type < 0 || type > 127 || index < -128 || index > 127",
-      "type < 0 || type > 127", *PY_BINDINGS),
-    M("reader-freed-buffer-read", READER, "return b.freed() ? ReadProblem::kFreed : ReadProblem::kNone;",
-      "return ReadProblem::kNone;", *PY_BINDINGS),
-    M("reader-dynamic-flag-inverted", READER, "s.dynamism = f[kDynamic] == Py_True ? 1 : 0;",
-      "s.dynamism = f[kDynamic] == Py_False ? 1 : 0;", *PY_BINDINGS),
+    # ---- the bindings: DeviceTensor, its reader, dense strides, copies, program --
+    M("dtensor-16-dims-too-many", DTENSOR, "if (rank > kMaxDims) {", "if (rank >= kMaxDims) {", *PY_BINDINGS),
+    M("dtensor-dim-order-length-unchecked", DTENSOR, "if (ones.rank != rank || !all_fit || !dense_strides(ones)) {",
+      "if (!all_fit || !dense_strides(ones)) {", *PY_BINDINGS),
+    M("dtensor-shape-beyond-memory-accepted", DTENSOR, "if (l.nbytes > memory->nbytes()) {", "if (false) {",
+      *PY_BINDINGS),
+    M("dtensor-device-index-narrowed", DTENSOR, "if (type != kCuda || index < -128 || index > 127) {",
+      "if (type != kCuda) {", *PY_BINDINGS),
+    M("dtensor-device-type-unchecked", DTENSOR, "if (type != kCuda || index < -128 || index > 127) {",
+      "if (index < -128 || index > 127) {", *PY_BINDINGS),
+    M("dtensor-freed-buffer-accepted", DTENSOR, "if (memory->freed()) {", "if (false) {", *PY_BINDINGS),
+    M("dtensor-dynamic-flag-inverted", DTENSOR, "t->spec.dynamism = dynamic ? 1 : 0;",
+      "t->spec.dynamism = dynamic ? 0 : 1;", *PY_BINDINGS),
+    M("dtensor-max-size-off-by-one", DTENSOR, "too_large = too_large || size > kMaxSize;",
+      "too_large = too_large || size >= kMaxSize;", *PY_BINDINGS),
+    M("dtensor-max-size-is-2-31", DTENSOR, "constexpr int64_t kMaxSize = std::numeric_limits<int32_t>::max();",
+      "constexpr int64_t kMaxSize = int64_t{1} << 31;", *PY_BINDINGS),
+    M("dtensor-byte-count-signed", DTENSOR, "uint64_t nbytes = empty ? 0 : l.itemsize;",
+      "int64_t nbytes = empty ? 0 : l.itemsize;", *PY_BINDINGS),
+    M("dtensor-negative-size-minus-one", DTENSOR, "negative = negative || size < 0;",
+      "negative = negative || size < -1;", *PY_BINDINGS),
+    M("reader-freed-memory-read", READER, "return read_device_tensor(o, s) ? ReadProblem::kNone : ReadProblem::kFreed;",
+      "return read_device_tensor(o, s) ? ReadProblem::kNone : ReadProblem::kNone;", *PY_BINDINGS),
     M("spec-size-zero-dim-stride", LAYOUT, "const int64_t size = sizes[d] == 0 ? 1 : static_cast<int64_t>(sizes[d]);",
       "const int64_t size = static_cast<int64_t>(sizes[d]);", *PY_BINDINGS),
     M("spec-repeated-dim-accepted", LAYOUT, "if (static_cast<uint64_t>(d) >= rank || (seen >> d & 1u) != 0) {",
@@ -311,15 +296,10 @@ MUTANTS: list[Mutant] = [
       "if (in.size() < io.inputs.size()) {", *PY_RUNTIME),
     M("io-outputs-count-unchecked", PROGRAM, "if (out.size() != io.outputs.size()) {",
       "if (out.size() < io.outputs.size()) {", *PY_RUNTIME),
-    # ---- et_copy.runtime and _tensors (Python) -----------------------------------
-    M("tensors-max-dim-off-by-one", TENSORS, "if any(s > _MAX_DIM for s in shape):",
-      "if any(s >= _MAX_DIM for s in shape):", *PY_BINDINGS),
-    M("tensors-max-dim-is-2-31", TENSORS, "_MAX_DIM = 2**31 - 1", "_MAX_DIM = 2**31", *PY_BINDINGS),
-    M("tensors-64-bit-bound-off-by-one", TENSORS, "if nbytes >= 2**64:", "if nbytes > 2**64:", *PY_BINDINGS),
-    M("tensors-dim-order-as-set", TENSORS, "if sorted(order) != list(range(len(shape))):",
-      "if set(order) != set(range(len(shape))):", *PY_BINDINGS),
-    M("tensors-negative-size-minus-one", TENSORS, "if any(s < 0 for s in shape):", "if any(s < -1 for s in shape):",
+    # ---- _tensors and _device (Python) --------------------------------------------
+    M("tensors-empty-drops-dynamic", TENSORS, "dim_order, dynamic, _ALIGNMENT)", "dim_order, False, _ALIGNMENT)",
       *PY_BINDINGS),
+    M("device-index-127-refused", DEVICE, "int(index) > 127:", "int(index) >= 127:", *PY_BINDINGS),
     M("tensors-quantized-permutation-not-inverted", TENSORS,
       ".permute([order.index(d) for d in range(len(order))])", ".permute(list(order))", *PY_BINDINGS),
 ]
@@ -327,4 +307,4 @@ MUTANTS: list[Mutant] = [
 
 # --smoke (CI): Python-level mutants, so no C++ build is needed; each is
 # killed by a fast test of tests/python/test_device_tensor_fields.py.
-SMOKE = ("tensors-64-bit-bound-off-by-one", "tensors-max-dim-off-by-one", "tensors-dim-order-as-set")
+SMOKE = ("tensors-empty-drops-dynamic", "tensors-quantized-permutation-not-inverted", "device-index-127-refused")

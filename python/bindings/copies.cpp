@@ -151,8 +151,12 @@ void bind_copies(py::module_& m) {
       },
       "{torch.dtype: ExecuTorch ScalarType code} for every dtype et_copy moves, by code.");
   m.def(
-      "set_device_tensor_type", [](py::handle t) { set_device_tensor_type(t.ptr()); },
-      "Tells the bindings which type is et_copy.DeviceTensor.");
+      "unsupported_dtype_message",
+      [](py::handle dtype, const std::string& op, const std::string& arg) {
+        return unsupported_dtype_message(op.c_str(), arg.c_str(), dtype.ptr());
+      },
+      py::arg("dtype"), py::arg("op"), py::arg("arg"),
+      "The TypeError text for a dtype et_copy does not move, naming op and arg, with the supported list.");
 }
 
 } // namespace et_copy::bindings

@@ -1,9 +1,12 @@
-// The one C++ exception the bindings throw; module.cpp translates it into
-// et_copy.EtCopyError carrying the ExecuTorch error name.
+// The one C++ exception the bindings throw, and et_copy.EtCopyError, the
+// Python exception every et_copy failure raises: module.cpp defines it and
+// translates Failure into it, carrying the ExecuTorch error name.
 #pragma once
 
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <executorch/runtime/core/error.h>
 
@@ -19,6 +22,17 @@ const char* error_name(executorch::runtime::Error e);
 
 /// Sets the Python error for `f`: et_copy.EtCopyError with its message and
 /// error name (what pybind's translator does; for raw C-API functions).
+/// Needs the GIL.
 void set_python_error(const Failure& f);
+
+/// Raises et_copy.EtCopyError with every field: `message`, `error` (an
+/// ExecuTorch Error name, error_name()), and for a failed program the
+/// failing `instruction` ("chain:instruction") and operator `op` when
+/// ExecuTorch named them and the `log` lines it wrote. Sets the Python error
+/// and throws pybind11::error_already_set. Needs the GIL.
+[[noreturn]] void raise_error(const std::string& message, const char* error,
+                              const std::optional<std::string>& instruction = std::nullopt,
+                              const std::optional<std::string>& op = std::nullopt,
+                              const std::vector<std::string>& log = {});
 
 } // namespace et_copy::bindings

@@ -1,6 +1,7 @@
 // et_copy._C: the bindings. They translate Python values into the C++
 // core's types and its failures into et_copy.EtCopyError, and do no more.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <cstring>
 
@@ -8,6 +9,7 @@
 
 #include "allocators.h"
 #include "copies.h"
+#include "device_tensor.h"
 #ifdef ET_COPY_WITH_CUDA
 #include "cuda.h"
 #endif
@@ -18,6 +20,92 @@ namespace py = pybind11;
 
 namespace et_copy::bindings {
 
+namespace {
+
+// et_copy.EtCopyError, made at import and kept for the life of the process.
+PyObject* g_error_type = nullptr;
+
+constexpr const char kErrorDoc[] =
+    "An et_copy operation was rejected or failed.\n"
+    "\n"
+    "``error`` is the ExecuTorch ``Error`` name (``\"InvalidArgument\"``,\n"
+    "``\"NotFound\"``, ...); the message names the op, the argument and the\n"
+    "problem. When a program failed in ``et_copy.runtime``, ``instruction``\n"
+    "(\"chain:instruction\") and ``operator`` name where, when ExecuTorch said,\n"
+    "and ``log`` holds the error lines it logged (the kernel's own diagnostic\n"
+    "among them); otherwise they are None and empty.\n"
+    "\n"
+    "EtCopyError(message, *, error=\"Internal\", instruction=None, operator=None, log=())";
+
+// EtCopyError.__init__(self, message, *, error="Internal", instruction=None,
+// operator=None, log=()).
+PyObject* error_init(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"message", "error", "instruction", "operator", "log", nullptr};
+  PyObject* message = nullptr;
+  PyObject* error = nullptr;
+  PyObject* instruction = Py_None;
+  PyObject* op = Py_None;
+  PyObject* log = nullptr;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$OOOO:EtCopyError", const_cast<char**>(kwlist), &message, &error,
+                                   &instruction, &op, &log)) {
+    return nullptr;
+  }
+  try {
+    py::tuple message_only = py::make_tuple(py::handle(message));
+    if (reinterpret_cast<PyTypeObject*>(PyExc_RuntimeError)->tp_init(self, message_only.ptr(), nullptr) < 0) {
+      return nullptr;
+    }
+    py::handle e(self);
+    e.attr("error") = error != nullptr ? py::reinterpret_borrow<py::object>(error) : py::str("Internal");
+    e.attr("instruction") = py::handle(instruction);
+    e.attr("operator") = py::handle(op);
+    e.attr("log") = log != nullptr ? py::tuple(py::reinterpret_borrow<py::object>(log)) : py::tuple();
+  } catch (py::error_already_set& e) {
+    e.restore();
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyMethodDef error_init_def = {"__init__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(error_init)),
+                              METH_VARARGS | METH_KEYWORDS, nullptr};
+
+// A RuntimeError whose fields live in its __dict__, so BaseException's own
+// __reduce__ (type, args, __dict__) keeps them across pickling.
+void bind_error(py::module_& m) {
+  PyObject* type = PyErr_NewExceptionWithDoc("et_copy.EtCopyError", kErrorDoc, PyExc_RuntimeError, nullptr);
+  if (type == nullptr) {
+    throw py::error_already_set();
+  }
+  py::object cls = py::reinterpret_steal<py::object>(type);
+  PyObject* init = PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(type), &error_init_def);
+  if (init == nullptr) {
+    throw py::error_already_set();
+  }
+  cls.attr("__init__") = py::reinterpret_steal<py::object>(init);
+  g_error_type = cls.inc_ref().ptr();
+  m.add_object("EtCopyError", cls);
+}
+
+py::object optional_str(const std::optional<std::string>& s) {
+  return s ? py::object(py::str(*s)) : py::object(py::none());
+}
+
+// Sets EtCopyError(...) as the Python error; if making it fails, that failure.
+void set_error(const std::string& message, const char* error, const std::optional<std::string>& instruction,
+               const std::optional<std::string>& op, const std::vector<std::string>& log) {
+  try {
+    py::object exc =
+        py::handle(g_error_type)(message, py::arg("error") = error, py::arg("instruction") = optional_str(instruction),
+                                 py::arg("operator") = optional_str(op), py::arg("log") = py::cast(log));
+    PyErr_SetObject(g_error_type, exc.ptr());
+  } catch (py::error_already_set& e) {
+    e.restore();
+  }
+}
+
+} // namespace
+
 const char* error_name(executorch::runtime::Error e) {
   const char* full = executorch::runtime::to_string(e);
   constexpr char kPrefix[] = "Error::";
@@ -25,9 +113,13 @@ const char* error_name(executorch::runtime::Error e) {
 }
 
 void set_python_error(const Failure& f) {
-  py::object cls = py::module_::import("et_copy._errors").attr("EtCopyError");
-  py::object exc = cls(f.what(), py::arg("error") = error_name(f.error));
-  PyErr_SetObject(cls.ptr(), exc.ptr());
+  set_error(f.what(), error_name(f.error), std::nullopt, std::nullopt, {});
+}
+
+void raise_error(const std::string& message, const char* error, const std::optional<std::string>& instruction,
+                 const std::optional<std::string>& op, const std::vector<std::string>& log) {
+  set_error(message, error, instruction, op, log);
+  throw py::error_already_set();
 }
 
 } // namespace et_copy::bindings
@@ -35,6 +127,7 @@ void set_python_error(const Failure& f) {
 PYBIND11_MODULE(_C, m) {
   using namespace et_copy::bindings;
   m.doc() = "et_copy's C++ core. Use the et_copy package, not this module.";
+  bind_error(m);
 
   py::register_exception_translator([](std::exception_ptr p) {
     try {
@@ -49,6 +142,7 @@ PYBIND11_MODULE(_C, m) {
   m.attr("H2D_COPY_OUT") = et_copy::kH2dCopyOutName;
   m.attr("D2H_COPY_OUT") = et_copy::kD2hCopyOutName;
   bind_allocators(m);
+  bind_device_tensor(m);
   bind_copies(m);
   bind_program(m);
 #ifdef ET_COPY_WITH_CUDA

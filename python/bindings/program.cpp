@@ -83,13 +83,8 @@ struct StoppedAt {
 
 [[noreturn]] void raise_runtime(Error e, const std::string& what, const std::vector<std::string>& log,
                                 const StoppedAt& at = {}) {
-  py::object cls = py::module_::import("et_copy._errors").attr("EtCopyError");
-  auto or_none = [](const std::string& s) { return s.empty() ? py::object(py::none()) : py::object(py::str(s)); };
-  py::object exc =
-      cls(compose(e, what, log), py::arg("error") = error_name(e), py::arg("instruction") = or_none(at.instruction),
-          py::arg("operator") = or_none(at.op), py::arg("log") = py::cast(log));
-  PyErr_SetObject(cls.ptr(), exc.ptr());
-  throw py::error_already_set();
+  auto or_none = [](const std::string& s) { return s.empty() ? std::nullopt : std::optional<std::string>(s); };
+  raise_error(compose(e, what, log), error_name(e), or_none(at.instruction), or_none(at.op), log);
 }
 
 } // namespace

@@ -1,6 +1,6 @@
 // The one way a tensor crosses from Python into the bindings: a torch.Tensor
-// (read through at::Tensor) or an et_copy.DeviceTensor (read from its
-// slots), described as a TensorSpec. Used by the copies, the registry
+// (read through at::Tensor) or an et_copy.DeviceTensor (the bindings' own
+// type, device_tensor.h), described as a TensorSpec. Used by the copies, the registry
 // runner and et_copy.runtime alike.
 #pragma once
 
@@ -19,7 +19,6 @@ enum class ReadProblem {
   kDevice,      ///< a torch tensor on a device et-copy does not move
   kDtype,       ///< a dtype et-copy does not move
   kTooManyDims, ///< more than ExecuTorch's 16 dims
-  kMalformed,   ///< a DeviceTensor whose fields are not what DeviceTensor makes (a Python error may be set)
 };
 
 /// Reads `o` into `s`. `dynamic`: a torch tensor's shape is a capacity the
@@ -35,9 +34,5 @@ void describe_tensor(PyObject* o, bool dynamic, const char* op, const char* arg,
 /// after a kernel resized it. Throws pybind11::error_already_set when torch
 /// refused.
 void take_shape(PyObject* out, const TensorSpec& s);
-
-/// Tells the reader which type is et_copy.DeviceTensor and DeviceBuffer
-/// (once, at import of et_copy._tensors).
-void set_device_tensor_type(PyObject* device_tensor);
 
 } // namespace et_copy::bindings

@@ -5,6 +5,7 @@
 
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/Size.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 namespace et_copy::bindings {
@@ -12,7 +13,7 @@ namespace et_copy::bindings {
 namespace {
 
 // ExecuTorch's ScalarType code for each torch ScalarType et-copy moves: the
-// two enums agree on 0..29 (tests/python/test_dtypes.py pins it against
+// two enums agree on 0..29 (tests/python/test_tensor_boundary.py pins it against
 // executorch's own table). Not moved: QUInt4x2 and QUInt2x4, which torch
 // packs two or four to a byte while ExecuTorch counts a byte per element,
 // so a copy would read past torch's memory; and torch's newer types
@@ -28,6 +29,18 @@ int code_of(c10::ScalarType t) {
       return code >= 0 && code <= static_cast<int>(c10::ScalarType::UInt64) ? code : -1;
     }
   }
+}
+
+// str(o), or "?" when str() fails (its error cleared).
+std::string str_of(PyObject* o) {
+  PyObject* s = PyObject_Str(o);
+  const char* utf8 = s != nullptr ? PyUnicode_AsUTF8(s) : nullptr;
+  std::string out = utf8 != nullptr ? utf8 : "?";
+  Py_XDECREF(s);
+  if (utf8 == nullptr) {
+    PyErr_Clear();
+  }
+  return out;
 }
 
 } // namespace
@@ -98,6 +111,41 @@ const int* movable_codes() {
     return l;
   }();
   return codes.v;
+}
+
+size_t torch_itemsize(int code) {
+  return c10::elementSize(static_cast<c10::ScalarType>(code));
+}
+
+PyObject* torch_size(const int64_t* sizes, size_t rank) {
+  // As THPSize_NewFromSizes does (libtorch_python exports the type, not it).
+  PyObject* size = THPSizeType.tp_alloc(&THPSizeType, static_cast<Py_ssize_t>(rank));
+  for (size_t i = 0; size != nullptr && i < rank; ++i) {
+    PyObject* v = PyLong_FromLongLong(sizes[i]);
+    if (v == nullptr) {
+      Py_CLEAR(size);
+      break;
+    }
+    PyTuple_SET_ITEM(size, static_cast<Py_ssize_t>(i), v);
+  }
+  return size;
+}
+
+std::string unsupported_dtype_message(const char* op, const char* arg, PyObject* dtype) {
+  static const std::string supported = [] {
+    std::string names;
+    for (const int* c = movable_codes(); *c >= 0; ++c) {
+      std::string name = str_of(torch_dtype_for_code(*c));
+      constexpr char kPrefix[] = "torch.";
+      if (name.rfind(kPrefix, 0) == 0) {
+        name.erase(0, sizeof(kPrefix) - 1);
+      }
+      names += (names.empty() ? "" : ", ") + name;
+    }
+    return names;
+  }();
+  return std::string(op) + ": " + arg + " has dtype " + str_of(dtype) +
+         ", which et_copy does not move (supported: " + supported + ")";
 }
 
 bool restride_torch_tensor(PyObject* o, const TensorSpec& s) {

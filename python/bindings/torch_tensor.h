@@ -6,6 +6,8 @@
 
 #include <Python.h>
 
+#include <string>
+
 #include "tensor_spec.h"
 
 namespace et_copy::bindings {
@@ -32,6 +34,18 @@ PyObject* torch_dtype_for_code(int code);
 
 /// The codes et-copy moves, ascending; -1 ends the list.
 const int* movable_codes();
+
+/// Bytes per element of a code et-copy moves (torch's dtype.itemsize).
+size_t torch_itemsize(int code);
+
+/// A new torch.Size of `rank` sizes, or null with a Python error set.
+PyObject* torch_size(const int64_t* sizes, size_t rank);
+
+/// The one wording of a dtype et-copy does not move: "<op>: <arg> has dtype
+/// <str(dtype)>, which et_copy does not move (supported: uint8, int8, ...)",
+/// the supported list from movable_codes(). et_copy._dtypes raises the same
+/// text, through _C.unsupported_dtype_message. Needs the GIL; raises nothing.
+std::string unsupported_dtype_message(const char* op, const char* arg, PyObject* dtype);
 
 /// Calls t.as_strided_(sizes, strides) on a torch tensor: a dynamic out
 /// keeps its memory and takes the shape it was given. False, with a Python

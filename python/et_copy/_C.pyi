@@ -1,9 +1,29 @@
 """Type stub for et_copy's compiled core (use the et_copy package instead)."""
 
-from typing import Any
+from typing import Any, Sequence, TypeVar
+
+import torch
+
+_T = TypeVar("_T", bound="DeviceTensor")
 
 H2D_COPY_OUT: str
 D2H_COPY_OUT: str
+
+# The exception every et_copy failure raises (et_copy.EtCopyError is this class).
+class EtCopyError(RuntimeError):
+    error: str
+    instruction: str | None
+    operator: str | None
+    log: tuple[str, ...]
+    def __init__(
+        self,
+        message: str,
+        *,
+        error: str = "Internal",
+        instruction: str | None = None,
+        operator: str | None = None,
+        log: list[str] | tuple[str, ...] = (),
+    ) -> None: ...
 
 # The copies read torch tensors and et_copy.DeviceTensors themselves
 # (python/bindings/tensor_reader.cpp) and return out.
@@ -13,7 +33,7 @@ def run_registered(op: str, self: Any, out: Any, dynamic_out: bool) -> Any: ...
 def dense_strides(sizes: list[int], dim_order: list[int]) -> list[int]: ...
 def dim_order_of(strides: tuple[int, ...] | list[int]) -> list[int]: ...
 def dtype_codes() -> dict[Any, int]: ...
-def set_device_tensor_type(device_tensor: type) -> None: ...
+def unsupported_dtype_message(dtype: object, op: str, arg: str) -> str: ...
 def register_kernels() -> list[tuple[str, str, str]]: ...
 def kernel_owner(op: str) -> str: ...
 def use_simulated_device(device_count: int) -> str: ...
@@ -47,6 +67,56 @@ class DeviceBuffer:
     def freed(self) -> bool: ...
     def free(self) -> None: ...
     def slice(self, offset: int, nbytes: int) -> DeviceBuffer: ...
+
+# Device memory with the metadata the kernels see (python/bindings/device_tensor.cpp),
+# checked when made and read-only after; use et_copy.DeviceTensor, which adds cpu()
+# and the DLPack exports.
+class DeviceTensor:
+    def __new__(
+        cls: type[_T],
+        buffer: DeviceBuffer,
+        dtype: torch.dtype,
+        device: tuple[int, int],
+        shape: Sequence[int],
+        dim_order: Sequence[int] | None,
+        dynamic: bool,
+    ) -> _T: ...
+    @classmethod
+    def _allocate(
+        cls: type[_T],
+        shape: Sequence[int],
+        dtype: torch.dtype,
+        device: tuple[int, int],
+        dim_order: Sequence[int] | None,
+        dynamic: bool,
+        alignment: int,
+    ) -> _T: ...
+    @property
+    def shape(self) -> torch.Size: ...
+    @property
+    def capacity(self) -> torch.Size: ...
+    @property
+    def dtype(self) -> torch.dtype: ...
+    @property
+    def device(self) -> tuple[int, int]: ...  # the tuple it was made with: et_copy's Device
+    @property
+    def dim_order(self) -> tuple[int, ...]: ...
+    @property
+    def dynamic(self) -> bool: ...
+    @property
+    def itemsize(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def capacity_nbytes(self) -> int: ...
+    @property
+    def freed(self) -> bool: ...
+    @property
+    def _buffer(self) -> DeviceBuffer: ...
+    def dim(self) -> int: ...
+    def numel(self) -> int: ...
+    def data_ptr(self) -> int: ...
+    def free(self) -> None: ...
 
 # et_copy.runtime's core (python/bindings/program.cpp); use et_copy.runtime.
 class Program:

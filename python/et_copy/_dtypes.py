@@ -21,9 +21,9 @@ QUANTIZED_DTYPES = frozenset({torch.qint8, torch.quint8, torch.qint32})
 
 
 def scalar_type_code(dtype: torch.dtype, *, op: str, arg: str) -> int:
-    """ExecuTorch's code for ``dtype``; TypeError naming op and arg if none."""
+    """ExecuTorch's code for ``dtype``; TypeError naming op and arg if none,
+    worded by the bindings (the text they raise for a tensor's dtype)."""
     try:
         return SCALAR_TYPE_CODES[dtype]
     except KeyError:
-        names = ", ".join(str(d).removeprefix("torch.") for d in SUPPORTED_DTYPES)
-        raise TypeError(f"{op}: {arg} has dtype {dtype}, which et_copy does not move (supported: {names})") from None
+        raise TypeError(_C.unsupported_dtype_message(dtype, op, arg)) from None

@@ -13,7 +13,7 @@ PROFILE_ENV = "ET_COPY_FUZZ_PROFILE"
 PROFILES = {"ci": 500, "long": 10_000, "dev": 50}
 # One per fuzz test, as the session summary counts them (docs/reliability.md
 # names them; tests/python/test_doc_figures.py checks it does).
-KINDS = ("public/direct", "public/registered", "tampered DeviceTensor")
+KINDS = ("public/direct", "public/registered", "hand-built DeviceTensor")
 
 
 def register_profiles() -> None:

@@ -1,14 +1,17 @@
 """The edges of what a DeviceTensor may hold and what et_copy.empty accepts,
-each tested on both sides: fields edited by hand whose lengths disagree with
-the rank, dim orders that repeat a dim, device indices beyond int, the stride
-torch gives a size-0 dim, ties between equal strides, the 16-dim limit, and
-empty()'s largest dim and 64-bit byte bound.
+each tested on both sides: fields given to the constructor whose lengths
+disagree with the rank, dim orders that repeat a dim, shapes beyond the
+memory, device indices beyond int, the stride torch gives a size-0 dim, ties
+between equal strides, the 16-dim limit, and empty()'s largest dim and
+64-bit byte bound. The bindings check a DeviceTensor's fields once, when it
+is made (python/bindings/device_tensor.cpp), and they are read-only after.
 
 A refused call raises the error a user can act on, names the op and the
 argument, and leaves the device memory and any host `out` as they were."""
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import et_copy
@@ -28,67 +31,146 @@ def filled(shape, dynamic=False) -> tuple[et_copy.DeviceTensor, torch.Tensor]:
     return et_copy.h2d_copy(x, out=et_copy.empty(shape, torch.float32, dynamic=dynamic)), x
 
 
-# ---- fields edited by hand ---------------------------------------------------
+# ---- the constructor: every field checked once, read-only after -------------------
 
-EDITS = {
-    "shape longer": ("_shape", (2, 3, 1)),
-    "shape shorter": ("_shape", (6,)),
-    "dim order longer": ("dim_order", (0, 1, 2)),
-    "dim order shorter": ("dim_order", (0,)),
-    "capacity longer": ("_capacity", (2, 3, 1)),
-    "capacity shorter": ("_capacity", (2,)),
-    "dim order repeats a dim": ("dim_order", (0, 0)),
-    "dim order repeats the other dim": ("dim_order", (1, 1)),
-    "device index beyond int": ("device", Device(1, 2**32)),
-    "device index just beyond int": ("device", Device(1, 2**31)),
-    "device type beyond int": ("device", Device(2**32 + 1, 0)),
+
+def fields_of(dev: et_copy.DeviceTensor, **changes) -> dict:
+    """The constructor's arguments that rebuild `dev` over its memory, with `changes`."""
+    fields = dict(
+        buffer=dev._buffer,
+        dtype=dev.dtype,
+        device=dev.device,
+        shape=tuple(dev.shape),
+        dim_order=dev.dim_order,
+        dynamic=dev.dynamic,
+    )
+    return {**fields, **changes}
+
+
+def permutation(order, rank=2):
+    return rf"et_copy.DeviceTensor: dim_order {re.escape(str(order))} is not a permutation of the {rank} dims of shape"
+
+
+BAD_DEVICE = r"et_copy.DeviceTensor: device .* must be a CUDA device \(type 1\) with an index ExecuTorch can hold"
+REFUSED = {
+    "shape longer than the memory": (
+        {"shape": (2, 3, 2), "dim_order": (0, 1, 2)},
+        ValueError,
+        r"et_copy.DeviceTensor: shape \(2, 3, 2\) of torch.float32 needs 48 bytes, more than the buffer's 24",
+    ),
+    "shape beyond the memory": ({"shape": (2, 4)}, ValueError, r"needs 32 bytes, more than the buffer's 24"),
+    "shape shorter than the dim order": ({"shape": (6,)}, ValueError, permutation((0, 1), 1)),
+    "shape negative": ({"shape": (2, -3)}, ValueError, r"et_copy.DeviceTensor: shape \(2, -3\) has a negative size"),
+    "shape of 17 dims": (
+        {"shape": (1,) * 17, "dim_order": tuple(range(17))},
+        et_copy.EtCopyError,
+        r"et_copy.DeviceTensor: shape .* has 17 dims; ExecuTorch supports at most 16",
+    ),
+    "shape not ints": ({"shape": (2.0, 3)}, TypeError, r"et_copy.DeviceTensor: shape must be a sequence of ints"),
+    "dim order longer": ({"dim_order": (0, 1, 2)}, ValueError, permutation((0, 1, 2))),
+    "dim order shorter": ({"dim_order": (0,)}, ValueError, permutation((0,))),
+    "dim order repeats a dim": ({"dim_order": (0, 0)}, ValueError, permutation((0, 0))),
+    "dim order repeats the other dim": ({"dim_order": (1, 1)}, ValueError, permutation((1, 1))),
+    "dim order negative": ({"dim_order": (-1, 0)}, ValueError, permutation((-1, 0))),
+    "dim order beyond int": ({"dim_order": (2**64, 0)}, ValueError, permutation((2**64, 0))),
+    "dtype et_copy does not move": (
+        {"dtype": torch.quint4x2},
+        TypeError,
+        r"et_copy.DeviceTensor: the tensor has dtype torch.quint4x2, which et_copy does not move \(supported: uint8,",
+    ),
+    "dtype not a dtype": ({"dtype": "float32"}, TypeError, r"the tensor has dtype float32, which et_copy does not"),
+    "device index beyond int": ({"device": Device(1, 2**32)}, ValueError, BAD_DEVICE),
+    "device index just beyond int": ({"device": Device(1, 2**31)}, ValueError, BAD_DEVICE),
+    "device type beyond int": ({"device": Device(2**32 + 1, 0)}, ValueError, BAD_DEVICE),
+    "device on the CPU": ({"device": Device(0, 0)}, ValueError, BAD_DEVICE),
+    "device not a pair": ({"device": (1,)}, TypeError, r"et_copy.DeviceTensor: device must be a \(type, index\) tuple"),
+    "device a string": ({"device": "cuda:0"}, TypeError, r"et_copy.DeviceTensor: device must be a \(type, index\)"),
+    "buffer not a DeviceBuffer": (
+        {"buffer": b"24 bytes, but host ones!"},
+        TypeError,
+        r"et_copy.DeviceTensor: buffer must be an et_copy._C.DeviceBuffer \(or a slice of one\), got bytes",
+    ),
 }
 
 
-@pytest.mark.parametrize("field, value", EDITS.values(), ids=EDITS.keys())
-def test_a_field_edited_out_of_step_with_the_rank_is_refused_and_nothing_moves(field, value):
+@pytest.mark.parametrize("changes, error, message", REFUSED.values(), ids=REFUSED.keys())
+def test_the_constructor_refuses_fields_et_copy_would_not_make_and_nothing_moves(changes, error, message):
     dev, x = filled((2, 3), dynamic=True)
-    kept = getattr(dev, field)
-    setattr(dev, field, value)
-    host = torch.full((2, 3), -1.0)
     before = et_copy.allocator_stats()
-    with pytest.raises(TypeError, match=r"et_copy::_d2h_copy.out: self is a DeviceTensor whose fields were changed"):
-        et_copy.d2h_copy(dev, out=host)
-    with pytest.raises(TypeError, match=r"et_copy::_h2d_copy.out: out is a DeviceTensor whose fields were changed"):
-        et_copy.h2d_copy(torch.zeros(2, 3), out=dev)
+    with pytest.raises(error, match=message):
+        et_copy.DeviceTensor(**fields_of(dev, **changes))
     after = et_copy.allocator_stats()
     assert (after["h2d_copies"], after["d2h_copies"]) == (before["h2d_copies"], before["d2h_copies"])
-    assert torch.equal(host, torch.full((2, 3), -1.0))
-    setattr(dev, field, kept)
     assert torch.equal(dev.cpu(), x), "the device memory changed"
 
 
+def test_the_constructor_refuses_a_freed_buffer():
+    dev, _ = filled((2, 3))
+    fields = fields_of(dev)
+    dev.free()
+    with pytest.raises(ValueError, match=r"et_copy.DeviceTensor: buffer was freed"):
+        et_copy.DeviceTensor(**fields)
+
+
 @pytest.mark.parametrize(
-    "field, value",
-    [("_shape", (2, 3)), ("dim_order", (0, 1)), ("_capacity", (2, 3)), ("device", (1, 0)), ("device", Device(1, 0))],
+    "changes",
+    [{}, {"device": (1, 0)}, {"device": Device(1, 0)}, {"dim_order": [0, 1]}, {"shape": [2, 3]}, {"dynamic": 1}],
 )
-def test_a_field_set_by_hand_to_what_et_copy_made_is_read(field, value):
+def test_a_tensor_built_from_the_fields_et_copy_made_is_read(changes):
     dev, x = filled((2, 3), dynamic=True)
-    setattr(dev, field, value)
+    again = et_copy.DeviceTensor(**fields_of(dev, **changes))
+    assert torch.equal(et_copy.d2h_copy(again), x)
+    assert again.device == (1, 0) and again.dim_order == (0, 1) and again.shape == (2, 3) and again.dynamic is True
+
+
+FIELDS = ("shape", "capacity", "dtype", "device", "dim_order", "dynamic", "itemsize", "nbytes", "capacity_nbytes")
+
+
+@pytest.mark.parametrize("field", [*FIELDS, "freed", "_buffer"])
+def test_every_field_is_read_only(field):
+    dev, x = filled((2, 3), dynamic=True)
+    kept = getattr(dev, field)
+    with pytest.raises(AttributeError):
+        setattr(dev, field, kept)
+    with pytest.raises(AttributeError):
+        delattr(dev, field)
+    assert getattr(dev, field) == kept
     assert torch.equal(et_copy.d2h_copy(dev), x)
+
+
+def test_a_device_tensor_takes_no_new_attributes_and_its_type_none_either():
+    dev, _ = filled((2, 3))
+    with pytest.raises(AttributeError):
+        dev._shape = (4,)
+    with pytest.raises(AttributeError):
+        dev.__dict__
+    with pytest.raises(TypeError):
+        et_copy._C.DeviceTensor.shape = property(lambda self: (4,))
 
 
 @pytest.mark.parametrize("device", [Device(1, 128), Device(1, -129), Device(128, 0), Device(-1, 0)])
 def test_a_device_beyond_executorchs_8_bit_codes_is_refused_by_argument(device):
     dev, _ = filled((2, 3))
-    dev.device = device
-    with pytest.raises(TypeError, match=r"et_copy::_d2h_copy.out: self is a DeviceTensor whose fields were changed"):
-        et_copy.d2h_copy(dev)
+    with pytest.raises(ValueError, match=BAD_DEVICE):
+        et_copy.DeviceTensor(**fields_of(dev, device=device))
 
 
 def test_device_indices_within_8_bits_reach_the_kernel_which_names_a_missing_device():
     dev, _ = filled((2, 3))
-    dev.device = Device(1, 127)
+    far = et_copy.DeviceTensor(**fields_of(dev, device=Device(1, 127)))
     with pytest.raises(et_copy.EtCopyError, match=r"_d2h_copy.out: self is on CUDA device 127, but the simulated"):
-        et_copy.d2h_copy(dev)
-    dev.device = Device(1, -128)
+        et_copy.d2h_copy(far)
+    below = et_copy.DeviceTensor(**fields_of(dev, device=Device(1, -128)))
     with pytest.raises(et_copy.EtCopyError, match=r"_d2h_copy.out: self is on CUDA device -128"):
-        et_copy.d2h_copy(dev)
+        et_copy.d2h_copy(below)
+
+
+def test_empty_takes_device_indices_up_to_127_and_the_allocator_names_a_missing_one():
+    with pytest.raises(et_copy.EtCopyError, match=r"on device 127") as info:
+        et_copy.empty((2,), torch.float32, device="cuda:127")
+    assert info.value.error == "InvalidArgument"
+    with pytest.raises(ValueError, match=r"et_copy.empty: device has a bad device index in 'cuda:128'"):
+        et_copy.empty((2,), torch.float32, device="cuda:128")
 
 
 def test_the_dynamic_flag_decides_whether_out_takes_a_smaller_shape():
@@ -159,9 +241,8 @@ def test_sixteen_dims_move_and_seventeen_are_refused():
     assert torch.equal(empty16.cpu(), torch.ones((1,) * 16))
     with pytest.raises(et_copy.EtCopyError, match=r"_h2d_copy.out: self has 17 dims; ExecuTorch supports at most 16"):
         et_copy.h2d_copy(torch.ones((1,) * 17))
-    dev._shape, dev._capacity, dev.dim_order = (1,) * 17, (1,) * 17, tuple(range(17))
-    with pytest.raises(et_copy.EtCopyError, match=r"_d2h_copy.out: self has 17 dims"):
-        et_copy.d2h_copy(dev)
+    with pytest.raises(et_copy.EtCopyError, match=r"et_copy.empty: shape \(1, .*\) has 17 dims; ExecuTorch supports"):
+        et_copy.empty((1,) * 17, torch.float32)
 
 
 # ---- et_copy.empty: largest dim, 64-bit byte bound, negative sizes ----------------
