@@ -227,6 +227,15 @@ MUTANTS: list[Mutant] = [
     M("check-chain-outputs-unchecked", CHECK,
       'value_indices<int32_t>(chain, slot::kChainOutputs, "chain output value");',
       'value_indices<int32_t>(chain, slot::kChainInputs, "chain output value");', T_CHECK),
+    # ---- outputs_filled_by_d2h_copy (program_check.cpp) ---------------------------
+    M("filled-later-touch-overrides", CHECK, "if (outputs[o] == value && first[o] < 0) {",
+      "if (outputs[o] == value) {", T_CHECK),
+    M("filled-self-counts-as-out", CHECK, "seen(args[a], d2h && a >= 1 && args[a] == args[1]);",
+      "seen(args[a], d2h && args[a] == args[1]);", T_CHECK),
+    M("filled-jump-ignored", CHECK, "      return filled; // the order instructions run in",
+      "      continue; // the order instructions run in", T_CHECK),
+    M("filled-input-allowed", CHECK, "filled[o] = first[o] == 1 && !named(inputs) && !named(listed);",
+      "filled[o] = first[o] == 1 && !named(listed);", T_CHECK),
     # ---- the bindings: DeviceTensor, its reader, dense strides, copies, program --
     M("dtensor-16-dims-too-many", DTENSOR, "if (rank > kMaxDims) {", "if (rank >= kMaxDims) {", *PY_BINDINGS),
     M("dtensor-dim-order-length-unchecked", DTENSOR, "if (ones.rank != rank || !all_fit || !dense_strides(ones)) {",

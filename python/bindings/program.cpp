@@ -126,6 +126,7 @@ struct LoadedMethod {
   Method* method = nullptr;
   et_copy::InstructionTracer* tracer = nullptr; // the session's, for this method
   MethodIo io;                                  // read once at load, for execute's checks
+  std::vector<bool> filled_by_d2h;              // per output: outputs_filled_by_d2h_copy
 };
 
 namespace {
@@ -381,6 +382,8 @@ std::shared_ptr<LoadedMethod> load_method(const std::shared_ptr<LoadedSession>& 
     raise_runtime(err, what, log);
   }
   lm->io = read_method_io(*lm->method, name);
+  lm->filled_by_d2h = et_copy::outputs_filled_by_d2h_copy(lp.whole->data(), lp.whole->size(), name.c_str());
+  lm->filled_by_d2h.resize(lm->io.outputs.size(), false);
   return lm;
 }
 
@@ -551,6 +554,17 @@ py::list execute(LoadedMethod& lm, const py::handle& inputs, const py::handle& o
         }
       }
     }
+    // A host output the program plans and a d2h copy fills first: pointed at
+    // the caller's tensor for this execution, so the copy writes it there and
+    // none follows (program_check.h says why that is safe).
+    std::vector<void*> planned(targets.size(), nullptr);
+    for (size_t i = 0; i < targets.size() && err == Error::Ok; ++i) {
+      if (targets[i] && io.outputs[i].planned && lm.filled_by_d2h[i]) {
+        auto* impl = m.get_output(i).toTensor().unsafeGetTensorImpl();
+        planned[i] = impl->mutable_data();
+        impl->set_data(reinterpret_cast<void*>(targets[i]->spec.data));
+      }
+    }
     if (err == Error::Ok) {
       err = m.execute();
       if (err != Error::Ok) {
@@ -566,6 +580,9 @@ py::list execute(LoadedMethod& lm, const py::handle& inputs, const py::handle& o
     for (size_t i = 0; i < targets.size() && err == Error::Ok; ++i) {
       if (targets[i] && io.outputs[i].planned) { // host memory the method owns: copy out
         const auto& t = m.get_output(i).toTensor();
+        if (t.const_data_ptr() == reinterpret_cast<const void*>(targets[i]->spec.data)) {
+          continue; // written in place
+        }
         if (t.nbytes() > targets[i]->capacity) {
           err = Error::InvalidArgument;
           step = "copying output " + std::to_string(i) + " (" + std::to_string(t.nbytes()) + " bytes) into a " +
@@ -573,6 +590,11 @@ py::list execute(LoadedMethod& lm, const py::handle& inputs, const py::handle& o
         } else if (t.nbytes() > 0) {
           std::memcpy(reinterpret_cast<void*>(targets[i]->spec.data), t.const_data_ptr(), t.nbytes());
         }
+      }
+    }
+    for (size_t i = 0; i < planned.size(); ++i) {
+      if (planned[i] != nullptr) { // the method's own memory again, for whoever runs it next
+        m.get_output(i).toTensor().unsafeGetTensorImpl()->set_data(planned[i]);
       }
     }
     if (err != Error::Ok) {

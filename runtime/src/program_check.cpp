@@ -311,4 +311,112 @@ std::string instruction_operator(const void* data, size_t size, const char* meth
   return {};
 }
 
+namespace {
+
+// The value indices (int32) of vector field `f` of `table`, appended to `out`.
+void append_values(Reader& r, size_t table, int f, std::vector<int64_t>* out) {
+  size_t at = 0;
+  const uint32_t n = r.vector(table, f, &at);
+  for (uint32_t i = 0; i < n && !r.failed(); ++i) {
+    out->push_back(r.read<int32_t>(at + 4 * static_cast<size_t>(i)));
+  }
+}
+
+std::vector<bool> filled_by_d2h(Reader& r, size_t plan) {
+  std::vector<int64_t> outputs, inputs, listed;
+  append_values(r, plan, slot::kPlanOutputs, &outputs);
+  append_values(r, plan, slot::kPlanInputs, &inputs);
+  size_t values_at = 0;
+  const uint32_t values = r.vector(plan, slot::kPlanValues, &values_at);
+  for (uint32_t v = 0; v < values && !r.failed(); ++v) {
+    const size_t e = r.table_at(values_at, v);
+    const size_t type_at = r.field(e, slot::kUnionType);
+    const uint8_t type = type_at == 0 ? 0 : r.read<uint8_t>(type_at);
+    if (type == tag::kTensorList || type == tag::kOptionalTensorList) {
+      const size_t list = r.follow(r.field(e, slot::kUnionValue));
+      if (list != 0) {
+        append_values(r, list, 0, &listed);
+      }
+    }
+  }
+  std::vector<bool> filled(outputs.size(), false);
+  size_t chains_at = 0;
+  if (r.vector(plan, slot::kPlanChains, &chains_at) != 1) {
+    return filled;
+  }
+  size_t instr_at = 0;
+  const uint32_t n = r.vector(r.table_at(chains_at, 0), slot::kChainInstructions, &instr_at);
+  // The first instruction naming each value, and whether it is a d2h copy into it.
+  std::vector<int8_t> first(outputs.size(), -1); // -1: not yet named; 0: named otherwise; 1: by a d2h out
+  auto seen = [&](int64_t value, bool d2h_out) {
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      if (outputs[o] == value && first[o] < 0) {
+        first[o] = d2h_out ? 1 : 0;
+      }
+    }
+  };
+  for (uint32_t i = 0; i < n && !r.failed(); ++i) {
+    const size_t instr = r.table_at(instr_at, i);
+    const size_t type_at = r.field(instr, slot::kUnionType);
+    const uint8_t type = type_at == 0 ? 0 : r.read<uint8_t>(type_at);
+    const size_t call = r.follow(r.field(instr, slot::kUnionValue));
+    if (type == tag::kJumpFalseCall) {
+      return filled; // the order instructions run in is not the order they are listed in
+    }
+    if (call == 0) {
+      continue;
+    }
+    if (type == tag::kKernelCall || type == tag::kDelegateCall) {
+      std::vector<int64_t> args;
+      append_values(r, call, slot::kSecond, &args);
+      const bool d2h =
+          type == tag::kKernelCall && args.size() >= 2 && call_name(r, plan, instr) == "et_copy::_d2h_copy.out";
+      // [self, out, the returned out]: self is seen first, so a copy of a value into itself reads it first.
+      for (size_t a = 0; a < args.size(); ++a) {
+        seen(args[a], d2h && a >= 1 && args[a] == args[1]);
+      }
+    } else if (type == tag::kMoveCall) {
+      seen(r.int_field(call, slot::kFirst), false);
+      seen(r.int_field(call, slot::kSecond), false);
+    } else if (type == tag::kFreeCall) {
+      seen(r.int_field(call, slot::kFirst), false);
+    }
+  }
+  if (r.failed()) {
+    return std::vector<bool>(outputs.size(), false);
+  }
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const auto named = [&](const std::vector<int64_t>& vs) {
+      for (int64_t v : vs) {
+        if (v == outputs[o]) {
+          return true;
+        }
+      }
+      return false;
+    };
+    filled[o] = first[o] == 1 && !named(inputs) && !named(listed);
+  }
+  return filled;
+}
+
+} // namespace
+
+std::vector<bool> outputs_filled_by_d2h_copy(const void* data, size_t size, const char* method_name) {
+  if (data == nullptr || method_name == nullptr) {
+    return {};
+  }
+  Reader r(data, size);
+  const size_t root = r.read<uint32_t>(0);
+  size_t plans_at = 0;
+  const uint32_t plans = r.vector(root, slot::kProgramPlans, &plans_at);
+  for (uint32_t p = 0; p < plans && !r.failed(); ++p) {
+    const size_t plan = r.table_at(plans_at, p);
+    if (r.string(plan, slot::kPlanName) == method_name) {
+      std::vector<bool> filled = filled_by_d2h(r, plan);
+      return r.failed() ? std::vector<bool>() : filled;
+    }
+  }
+  return {};
+}
+
 } // namespace et_copy

@@ -498,3 +498,57 @@ TEST(InstructionOperator, SurvivesEveryTruncationBitFlipAndRandomBytes) {
 }
 
 } // namespace
+
+std::vector<bool> filled(const std::vector<uint8_t>& b, const char* method = "forward") {
+  return et_copy::outputs_filled_by_d2h_copy(b.data(), b.size(), method);
+}
+
+TEST(OutputsFilledByD2hCopy, RealProgramsWhoseOutputADeviceToHostCopyFills) {
+  EXPECT_EQ(filled(read_program("roundtrip.pte")), std::vector<bool>{true});
+  EXPECT_EQ(filled(read_program("add_relu_xnnpack.pte")), std::vector<bool>{true});
+  EXPECT_TRUE(filled(read_program("roundtrip.pte"), "backward").empty());
+}
+
+TEST(OutputsFilledByD2hCopy, OnlyWhenTheCopyIntoItIsTheFirstInstructionToNameIt) {
+  // Values: 0 the input, 1 a device tensor, 2 and 3 outputs. Operator 0 is
+  // the d2h copy ([self, out, returned out]), operator 1 another kernel.
+  const auto plan = [](std::vector<Plan::Instr> instructions) {
+    Plan p;
+    p.operator_names = {{"et_copy::_d2h_copy", "out"}, {"aten::add", "out"}};
+    p.inputs = {0};
+    p.outputs = {2, 3};
+    p.instructions = std::move(instructions);
+    return build(p);
+  };
+  // Output 2 filled by the copy; output 3 written by add first.
+  EXPECT_EQ(filled(plan({{1, 0, 0, {1, 2, 2}}, {1, 1, 0, {1, 1, 3}}})), (std::vector<bool>{true, false}));
+  // Output 2 read (as add's self) before the copy fills it: its memory carries over.
+  EXPECT_EQ(filled(plan({{1, 1, 0, {2, 1, 3}}, {1, 0, 0, {1, 2, 2}}})), (std::vector<bool>{false, false}));
+  // A copy of a value into itself, a move or a free naming it first.
+  EXPECT_EQ(filled(plan({{1, 0, 0, {2, 2, 2}}})), (std::vector<bool>{false, false}));
+  EXPECT_EQ(filled(plan({{3, 1, 2}, {1, 0, 0, {1, 2, 2}}})), (std::vector<bool>{false, false}));
+  EXPECT_EQ(filled(plan({{5, 2}, {1, 0, 0, {1, 2, 2}}})), (std::vector<bool>{false, false}));
+  // A jump anywhere: instructions may not run in the order they are listed.
+  EXPECT_EQ(filled(plan({{1, 0, 0, {1, 2, 2}}, {4, 0, 0}})), (std::vector<bool>{false, false}));
+}
+
+TEST(OutputsFilledByD2hCopy, NotForAMethodInputNorAListItem) {
+  Plan p;
+  p.operator_names = {{"et_copy::_d2h_copy", "out"}};
+  p.outputs = {2};
+  p.instructions = {{1, 0, 0, {1, 2, 2}}};
+  EXPECT_EQ(filled(build(p)), std::vector<bool>{true});
+  p.inputs = {2};
+  EXPECT_EQ(filled(build(p)), std::vector<bool>{false});
+  p.inputs = {};
+  p.values[3] = {10, {0, 2}};
+  EXPECT_EQ(filled(build(p)), std::vector<bool>{false});
+}
+
+TEST(OutputsFilledByD2hCopy, SurvivesEveryTruncationOfARealProgram) {
+  const auto b = read_program("roundtrip.pte");
+  for (size_t n = 0; n < b.size(); ++n) {
+    const auto f = et_copy::outputs_filled_by_d2h_copy(b.data(), n, "forward");
+    EXPECT_TRUE(f.empty() || f.size() == 1) << n;
+  }
+}

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include <executorch/runtime/core/error.h>
 
@@ -46,5 +47,22 @@ executorch::runtime::Error check_program_indices(const void* data, size_t size, 
  */
 std::string instruction_operator(const void* data, size_t size, const char* method_name, size_t chain,
                                  size_t instruction);
+
+/**
+ * Per output of method `method_name`: whether its value is filled by an
+ * et_copy::_d2h_copy.out before anything else reads or writes it. Then the
+ * memory it holds between executions is never read, so a runtime may point
+ * the output at the caller's tensor for one execution and let the copy
+ * write there, saving the copy out of planned memory. True only when the
+ * method has one chain and no jump, the value is no method input nor an
+ * item of any list, and the first instruction that names it is a
+ * _d2h_copy.out kernel call with it as `out` and not as `self`.
+ *
+ * A runtime doing so must still check, after the execution, that the output
+ * points at the caller's memory (a later instruction may re-point it, as
+ * ExecuTorch's et_view does). Empty for a method that does not exist or bytes
+ * that do not read as a program. Threading: pure function of its arguments.
+ */
+std::vector<bool> outputs_filled_by_d2h_copy(const void* data, size_t size, const char* method_name);
 
 } // namespace et_copy
