@@ -60,7 +60,7 @@ PyObject* copy_fastcall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     PyErr_Format(PyExc_TypeError, "%s_copy(self, out, dynamic_out) takes 3 arguments", kH2d ? "h2d" : "d2h");
     return nullptr;
   }
-  try {
+  return guarded([&]() -> PyObject* {
     const int dynamic_out = PyObject_IsTrue(args[2]);
     if (dynamic_out < 0) {
       return nullptr;
@@ -68,16 +68,7 @@ PyObject* copy_fastcall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     return run(op, args[0], args[1], dynamic_out == 1, [](TensorView& s, TensorView& o) { run_kernel(kH2d, s, o); })
         .release()
         .ptr();
-  } catch (const Failure& f) {
-    set_python_error(f);
-  } catch (py::builtin_exception& e) {
-    e.set_error();
-  } catch (py::error_already_set& e) {
-    e.restore();
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-  }
-  return nullptr;
+  });
 }
 
 void check_rank(size_t rank) {

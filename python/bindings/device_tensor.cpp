@@ -256,23 +256,6 @@ bool truth(py::handle v) {
   return b == 1;
 }
 
-// Runs `f`, turning a C++ exception into the Python error it stands for.
-template <typename F>
-PyObject* guarded(F&& f) {
-  try {
-    return f();
-  } catch (const Failure& e) {
-    set_python_error(e);
-  } catch (py::builtin_exception& e) {
-    e.set_error();
-  } catch (py::error_already_set& e) {
-    e.restore();
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-  }
-  return nullptr;
-}
-
 // DeviceTensor(buffer, dtype, device, shape, dim_order, dynamic)
 PyObject* tensor_new(PyTypeObject* cls, PyObject* args, PyObject* kwargs) {
   static const char* kwlist[] = {"buffer", "dtype", "device", "shape", "dim_order", "dynamic", nullptr};

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <pybind11/pybind11.h>
+
 #include <executorch/runtime/core/error.h>
 
 namespace et_copy::bindings {
@@ -34,5 +36,25 @@ void set_python_error(const Failure& f);
                               const std::optional<std::string>& instruction = std::nullopt,
                               const std::optional<std::string>& op = std::nullopt,
                               const std::vector<std::string>& log = {});
+
+/// Runs `f` (which returns a new reference, or null with a Python error
+/// set) for a raw C-API entry point: a C++ exception becomes the Python
+/// error it stands for (Failure: EtCopyError; pybind11's own; anything else
+/// a RuntimeError), and null is returned.
+template <typename F>
+PyObject* guarded(F&& f) {
+  try {
+    return f();
+  } catch (const Failure& e) {
+    set_python_error(e);
+  } catch (pybind11::builtin_exception& e) {
+    e.set_error();
+  } catch (pybind11::error_already_set& e) {
+    e.restore();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
 
 } // namespace et_copy::bindings

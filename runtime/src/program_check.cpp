@@ -252,6 +252,21 @@ Error check_program_indices(const void* data, size_t size, std::string* message)
 
 namespace {
 
+// The first execution plan named `method_name`, as ExecuTorch picks it; 0
+// when there is none.
+size_t find_plan(Reader& r, const char* method_name) {
+  const size_t root = r.read<uint32_t>(0);
+  size_t plans_at = 0;
+  const uint32_t plans = r.vector(root, slot::kProgramPlans, &plans_at);
+  for (uint32_t p = 0; p < plans && !r.failed(); ++p) {
+    const size_t plan = r.table_at(plans_at, p);
+    if (r.string(plan, slot::kPlanName) == method_name) {
+      return r.failed() ? 0 : plan;
+    }
+  }
+  return 0;
+}
+
 // What the instruction at `instr` of `plan` calls (instruction_operator).
 std::string call_name(Reader& r, size_t plan, size_t instr) {
   const size_t type_at = r.field(instr, slot::kUnionType);
@@ -285,30 +300,23 @@ std::string instruction_operator(const void* data, size_t size, const char* meth
     return {};
   }
   Reader r(data, size);
-  const size_t root = r.read<uint32_t>(0);
-  size_t plans_at = 0;
-  const uint32_t plans = r.vector(root, slot::kProgramPlans, &plans_at);
-  for (uint32_t p = 0; p < plans && !r.failed(); ++p) {
-    const size_t plan = r.table_at(plans_at, p);
-    if (r.string(plan, slot::kPlanName) != method_name) {
-      continue; // ExecuTorch takes the first plan of that name, and so do we
-    }
-    size_t chains_at = 0;
-    const uint32_t chains = r.vector(plan, slot::kPlanChains, &chains_at);
-    if (chain >= chains) {
-      return {};
-    }
-    size_t instr_at = 0;
-    const uint32_t n =
-        r.vector(r.table_at(chains_at, static_cast<uint32_t>(chain)), slot::kChainInstructions, &instr_at);
-    if (instruction >= n) {
-      return {};
-    }
-    std::string name = call_name(r, plan, r.table_at(instr_at, static_cast<uint32_t>(instruction)));
-    // A read outside the bytes read as zeros on the way: trust nothing found.
-    return r.failed() ? std::string() : name;
+  const size_t plan = find_plan(r, method_name);
+  if (plan == 0) {
+    return {};
   }
-  return {};
+  size_t chains_at = 0;
+  const uint32_t chains = r.vector(plan, slot::kPlanChains, &chains_at);
+  if (chain >= chains) {
+    return {};
+  }
+  size_t instr_at = 0;
+  const uint32_t n = r.vector(r.table_at(chains_at, static_cast<uint32_t>(chain)), slot::kChainInstructions, &instr_at);
+  if (instruction >= n) {
+    return {};
+  }
+  std::string name = call_name(r, plan, r.table_at(instr_at, static_cast<uint32_t>(instruction)));
+  // A read outside the bytes read as zeros on the way: trust nothing found.
+  return r.failed() ? std::string() : name;
 }
 
 namespace {
@@ -406,17 +414,12 @@ std::vector<bool> outputs_filled_by_d2h_copy(const void* data, size_t size, cons
     return {};
   }
   Reader r(data, size);
-  const size_t root = r.read<uint32_t>(0);
-  size_t plans_at = 0;
-  const uint32_t plans = r.vector(root, slot::kProgramPlans, &plans_at);
-  for (uint32_t p = 0; p < plans && !r.failed(); ++p) {
-    const size_t plan = r.table_at(plans_at, p);
-    if (r.string(plan, slot::kPlanName) == method_name) {
-      std::vector<bool> filled = filled_by_d2h(r, plan);
-      return r.failed() ? std::vector<bool>() : filled;
-    }
+  const size_t plan = find_plan(r, method_name);
+  if (plan == 0) {
+    return {};
   }
-  return {};
+  std::vector<bool> filled = filled_by_d2h(r, plan);
+  return r.failed() ? std::vector<bool>() : filled;
 }
 
 } // namespace et_copy
