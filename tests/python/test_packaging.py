@@ -29,12 +29,13 @@ def test_extension_runpath_finds_torch_and_executorch_beside_itself():
 def test_extension_links_libtorch_as_executorchs_pybindings_do_and_no_shared_cudart():
     """The bindings read at::Tensor (docs/design.md, "How the Python bindings
     read torch tensors"): libtorch_python, libtorch_cpu and libc10 from the
-    torch wheel, ExecuTorch's runtime from the executorch wheel; CUDA's
+    torch wheel, ExecuTorch's runtime and its ETDump profiler (enable_etdump)
+    from the executorch wheel; CUDA's
     runtime is linked statically, libpython not at all (the interpreter
     provides it)."""
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.*)\]", dynamic_section())
     ours = sorted(n for n in needed if n.startswith(("libtorch", "libc10", "libexecutorch", "libpython", "libcudart")))
-    assert ours == ["libc10.so", "libexecutorch.so", "libtorch_cpu.so", "libtorch_python.so"]
+    assert ours == ["libc10.so", "libexecutorch.so", "libexecutorch_etdump.so", "libtorch_cpu.so", "libtorch_python.so"]
 
 
 def test_the_extension_users_import_carries_no_benchmark_code():
