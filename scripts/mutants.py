@@ -273,8 +273,8 @@ MUTANTS: list[Mutant] = [
       'describe_tensor(self, false, op, "out", specs[0]);', *PY_BINDINGS),
     M("copies-16-dims-too-many", COPIES, "  if (rank > kMaxDims) {\n    throw Failure(",
       "  if (rank >= kMaxDims) {\n    throw Failure(", *PY_BINDINGS),
-    M("program-output-copy-exact-capacity-refused", PROGRAM, "if (t.nbytes() > targets[i]->capacity) {",
-      "if (t.nbytes() >= targets[i]->capacity) {", *PY_RUNTIME),
+    M("program-output-copy-exact-capacity-refused", PROGRAM, "if (t.nbytes() > io.outputs[i].nbytes) {",
+      "if (t.nbytes() >= io.outputs[i].nbytes) {", *PY_RUNTIME),
     # ---- et_copy.runtime's input and output checks: python/bindings/method_io.cpp -----
     M("io-input-device-index-unchecked", METHOD_IO,
       "if (spec.device_type != slot.device_type || spec.device_index != slot.device_index) {\n"

@@ -27,13 +27,8 @@
 #include <executorch/extension/data_loader/mmap_data_loader.h>
 #include <executorch/extension/flat_tensor/flat_tensor_data_map.h>
 #include <executorch/runtime/backend/interface.h>
-#include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
-#include <executorch/runtime/core/device_memory_buffer.h>
-#include <executorch/runtime/core/hierarchical_allocator.h>
-#include <executorch/runtime/executor/memory_manager.h>
 #include <executorch/runtime/executor/method.h>
 #include <executorch/runtime/executor/program.h>
-#include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 
 #include "failure.h"
 #include "log_capture.h"
@@ -55,9 +50,7 @@ using executorch::runtime::EValue;
 using executorch::runtime::Method;
 using executorch::runtime::MethodMeta;
 using executorch::runtime::Program;
-using executorch::runtime::Span;
 using executorch::runtime::Tag;
-namespace et = executorch::runtime::etensor;
 
 // The message of a failed runtime call: what the caller was doing, the
 // error, then what ExecuTorch logged while it failed (the kernel's own
@@ -131,7 +124,8 @@ struct LoadedMethod {
 
 namespace {
 
-py::dict tensor_info_dict(const executorch::runtime::TensorInfo& info, const IoSlot& slot) {
+// A tensor's metadata as the program declares it.
+py::dict tensor_info_dict(const executorch::runtime::TensorInfo& info) {
   py::dict d;
   d["name"] = std::string(info.name());
   d["dtype"] = static_cast<int>(info.scalar_type());
@@ -139,8 +133,6 @@ py::dict tensor_info_dict(const executorch::runtime::TensorInfo& info, const IoS
   d["dim_order"] = std::vector<int64_t>(info.dim_order().begin(), info.dim_order().end());
   d["nbytes"] = info.nbytes();
   d["memory_planned"] = info.is_memory_planned();
-  d["device_type"] = slot.device_type;
-  d["device_index"] = slot.device_index;
   return d;
 }
 
@@ -280,23 +272,13 @@ py::dict program_method_meta(const LoadedProgram& lp, const std::string& name) {
     throw Failure(Error::InvalidArgument, "et_copy.runtime: the program has no method '" + name +
                                               "' (it has: " + py::str(method_names(lp)).cast<std::string>() + ")");
   }
-  auto info = [](const executorch::runtime::TensorInfo& t) {
-    py::dict d;
-    d["name"] = std::string(t.name());
-    d["dtype"] = static_cast<int>(t.scalar_type());
-    d["shape"] = std::vector<int64_t>(t.sizes().begin(), t.sizes().end());
-    d["dim_order"] = std::vector<int64_t>(t.dim_order().begin(), t.dim_order().end());
-    d["nbytes"] = t.nbytes();
-    d["memory_planned"] = t.is_memory_planned();
-    return d;
-  };
   auto entries = [&](size_t n, auto tag_of, auto info_of) {
     py::list list;
     for (size_t i = 0; i < n; ++i) {
       const auto tag = tag_of(i);
       if (tag.ok() && *tag == Tag::Tensor) {
         auto t = info_of(i);
-        list.append(t.ok() ? py::object(info(*t)) : py::object(py::none()));
+        list.append(t.ok() ? py::object(tensor_info_dict(*t)) : py::object(py::none()));
       } else {
         py::dict e;
         e["tag"] = tag.ok() ? static_cast<int>(*tag) : -1;
@@ -317,7 +299,7 @@ py::dict program_method_meta(const LoadedProgram& lp, const std::string& name) {
   for (size_t i = 0; i < meta->num_attributes(); ++i) {
     auto t = meta->attribute_tensor_meta(i);
     if (t.ok()) {
-      attributes.append(info(*t));
+      attributes.append(tensor_info_dict(*t));
     }
   }
   d["attributes"] = attributes;
@@ -447,7 +429,10 @@ py::dict method_meta(const LoadedMethod& lm) {
     py::list list;
     for (size_t i = 0; i < slots.size(); ++i) {
       if (slots[i].tensor) {
-        list.append(tensor_info_dict(*info_of(i), slots[i]));
+        py::dict d = tensor_info_dict(*info_of(i));
+        d["device_type"] = slots[i].device_type; // as the loaded method holds it
+        d["device_index"] = slots[i].device_index;
+        list.append(d);
       } else {
         const auto tag = tag_of(i);
         py::dict e;
@@ -522,14 +507,12 @@ py::list execute(LoadedMethod& lm, const py::handle& inputs, const py::handle& o
       values[i] = EValue(views.back()->tensor());
     }
   }
-  struct Target {
-    size_t capacity;
-    TensorSpec spec; // the tensor as read: its layout takes the output's final shape
-  };
-  std::vector<std::optional<Target>> targets(io.outputs.size());
+  // Per tensor output, the tensor as read (its layout takes the output's
+  // final shape); read_output checked it holds the output's nbytes.
+  std::vector<std::optional<TensorSpec>> targets(io.outputs.size());
   for (size_t i = 0; i < io.outputs.size(); ++i) {
     if (read_output(io, i, out[i].ptr(), spec)) {
-      targets[i] = Target{io.outputs[i].nbytes, spec}; // capacity: the output's upper bound, checked
+      targets[i] = spec;
     }
   }
   std::vector<std::string> log;
@@ -548,7 +531,7 @@ py::list execute(LoadedMethod& lm, const py::handle& inputs, const py::handle& o
     }
     for (size_t i = 0; i < targets.size() && err == Error::Ok; ++i) {
       if (targets[i] && !io.outputs[i].planned) {
-        err = m.set_output_data_ptr(reinterpret_cast<void*>(targets[i]->spec.data), targets[i]->capacity, i);
+        err = m.set_output_data_ptr(reinterpret_cast<void*>(targets[i]->data), io.outputs[i].nbytes, i);
         if (err != Error::Ok) {
           step = "binding output " + std::to_string(i);
         }
@@ -562,7 +545,7 @@ py::list execute(LoadedMethod& lm, const py::handle& inputs, const py::handle& o
       if (targets[i] && io.outputs[i].planned && lm.filled_by_d2h[i]) {
         auto* impl = m.get_output(i).toTensor().unsafeGetTensorImpl();
         planned[i] = impl->mutable_data();
-        impl->set_data(reinterpret_cast<void*>(targets[i]->spec.data));
+        impl->set_data(reinterpret_cast<void*>(targets[i]->data));
       }
     }
     if (err == Error::Ok) {
@@ -580,15 +563,15 @@ py::list execute(LoadedMethod& lm, const py::handle& inputs, const py::handle& o
     for (size_t i = 0; i < targets.size() && err == Error::Ok; ++i) {
       if (targets[i] && io.outputs[i].planned) { // host memory the method owns: copy out
         const auto& t = m.get_output(i).toTensor();
-        if (t.const_data_ptr() == reinterpret_cast<const void*>(targets[i]->spec.data)) {
+        if (t.const_data_ptr() == reinterpret_cast<const void*>(targets[i]->data)) {
           continue; // written in place
         }
-        if (t.nbytes() > targets[i]->capacity) {
+        if (t.nbytes() > io.outputs[i].nbytes) {
           err = Error::InvalidArgument;
           step = "copying output " + std::to_string(i) + " (" + std::to_string(t.nbytes()) + " bytes) into a " +
-                 std::to_string(targets[i]->capacity) + "-byte tensor";
+                 std::to_string(io.outputs[i].nbytes) + "-byte tensor";
         } else if (t.nbytes() > 0) {
-          std::memcpy(reinterpret_cast<void*>(targets[i]->spec.data), t.const_data_ptr(), t.nbytes());
+          std::memcpy(reinterpret_cast<void*>(targets[i]->data), t.const_data_ptr(), t.nbytes());
         }
       }
     }
@@ -609,7 +592,7 @@ py::list execute(LoadedMethod& lm, const py::handle& inputs, const py::handle& o
     const EValue& v = m.get_output(i);
     if (targets[i]) {
       // A dynamic shape: the given tensor keeps its memory and takes the size it ran with.
-      TensorSpec& s = targets[i]->spec;
+      TensorSpec& s = *targets[i];
       const auto sizes = v.toTensor().sizes();
       if (!std::equal(sizes.begin(), sizes.end(), s.sizes)) { // same rank: its dim order matched above
         std::copy(sizes.begin(), sizes.end(), s.sizes);
