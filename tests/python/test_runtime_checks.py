@@ -144,6 +144,25 @@ def test_host_outputs_of_exactly_their_size_are_filled_and_one_short_is_refused(
     assert torch.equal(short, torch.full((3, 3), 4.0))
 
 
+def test_a_host_output_no_device_copy_fills_is_copied_out_into_a_tensor_of_exactly_its_size(data):
+    # Without device planning the output is the planned memory add.out writes,
+    # so the runtime copies it out (a d2h-filled output is written in place).
+    from executorch.exir import to_edge
+
+    class Affine(torch.nn.Module):
+        def forward(self, x, y):
+            return x * 2.0 + y
+
+    x, y = data["affine"]
+    pte = to_edge(torch.export.export(Affine(), (x, y), strict=False)).to_executorch().buffer
+    method = runtime.load(pte).load_method()
+    assert method.meta.outputs[0].memory_planned and method.meta.outputs[0].device == "cpu"
+    exact = torch.zeros(3, 4)
+    (got,) = method.execute([x, y], outputs=[exact])
+    assert got is exact
+    torch.testing.assert_close(exact, x * 2.0 + y)
+
+
 def test_a_strided_view_of_the_right_shape_is_refused_as_an_output(programs, data):
     # (3, 4) with a row stride of 8: a method writing 12 dense floats would
     # fill the first row and a half of the base, not the view's rows.
