@@ -44,6 +44,7 @@ TARGET_DEVICE_KEY = "target_device"  # executorch's PropagateDevicePass reads th
 
 __all__ = [
     "BoundaryPlanningPass",
+    "ExportError",
     "DeviceBoundary",
     "DevicePlanningPass",
     "TargetDevicePartitioner",
@@ -304,6 +305,7 @@ def export_device_program(
     *,
     kwargs: dict | None = None,
     device: str = "cuda:0",
+    partitioner: Partitioner | None = None,
     dynamic_shapes: Any = None,
     insert_copies: bool = True,
     alloc_graph_input: bool = False,
@@ -312,40 +314,49 @@ def export_device_program(
     resident_inputs: Sequence[int] = (),
     resident_outputs: Sequence[int] = (),
 ) -> ExecutorchProgramManager:
-    """Exports ``module`` to an ExecuTorch program whose inner tensors live on ``device``.
+    """Exports ``module`` to an ExecuTorch program that computes on ``device``.
 
-    ``insert_copies=True`` wraps the module in :class:`DeviceBoundary`
-    (inputs ``_h2d_copy``, outputs ``_d2h_copy``); pass False for a module that
-    calls ``torch.ops.et_copy`` itself. ``device`` is "cuda" or "cuda:N".
-    ``kwargs`` are keyword example inputs. ``dynamic_shapes`` is
-    torch.export's (give every dynamic dim a max: the program is planned for
-    the upper bound). ``alloc_graph_input=False`` (default) keeps graph
-    inputs out of the planned buffers, so an input and an output never share
-    memory; ``alloc_graph_output`` likewise for outputs (default: True, False
-    when there are resident outputs).
+    The compute runs in a device backend, as upstream's CUDA backend does
+    (docs/design.md, "Device programs compute in a device backend"):
+    ``partitioner`` (default: et_copy's :class:`~et_copy.backend.SimulatedDevicePartitioner`
+    for ``device``; upstream's ``CudaPartitioner`` on a GPU) puts the whole
+    graph, its weights and its mutable buffers in one delegate with a
+    ``target_device`` compile spec, and executorch's PropagateDevicePass
+    inserts ``_h2d_copy`` before it and ``_d2h_copy`` after it. The weights
+    reach the device when the program loads; the state (caches and recurrent
+    states updated in place) lives on the device, one per session, shared
+    by every method.
 
-    The module's mutable buffers (caches and recurrent states updated in
-    place) are planned on the device, in a state arena shared by every
-    method (:class:`DevicePlanningPass`), updated in place (ExecuTorch's
-    reinplace pass), and named in the program, so et_copy.runtime can give
-    each session its own state and initialise it through counted h2d copies:
-    zeros, or the buffer's value at export when that is not zero (kept in
-    the program as named data).
+    ``insert_copies=False`` is for a module that calls ``torch.ops.et_copy``
+    itself: no delegate, the copies and what the module computes between
+    them planned on the device (:class:`DevicePlanningPass`); et_copy.runtime
+    loads such a program only when its device side is the copies alone. A
+    module with nothing to compute (it returns its inputs) exports that way
+    too. ``device`` is "cuda" or "cuda:N". ``kwargs`` are keyword example
+    inputs. ``dynamic_shapes`` is torch.export's (give every dynamic dim a
+    max: the program is planned for the upper bound).
+    ``alloc_graph_input=False`` (default) keeps graph inputs out of the
+    planned buffers, so an input and an output never share memory;
+    ``alloc_graph_output`` likewise for outputs (default: True, False when
+    there are resident outputs).
 
-    ``resident_inputs`` / ``resident_outputs`` (indices; with
-    ``insert_copies``) stay on the device: the caller passes and receives
-    ``DeviceTensor``s there, with no copy. Resident outputs are not
-    memory-planned, so the caller owns them.
+    ``resident_inputs`` / ``resident_outputs`` (indices) stay on the
+    device: the caller passes and receives ``DeviceTensor``s there, with no
+    copy. Through a backend, resident inputs name every input or none (as
+    PropagateDevicePass's skip flags do), and resident outputs leave every
+    delegate output that is a method output on the device; resident outputs
+    are not memory-planned, so the caller owns them.
 
     ``strict`` is torch.export's. Returns the ExecutorchProgramManager:
     ``.buffer`` is the .pte bytes, ``.write_to_file(f)`` saves it. Raises
-    ValueError for a bad device or option, RuntimeError naming
-    ``strict=True`` when torch cannot export the module non-strict.
+    ValueError for a bad device or option, and :class:`ExportError` naming
+    the method, the stage and the way out when torch or executorch fails.
     """
     return export_device_methods(
         module,
         {"forward": MethodInputs(tuple(example_inputs), dict(kwargs or {}), dynamic_shapes)},
         device=device,
+        partitioner=partitioner,
         insert_copies=insert_copies,
         alloc_graph_input=alloc_graph_input,
         alloc_graph_output=alloc_graph_output,
@@ -360,6 +371,7 @@ def export_device_methods(
     methods: dict[str, MethodInputs],
     *,
     device: str = "cuda:0",
+    partitioner: Partitioner | None = None,
     insert_copies: bool = True,
     alloc_graph_input: bool = False,
     alloc_graph_output: bool | None = None,
@@ -385,7 +397,119 @@ def export_device_methods(
         raise ValueError(f"{op}: resident_inputs/outputs go with insert_copies=True")
     if not methods:
         raise ValueError(f"{op}: no methods to export")
+    if partitioner is not None and not insert_copies:
+        raise ValueError(f"{op}: a partitioner goes with insert_copies=True (its backend's copies are inserted for it)")
     aot.ensure_registered()
+    if insert_copies:
+        if partitioner is None:
+            from .backend import SimulatedDevicePartitioner
+
+            partitioner = SimulatedDevicePartitioner(device)
+        program = _export_through_backend(
+            module,
+            methods,
+            partitioner,
+            strict=strict,
+            alloc_graph_input=alloc_graph_input,
+            alloc_graph_output=alloc_graph_output,
+            resident_inputs=resident_inputs,
+            resident_outputs=resident_outputs,
+            constant_methods=constant_methods,
+            op=op,
+        )
+        if program is not None:
+            return program
+        # Nothing to compute (the module returns its inputs): the copies alone.
+    return _export_copy_only(
+        module,
+        methods,
+        device=device,
+        insert_copies=insert_copies,
+        alloc_graph_input=alloc_graph_input,
+        alloc_graph_output=alloc_graph_output,
+        strict=strict,
+        resident_inputs=resident_inputs,
+        resident_outputs=resident_outputs,
+        constant_methods=constant_methods,
+        op=op,
+    )
+
+
+def _export_through_backend(
+    module: torch.nn.Module,
+    methods: dict[str, MethodInputs],
+    partitioner: Partitioner,
+    *,
+    strict: bool,
+    alloc_graph_input: bool,
+    alloc_graph_output: bool,
+    resident_inputs: Sequence[int],
+    resident_outputs: Sequence[int],
+    constant_methods: dict[str, Any] | None,
+    op: str,
+) -> ExecutorchProgramManager | None:
+    """The device backend's route (docs/design.md): the partitioner's
+    delegate holds the whole graph with its weights and state, and
+    executorch's PropagateDevicePass copies around it. None when the
+    partitioner delegated nothing (a module with nothing to compute)."""
+    skip_inputs = _all_or_none(resident_inputs, [len(m.args) for m in methods.values()], "resident_inputs", op)
+    skip_outputs = bool(resident_outputs)
+    exported = {
+        name: _stage(op, name, "export", strict, lambda i=inputs: _export(module, i, i.dynamic_shapes, strict))
+        for name, inputs in methods.items()
+    }
+    edge = _stage(
+        op,
+        None,
+        "to_edge",
+        strict,
+        lambda: to_edge(exported, constant_methods=constant_methods, compile_config=_edge_config(exported)),
+    )
+    edge = _stage(op, None, "lowering", strict, lambda: edge.to_backend(partitioner))
+    if not _has_delegate(edge):
+        return None
+    config = ExecutorchBackendConfig(
+        memory_planning_pass=BoundaryPlanningPass(
+            alloc_graph_input=alloc_graph_input, alloc_graph_output=alloc_graph_output
+        ),
+        enable_non_cpu_memory_planning=True,
+        propagate_device_config=PropagateDeviceConfig(
+            skip_h2d_for_method_inputs=skip_inputs, skip_d2h_for_method_outputs=skip_outputs
+        ),
+    )
+    return _stage(op, None, "to_executorch", strict, lambda: edge.to_executorch(config))
+
+
+def _all_or_none(resident: Sequence[int], arg_counts: list[int], what: str, op: str) -> bool:
+    # PropagateDevicePass skips the copies of all method inputs or of none.
+    if not resident:
+        return False
+    if any(sorted(set(resident)) != list(range(n)) for n in arg_counts):
+        raise ValueError(
+            f"{op}: through a device backend, {what} must name every input or none (executorch's "
+            f"PropagateDevicePass skips the copies of all method inputs or of none); got {sorted(resident)}"
+        )
+    return True
+
+
+def _export_copy_only(
+    module: torch.nn.Module,
+    methods: dict[str, MethodInputs],
+    *,
+    device: str,
+    insert_copies: bool,
+    alloc_graph_input: bool,
+    alloc_graph_output: bool,
+    strict: bool,
+    resident_inputs: Sequence[int],
+    resident_outputs: Sequence[int],
+    constant_methods: dict[str, Any] | None,
+    op: str,
+) -> ExecutorchProgramManager:
+    """No delegate: the copies (DeviceBoundary's, or the module's own calls
+    of the et_copy ops) and whatever the module computes between them, on
+    memory planned on the device. Only a program whose device side is the
+    copies alone runs on a GPU (et_copy.runtime refuses the rest at load)."""
     planner = DevicePlanningPass(
         device,
         resident_inputs=resident_inputs,
@@ -398,8 +522,14 @@ def export_device_methods(
         shapes = inputs.dynamic_shapes
         if insert_copies:
             shapes = _boundary_dynamic_shapes(module, shapes, len(inputs.args), list(inputs.kwargs))
-        exported[name] = _export(wrapped, inputs, shapes, strict, f"{op}: method '{name}'")
-    edge = to_edge(exported, constant_methods=constant_methods, compile_config=_edge_config(exported))
+        exported[name] = _stage(op, name, "export", strict, lambda i=inputs, d=shapes: _export(wrapped, i, d, strict))
+    edge = _stage(
+        op,
+        None,
+        "to_edge",
+        strict,
+        lambda: to_edge(exported, constant_methods=constant_methods, compile_config=_edge_config(exported)),
+    )
     _keep_initial_state(edge)
     with warnings.catch_warnings():
         # The emitter's warning that mutable buffers start undefined: et_copy.runtime's sessions set them.
@@ -408,7 +538,8 @@ def export_device_methods(
         # intermediate tensor in place (seen: an LLM step whose caches are method inputs); on the
         # state buffers it is right, and that is what it is for here.
         has_state = any(_state_placeholders(edge.exported_program(n).graph_signature) for n in edge.methods)
-        return edge.to_executorch(_backend_config(planner, reinplace=has_state))
+        config = _backend_config(planner, reinplace=has_state)
+        return _stage(op, None, "to_executorch", strict, lambda: edge.to_executorch(config))
 
 
 def _backend_config(planner: DevicePlanningPass, *, reinplace: bool) -> ExecutorchBackendConfig:
@@ -429,19 +560,39 @@ def _edge_config(exported: dict) -> EdgeCompileConfig:
     return EdgeCompileConfig(preserve_ops=aot.preserve_ops(), _check_ir_validity=not dynamic)
 
 
-def _export(module: torch.nn.Module, inputs: MethodInputs, dynamic_shapes: Any, strict: bool, what: str):
+def _export(module: torch.nn.Module, inputs: MethodInputs, dynamic_shapes: Any, strict: bool):
+    return torch.export.export(
+        module, tuple(inputs.args), dict(inputs.kwargs), dynamic_shapes=dynamic_shapes, strict=strict
+    )
+
+
+class ExportError(RuntimeError):
+    """A failure of torch or executorch while exporting, named: ``op`` (the
+    et_copy function), ``method`` (None when the stage covers every method),
+    ``stage`` ("export", "to_edge", "lowering" or "to_executorch") and
+    ``hint`` (the way out, when one is known). The original exception is the
+    ``__cause__``."""
+
+    def __init__(self, op: str, method: str | None, stage: str, cause: BaseException, hint: str = "") -> None:
+        where = f"method '{method}': " if method is not None else ""
+        text = f"{op}: {where}{stage} failed: {type(cause).__name__}: {cause}"
+        super().__init__(text + (f"; {hint}" if hint else ""))
+        self.op, self.method, self.stage, self.hint = op, method, stage, hint
+
+
+def _stage(op: str, method: str | None, stage: str, strict: bool, run: Callable[[], Any]) -> Any:
+    """Runs one stage of an export; what torch or executorch raises comes out as an ExportError."""
     try:
-        return torch.export.export(
-            module, tuple(inputs.args), dict(inputs.kwargs), dynamic_shapes=dynamic_shapes, strict=strict
-        )
-    except AssertionError as e:
-        # torch 2.13's non-strict export fails this way on transformers' static
-        # caches (in _aot_autograd/graph_compile.py); strict export traces them.
-        if strict or "compiled_fn" not in str(e):
-            raise
-        raise RuntimeError(
-            f"{what}: torch.export could not export this module non-strict ({e}); pass strict=True"
-        ) from e
+        return run()
+    except ExportError:
+        raise
+    except Exception as e:
+        hint = ""
+        if not strict and "compiled_fn" in str(e):
+            # torch 2.13's non-strict export fails this way on transformers' static caches,
+            # in torch.export or later in to_edge's decompositions; strict export traces them.
+            hint = "torch cannot export this module non-strict; pass strict=True"
+        raise ExportError(op, method, stage, e, hint) from e
 
 
 def _keep_initial_state(edge) -> None:

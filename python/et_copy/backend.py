@@ -1,0 +1,274 @@
+"""The simulated device's backend, ahead of time: partitioner and preprocess.
+
+The stand-in for upstream's CUDA backend (``backends/aoti``'s
+``AotiPartitioner``, specialised by ``CudaPartitioner``), shaped like it so
+that moving to a GPU means swapping the partitioner:
+
+- :class:`SimulatedDevicePartitioner` claims the whole graph as one
+  partition, pulls the weights and the mutable state into it, and sets
+  ``CompileSpec("target_device", b"cuda:N")``; executorch's
+  ``PropagateDevicePass`` then puts ``_h2d_copy`` before the delegate and
+  ``_d2h_copy`` after it.
+- :class:`SimulatedDeviceBackend` turns each partition into a *nested*
+  ExecuTorch program that the C++ backend of the same name
+  (``et_copy::SimulatedDeviceBackend``) runs over device memory. Its
+  constants are external, looked up by name; their bytes go to the outer
+  program's named data under a content key, so prefill and decode store and
+  upload them once. Its state lives in a *state arena*, one layout for every
+  method of the program, which the runtime gives each session.
+
+The processed bytes are a *delegate record* (``RECORD_VERSION``), read by
+``runtime/src/delegate_record.cpp``; docs/design.md specifies it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig
+from executorch.exir._serialize._named_data_store import NamedDataStore
+from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
+from executorch.exir.backend.compile_spec_schema import CompileSpec
+from executorch.exir.backend.partitioner import DelegationSpec, Partitioner, PartitionResult
+from executorch.exir.backend.utils import tag_constant_data, tag_mutated_buffer
+from executorch.exir.passes import MemoryPlanningPass
+from executorch.exir.program._program import EdgeProgramManager
+from executorch.exir.schema import Tensor as SchemaTensor
+from executorch.exir.schema import TensorDataLocation
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupportBase
+
+from ._device import parse_device
+
+BACKEND_ID = "SimulatedDeviceBackend"  # the C++ backend registers under this name (et_copy::kSimulatedDeviceBackend)
+TARGET_DEVICE_KEY = "target_device"  # executorch's PropagateDevicePass reads this CompileSpec key
+RECORD_MAGIC = "et_copy.delegate"
+RECORD_VERSION = 1
+WEIGHT_KEY = "et_copy.weight:"  # + content hash: a weight's bytes in the outer program's named data
+STATE_KEY = "et_copy.state:"  # + content hash: a state tensor's non-zero initial value
+STATE_ALIGNMENT = 16  # each state tensor's offset in the arena
+
+__all__ = [
+    "BACKEND_ID",
+    "SimulatedDeviceBackend",
+    "SimulatedDevicePartitioner",
+    "StateSlot",
+    "state_arena_layout",
+]
+
+
+class _OnDevice(OperatorSupportBase):
+    """Every call that is not a device copy or an earlier delegate: as
+    upstream's AotiPartitioner, the whole graph runs on the device."""
+
+    def is_node_supported(self, submodules, node: torch.fx.Node) -> bool:
+        if node.op != "call_function":
+            return False
+        never = (
+            torch.ops.et_copy._h2d_copy.default,
+            torch.ops.et_copy._d2h_copy.default,
+            torch.ops.higher_order.executorch_call_delegate,
+        )
+        if node.target in never:
+            return False
+        # getitem of an earlier delegate's result stays with that delegate.
+        source = node.args[0] if node.args else None
+        return not (isinstance(source, torch.fx.Node) and source.target in never)
+
+
+class SimulatedDevicePartitioner(Partitioner):
+    """Partitions a graph for the simulated device's backend: one delegate
+    with the whole graph, its weights and its mutable buffers, on ``device``
+    ("cuda" or "cuda:N")."""
+
+    def __init__(self, device: str = "cuda:0") -> None:
+        parsed = parse_device(device, op="et_copy.backend.SimulatedDevicePartitioner")
+        self.device = str(parsed)
+        self.delegation_spec = DelegationSpec(BACKEND_ID, [CompileSpec(TARGET_DEVICE_KEY, self.device.encode())])
+        super().__init__()
+
+    def partition(self, exported_program) -> PartitionResult:
+        partitions = CapabilityBasedPartitioner(
+            exported_program.graph_module, _OnDevice(), allows_single_node_partition=True
+        ).propose_partitions()
+        tags = {}
+        for i, partition in enumerate(partitions):
+            tag = f"et_copy_device_{i}"
+            for node in partition.nodes:
+                node.meta["delegation_tag"] = tag
+            tags[tag] = self.delegation_spec
+        tag_constant_data(exported_program)
+        tag_mutated_buffer(exported_program)
+        return PartitionResult(tagged_exported_program=exported_program, partition_tags=tags)
+
+
+@dataclass(frozen=True)
+class StateSlot:
+    """A state tensor's place in the state arena."""
+
+    offset: int
+    nbytes: int
+
+
+def state_arena_layout(nbytes: dict[str, int], alignment: int = STATE_ALIGNMENT) -> tuple[dict[str, StateSlot], int]:
+    """The state arena's layout: each state tensor (by name) at the next
+    ``alignment`` boundary, in name order, so that every method of a program
+    (and every exporter) derives the same offsets from the same state.
+    Returns (slots by name, arena size rounded up to ``alignment``)."""
+    slots, offset = {}, 0
+    for name in sorted(nbytes):
+        offset = -(-offset // alignment) * alignment
+        slots[name] = StateSlot(offset, nbytes[name])
+        offset += nbytes[name]
+    return slots, -(-offset // alignment) * alignment
+
+
+def _content_key(prefix: str, data: bytes) -> str:
+    return prefix + hashlib.sha256(data).hexdigest()[:32]
+
+
+def _tensor_bytes(t: torch.Tensor) -> bytes:
+    t = t.detach().contiguous()
+    return t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+
+
+def _mutable_state(ep) -> dict[str, torch.Tensor]:
+    """Buffer name -> value, for the buffers the program mutates."""
+    values = {**ep.state_dict, **ep.constants}
+    return {fqn: values[fqn] for fqn in set(ep.graph_signature.buffers_to_mutate.values())}
+
+
+class _ArenaPlanningPass(MemoryPlanningPass):
+    """Plans a nested program's buffers as MemoryPlanningPass does, except
+    the state: every mutable buffer goes to its offset in ``layout`` in one
+    extra buffer at the end (the arena), whose size is ``arena_nbytes``."""
+
+    def __init__(self, layout: dict[str, StateSlot], arena_nbytes: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.layout, self.arena_nbytes = layout, arena_nbytes
+        self.arena_index: int | None = None  # MethodMeta's planned-buffer index of the arena
+
+    def run(self, graph_module: torch.fx.GraphModule, graph_signature=None):
+        state = {}
+        if graph_signature is not None:
+            mutated = set(graph_signature.buffers_to_mutate.values())
+            state = {p: b for p, b in graph_signature.inputs_to_buffers.items() if b in mutated}
+        kept, self.alloc_mutable_buffers = self.alloc_mutable_buffers, not state
+        try:
+            result = super().run(graph_module, graph_signature)
+        finally:
+            self.alloc_mutable_buffers = kept
+        if state:
+            sizes = graph_module.meta["non_const_buffer_sizes"]
+            mem_id = len(sizes)
+            sizes.append(self.arena_nbytes)
+            for node in graph_module.graph.nodes:
+                if node.op == "placeholder" and node.name in state:
+                    spec = node.meta["spec"]
+                    spec.mem_id, spec.mem_offset = mem_id, self.layout[state[node.name]].offset
+            # ExecuTorch's memory id 0 is reserved: MethodMeta's buffer i is memory id i + 1.
+            self.arena_index = mem_id - 1
+        return result
+
+
+def _external_constants(nested) -> list[str]:
+    """The FQNs the nested program asks its NamedDataMap for, in value order."""
+    names = []
+    for value in nested._emitter_output.program.execution_plan[0].values:
+        t = value.val
+        info = getattr(t, "extra_tensor_info", None) if isinstance(t, SchemaTensor) else None
+        if info is not None and info.location == TensorDataLocation.EXTERNAL and info.fully_qualified_name:
+            if info.fully_qualified_name not in names:
+                names.append(info.fully_qualified_name)
+    return names
+
+
+def _device_of(compile_specs: Sequence[CompileSpec]) -> tuple[str, int]:
+    """("cuda", index) from the target_device compile spec (the record names the type as text)."""
+    for spec in compile_specs:
+        if spec.key == TARGET_DEVICE_KEY:
+            d = parse_device(bytes(spec.value).decode(), op=f"et_copy.backend.{BACKEND_ID}")
+            return str(d).split(":")[0], d.index
+    raise ValueError(f"et_copy.backend.{BACKEND_ID}: the partition has no '{TARGET_DEVICE_KEY}' compile spec")
+
+
+def _preprocess(edge_program, compile_specs, layout: dict[str, StateSlot], arena_nbytes: int) -> PreprocessResult:
+    op = f"et_copy.backend.{BACKEND_ID}.preprocess"
+    device_type, device_index = _device_of(compile_specs)
+    state = _mutable_state(edge_program)
+    planner = _ArenaPlanningPass(layout, arena_nbytes, alloc_graph_input=False, alloc_graph_output=False)
+    with warnings.catch_warnings():
+        # The emitter's warning that mutable buffers start undefined: the backend writes their start.
+        warnings.filterwarnings("ignore", "Mutation on a buffer in the model is detected", UserWarning)
+        nested = EdgeProgramManager(
+            edge_programs={"forward": edge_program}, compile_config=EdgeCompileConfig(_check_ir_validity=False)
+        ).to_executorch(
+            ExecutorchBackendConfig(
+                external_constants=True,  # weights by name, served from device memory
+                memory_planning_pass=planner,
+                run_reinplace_pass=bool(state),  # cache writes into the state, not a copy of it
+                emit_mutable_buffer_names=True,
+            )
+        )
+    final = nested.exported_program()
+    values = {**final.state_dict, **final.constants}
+    store = NamedDataStore()
+    lines = [f"{RECORD_MAGIC} {RECORD_VERSION}", f"device\t{device_type}\t{device_index}"]
+    for fqn in _external_constants(nested):
+        if fqn not in values:
+            raise RuntimeError(f"{op}: the nested program reads constant '{fqn}', which the partition does not hold")
+        data = _tensor_bytes(values[fqn])
+        key = _content_key(WEIGHT_KEY, data)
+        store.add_named_data(key, data, alignment=16)
+        lines.append(f"weight\t{fqn}\t{key}\t{len(data)}")
+    for name in sorted(state):
+        data = _tensor_bytes(state[name])
+        initial = "-"
+        if any(data):
+            initial = _content_key(STATE_KEY, data)
+            store.add_named_data(initial, data, alignment=16)
+        lines.append(f"state\t{name}\t{layout[name].offset}\t{layout[name].nbytes}\t{initial}")
+    if state:
+        lines.append(f"arena\t{planner.arena_index}\t{arena_nbytes}")
+    program = bytes(nested.buffer)
+    lines.append(f"program\t{len(program)}")
+    record = ("\n".join(lines) + "\n").encode() + program
+    return PreprocessResult(processed_bytes=record, data_store_output=store.get_named_data_store_output())
+
+
+class SimulatedDeviceBackend(BackendDetails):
+    """Preprocess for ``et_copy::SimulatedDeviceBackend``: each partition
+    becomes a delegate record holding a nested program (see the module
+    docstring). All methods' partitions are preprocessed together, so they
+    agree on one state arena."""
+
+    @staticmethod
+    def preprocess(edge_program, compile_specs: list[CompileSpec]) -> PreprocessResult:
+        layout, size = _layout_of([edge_program])
+        return _preprocess(edge_program, compile_specs, layout, size)
+
+    @classmethod
+    def preprocess_multimethod(cls, edge_programs, compile_specs):
+        layout, size = _layout_of([p for programs in edge_programs.values() for p in programs])
+        return {
+            name: [_preprocess(p, specs, layout, size) for p, specs in zip(programs, compile_specs[name])]
+            for name, programs in edge_programs.items()
+        }
+
+
+def _layout_of(programs) -> tuple[dict[str, StateSlot], int]:
+    nbytes: dict[str, int] = {}
+    shapes: dict[str, tuple] = {}
+    for ep in programs:
+        for name, value in _mutable_state(ep).items():
+            shape = (tuple(value.shape), value.dtype)
+            if shapes.setdefault(name, shape) != shape:
+                raise ValueError(
+                    f"et_copy.backend.{BACKEND_ID}: methods disagree on state '{name}': {shapes[name]} and {shape}"
+                )
+            nbytes[name] = value.nbytes
+    return state_arena_layout(nbytes)
