@@ -179,6 +179,8 @@ void bind_allocators(py::module_& m) {
       "et_copy::use_simulated_device, then the mode of later allocations when host_readable is not None: "
       "'registered' or 'already et_copy'; raises EtCopyError otherwise.");
 
+  m.attr("SIMULATED_DEVICE_DEFAULT_HOST_READABLE") = SimulatedDeviceAllocator::kDefaultHostReadable;
+
   // The inspection hook: device bytes read and written through the host
   // alias, as a debugger reads a GPU. Not copies: the counters see nothing.
   m.def(
