@@ -109,7 +109,7 @@ OpFunction resolve(const std::string& kind, bool* h2d) {
 
 // Times `kind` moving `nbytes` between a host buffer and a buffer from the
 // allocator registered for CUDA: "memcpy" (a plain std::memcpy between the
-// same two buffers, the baseline), "et_copy_h2d"/"et_copy_d2h" (et_copy's
+// caller's two buffers, the device one given as its host alias: the baseline), "et_copy_h2d"/"et_copy_d2h" (et_copy's
 // boxed kernel) or "registry_h2d"/"registry_d2h" (the registry's kernel,
 // resolved once). Kernels get prebuilt EValues and one KernelRuntimeContext,
 // as an executor's loop gives them. The buffers are fresh ones, or the
@@ -126,6 +126,10 @@ std::vector<double> bench_kernel(const std::string& kind, size_t nbytes, int64_t
   }
   if ((host_buffer == 0) != (device_buffer == 0)) {
     throw py::value_error("bench_kernel: give both buffers or neither");
+  }
+  if (kind == "memcpy" && device_buffer == 0) {
+    // A fresh device buffer may be host-unreadable: a memcpy into it faults.
+    throw py::value_error("bench_kernel: memcpy needs the caller's buffers (the device one as its host alias)");
   }
   DeviceMemoryBuffer device;
   std::vector<uint8_t> host;

@@ -2,7 +2,13 @@
 // a Python object through ExecuTorch's DeviceMemoryBuffer.
 #include "allocators.h"
 
+#include <pybind11/stl.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <et_copy/counting_device_allocator.h>
@@ -59,6 +65,27 @@ CountingDeviceAllocator& our_allocator(int device_type) {
     throw Failure(Error::NotSupported, "the registered DeviceAllocator is not et_copy's and keeps no counters");
   }
   return *counting;
+}
+
+// The host alias of [ptr, ptr + nbytes) on the simulated device, or a
+// Failure naming `op`: what the inspection hooks share.
+void* checked_alias(const char* op, uintptr_t ptr, size_t nbytes, int device_index) {
+  const auto* p = reinterpret_cast<const void*>(ptr);
+  SimulatedDeviceAllocator& sim = simulated_device_allocator();
+  const bool empty_null = p == nullptr && nbytes == 0;
+  if (device_index < -1 || device_index > 127 ||
+      (!empty_null && !sim.is_device_memory(p, nbytes, static_cast<DeviceIndex>(device_index)))) {
+    char at[32];
+    std::snprintf(at, sizeof(at), "%#" PRIxPTR, ptr);
+    throw Failure(Error::InvalidArgument, std::string(op) + ": " + std::to_string(nbytes) + " bytes at " + at +
+                                              " do not lie inside one live allocation of simulated device " +
+                                              std::to_string(device_index));
+  }
+  auto alias = sim.host_alias(p, nbytes, static_cast<DeviceIndex>(device_index));
+  if (!alias.ok()) { // freed by another thread since the check
+    throw Failure(alias.error(), std::string(op) + ": the allocation was freed while it was looked up");
+  }
+  return *alias;
 }
 
 } // namespace
@@ -138,13 +165,59 @@ void bind_allocators(py::module_& m) {
 
   m.def(
       "use_simulated_device",
-      [](int device_count) {
+      [](int device_count, std::optional<bool> host_readable) {
         Error err = Error::Ok;
-        return registration_result(use_simulated_device(device_count, &err), err, "et_copy.use_simulated_device",
-                                   "device_count must be in 1..127, got " + std::to_string(device_count));
+        std::string outcome =
+            registration_result(use_simulated_device(device_count, &err), err, "et_copy.use_simulated_device",
+                                "device_count must be in 1..127, got " + std::to_string(device_count));
+        if (host_readable.has_value()) { // only once the allocator is the one serving CUDA
+          simulated_device_allocator().set_host_readable(*host_readable);
+        }
+        return outcome;
       },
-      py::arg("device_count"),
-      "et_copy::use_simulated_device: 'registered' or 'already et_copy'; raises EtCopyError otherwise.");
+      py::arg("device_count"), py::arg("host_readable"),
+      "et_copy::use_simulated_device, then the mode of later allocations when host_readable is not None: "
+      "'registered' or 'already et_copy'; raises EtCopyError otherwise.");
+
+  m.attr("SIMULATED_DEVICE_DEFAULT_HOST_READABLE") = SimulatedDeviceAllocator::kDefaultHostReadable;
+
+  // The inspection hook: device bytes read and written through the host
+  // alias, as a debugger reads a GPU. Not copies: the counters see nothing.
+  m.def(
+      "simulated_device_host_alias",
+      [](uintptr_t ptr, size_t nbytes, int device_index) {
+        return reinterpret_cast<uintptr_t>(
+            checked_alias("et_copy._C.simulated_device_host_alias", ptr, nbytes, device_index));
+      },
+      py::arg("ptr"), py::arg("nbytes"), py::arg("device_index"),
+      "The host-readable address of simulated device bytes [ptr, ptr + nbytes) (valid while the allocation "
+      "lives); EtCopyError('InvalidArgument') unless they lie inside one live allocation of that device.");
+  m.def(
+      "simulated_device_read",
+      [](uintptr_t ptr, size_t nbytes, int device_index) {
+        const void* alias = checked_alias("et_copy._C.simulated_device_read", ptr, nbytes, device_index);
+        return py::bytearray(static_cast<const char*>(alias), nbytes);
+      },
+      py::arg("ptr"), py::arg("nbytes"), py::arg("device_index"),
+      "A copy of simulated device bytes [ptr, ptr + nbytes), read through the host alias and counted nowhere; "
+      "EtCopyError('InvalidArgument') unless they lie inside one live allocation of that device.");
+  m.def(
+      "simulated_device_write",
+      [](uintptr_t ptr, const py::buffer& data, int device_index) {
+        py::buffer_info info = data.request();
+        if (!PyBuffer_IsContiguous(info.view(), 'C')) {
+          throw Failure(Error::InvalidArgument, "et_copy._C.simulated_device_write: data is not contiguous");
+        }
+        const size_t nbytes = static_cast<size_t>(info.size) * static_cast<size_t>(info.itemsize);
+        void* alias = checked_alias("et_copy._C.simulated_device_write", ptr, nbytes, device_index);
+        if (nbytes > 0) {
+          std::memcpy(alias, info.ptr, nbytes);
+        }
+      },
+      py::arg("ptr"), py::arg("data"), py::arg("device_index"),
+      "Writes the bytes of `data` (a contiguous buffer) to simulated device memory at ptr through the host "
+      "alias, counted nowhere; EtCopyError('InvalidArgument') unless they fit inside one live allocation of "
+      "that device.");
 
   m.def(
       "describe_allocator", [](int device_type) { return describe_allocator(checked_device_type(device_type)); },
@@ -163,6 +236,11 @@ void bind_allocators(py::module_& m) {
         d["name"] = counting != nullptr ? counting->name() : "unknown";
         d["device_count"] = py::none();
         d["device_count_error"] = py::none();
+        // The simulated device's mode for new allocations; None for others.
+        d["host_readable"] = py::none();
+        if (counting == &simulated_device_allocator()) {
+          d["host_readable"] = simulated_device_allocator().host_readable();
+        }
         if (counting != nullptr) {
           auto count = counting->device_count();
           if (count.ok()) {
@@ -173,7 +251,7 @@ void bind_allocators(py::module_& m) {
         }
         return d;
       },
-      py::arg("device_type"), "Who serves a device type: None, or owner/name/device_count.");
+      py::arg("device_type"), "Who serves a device type: None, or owner/name/device_count/host_readable.");
 
   m.def(
       "allocator_stats", [](int device_type) { return stats_dict(our_allocator(device_type).stats()); },

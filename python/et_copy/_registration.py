@@ -55,22 +55,34 @@ def kernel_owner(op_name: str) -> str:
     return _C.kernel_owner(op_name)
 
 
-def use_simulated_device(device_count: int = 1) -> str:
-    """Serves DeviceType CUDA from host memory (no GPU needed).
+def use_simulated_device(device_count: int = 1, *, host_readable: bool | None = None) -> str:
+    """Serves DeviceType CUDA with a simulated device (no GPU needed).
 
     Registers et_copy's simulated allocator for CUDA, reporting
-    ``device_count`` devices (1..127). Idempotent: a later call only changes
-    the device count. Returns "registered" or "already et_copy". Raises
-    EtCopyError("RegistrationAlreadyRegistered") when a different CUDA
-    allocator is registered, which ExecuTorch cannot replace. The policy is
-    C++'s ``et_copy::use_simulated_device``.
+    ``device_count`` devices (1..127). Returns "registered" or "already
+    et_copy". Idempotent: a later call changes the device count and, when
+    ``host_readable`` is given, the mode of allocations made after it
+    (live ones keep theirs). Raises EtCopyError("RegistrationAlreadyRegistered")
+    when a different CUDA allocator is registered, which ExecuTorch cannot
+    replace. The policy is C++'s ``et_copy::use_simulated_device``.
+
+    ``host_readable=False``: device memory faults on any host access
+    (SIGSEGV), as a GPU's does; only the copies, a device backend and the
+    inspection hooks reach its bytes, through the host alias.
+    ``host_readable=True``: device memory is host memory, so CPU kernels can
+    run on device tensors; that is not what a GPU gives. ``None`` keeps the
+    current mode, which starts as C++'s
+    ``SimulatedDeviceAllocator::kDefaultHostReadable`` (now True).
+    :func:`allocator_info` reports the mode.
     """
     op = "et_copy.use_simulated_device"
     if not isinstance(device_count, int) or isinstance(device_count, bool):
         raise TypeError(f"{op}: device_count must be an int, got {type(device_count).__name__}")
     if not 1 <= device_count <= 127:
         raise ValueError(f"{op}: device_count must be in 1..127, got {device_count}")
-    return _C.use_simulated_device(device_count)
+    if host_readable is not None and not isinstance(host_readable, bool):
+        raise TypeError(f"{op}: host_readable must be a bool or None, got {type(host_readable).__name__}")
+    return _C.use_simulated_device(device_count, host_readable)
 
 
 def allocator_stats(device: str = "cuda") -> dict[str, int]:
@@ -84,7 +96,9 @@ def allocator_stats(device: str = "cuda") -> dict[str, int]:
 
 def allocator_info(device: str = "cuda") -> dict | None:
     """Who serves ``device``: None, or a dict with owner ("et_copy" or
-    "other"), name, and device_count (or device_count_error)."""
+    "other"), name, device_count (or device_count_error), and host_readable:
+    the simulated device's mode for new allocations (see
+    :func:`use_simulated_device`), None for any other allocator."""
     if str(device).partition(":")[0] != "cuda":
         raise ValueError(f"et_copy.allocator_info: device must be 'cuda', got {device!r}")
     return _C.allocator_info(CUDA)

@@ -26,6 +26,14 @@ void* must_allocate(SimulatedDeviceAllocator& a, size_t n, DeviceIndex i = 0,
   return r.ok() ? r.get() : nullptr;
 }
 
+// Device byte `i` of `p`, read as a debugger reads a GPU: through the host
+// alias, so the tests hold in either mode.
+uint8_t peek(const SimulatedDeviceAllocator& a, const void* p, size_t i, DeviceIndex index = 0) {
+  Result<void*> alias = a.host_alias(static_cast<const uint8_t*>(p) + i, 1, index);
+  EXPECT_TRUE(alias.ok()) << "host_alias of byte " << i;
+  return alias.ok() ? *static_cast<const uint8_t*>(alias.get()) : 0;
+}
+
 TEST(SimulatedDeviceAllocator, ServesCudaWithOneDeviceByDefault) {
   SimulatedDeviceAllocator a;
   EXPECT_EQ(a.device_type(), DeviceType::CUDA);
@@ -39,7 +47,7 @@ TEST(SimulatedDeviceAllocator, FreshAllocationIsFilledWithFreshByte) {
   auto* p = static_cast<uint8_t*>(must_allocate(a, 100));
   ASSERT_NE(p, nullptr);
   for (size_t i = 0; i < 100; ++i) {
-    ASSERT_EQ(p[i], SimulatedDeviceAllocator::kFreshByte) << "byte " << i;
+    ASSERT_EQ(peek(a, p, i), SimulatedDeviceAllocator::kFreshByte) << "byte " << i;
   }
   a.deallocate(p, 0);
 }
@@ -157,9 +165,9 @@ TEST(SimulatedDeviceAllocator, CopiesInsideAnAllocationAtAnOffset) {
   uint8_t src[16];
   std::memset(src, 0x11, sizeof(src));
   ASSERT_EQ(a.copy_host_to_device(dev + 48, src, 16, 0), Error::Ok);
-  EXPECT_EQ(dev[47], SimulatedDeviceAllocator::kFreshByte);
-  EXPECT_EQ(dev[48], 0x11);
-  EXPECT_EQ(dev[63], 0x11);
+  EXPECT_EQ(peek(a, dev, 47), SimulatedDeviceAllocator::kFreshByte);
+  EXPECT_EQ(peek(a, dev, 48), 0x11);
+  EXPECT_EQ(peek(a, dev, 63), 0x11);
   a.deallocate(dev, 0);
 }
 
@@ -172,7 +180,7 @@ TEST(SimulatedDeviceAllocator, RejectsCopyRunningPastTheAllocationAndWritesNothi
   EXPECT_EQ(a.copy_host_to_device(dev, src, 32, 0), Error::Ok);
   // The rejected copy wrote nothing past offset 32 (the accepted one stops there).
   for (size_t i = 32; i < 64; ++i) {
-    ASSERT_EQ(dev[i], SimulatedDeviceAllocator::kFreshByte) << "byte " << i;
+    ASSERT_EQ(peek(a, dev, i), SimulatedDeviceAllocator::kFreshByte) << "byte " << i;
   }
   uint8_t host[32];
   std::memset(host, 0, sizeof(host));
@@ -243,7 +251,7 @@ TEST(SimulatedDeviceAllocator, DeviceToDeviceCopyHandlesOverlap) {
   ASSERT_EQ(a.copy_host_to_device(dev, src, 16, 0), Error::Ok);
   ASSERT_EQ(a.copy_device_to_device(dev + 4, dev, 8, 0), Error::Ok);
   for (int i = 0; i < 8; ++i) {
-    EXPECT_EQ(dev[4 + i], i);
+    EXPECT_EQ(peek(a, dev, 4 + i), i);
   }
   EXPECT_EQ(a.stats().d2d_copies, 1u);
   EXPECT_EQ(a.stats().d2d_bytes, 8u);
@@ -257,7 +265,7 @@ TEST(SimulatedDeviceAllocator, DeviceToDeviceRejectsEitherSideOutsideAllocations
   EXPECT_EQ(a.copy_device_to_device(dev, host.data(), 16, 0), Error::InvalidArgument);
   EXPECT_EQ(a.copy_device_to_device(host.data(), dev, 16, 0), Error::InvalidArgument);
   EXPECT_EQ(host, std::vector<uint8_t>(16, 0x44));
-  EXPECT_EQ(dev[0], SimulatedDeviceAllocator::kFreshByte);
+  EXPECT_EQ(peek(a, dev, 0), SimulatedDeviceAllocator::kFreshByte);
   EXPECT_EQ(a.stats().d2d_copies, 0u);
   a.deallocate(dev, 0);
 }
@@ -339,6 +347,201 @@ TEST(SimulatedDeviceAllocator, ACopyEndingExactlyAtTheAllocationsEndIsInsideIt) 
   EXPECT_EQ(a.copy_device_to_device(dev, dev + 8, 8, 0), Error::Ok);
   EXPECT_EQ(a.copy_device_to_device(dev, dev + 9, 8, 0), Error::InvalidArgument);
   a.deallocate(dev, 0);
+}
+
+// ---- host-unreadable memory and the host alias ----------------------------
+
+// An allocator whose allocations fault on a host access, as a GPU's do.
+#define UNREADABLE_ALLOCATOR(a) \
+  SimulatedDeviceAllocator a;   \
+  a.set_host_readable(false)
+
+TEST(SimulatedDeviceAllocator, StartsInTheDefaultMode) {
+  SimulatedDeviceAllocator a;
+  EXPECT_EQ(a.host_readable(), SimulatedDeviceAllocator::kDefaultHostReadable);
+}
+
+TEST(SimulatedDeviceAllocatorDeathTest, AHostReadOfUnreadableMemoryDiesBySignal) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  UNREADABLE_ALLOCATOR(a);
+  auto* p = static_cast<volatile uint8_t*>(must_allocate(a, 64));
+  ASSERT_NE(p, nullptr);
+  EXPECT_DEATH({ [[maybe_unused]] uint8_t b = p[0]; }, "");
+  EXPECT_DEATH({ p[63] = 1; }, "");
+  a.deallocate(const_cast<uint8_t*>(p), 0);
+}
+
+TEST(SimulatedDeviceAllocator, UnreadableMemoryIsFilledWithFreshByteThroughItsAlias) {
+  UNREADABLE_ALLOCATOR(a);
+  void* p = must_allocate(a, 100);
+  Result<void*> alias = a.host_alias(p, 100, 0);
+  ASSERT_TRUE(alias.ok());
+  EXPECT_NE(alias.get(), p);
+  for (size_t i = 0; i < 100; ++i) {
+    ASSERT_EQ(static_cast<uint8_t*>(alias.get())[i], SimulatedDeviceAllocator::kFreshByte) << "byte " << i;
+  }
+  a.deallocate(p, 0);
+}
+
+TEST(SimulatedDeviceAllocator, HostAliasOfReadableMemoryIsTheAddressItself) {
+  SimulatedDeviceAllocator a;
+  a.set_host_readable(true);
+  auto* p = static_cast<uint8_t*>(must_allocate(a, 32));
+  Result<void*> alias = a.host_alias(p + 8, 8, 0);
+  ASSERT_TRUE(alias.ok());
+  EXPECT_EQ(alias.get(), p + 8);
+  EXPECT_EQ(p[0], SimulatedDeviceAllocator::kFreshByte); // host memory: readable by design
+  a.deallocate(p, 0);
+}
+
+TEST(SimulatedDeviceAllocator, HostAliasAcceptsOnlyRangesInsideOneLiveAllocationOfTheDevice) {
+  for (bool readable : {false, true}) {
+    SCOPED_TRACE(readable ? "host-readable" : "host-unreadable");
+    SimulatedDeviceAllocator a(2);
+    a.set_host_readable(readable);
+    auto* p = static_cast<uint8_t*>(must_allocate(a, 64, 0));
+    auto* q = static_cast<uint8_t*>(must_allocate(a, 64, 1));
+    Result<void*> whole = a.host_alias(p, 64, 0);
+    ASSERT_TRUE(whole.ok());
+    auto* base = static_cast<uint8_t*>(whole.get());
+    // Inside, at an offset, ending exactly at the end, empty at the end; -1 is device 0.
+    EXPECT_EQ(a.host_alias(p + 8, 8, 0).get(), base + 8);
+    EXPECT_EQ(a.host_alias(p + 60, 4, -1).get(), base + 60);
+    EXPECT_EQ(a.host_alias(p + 64, 0, 0).get(), base + 64);
+    // Straddling the end, starting before it, on another device, on no device.
+    EXPECT_EQ(a.host_alias(p + 60, 5, 0).error(), Error::InvalidArgument);
+    EXPECT_EQ(a.host_alias(p - 1, 2, 0).error(), Error::InvalidArgument);
+    EXPECT_EQ(a.host_alias(p, 8, 1).error(), Error::InvalidArgument);
+    EXPECT_EQ(a.host_alias(q, 8, 0).error(), Error::InvalidArgument);
+    EXPECT_TRUE(a.host_alias(q, 8, 1).ok());
+    EXPECT_EQ(a.host_alias(p, 8, 2).error(), Error::InvalidArgument);
+    EXPECT_EQ(a.host_alias(p, 8, -2).error(), Error::InvalidArgument);
+    // Null: nothing for nothing, refused for something.
+    Result<void*> none = a.host_alias(nullptr, 0, 0);
+    ASSERT_TRUE(none.ok());
+    EXPECT_EQ(none.get(), nullptr);
+    EXPECT_EQ(a.host_alias(nullptr, 1, 0).error(), Error::InvalidArgument);
+    // Host memory is no device memory.
+    uint8_t host[8] = {};
+    EXPECT_EQ(a.host_alias(host, 8, 0).error(), Error::InvalidArgument);
+    a.deallocate(p, 0);
+    EXPECT_EQ(a.host_alias(p, 8, 0).error(), Error::InvalidArgument); // after free
+    a.deallocate(q, 1);
+    // Looking is not a call the counters see.
+    EXPECT_EQ(a.stats().failed_calls, 0u);
+    EXPECT_EQ(a.stats().h2d_copies + a.stats().d2h_copies, 0u);
+  }
+}
+
+TEST(SimulatedDeviceAllocator, IsDeviceMemoryIsTheSameRangeCheckInEitherMode) {
+  for (bool readable : {false, true}) {
+    SCOPED_TRACE(readable ? "host-readable" : "host-unreadable");
+    SimulatedDeviceAllocator a(2);
+    a.set_host_readable(readable);
+    auto* p = static_cast<uint8_t*>(must_allocate(a, 16, 1));
+    EXPECT_TRUE(a.is_device_memory(p, 16, 1));
+    EXPECT_TRUE(a.is_device_memory(p + 4, 4, 1));
+    EXPECT_FALSE(a.is_device_memory(p + 4, 13, 1));
+    EXPECT_FALSE(a.is_device_memory(p, 16, 0));
+    EXPECT_FALSE(a.is_device_memory(p, 16, 5));
+    EXPECT_FALSE(a.is_device_memory(nullptr, 0, 1));
+    uint8_t host[16] = {};
+    EXPECT_FALSE(a.is_device_memory(host, 16, 1));
+    a.deallocate(p, 1);
+    EXPECT_FALSE(a.is_device_memory(p, 16, 1));
+  }
+}
+
+TEST(SimulatedDeviceAllocator, EachAllocationKeepsTheModeItWasMadeIn) {
+  SimulatedDeviceAllocator a;
+  a.set_host_readable(true);
+  void* readable = must_allocate(a, 8);
+  a.set_host_readable(false);
+  void* unreadable = must_allocate(a, 8);
+  a.set_host_readable(true);
+  EXPECT_EQ(a.host_alias(readable, 8, 0).get(), readable);
+  EXPECT_NE(a.host_alias(unreadable, 8, 0).get(), unreadable);
+  uint8_t host[8] = {1, 2, 3, 4, 5, 6, 7, 8}, back[8] = {};
+  ASSERT_EQ(a.copy_device_to_device(unreadable, readable, 8, 0), Error::Ok); // fresh bytes across modes
+  ASSERT_EQ(a.copy_host_to_device(readable, host, 8, 0), Error::Ok);
+  ASSERT_EQ(a.copy_device_to_device(unreadable, readable, 8, 0), Error::Ok);
+  ASSERT_EQ(a.copy_device_to_host(back, unreadable, 8, 0), Error::Ok);
+  EXPECT_EQ(std::memcmp(host, back, 8), 0);
+  a.deallocate(readable, 0);
+  a.deallocate(unreadable, 0);
+  EXPECT_EQ(a.stats().live_allocations, 0u);
+}
+
+TEST(SimulatedDeviceAllocator, UnreadableCopiesMoveBytesThroughTheAliasAndCountThem) {
+  UNREADABLE_ALLOCATOR(a);
+  auto* dev = static_cast<uint8_t*>(must_allocate(a, 64));
+  std::vector<uint8_t> src(64), dst(64, 0);
+  for (size_t i = 0; i < 64; ++i) {
+    src[i] = static_cast<uint8_t>(i * 7 + 3);
+  }
+  ASSERT_EQ(a.copy_host_to_device(dev, src.data(), 64, 0), Error::Ok);
+  EXPECT_EQ(peek(a, dev, 10), src[10]);
+  ASSERT_EQ(a.copy_device_to_device(dev + 4, dev, 8, 0), Error::Ok); // overlapping
+  ASSERT_EQ(a.copy_device_to_host(dst.data(), dev, 64, 0), Error::Ok);
+  for (size_t i = 0; i < 64; ++i) {
+    const uint8_t want = i >= 4 && i < 12 ? src[i - 4] : src[i];
+    ASSERT_EQ(dst[i], want) << "byte " << i;
+  }
+  // Outside the allocation: refused, nothing written, counted as failures.
+  EXPECT_EQ(a.copy_host_to_device(dev + 60, src.data(), 5, 0), Error::InvalidArgument);
+  EXPECT_EQ(a.copy_device_to_host(dst.data(), dev + 1, 64, 0), Error::InvalidArgument);
+  EXPECT_EQ(a.copy_host_to_device(dev, src.data(), 8, 1), Error::InvalidArgument);
+  EXPECT_EQ(peek(a, dev, 63), src[63]);
+  DeviceAllocatorStats s = a.stats();
+  EXPECT_EQ(s.h2d_copies, 1u);
+  EXPECT_EQ(s.h2d_bytes, 64u);
+  EXPECT_EQ(s.d2h_copies, 1u);
+  EXPECT_EQ(s.d2h_bytes, 64u);
+  EXPECT_EQ(s.d2d_copies, 1u);
+  EXPECT_EQ(s.d2d_bytes, 8u);
+  EXPECT_EQ(s.failed_calls, 3u);
+  EXPECT_EQ(s.bytes_outstanding, 64u);
+  a.deallocate(dev, 0);
+  EXPECT_EQ(a.stats().bytes_outstanding, 0u);
+}
+
+TEST(SimulatedDeviceAllocator, UnreadableAllocationsAreAlignedDistinctAndReusedFresh) {
+  UNREADABLE_ALLOCATOR(a);
+  for (size_t align : {size_t(1), size_t(256), SimulatedDeviceAllocator::kMaxAlignment}) {
+    void* p = must_allocate(a, 24, 0, align);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % align, 0u) << "alignment " << align;
+    a.deallocate(p, 0);
+  }
+  void* z1 = must_allocate(a, 0);
+  void* z2 = must_allocate(a, 0);
+  EXPECT_NE(z1, z2);
+  a.deallocate(z1, 0);
+  a.deallocate(z2, 0);
+  // First fit: a freed range is handed out again, filled afresh.
+  auto* p = static_cast<uint8_t*>(must_allocate(a, 10000));
+  std::vector<uint8_t> zeros(10000, 0);
+  ASSERT_EQ(a.copy_host_to_device(p, zeros.data(), zeros.size(), 0), Error::Ok);
+  a.deallocate(p, 0);
+  auto* q = static_cast<uint8_t*>(must_allocate(a, 9000));
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(peek(a, q, 0), SimulatedDeviceAllocator::kFreshByte);
+  EXPECT_EQ(peek(a, q, 8999), SimulatedDeviceAllocator::kFreshByte);
+  a.deallocate(q, 0);
+  EXPECT_EQ(a.stats().failed_calls, 0u);
+}
+
+TEST(SimulatedDeviceAllocator, UnreadableRequestsBeyondTheReservationAreRefused) {
+  UNREADABLE_ALLOCATOR(a);
+  const size_t max = SIZE_MAX;
+  for (size_t n : {max, max - 254, max - 4096, SimulatedDeviceAllocator::kReservationBytes + 1}) {
+    Result<void*> r = a.allocate(n, 0, 256);
+    EXPECT_FALSE(r.ok()) << n;
+    EXPECT_EQ(r.error(), Error::MemoryAllocationFailed) << n;
+  }
+  EXPECT_EQ(a.stats().allocations, 0u);
+  EXPECT_EQ(a.stats().failed_calls, 4u);
+  void* p = must_allocate(a, 64); // the reservation still serves what fits
+  a.deallocate(p, 0);
 }
 
 } // namespace

@@ -118,6 +118,21 @@ def test_cases_option_runs_only_the_selected_cases(tmp_path):
             assert "device" in case["results"]["et_copy"]["error"]["message"]
 
 
+def test_every_case_runs_on_host_unreadable_device_memory_with_the_same_verdicts(tmp_path):
+    """The guards go through the inspection hook and every kernel (the
+    wheel's too: it calls the allocator's copies) through the host alias, so
+    a host access of device memory, which would fault, appears nowhere."""
+    proc, result = run_parity("--no-programs", "--device-memory", "unreadable", tmp_path=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert result["environment"]["device_memory"].startswith("host-unreadable")
+    assert "device memory of the cases: host-unreadable" in proc.stdout
+    assert result["summary"]["cases"] == len(parity_cases.all_cases())
+    assert [f for f in result["findings"] if f["impl"] == "et_copy"] == []
+    for direction in ("h2d", "d2h"):  # the wheel's overrun still lands in the guard
+        name = SHARP_EDGE.format(direction)
+        assert any(f["case"] == name and f["kind"] == "out_of_bounds_write" for f in result["findings"]), name
+
+
 def test_list_prints_the_selected_cases_and_runs_nothing():
     proc, result = run_parity("--list", "--cases", "bfloat16,!large,program/dynamic_rows/*")
     assert proc.returncode == 0, proc.stderr
@@ -228,9 +243,14 @@ def test_exit_status_is_1_when_a_program_fails(tmp_path):
 # --- guard bytes ----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def device():
+@pytest.fixture(params=[True, False], ids=["host_readable", "unreadable"])
+def device(request):
+    """The simulated device, in each memory mode (the mode before restored)."""
     et_copy.use_simulated_device()
+    before = et_copy.allocator_info()["host_readable"]
+    et_copy.use_simulated_device(host_readable=request.param)
+    yield
+    et_copy.use_simulated_device(host_readable=before)
 
 
 def test_intact_guards_report_nothing(device):

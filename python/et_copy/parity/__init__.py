@@ -31,11 +31,16 @@ from .cases import Case, all_cases, select
 __all__ = ["main", "run"]
 
 
-def _environment() -> dict:
+def _memory_words(host_readable: bool) -> str:
+    return "host-readable (not what a GPU gives)" if host_readable else "host-unreadable (faults as a GPU's would)"
+
+
+def _environment(host_readable: bool | None = None) -> dict:
     """Loads what the run compares, in the order that keeps both registries
     valid: executorch.runtime first (its kernels, and the et_copy namespace
     through executorch.exir), then et_copy's AOT adoption and the simulated
-    device with one device (so index 1 and up are missing)."""
+    device with one device (so index 1 and up are missing), its memory
+    host-readable or not as ``host_readable`` says (None: the default)."""
     import torch
 
     from .runners import CapturedStderr
@@ -57,7 +62,11 @@ def _environment() -> dict:
     from et_copy import aot
 
     env["aot_namespace"] = aot.ensure_registered()
-    et_copy.use_simulated_device(device_count=1)
+    from .. import _C
+
+    if host_readable is None:
+        host_readable = _C.SIMULATED_DEVICE_DEFAULT_HOST_READABLE
+    et_copy.use_simulated_device(device_count=1, host_readable=host_readable)
     if et_copy.kernel_owner(et_copy.H2D_COPY_OUT) == "absent":
         et_copy.register_kernels()
     owners = {et_copy.kernel_owner(op) for op in (et_copy.H2D_COPY_OUT, et_copy.D2H_COPY_OUT)}
@@ -70,12 +79,18 @@ def _environment() -> dict:
     )
     env["et_copy"] = et_copy.__version__
     env["device"] = "simulated CUDA, 1 device"
+    # The case matrix's device buffers. Every kernel, the wheel's included,
+    # moves device bytes through the allocator's copies, which read the
+    # host alias, so every column runs on either kind.
+    env["device_memory"] = _memory_words(host_readable)
     return env
 
 
-def run(cases: list[Case], programs: list | None = None, *, progress: bool = False):
+def run(cases: list[Case], programs: list | None = None, *, progress: bool = False, host_readable: bool | None = None):
     """Runs ``cases`` and the end-to-end ``programs``; returns (results,
-    program results, environment, seconds)."""
+    program results, environment, seconds). ``host_readable`` is the case
+    matrix's device memory (None: the simulated device's default); the
+    programs run on the default, see programs.run_programs."""
     from .programs import run_programs
     from .report import Progress
     from .runners import CapturedStderr, run_case
@@ -84,7 +99,7 @@ def run(cases: list[Case], programs: list | None = None, *, progress: bool = Fal
     total = len(cases) + len(programs)
     bar = Progress(total, progress)
     bar.status("loading executorch.runtime and the AOT ops...")
-    env = _environment()
+    env = _environment(host_readable)
     capture = CapturedStderr()
     start = time.perf_counter()
     results, program_results = [], []
@@ -93,6 +108,10 @@ def run(cases: list[Case], programs: list | None = None, *, progress: bool = Fal
             bar.update(i, case.name)
             results.append(run_case(case, capture))
         program_results = run_programs(programs, lambda i, name: bar.update(len(cases) + i, name))
+        if programs:
+            from .. import _C
+
+            env["program_device_memory"] = _memory_words(_C.SIMULATED_DEVICE_DEFAULT_HOST_READABLE)
         bar.update(total, "done")
     finally:
         bar.close()
@@ -117,6 +136,13 @@ def main(argv: list[str]) -> int:
         help="one table row per valid case, not per dtype, and third-party warnings and log lines",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument(
+        "--device-memory",
+        choices=("host-readable", "unreadable"),
+        help="the simulated device memory of the case matrix: host-unreadable (a host access faults, as on a GPU) "
+        "or host-readable (not what a GPU gives); default: the simulated device's default. The program section "
+        "always runs on the default, since its programs still run CPU kernels on device memory",
+    )
     parser.add_argument(
         "--no-programs",
         action="store_true",
@@ -144,7 +170,10 @@ def main(argv: list[str]) -> int:
     # The work is many small memory compares: one thread is fastest and
     # stays out of the way of whatever else the machine runs.
     torch.set_num_threads(1)
-    results, program_results, env, seconds = run(cases, programs, progress=not args.no_progress and sys.stderr.isatty())
+    host_readable = None if args.device_memory is None else args.device_memory == "host-readable"
+    results, program_results, env, seconds = run(
+        cases, programs, progress=not args.no_progress and sys.stderr.isatty(), host_readable=host_readable
+    )
     print(render(cases, results, env, program_results, verbose=args.verbose))
     print(f"({len(cases) + len(programs)} cases in {seconds:.1f} s)")
     if args.json:

@@ -10,6 +10,7 @@ refuses copies that leave a live allocation, and a real device would fault.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import math
 from dataclasses import dataclass
@@ -17,9 +18,8 @@ from typing import Callable, Sequence
 
 import torch
 
-from .. import _tensors
+from .. import _C, _tensors
 from .._device import CUDA, Device
-from .._ops import d2h_copy, h2d_copy
 
 # Guards and bodies start on 256-byte boundaries, like cudaMalloc's.
 ALIGN = 256
@@ -193,17 +193,29 @@ def device_view(
 
 
 def _write_device(dst: _tensors.DeviceTensor, src: torch.Tensor) -> None:
-    h2d_copy(src, out=dst)
+    """Writes ``src`` (contiguous uint8) over the start of ``dst``'s memory."""
+    n = src.numel()
+    if n:
+        # A buffer over src's memory: torch tensors export none themselves.
+        data = (ctypes.c_char * n).from_address(src.data_ptr())
+        _C.simulated_device_write(dst.data_ptr(), data, dst.device.index)
 
 
 def _read_device(src: _tensors.DeviceTensor) -> torch.Tensor:
-    return d2h_copy(src, out=torch.empty(src.capacity_nbytes, dtype=torch.uint8))
+    """A host copy of ``src``'s whole capacity, as uint8."""
+    n = src.capacity_nbytes
+    if n == 0:
+        return torch.empty(0, dtype=torch.uint8)
+    return torch.frombuffer(_C.simulated_device_read(src.data_ptr(), n, src.device.index), dtype=torch.uint8)
 
 
 class GuardedDevice(Guarded):
     """A DeviceTensor of ``shape`` inside one device allocation holding
-    guard, body and guard. Written and read with et_copy's own kernels (as
-    uint8, whole). ``device_index`` sets the tensor's metadata only: the
+    guard, body and guard. Written and read whole through the simulated
+    device's inspection hook (``et_copy._C.simulated_device_read/write``,
+    the host alias, as a debugger reads a GPU): not with the kernels under
+    test, counted by no allocator counter, and valid on host-unreadable
+    device memory. ``device_index`` sets the tensor's metadata only: the
     memory is on device 0, to build tensors that claim a missing device."""
 
     def __init__(

@@ -349,10 +349,15 @@ def _run_tampered(programs: list[Program], results: dict[str, ProgramResult]) ->
 
 
 def run_programs(programs: list[Program], progress=None) -> list[ProgramResult]:
-    """Runs the selected programs; never raises for a program's failure."""
+    """Runs the selected programs on the simulated device's default memory
+    (et_copy's C++ ``kDefaultHostReadable``), whatever the case matrix ran
+    on: until a device backend computes for them, their CPU kernels read
+    device memory, which must then be host-readable. Never raises for a
+    program's failure."""
     import et_copy
+    from et_copy import _C
 
-    et_copy.use_simulated_device()
+    et_copy.use_simulated_device(host_readable=_C.SIMULATED_DEVICE_DEFAULT_HOST_READABLE)
     results = {p.name: ProgramResult(p) for p in programs}
     capture = CapturedStderr()
     for i, p in enumerate(programs):

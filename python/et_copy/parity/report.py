@@ -77,6 +77,8 @@ def render(
     out.append("  aot.out   the .out overloads, on host stand-ins")
     out.append("  et_copy   et-copy's kernel, called directly (et_copy.h2d_copy / d2h_copy with out)")
     out.append(f"  registry  the kernel ExecuTorch's registry resolves for the op name: {env['registry_owner']}")
+    if "device_memory" in env:
+        out.append(f"  device memory of the cases: {env['device_memory']}")
     out.append("")
 
     footnotes: dict[tuple[str, str], int] = {}
@@ -134,6 +136,7 @@ def render(
             "programs: exported with et_copy.export, run in this process by eager PyTorch, "
             "executorch.runtime (the wheel's kernels serve the et_copy ops) and et_copy.runtime "
             "(et-copy's kernels, method-scoped), on et-copy's simulated device"
+            + (f", its memory {env['program_device_memory']}" if "program_device_memory" in env else "")
         )
         rows = []
         for p in programs:
