@@ -660,6 +660,31 @@ void bind_program(py::module_& m) {
     }
     return names;
   });
+  m.def(
+      "check_device_access",
+      [](py::bytes program, std::optional<std::vector<std::string>> backends) {
+        const std::vector<std::string> allowed = backends ? std::move(*backends) : et_copy::device_backends();
+        char* data = nullptr;
+        Py_ssize_t size = 0;
+        if (PyBytes_AsStringAndSize(program.ptr(), &data, &size) != 0) {
+          throw py::error_already_set();
+        }
+        std::string message;
+        Error e = Error::Ok;
+        {
+          py::gil_scoped_release release; // `program` keeps the bytes alive
+          e = et_copy::check_device_access(data, static_cast<size_t>(size), allowed, &message);
+        }
+        if (e != Error::Ok) {
+          raise_runtime(e, "et_copy.check_device_access", {message});
+        }
+      },
+      py::arg("program"), py::arg("backends") = py::none(),
+      "Refuses a program whose host would read or write device memory (EtCopyError, InvalidProgram). backends: the "
+      "delegate backend ids allowed on the device; None: device_backends().");
+  m.def(
+      "device_backends", [] { return et_copy::device_backends(); },
+      "The delegate backend ids the allocator serving CUDA allows on the device.");
   m.def("set_forwarded_log_levels", &set_forwarded_levels, py::arg("info_and_debug"),
         "Whether ExecuTorch's info and debug log lines reach stderr (et_copy._quiet turns them off); returns the "
         "previous setting.");

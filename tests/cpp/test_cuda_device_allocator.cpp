@@ -15,6 +15,7 @@
 
 #include <et_copy/copy_ops.h>
 #include <et_copy/cuda_device_allocator.h>
+#include <et_copy/program_check.h>
 #include <executorch/runtime/core/device_allocator.h>
 
 #include "mock_cuda_runtime.h"
@@ -428,6 +429,14 @@ TEST_F(CudaAllocator, ZRegistrationIsIdempotent) {
   EXPECT_EQ(et_copy::use_cuda(), Registration::kRegistered);
   EXPECT_EQ(et_copy::use_cuda(), Registration::kAlreadyOurs);
   EXPECT_EQ(get_device_allocator(DeviceType::CUDA), &a);
+}
+
+// After ZRegistrationIsIdempotent: with et-copy's CUDA allocator serving the
+// device, upstream's CUDA backend is the one whose delegates may take its memory.
+TEST_F(CudaAllocator, ZZDeviceBackendsAreUpstreamsCudaBackend) {
+  ASSERT_EQ(get_device_allocator(DeviceType::CUDA), &a);
+  EXPECT_EQ(et_copy::device_backends(), std::vector<std::string>{"CudaBackend"});
+  EXPECT_TRUE(et_copy::device_backends(DeviceType::CPU).empty());
 }
 
 TEST(NoDriver, EverythingFailsCleanlyWithNotFoundAndNothingIsRegistered) {

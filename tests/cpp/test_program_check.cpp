@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <et_copy/program_check.h>
+#include <et_copy/registration.h>
 
 namespace {
 
@@ -159,9 +160,19 @@ class Flat {
 
 // What one plan holds. Values are EValues: kNone, or a list of value indices.
 struct Plan {
+  // A Tensor value (tag 5): where its memory is.
+  struct Tensor {
+    int64_t memory_id = -1;   // allocation_info's, or -1: unplanned (no allocation_info)
+    uint32_t data_buffer = 0; // data_buffer_idx: > 0 is data in the program
+    int extra_device = -1;    // extra_tensor_info's device_type, or -1: no extra_tensor_info
+    int extra_index = 0;      // ... and device_index
+    uint8_t location = 0;     // ... and location (1: EXTERNAL)
+    std::string fqn;          // ... and fully_qualified_name
+  };
   struct Value {
-    uint8_t tag = 0; // 0: None; 7: IntList; 10: TensorList; 11: OptionalTensorList
+    uint8_t tag = 0; // 0: None; 5: Tensor; 7: IntList; 10: TensorList; 11: OptionalTensorList
     std::vector<int64_t> items;
+    Tensor tensor;
   };
   struct Instr {
     Instr(uint8_t t, int32_t f, int32_t s = 0, std::vector<int32_t> a = {})
@@ -176,6 +187,8 @@ struct Plan {
   std::vector<Instr> instructions;
   uint32_t operators = 2, delegates = 1, buffers = 2;
   std::vector<int32_t> buffer_devices; // each entry's planned buffer index
+  // Each entry's device type and index (absent past the end: CPU, 0).
+  std::vector<std::pair<int, int>> buffer_device_types;
   std::string name = "forward";
   // The first operators' (name, overload), and the first delegates' ids.
   // More names than `operators`: the extra operators lie past the count.
@@ -195,7 +208,27 @@ std::vector<uint8_t> build(const Plan& p) {
     const size_t e = f.table(2);
     f.link(values + 4 * i, e);
     f.scalar(e, 0, p.values[i].tag);
-    if (p.values[i].tag != 0) {
+    if (p.values[i].tag == 5) {
+      const Plan::Tensor& t = p.values[i].tensor;
+      const size_t table = f.table(10);
+      f.link(f.field(e, 1), table);
+      f.scalar(table, 5, static_cast<int32_t>(t.data_buffer));
+      if (t.memory_id >= 0) {
+        const size_t allocation = f.table(3);
+        f.link(f.field(table, 6), allocation);
+        f.scalar(allocation, 0, static_cast<int32_t>(t.memory_id));
+      }
+      if (t.extra_device >= 0) {
+        const size_t extra = f.table(5);
+        f.link(f.field(table, 9), extra);
+        f.scalar(extra, 2, t.location);
+        f.scalar(extra, 3, t.extra_device);
+        f.scalar(extra, 4, t.extra_index);
+        if (!t.fqn.empty()) {
+          f.string(extra, 1, t.fqn);
+        }
+      }
+    } else if (p.values[i].tag != 0) {
       const size_t list = f.table(1);
       f.link(f.field(e, 1), list);
       if (p.values[i].tag == 7) {
@@ -226,9 +259,13 @@ std::vector<uint8_t> build(const Plan& p) {
   f.vector(plan, 8, p.buffers, 8);
   const size_t devices = f.vector(plan, 9, static_cast<uint32_t>(p.buffer_devices.size()));
   for (size_t i = 0; i < p.buffer_devices.size(); ++i) {
-    const size_t e = f.table(1);
+    const size_t e = f.table(3);
     f.link(devices + 4 * i, e);
     f.scalar(e, 0, p.buffer_devices[i]);
+    if (i < p.buffer_device_types.size()) {
+      f.scalar(e, 1, p.buffer_device_types[i].first);
+      f.scalar(e, 2, p.buffer_device_types[i].second);
+    }
   }
   // The one chain, and again past the count: a chain index equal to the
   // count would find it.
@@ -297,7 +334,7 @@ TEST(ProgramCheckEdges, ListItemsRunFromZeroToCountMinusOneAndOnlyOptionalTensor
   for (uint8_t tag : {7, 10, 11}) {
     for (int64_t item : {int64_t{0}, int64_t{3}, int64_t{4}, int64_t{-1}, int64_t{-2}}) {
       Plan p;
-      p.values[1] = {tag, {0, item}};
+      p.values[1] = {tag, {0, item}, {}};
       const bool ok = (item >= 0 && item < 4) || (tag == 11 && item == -1);
       EXPECT_EQ(check(p), ok ? "ok" : out_of_range("list item value", item, 4))
           << "tag " << int(tag) << " item " << item;
@@ -541,7 +578,7 @@ TEST(OutputsFilledByD2hCopy, NotForAMethodInputNorAListItem) {
   p.inputs = {2};
   EXPECT_EQ(filled(build(p)), std::vector<bool>{false});
   p.inputs = {};
-  p.values[3] = {10, {0, 2}};
+  p.values[3] = {10, {0, 2}, {}};
   EXPECT_EQ(filled(build(p)), std::vector<bool>{false});
 }
 
@@ -551,4 +588,346 @@ TEST(OutputsFilledByD2hCopy, SurvivesEveryTruncationOfARealProgram) {
     const auto f = et_copy::outputs_filled_by_d2h_copy(b.data(), n, "forward");
     EXPECT_TRUE(f.empty() || f.size() == 1) << n;
   }
+}
+
+// ---- check_device_access ----------------------------------------------------
+
+namespace {
+
+const std::vector<std::string> kSimulated = {"SimulatedDeviceBackend"};
+
+// "ok", or the refusal's message (with the error when it is not InvalidProgram).
+std::string access(const std::vector<uint8_t>& b, const std::vector<std::string>& allowed = kSimulated) {
+  std::string message;
+  const Error e = et_copy::check_device_access(b.data(), b.size(), allowed, &message);
+  if (e == Error::Ok) {
+    return "ok";
+  }
+  return e == Error::InvalidProgram ? message : "error " + std::to_string(static_cast<int>(e)) + ": " + message;
+}
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+} // namespace
+
+TEST(CheckDeviceAccess, ACopyOnlyProgramIsAccepted) {
+  // roundtrip.pte: D2H(H2D(x)), the device tensor planned on cuda:0.
+  const auto b = read_program("roundtrip.pte");
+  ASSERT_FALSE(b.empty());
+  EXPECT_EQ(access(b), "ok");
+  EXPECT_EQ(access(b, {}), "ok"); // no delegate: no backend needs allowing
+}
+
+TEST(CheckDeviceAccess, CpuKernelsOnDeviceTensorsAreRefusedNamingTheFirstAndCountingTheRest) {
+  // linear_relu_linear.pte: export_device_program(Linear-ReLU-Linear) as
+  // et-copy exports it today: aten kernels on tensors planned on cuda:0.
+  const auto b = read_program("linear_relu_linear.pte");
+  ASSERT_FALSE(b.empty());
+  EXPECT_EQ(access(b),
+            "method 'forward', instruction 0:2 (aten::addmm.out): argument 1 (value 5) is planned on "
+            "cuda:0, and a CPU kernel cannot read device memory (only et-copy's copy kernels and a device "
+            "backend's delegates may take device tensors); 8 more found in the program");
+}
+
+TEST(CheckDeviceAccess, ADelegateOnTheDeviceIsRefusedUnlessItsBackendIsAllowed) {
+  // add_relu_xnnpack.pte: XNNPACK (a CPU backend) between copies to cuda:0.
+  const auto b = read_program("add_relu_xnnpack.pte");
+  ASSERT_FALSE(b.empty());
+  const std::string refused =
+      "method 'forward', instruction 0:2 (delegate:XnnpackBackend): argument 0 (value 2) is "
+      "planned on cuda:0, and backend 'XnnpackBackend' does not run on that device ";
+  EXPECT_EQ(access(b), refused + "(allowed there: SimulatedDeviceBackend); 2 more found in the program");
+  EXPECT_EQ(access(b, {}), refused + "(no backend is allowed there); 2 more found in the program");
+  EXPECT_EQ(access(b, {"SimulatedDeviceBackend", "XnnpackBackend"}), "ok");
+  EXPECT_NE(access(b, {"Xnnpack", "XnnpackBackend2", ""}), "ok"); // the whole id, nothing else
+}
+
+TEST(CheckDeviceAccess, AMethodInputPlannedOnTheDeviceIsRefused) {
+  // device_input.pte: input 0 resident on cuda:0 and planned (alloc_graph_input=True).
+  const auto b = read_program("device_input.pte");
+  ASSERT_FALSE(b.empty());
+  EXPECT_EQ(access(b),
+            "method 'forward': input 0 (value 0) is planned on cuda:0, and Method::set_input would memcpy host bytes "
+            "into it");
+}
+
+namespace {
+
+// A plan whose values 0..3 are tensors: 0 unplanned (given at run time), 1
+// planned in memory id 1 (a CPU buffer), 2 planned in memory id 2 (buffer
+// 2: cuda:0), 3 a constant. Operators: the two copies, then aten::add.out.
+Plan device_plan() {
+  Plan p;
+  p.values = std::vector<Plan::Value>(6);
+  for (auto& v : p.values) {
+    v.tag = 5;
+  }
+  p.values[1].tensor.memory_id = 1;
+  p.values[2].tensor.memory_id = 2;
+  p.values[3].tensor.data_buffer = 1;
+  p.values[4] = {0, {}, {}}; // None
+  p.values[5] = {0, {}, {}};
+  p.buffers = 3;
+  p.buffer_devices = {2};
+  p.buffer_device_types = {{1, 0}};
+  p.operators = 3;
+  p.operator_names = {{"et_copy::_h2d_copy", "out"}, {"et_copy::_d2h_copy", "out"}, {"aten::add", "out"}};
+  p.delegates = 1;
+  p.delegate_ids = {"SimulatedDeviceBackend"};
+  return p;
+}
+
+std::string access(const Plan& p, const std::vector<std::string>& allowed = kSimulated) {
+  return access(build(p), allowed);
+}
+
+constexpr int32_t kH2d = 0, kD2h = 1, kAdd = 2;
+
+} // namespace
+
+TEST(CheckDeviceAccessEdges, CopiesBetweenHostAndDeviceMemoryAndDelegatesOfAnAllowedBackendPass) {
+  Plan p = device_plan();
+  p.inputs = {0};
+  p.outputs = {1};
+  p.instructions = {{1, kH2d, 0, {0, 2, 2}}, {2, 0, 0, {2, 2}}, {1, kD2h, 0, {2, 1, 1}}, {1, kAdd, 0, {1, 0, 1, 1}}};
+  EXPECT_EQ(access(p), "ok");
+}
+
+TEST(CheckDeviceAccessEdges, MemoryIdMIsTheBufferOfTheDeviceEntryWithBufferIdxM) {
+  // Value 1 is in memory id 1, value 2 in memory id 2.
+  Plan p = device_plan();
+  p.instructions = {{1, kAdd, 0, {1, 1, 1}}};
+  EXPECT_EQ(access(p), "ok");
+  p.instructions = {{1, kAdd, 0, {2, 2, 2}}};
+  EXPECT_TRUE(has(access(p), "argument 0 (value 2) is planned on cuda:0")) << access(p);
+  p.buffer_devices = {1}; // the device entry now names memory id 1
+  EXPECT_EQ(access(p), "ok");
+  p.instructions = {{1, kAdd, 0, {1, 1, 1}}};
+  EXPECT_TRUE(has(access(p), "argument 0 (value 1) is planned on cuda:0")) << access(p);
+  // The first entry naming a buffer gives its device, as MethodMeta reads it.
+  p.buffer_devices = {1, 1};
+  p.buffer_device_types = {{1, 3}, {1, 0}};
+  EXPECT_TRUE(has(access(p), "is planned on cuda:3")) << access(p);
+  p.buffer_device_types = {{0, 0}, {1, 0}};
+  EXPECT_EQ(access(p), "ok");
+  p.buffer_device_types = {{2, 1}};
+  EXPECT_TRUE(has(access(p), "is planned on device type 2:1")) << access(p);
+}
+
+TEST(CheckDeviceAccessEdges, AnyOtherKernelWithADeviceTensorArgumentOrListItemIsRefused) {
+  Plan p = device_plan();
+  for (size_t a = 0; a < 4; ++a) {
+    std::vector<int32_t> args = {1, 1, 1, 1};
+    args[a] = 2;
+    p.instructions = {{1, kAdd, 0, args}};
+    EXPECT_EQ(access(p), "method 'forward', instruction 0:0 (aten::add.out): argument " + std::to_string(a) +
+                             " (value 2) is planned on cuda:0, and a CPU kernel cannot read device memory (only "
+                             "et-copy's copy kernels and a device backend's delegates may take device tensors)")
+        << a;
+  }
+  // List items, None (-1) among them, count as arguments.
+  for (uint8_t list : {10, 11}) {
+    p.values[4] = {list, {1, -1, 2}, {}};
+    p.values[4].items = list == 10 ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{1, -1, 2};
+    p.instructions = {{1, kAdd, 0, {4, 1, 1}}};
+    const std::string item = list == 10 ? "item 1" : "item 2";
+    EXPECT_TRUE(has(access(p), "(aten::add.out): argument 0 (value 4), " + item + " (value 2) is planned on cuda:0"))
+        << access(p);
+    p.values[4].items = {1, 0, 3};
+    EXPECT_EQ(access(p), "ok") << int(list);
+  }
+  // An unplanned tensor whose metadata names a device: its memory, given
+  // at run time, is device memory.
+  p.values[0].tensor.extra_device = 1;
+  p.instructions = {{1, kAdd, 0, {0, 1, 1}}};
+  EXPECT_TRUE(has(access(p), "argument 0 (value 0) is given at run time on cuda:0")) << access(p);
+  // ... but a planned tensor's place is its buffer's, whatever its metadata says.
+  p.values[0].tensor.extra_device = -1;
+  p.values[1].tensor.extra_device = 1;
+  EXPECT_EQ(access(p), "ok");
+}
+
+TEST(CheckDeviceAccessEdges, PrimOpsAndNamelessOperatorsAreKernelsToo) {
+  Plan p = device_plan();
+  p.operator_names.push_back({"executorch_prim::et_view", "default"});
+  p.operators = 5; // operator 4 has no table: no name
+  p.instructions = {{1, 3, 0, {2, 4, 1}}, {1, 4, 0, {2}}};
+  const std::string got = access(p);
+  EXPECT_TRUE(has(got, "instruction 0:0 (executorch_prim::et_view.default): argument 0 (value 2)")) << got;
+  EXPECT_TRUE(has(got, "; 1 more found in the program")) << got;
+  p.instructions = {{1, 4, 0, {2}}};
+  EXPECT_TRUE(has(access(p), "instruction 0:0 (operator 4): argument 0 (value 2)")) << access(p);
+}
+
+TEST(CheckDeviceAccessEdges, EachSideOfACopyMustBeItsOwnKindOfMemory) {
+  Plan p = device_plan();
+  const auto refusal = [](const std::string& op, const std::string& arg, const std::string& where,
+                          const std::string& must) {
+    return "method 'forward', instruction 0:0 (et_copy::" + op + ".out): " + arg + " is " + where + ", but a " +
+           (op == "_h2d_copy" ? "host-to-device" : "device-to-host") + " copy's " + must;
+  };
+  p.instructions = {{1, kH2d, 0, {2, 2, 2}}}; // h2d from device memory
+  EXPECT_TRUE(
+      has(access(p), refusal("_h2d_copy", "argument 0 (self) (value 2)", "planned on cuda:0", "self is host memory")))
+      << access(p);
+  p.instructions = {{1, kH2d, 0, {1, 1, 1}}}; // h2d into host memory
+  EXPECT_TRUE(has(access(p), refusal("_h2d_copy", "argument 1 (out) (value 1)", "planned on cpu:0",
+                                     "out is device memory; 1 more")))
+      << access(p);
+  p.instructions = {{1, kH2d, 0, {0, 3, 3}}}; // h2d into a constant
+  EXPECT_TRUE(has(access(p), "argument 1 (out) (value 3) is a constant of the program")) << access(p);
+  p.instructions = {{1, kD2h, 0, {1, 1, 1}}}; // d2h from host memory
+  EXPECT_EQ(access(p),
+            refusal("_d2h_copy", "argument 0 (self) (value 1)", "planned on cpu:0", "self is device memory"));
+  p.instructions = {{1, kD2h, 0, {2, 2, 2}}}; // d2h into device memory
+  EXPECT_TRUE(has(
+      access(p), refusal("_d2h_copy", "argument 1 (out) (value 2)", "planned on cuda:0", "out is host memory; 1 more")))
+      << access(p);
+  // Memory given at run time may be either: the runtime's to check.
+  p.instructions = {{1, kH2d, 0, {0, 2, 2}}, {1, kD2h, 0, {2, 0, 0}}, {1, kH2d, 0, {1, 0, 0}}, {1, kD2h, 0, {0, 1, 1}}};
+  EXPECT_EQ(access(p), "ok");
+}
+
+TEST(CheckDeviceAccessEdges, ADelegateTakingDeviceTensorsMustBeAnAllowedBackend) {
+  Plan p = device_plan();
+  p.delegate_ids = {"XnnpackBackend"};
+  p.instructions = {{2, 0, 0, {1, 0, 3}}};
+  EXPECT_EQ(access(p, {}), "ok"); // host tensors only
+  p.instructions = {{2, 0, 0, {1, 2}}};
+  EXPECT_EQ(access(p),
+            "method 'forward', instruction 0:0 (delegate:XnnpackBackend): argument 1 (value 2) is "
+            "planned on cuda:0, and backend 'XnnpackBackend' does not run on that device (allowed there: "
+            "SimulatedDeviceBackend)");
+  EXPECT_EQ(access(p, {"CudaBackend", "XnnpackBackend"}), "ok");
+  p.delegate_ids = {""};
+  // A delegate without an id is named by its index, and an empty id allows nothing.
+  EXPECT_EQ(access(p, {""}),
+            "method 'forward', instruction 0:0 (delegate 0): argument 1 (value 2) is planned on "
+            "cuda:0, and backend '' does not run on that device (no backend is allowed there)");
+}
+
+TEST(CheckDeviceAccessEdges, AMethodInputPlannedOnADeviceIsRefusedButNotOneGivenAtRunTime) {
+  Plan p = device_plan();
+  p.inputs = {0, 1, 2};
+  EXPECT_EQ(access(p),
+            "method 'forward': input 2 (value 2) is planned on cuda:0, and Method::set_input would memcpy "
+            "host bytes into it");
+  p.inputs = {0};
+  p.values[0].tensor.extra_device = 1; // a device tensor the caller binds by pointer
+  EXPECT_EQ(access(p), "ok");
+}
+
+TEST(CheckDeviceAccessEdges, AnInitialValueThatMethodLoadWritesIntoDeviceMemoryIsRefused) {
+  Plan p = device_plan();
+  p.values[2].tensor.data_buffer = 3; // et_init_buffer
+  EXPECT_EQ(access(p),
+            "method 'forward': value 2 is planned on cuda:0 with an initial value in the program's "
+            "mutable data (et_init_buffer, data_buffer_idx 3), which method load writes with a host "
+            "memcpy");
+  p.values[2].tensor.data_buffer = 0;
+  p.values[2].tensor.extra_device = 1;
+  p.values[2].tensor.location = 1; // EXTERNAL
+  p.values[2].tensor.fqn = "layers.0.k_cache";
+  EXPECT_EQ(access(p),
+            "method 'forward': value 2 is planned on cuda:0 with an initial value in external data "
+            "'layers.0.k_cache', which method load reads into it with NamedDataMap::load_data_into");
+  // On the host both are fine.
+  p.values[1].tensor = p.values[2].tensor;
+  p.values[1].tensor.memory_id = 1;
+  p.values[1].tensor.data_buffer = 3;
+  p.values[2].tensor = {};
+  p.values[2].tensor.memory_id = 2;
+  EXPECT_EQ(access(p), "ok");
+}
+
+TEST(CheckDeviceAccessEdges, AJumpOnADeviceConditionAndAMoveAcrossDevicesAreRefused) {
+  Plan p = device_plan();
+  p.instructions = {{4, 1, 0}, {4, 4, 0}, {4, 0, 0}};
+  EXPECT_EQ(access(p), "ok");
+  p.instructions = {{4, 2, 0}};
+  EXPECT_EQ(access(p),
+            "method 'forward', instruction 0:0 (jump_false): its condition (value 2) is planned on "
+            "cuda:0, and Method::execute reads a condition's elements on the host");
+  p.values[5].tensor.memory_id = 2;
+  p.values[5].tag = 5;
+  p.instructions = {{3, 2, 5}, {3, 1, 0}};
+  EXPECT_EQ(access(p), "ok"); // device to the same device; host to memory given at run time
+  for (const auto& [from, to] : std::vector<std::pair<int32_t, int32_t>>{{2, 1}, {1, 2}, {2, 0}, {2, 4}, {3, 5}}) {
+    p.instructions = {{5, 0}, {3, from, to}};
+    const std::string got = access(p);
+    EXPECT_TRUE(has(got, "instruction 0:1 (move): moves value " + std::to_string(from))) << got;
+    EXPECT_TRUE(has(got, "so the destination would hold memory of another device than its own")) << got;
+  }
+  p.buffer_devices = {2, 2};
+  p.buffer_device_types = {{1, 0}, {1, 1}};
+  p.values[5].tensor.memory_id = 1; // cpu
+  p.instructions = {{3, 2, 5}};
+  EXPECT_TRUE(has(access(p), "moves value 2 (planned on cuda:0) into value 5 (planned on cpu:0)")) << access(p);
+}
+
+TEST(CheckDeviceAccessEdges, AnIndexOutOfRangeIsCheckProgramIndicessToReport) {
+  Plan p = device_plan();
+  p.instructions = {{1, kAdd, 0, {2, 6}}};
+  EXPECT_EQ(access(p), out_of_range("kernel argument value", 6, 6));
+}
+
+TEST(CheckDeviceAccess, SurvivesEveryTruncationBitFlipAndRandomBytes) {
+  for (const char* file : {"roundtrip.pte", "add_relu_xnnpack.pte", "linear_relu_linear.pte", "device_input.pte"}) {
+    const auto b = read_program(file);
+    ASSERT_FALSE(b.empty()) << file;
+    for (size_t n = 0; n < b.size(); ++n) {
+      // A copy of exactly n bytes, so a read past it is caught by ASan.
+      std::vector<uint8_t> cut(b.begin(), b.begin() + n);
+      std::string message;
+      const Error e = et_copy::check_device_access(cut.data(), cut.size(), kSimulated, &message);
+      EXPECT_TRUE(e == Error::Ok || (e == Error::InvalidProgram && !message.empty())) << file << " cut at " << n;
+    }
+    for (size_t at = 0; at < b.size(); ++at) {
+      for (uint8_t bit : {0x01, 0x80}) {
+        auto flipped = b;
+        flipped[at] ^= bit;
+        std::string message;
+        const Error e = et_copy::check_device_access(flipped.data(), flipped.size(), kSimulated, &message);
+        EXPECT_TRUE(e == Error::Ok || (e == Error::InvalidProgram && !message.empty())) << file << " at " << at;
+      }
+    }
+  }
+  std::mt19937 rng(13);
+  for (int i = 0; i < 2000; ++i) {
+    std::vector<uint8_t> junk(rng() % 256);
+    for (auto& x : junk) {
+      x = static_cast<uint8_t>(rng());
+    }
+    (void)et_copy::check_device_access(junk.data(), junk.size(), kSimulated);
+  }
+  EXPECT_EQ(et_copy::check_device_access(nullptr, 0, kSimulated), Error::InvalidProgram);
+}
+
+TEST(CheckDeviceAccess, AHandBuiltPlanSurvivesEveryTruncation) {
+  Plan p = device_plan();
+  p.values[2].tensor.extra_device = 1;
+  p.values[2].tensor.location = 1;
+  p.values[2].tensor.fqn = "state";
+  p.values[4] = {10, {1, 2}, {}};
+  p.inputs = {2};
+  p.instructions = {{1, kAdd, 0, {4, 1}}, {2, 0, 0, {2}}, {3, 2, 1}, {4, 2, 0}};
+  const auto b = build(p);
+  ASSERT_NE(access(b), "ok");
+  for (size_t n = 0; n < b.size(); ++n) {
+    std::vector<uint8_t> cut(b.begin(), b.begin() + n);
+    EXPECT_EQ(et_copy::check_device_access(cut.data(), cut.size(), kSimulated), Error::InvalidProgram) << n;
+  }
+}
+
+// Last in this file: an allocator, once registered, stays for the process.
+TEST(DeviceBackends, WhoeverServesTheDeviceSaysWhichBackendsRunOnIt) {
+  using executorch::runtime::etensor::DeviceType;
+  EXPECT_TRUE(et_copy::device_backends().empty()); // nothing serves CUDA yet
+  EXPECT_TRUE(et_copy::device_backends(DeviceType::CPU).empty());
+  ASSERT_NE(et_copy::use_simulated_device(), et_copy::Registration::kFailed);
+  EXPECT_EQ(et_copy::device_backends(), std::vector<std::string>{"SimulatedDeviceBackend"});
+  EXPECT_EQ(et_copy::device_backends(DeviceType::CUDA), std::vector<std::string>{"SimulatedDeviceBackend"});
+  EXPECT_TRUE(et_copy::device_backends(DeviceType::CPU).empty());
 }

@@ -1,6 +1,7 @@
 // Index checks on an ExecuTorch program that its own verification leaves
 // out and its Method asserts on (aborting the process) instead of failing,
-// and what an instruction calls, read from the same tables.
+// what an instruction calls, read from the same tables, and the load check
+// that keeps the host off device memory.
 #pragma once
 
 #include <cstddef>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include <executorch/runtime/core/error.h>
+#include <executorch/runtime/core/portable_type/device.h>
 
 namespace et_copy {
 
@@ -25,7 +27,8 @@ namespace et_copy {
  * Error::InvalidProgram with `message` (when given) naming the plan and
  * the index. Threading: pure function of its arguments.
  */
-executorch::runtime::Error check_program_indices(const void* data, size_t size, std::string* message = nullptr);
+ET_NODISCARD executorch::runtime::Error check_program_indices(const void* data, size_t size,
+                                                              std::string* message = nullptr);
 
 /**
  * What instruction `instruction` of chain `chain` of method `method_name`
@@ -64,5 +67,74 @@ std::string instruction_operator(const void* data, size_t size, const char* meth
  * that do not read as a program. Threading: pure function of its arguments.
  */
 std::vector<bool> outputs_filled_by_d2h_copy(const void* data, size_t size, const char* method_name);
+
+/// The backend id of et-copy's simulated device backend (SimulatedDeviceBackend).
+inline constexpr const char* kSimulatedDeviceBackendId = "SimulatedDeviceBackend";
+/// The backend id of upstream ExecuTorch's CUDA (AOTInductor) backend.
+inline constexpr const char* kCudaBackendId = "CudaBackend";
+
+/**
+ * The ids of the delegate backends that may read and write memory of
+ * devices of type `type`, as whoever serves that device allows: the
+ * DeviceAllocator registered for `type` (executorch::runtime::
+ * get_device_allocator). et-copy's SimulatedDeviceAllocator ("simulated")
+ * allows kSimulatedDeviceBackendId, et-copy's CudaDeviceAllocator ("cuda")
+ * kCudaBackendId. Empty for CPU, when no allocator is registered for
+ * `type`, or when it is not one of et-copy's (nothing is known to run on
+ * that device). This is the one place that mapping lives.
+ *
+ * Threading: reads the allocator registry; any thread.
+ */
+std::vector<std::string> device_backends(
+    executorch::runtime::etensor::DeviceType type = executorch::runtime::etensor::DeviceType::CUDA);
+
+/**
+ * Refuses a program in which the host would read or write device memory.
+ * In a device program only et-copy's copy kernels (through the
+ * DeviceAllocator), a delegate whose backend runs on that device, and the
+ * allocator may touch device memory; on a GPU anything else faults.
+ *
+ * A *device tensor* is a Tensor value planned (allocation_info present) in
+ * a memory id whose buffer `non_const_buffer_device` puts on a device that
+ * is not the CPU (memory id m is non_const_buffer_sizes[m], the entry with
+ * buffer_idx m, as ExecuTorch's tensor parser and MethodMeta map them), or
+ * an unplanned tensor (its memory given at run time) whose tensor metadata
+ * (extra_tensor_info) names such a device. A *host tensor* is one planned
+ * on the CPU, or a constant (its data in the program or its named data).
+ * Items of TensorList and OptionalTensorList arguments count as arguments.
+ * For every method, refused:
+ *  1. a kernel call of any operator other than et_copy::_h2d_copy.out and
+ *     et_copy::_d2h_copy.out with a device tensor argument: a CPU kernel
+ *     cannot read device memory. Prim ops too: et_view would make an alias
+ *     of device memory that this check could no longer see.
+ *  2. a copy kernel whose host side (h2d `self`, d2h `out`) is a device
+ *     tensor, or whose device side (h2d `out`, d2h `self`) a host tensor;
+ *  3. a delegate call with a device tensor argument whose backend id is not
+ *     in `allowed_backends` (device_backends(), or the caller's own list);
+ *  4. a method input that is a device tensor planned in memory: Method::
+ *     set_input copies host bytes into planned inputs with memcpy;
+ *  5. a device tensor with an initial value that method load writes with a
+ *     host memcpy: one in the program's mutable data (`et_init_buffer`,
+ *     data_buffer_idx > 0) or external data (location EXTERNAL, loaded
+ *     through NamedDataMap::load_data_into);
+ *  6. a jump_false whose condition is a device tensor: Method::execute reads
+ *     the condition's elements on the host;
+ *  7. a move between values on different devices, one of them a device
+ *     tensor: the destination would then hold memory its planning says is
+ *     elsewhere, which the checks above would misjudge.
+ *
+ * `data` is the whole .pte; check_program_indices runs first (its error and
+ * message are returned as they are), and every read is bounds-checked, so
+ * any bytes are safe. Returns Error::Ok, or Error::InvalidProgram (the
+ * contents of the program are at fault, as for a bad index) with `message`
+ * (when given) naming the method, the instruction ("chain:index"), the
+ * operator (as instruction_operator names it, "delegate:<id>" for a
+ * delegate), the argument position and value, and the device ("cuda:0"):
+ * the first refusal in method, input, value, instruction order, followed by
+ * how many more were found. Threading: pure function of its arguments.
+ */
+ET_NODISCARD executorch::runtime::Error check_device_access(const void* data, size_t size,
+                                                            const std::vector<std::string>& allowed_backends,
+                                                            std::string* message = nullptr);
 
 } // namespace et_copy
