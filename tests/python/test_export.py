@@ -114,27 +114,23 @@ def test_insert_copies_wraps_a_plain_module_in_h2d_and_d2h(wrapped_affine):
     assert names.count(H2D_OUT) == names.count(D2H_OUT) == 1
 
 
-def test_compute_between_the_copies_is_planned_on_the_chosen_device_index(wrapped_affine):
+def test_the_compute_is_a_delegate_whose_inputs_and_outputs_are_planned_on_the_chosen_device_index(wrapped_affine):
     tagged = device_tensors(wrapped_affine)
-    # the h2d output, the product and the sum: three 3x4 float tensors on cuda:1
-    assert len(tagged) == 3
+    # the h2d output (the delegate's input) and the delegate's output: two 3x4 float tensors on cuda:1
+    assert len(tagged) == 2
     assert {t.extra_tensor_info.device_index for t in tagged} == {1}
     assert [(d.device_type, d.device_index) for d in plan(wrapped_affine).non_const_buffer_device] == [
         (DeviceType.CUDA, 1)
     ]
-    for node in call_nodes(wrapped_affine, "_to_dim_order_copy"):  # the scalar constants stay on the host
-        assert node.meta["spec"].device == DeviceType.CPU
+    assert [d.id for d in plan(wrapped_affine).delegates] == ["SimulatedDeviceBackend"]
+    assert set(operator_names(wrapped_affine)) == {H2D_OUT, D2H_OUT}  # no CPU kernel outside the delegate
 
 
-def test_explicit_model_and_wrapped_module_give_the_same_operator_sequence():
+def test_a_module_calling_the_copies_itself_keeps_its_compute_outside_any_delegate():
     explicit = export_device_program(AffineOnDevice(), AffineOnDevice.example_inputs(), insert_copies=False)
-
-    class Affine(torch.nn.Module):
-        def forward(self, x):
-            return x * 2.0 + 0.5
-
-    wrapped = export_device_program(Affine(), AffineOnDevice.example_inputs())
-    assert operator_names(explicit) == operator_names(wrapped)
+    names = operator_names(explicit)
+    assert names[0] == H2D_OUT and names[-1] == D2H_OUT and len(names) > 2
+    assert not plan(explicit).delegates
 
 
 def test_dynamic_shapes_plan_the_device_buffer_for_the_upper_bound(dynamic_round_trip):
@@ -152,8 +148,9 @@ def test_dynamic_shapes_keyed_by_argument_name_follow_the_signature_not_the_dict
     program = export_device_program(
         Scaled(), (torch.randn(8, 3), torch.randn(3)), dynamic_shapes={"scale": None, "x": {0: rows}}
     )
-    (mul,) = call_nodes(program, "aten.mul")
-    assert mul.meta["spec"].shape == [16, 3]
+    # x's copy is planned for 16 rows and scale's for its 3 values, whatever the dict's order
+    copies = sorted(n.meta["spec"].shape for n in call_nodes(program, "_h2d_copy.out"))
+    assert copies == [[3], [16, 3]]
 
 
 def test_device_boundary_copies_every_tensor_in_nested_inputs_and_outputs():
