@@ -121,6 +121,24 @@ bool SimulatedDeviceAllocator::contains(const void* ptr, size_t nbytes, int devi
   return it->second.index == device && p >= start && p - start <= size && nbytes <= size - (p - start);
 }
 
+bool SimulatedDeviceAllocator::is_device_memory(const void* ptr, size_t nbytes, DeviceIndex index) const {
+  const int device = resolve_index(index);
+  if (device < 0 || ptr == nullptr) {
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  return contains(ptr, nbytes, device);
+}
+
+Result<void*> SimulatedDeviceAllocator::host_alias(const void* device_ptr, size_t nbytes, DeviceIndex index) const {
+  if (!is_device_memory(device_ptr, nbytes, index)) {
+    ET_LOG(Error, "simulated device: %zu bytes at %p are not inside one live allocation on device %d", nbytes,
+           device_ptr, static_cast<int>(index));
+    return Error::InvalidArgument;
+  }
+  return const_cast<void*>(device_ptr); // host-backed: the alias is the address itself
+}
+
 Error SimulatedDeviceAllocator::check_copy(const char* what, const void* device_ptr, const void* other_ptr,
                                            size_t nbytes, DeviceIndex index) const {
   const int device = resolve_index(index);

@@ -50,6 +50,16 @@ class SimulatedDeviceAllocator final : public CountingDeviceAllocator {
   /// InvalidArgument for a count outside 1..127.
   Error set_device_count(int count);
 
+  /// The host address at which the backend and tests read and write the
+  /// device range [device_ptr, device_ptr + nbytes): InvalidArgument unless
+  /// the range lies inside one live allocation of device `index` (-1: device
+  /// 0). Today device memory is host memory, so the alias is device_ptr.
+  /// Valid while that allocation lives. Thread-safe.
+  Result<void*> host_alias(const void* device_ptr, size_t nbytes, DeviceIndex index) const;
+  /// True when [ptr, ptr + nbytes) lies inside one live allocation of device
+  /// `index` (-1: device 0). Never fails; thread-safe.
+  bool is_device_memory(const void* ptr, size_t nbytes, DeviceIndex index) const;
+
   const char* name() const override {
     return "simulated";
   }
