@@ -64,13 +64,33 @@ def use_simulated_device(device_count: int = 1) -> str:
     EtCopyError("RegistrationAlreadyRegistered") when a different CUDA
     allocator is registered, which ExecuTorch cannot replace. The policy is
     C++'s ``et_copy::use_simulated_device``.
+
+    It also registers the simulated device's backend, ``SimulatedDeviceBackend``
+    (C++'s ``et_copy::register_simulated_device_backend``), which runs the
+    delegates of device programs on this device; it raises
+    EtCopyError("RegistrationAlreadyRegistered") when another library holds
+    that backend name. The return value is the allocator's outcome; the
+    backend's is :func:`register_simulated_device_backend`'s.
     """
     op = "et_copy.use_simulated_device"
     if not isinstance(device_count, int) or isinstance(device_count, bool):
         raise TypeError(f"{op}: device_count must be an int, got {type(device_count).__name__}")
     if not 1 <= device_count <= 127:
         raise ValueError(f"{op}: device_count must be in 1..127, got {device_count}")
-    return _C.use_simulated_device(device_count)
+    outcome = _C.use_simulated_device(device_count)
+    _C.register_simulated_device_backend()
+    return outcome
+
+
+def register_simulated_device_backend() -> str:
+    """Registers ``SimulatedDeviceBackend`` unless it is registered already.
+
+    Idempotent: "registered" the first time, "already et_copy" after. Raises
+    EtCopyError("RegistrationAlreadyRegistered") when another library
+    registered a backend of that name, which ExecuTorch cannot replace.
+    :func:`use_simulated_device` calls it.
+    """
+    return _C.register_simulated_device_backend()
 
 
 def allocator_stats(device: str = "cuda") -> dict[str, int]:
