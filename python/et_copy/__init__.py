@@ -20,6 +20,7 @@ from ._registration import (
     allocator_stats,
     kernel_owner,
     register_kernels,
+    register_simulated_device_backend,
     use_simulated_device,
 )
 from ._tensors import DeviceTensor, empty
@@ -60,6 +61,7 @@ __all__ = [
     "h2d_copy",
     "kernel_owner",
     "register_kernels",
+    "register_simulated_device_backend",
     "run_registered",
     "use_cuda",
     "use_simulated_device",

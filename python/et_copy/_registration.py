@@ -74,6 +74,13 @@ def use_simulated_device(device_count: int = 1, *, host_readable: bool | None = 
     current mode, which starts as C++'s
     ``SimulatedDeviceAllocator::kDefaultHostReadable`` (now True).
     :func:`allocator_info` reports the mode.
+
+    It also registers the simulated device's backend, ``SimulatedDeviceBackend``
+    (C++'s ``et_copy::register_simulated_device_backend``), which runs the
+    delegates of device programs on this device; it raises
+    EtCopyError("RegistrationAlreadyRegistered") when another library holds
+    that backend name. The return value is the allocator's outcome; the
+    backend's is :func:`register_simulated_device_backend`'s.
     """
     op = "et_copy.use_simulated_device"
     if not isinstance(device_count, int) or isinstance(device_count, bool):
@@ -82,7 +89,20 @@ def use_simulated_device(device_count: int = 1, *, host_readable: bool | None = 
         raise ValueError(f"{op}: device_count must be in 1..127, got {device_count}")
     if host_readable is not None and not isinstance(host_readable, bool):
         raise TypeError(f"{op}: host_readable must be a bool or None, got {type(host_readable).__name__}")
-    return _C.use_simulated_device(device_count, host_readable)
+    outcome = _C.use_simulated_device(device_count, host_readable)
+    _C.register_simulated_device_backend()
+    return outcome
+
+
+def register_simulated_device_backend() -> str:
+    """Registers ``SimulatedDeviceBackend`` unless it is registered already.
+
+    Idempotent: "registered" the first time, "already et_copy" after. Raises
+    EtCopyError("RegistrationAlreadyRegistered") when another library
+    registered a backend of that name, which ExecuTorch cannot replace.
+    :func:`use_simulated_device` calls it.
+    """
+    return _C.register_simulated_device_backend()
 
 
 def allocator_stats(device: str = "cuda") -> dict[str, int]:

@@ -1,4 +1,5 @@
 #include <et_copy/program_check.h>
+#include <et_copy/simulated_device_backend.h>
 
 #include <cstdint>
 #include <cstring>
@@ -735,7 +736,7 @@ std::vector<std::string> device_backends(executorch::runtime::etensor::DeviceTyp
   }
   const std::string name = ours->name();
   if (name == "simulated") {
-    return {kSimulatedDeviceBackendId};
+    return {kSimulatedDeviceBackend};
   }
   if (name == "cuda") {
     return {kCudaBackendId};

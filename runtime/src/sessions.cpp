@@ -1,7 +1,10 @@
 #include <et_copy/sessions.h>
 
+#include <atomic>
 #include <cstring>
 #include <string_view>
+
+#include <et_copy/simulated_device_backend.h>
 
 #include <executorch/runtime/core/device_allocator.h>
 
@@ -93,9 +96,24 @@ Result<PlannedBuffer> PlannedBuffer::create(size_t nbytes, et::Device device) {
   return b;
 }
 
+namespace {
+// Process-unique ids for pools and sessions (device backends key their caches by them).
+int next_id() {
+  static std::atomic<int> next{1};
+  return next.fetch_add(1);
+}
+} // namespace
+
 SessionPool::SessionPool(const executorch::runtime::Program* program, Span<const executorch::runtime::Kernel> kernels,
                          const executorch::runtime::NamedDataMap* named_data)
-    : program_(program), kernels_(kernels), named_data_(named_data) {}
+    : program_(program), kernels_(kernels), named_data_(named_data), id_(next_id()) {}
+
+Session::Session(SessionPool* pool) : pool_(pool), id_(next_id()) {
+  // Two options fit a BackendOptions<2> and one backend fits the map: these cannot fail.
+  (void)backend_specs_.set_option("pool", pool->id_);
+  (void)backend_specs_.set_option("session", id_);
+  (void)backend_options_.set_options(kSimulatedDeviceBackend, backend_specs_.view());
+}
 
 std::unique_ptr<Session> SessionPool::new_session() {
   return std::unique_ptr<Session>(new Session(this));
@@ -197,7 +215,7 @@ Result<Method*> Session::method(const std::string& name, std::string* what,
   loaded->memory =
       std::make_unique<MemoryManager>(&loaded->method_allocator, loaded->planned.get(), &loaded->temp_allocator);
   auto result = pool_->program_->load_method(name.c_str(), loaded->memory.get(), event_tracer, pool_->named_data_,
-                                             nullptr, pool_->kernels_);
+                                             &backend_options_, pool_->kernels_);
   if (!result.ok()) {
     return fail(result.error(), what, "loading method '" + name + "'");
   }
@@ -282,10 +300,20 @@ Error Session::reset(std::string* what) {
   if (methods_.empty()) {
     return Error::Ok;
   }
-  if (arena_ == nullptr) {
+  const bool device_state = device_state_nbytes(id_) > 0;
+  if (arena_ == nullptr && !device_state) {
     return fail(Error::NotSupported, what,
                 "the program does not keep its state in a buffer of its own, so it cannot be reset (export it "
                 "with et_copy.export, or load the program again)");
+  }
+  if (device_state) {
+    const Error e = reset_device_state(id_);
+    if (e != Error::Ok) {
+      return fail(e, what, "resetting the state in the device backend");
+    }
+  }
+  if (arena_ == nullptr) {
+    return Error::Ok;
   }
   initialized_.clear();
   for (auto& [name, loaded] : methods_) {
@@ -298,11 +326,12 @@ Error Session::reset(std::string* what) {
 }
 
 size_t Session::state_nbytes() const {
-  return arena_ == nullptr ? 0 : arena_->span().size();
+  return (arena_ == nullptr ? 0 : arena_->span().size()) + device_state_nbytes(id_);
 }
 
 size_t Session::device_nbytes() const {
   size_t n = arena_ != nullptr && arena_->device().type() != et::DeviceType::CPU ? arena_->span().size() : 0;
+  n += device_state_nbytes(id_);
   for (const auto& b : owned_) {
     n += b->device().type() == et::DeviceType::CPU ? 0 : b->span().size();
   }

@@ -545,3 +545,30 @@ TEST(SimulatedDeviceAllocator, UnreadableRequestsBeyondTheReservationAreRefused)
 }
 
 } // namespace
+
+namespace {
+
+TEST(SimulatedDeviceAllocator, HostAliasCoversOnlyRangesInsideOneLiveAllocation) {
+  SimulatedDeviceAllocator a(2);
+  auto* p = static_cast<uint8_t*>(must_allocate(a, 64, 1));
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(a.is_device_memory(p, 64, 1));
+  EXPECT_TRUE(a.is_device_memory(p + 16, 48, 1));
+  EXPECT_FALSE(a.is_device_memory(p, 65, 1)) << "past the end";
+  EXPECT_FALSE(a.is_device_memory(p, 64, 0)) << "another device";
+  EXPECT_FALSE(a.is_device_memory(p, 64, 5)) << "no such device";
+  std::vector<uint8_t> host(64);
+  EXPECT_FALSE(a.is_device_memory(host.data(), 64, 1));
+  Result<void*> alias = a.host_alias(p + 8, 8, 1);
+  ASSERT_TRUE(alias.ok());
+  std::memset(alias.get(), 7, 8);
+  uint8_t back[8];
+  ASSERT_EQ(a.copy_device_to_host(back, p + 8, 8, 1), Error::Ok);
+  EXPECT_EQ(back[0], 7);
+  EXPECT_EQ(a.host_alias(p + 60, 8, 1).error(), Error::InvalidArgument);
+  EXPECT_EQ(a.host_alias(host.data(), 8, 1).error(), Error::InvalidArgument);
+  a.deallocate(p, 1);
+  EXPECT_FALSE(a.is_device_memory(p, 1, 1)) << "freed";
+}
+
+} // namespace

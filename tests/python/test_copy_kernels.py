@@ -148,6 +148,12 @@ def test_simulated_device_count_is_configurable_and_indices_within_it_work():
         et_copy.use_simulated_device(device_count=1)
 
 
+def test_use_simulated_device_registers_the_device_backend_once():
+    et_copy.use_simulated_device()
+    assert et_copy.register_simulated_device_backend() == "already et_copy"
+    assert et_copy.use_simulated_device() == "already et_copy"
+
+
 def test_use_simulated_device_is_idempotent():
     assert et_copy.use_simulated_device() == "already et_copy"
     assert et_copy.allocator_info() == {

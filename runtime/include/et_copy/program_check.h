@@ -68,8 +68,6 @@ std::string instruction_operator(const void* data, size_t size, const char* meth
  */
 std::vector<bool> outputs_filled_by_d2h_copy(const void* data, size_t size, const char* method_name);
 
-/// The backend id of et-copy's simulated device backend (SimulatedDeviceBackend).
-inline constexpr const char* kSimulatedDeviceBackendId = "SimulatedDeviceBackend";
 /// The backend id of upstream ExecuTorch's CUDA (AOTInductor) backend.
 inline constexpr const char* kCudaBackendId = "CudaBackend";
 
@@ -78,7 +76,7 @@ inline constexpr const char* kCudaBackendId = "CudaBackend";
  * devices of type `type`, as whoever serves that device allows: the
  * DeviceAllocator registered for `type` (executorch::runtime::
  * get_device_allocator). et-copy's SimulatedDeviceAllocator ("simulated")
- * allows kSimulatedDeviceBackendId, et-copy's CudaDeviceAllocator ("cuda")
+ * allows kSimulatedDeviceBackend (simulated_device_backend.h), et-copy's CudaDeviceAllocator ("cuda")
  * kCudaBackendId. Empty for CPU, when no allocator is registered for
  * `type`, or when it is not one of et-copy's (nothing is known to run on
  * that device). This is the one place that mapping lives.

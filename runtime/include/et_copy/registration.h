@@ -88,4 +88,16 @@ executorch::runtime::Span<const executorch::runtime::Kernel> method_kernels();
  */
 Registration use_simulated_device(int device_count = 1, executorch::runtime::Error* error = nullptr);
 
+/**
+ * Registers et_copy::SimulatedDeviceBackend (simulated_device_backend.h)
+ * under kSimulatedDeviceBackend ("SimulatedDeviceBackend") unless a backend
+ * of that name is registered already: kAlreadyOurs when it is this one,
+ * kAlreadyOther when it is another (left alone: ExecuTorch's registry cannot
+ * replace one), kFailed with `*error` (when given) set to the registry's
+ * error. Never registers twice. Delegates of the backend need the
+ * simulated allocator serving CUDA at load (use_simulated_device()).
+ * Threading as register_kernels().
+ */
+Registration register_simulated_device_backend(executorch::runtime::Error* error = nullptr);
+
 } // namespace et_copy

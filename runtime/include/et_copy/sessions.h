@@ -19,7 +19,14 @@
 //
 // Programs without a state arena (no named state, or state that is not
 // confined to the last buffer) still load: each session then owns all of
-// its methods' planned memory, and reset() reports NotSupported.
+// its methods' planned memory, and reset() reports NotSupported unless the
+// state lives in a device backend.
+//
+// Device backends: every method is loaded with the runtime specs
+// {"pool": pool id, "session": session id} (process-unique ints) for
+// SimulatedDeviceBackend, so a delegate binds the session's state arena
+// inside the backend and shares its scratch with the pool's other sessions.
+// reset(), state_nbytes() and device_nbytes() include that state.
 //
 // Threading: the scratch is shared, so one execution at a time per pool.
 // Hold execution_lock() from setting a method's inputs until its outputs
@@ -38,6 +45,8 @@
 #include <vector>
 
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
+#include <executorch/runtime/backend/backend_options_map.h>
+#include <executorch/runtime/backend/options.h>
 #include <executorch/runtime/core/device_memory_buffer.h>
 #include <executorch/runtime/core/event_tracer.h>
 #include <executorch/runtime/core/hierarchical_allocator.h>
@@ -103,6 +112,12 @@ class SessionPool {
     return *program_;
   }
 
+  /// This pool's process-unique id: the runtime spec "pool" its sessions
+  /// pass to device backends.
+  int id() const {
+    return id_;
+  }
+
  private:
   friend class Session;
   struct MethodScratch {
@@ -115,6 +130,7 @@ class SessionPool {
   const executorch::runtime::Program* program_;
   executorch::runtime::Span<const executorch::runtime::Kernel> kernels_;
   const executorch::runtime::NamedDataMap* named_data_;
+  const int id_;
   std::map<std::string, MethodScratch> scratch_;
   std::mutex execution_lock_;
 };
@@ -122,6 +138,9 @@ class SessionPool {
 /// One sequence: a state arena and the methods loaded on it.
 class Session {
  public:
+  Session(const Session&) = delete; // backend_options_ points into backend_specs_
+  Session& operator=(const Session&) = delete;
+
   /// The method `name`, loaded on first use into this session's state
   /// (which is then initialised, if it was not). On failure, returns the
   /// error and writes what failed to `what` (when not null).
@@ -138,19 +157,27 @@ class Session {
       const std::string& name, std::string* what = nullptr, executorch::runtime::EventTracer* event_tracer = nullptr);
 
   /// Puts the state back to its start (zeros, then the program's named
-  /// initial values) through the device's h2d copy. NotSupported for a
-  /// program without a state arena; no-op before any method is loaded.
+  /// initial values) through the device's h2d copy, in the program's state
+  /// arena and in a device backend's (reset_device_state). NotSupported for
+  /// a program with neither; no-op before any method is loaded.
   executorch::runtime::Error reset(std::string* what = nullptr);
 
-  /// Bytes of the state arena (0 before a method with state is loaded).
+  /// Bytes of the state arena, the program's plus a device backend's (0
+  /// before a method with state is loaded).
   size_t state_nbytes() const;
-  /// Device bytes this session owns: its arena, plus all of its methods'
+  /// Device bytes this session owns: its arenas, plus all of its methods'
   /// planned memory for programs without an arena.
   size_t device_nbytes() const;
 
+  /// This session's process-unique id: the runtime spec "session" it passes
+  /// to device backends (et_copy::reset_device_state takes it).
+  int id() const {
+    return id_;
+  }
+
  private:
   friend class SessionPool;
-  explicit Session(SessionPool* pool) : pool_(pool) {}
+  explicit Session(SessionPool* pool);
   struct Loaded {
     executorch::extension::MallocMemoryAllocator method_allocator;
     executorch::extension::MallocMemoryAllocator temp_allocator;
@@ -165,6 +192,10 @@ class Session {
   executorch::runtime::Error initialize(executorch::runtime::Method& m, std::string* what);
 
   SessionPool* pool_;
+  const int id_;
+  // The runtime specs every load_method passes; the map points into the options, both outlive the methods.
+  executorch::runtime::BackendOptions<2> backend_specs_;
+  executorch::runtime::LoadBackendOptionsMap backend_options_;
   std::unique_ptr<PlannedBuffer> arena_;
   std::vector<std::unique_ptr<PlannedBuffer>> owned_; // a program without an arena: all planned memory
   std::map<std::string, std::unique_ptr<Loaded>> methods_;

@@ -1,0 +1,86 @@
+// SimulatedDeviceBackend: the device backend of the simulated device, the
+// stand-in for upstream's CUDA backend (docs/design.md, "Device programs
+// compute in a device backend"). A delegate of this backend receives device
+// tensors (planned on CUDA by the outer program, filled by _h2d_copy) and
+// computes over device memory by running a nested ExecuTorch program, with
+// CPU kernels from the global registry, whose every buffer is device memory
+// reached through SimulatedDeviceAllocator::host_alias.
+//
+// Register it with et_copy::register_simulated_device_backend()
+// (registration.h), after use_simulated_device(): init needs the simulated
+// allocator serving CUDA.
+#pragma once
+
+#include <executorch/runtime/backend/interface.h>
+
+namespace et_copy {
+
+/// The name delegates of this backend carry in a program (DelegationSpec's
+/// backend id) and the name it is registered under.
+inline constexpr const char* kSimulatedDeviceBackend = "SimulatedDeviceBackend";
+
+/// Runtime spec keys (LoadBackendOptionsMap, for kSimulatedDeviceBackend),
+/// both ints. kSessionSpec names the state arena the delegate binds: loads
+/// with one session id share one arena. Without it, one arena per
+/// BackendInitContext::get_named_data_map() pointer (per program when the
+/// program has no .ptd). kPoolSpec shares the scratch (every nested planned
+/// buffer but the arena) among loads of one nested program with one pool
+/// id; without it, each load has its own.
+inline constexpr const char* kSessionSpec = "session";
+inline constexpr const char* kPoolSpec = "pool";
+
+/**
+ * The backend. init() parses the delegate record (delegate_record.h),
+ * copies the nested program (small: its constants are external) and frees
+ * `processed`, uploads each weight unless the process-wide weight cache
+ * holds it, binds the session's state arena and the pool's scratch, and
+ * loads the nested program's one method. execute() checks that every tensor
+ * argument is device memory of the record's device, binds them by pointer
+ * and runs the nested method; nothing is copied. Failures are logged
+ * (ET_LOG, naming the backend, the method, the argument and the problem)
+ * and returned as codes: DelegateInvalidCompatibility for a record or
+ * nested program this backend cannot run, NotFound / NotSupported when the
+ * simulated allocator does not serve CUDA or the named data lacks a weight,
+ * InvalidProgram when methods of one session disagree on the arena,
+ * InvalidArgument for host or wrong-device arguments.
+ *
+ * Caches, process-wide, each under one lock, holding only weak references
+ * (what they hold is freed with the last handle using it):
+ * - weights, by (content key, device index): uploaded once while any
+ *   handle uses them;
+ * - state arenas, by session id (or named data map);
+ * - scratch, by (pool id, nested program bytes).
+ *
+ * Threading: init and destroy may run on any thread. execute of handles
+ * that share scratch (one pool) or an arena (one session) must be
+ * serialized by the caller (SessionPool's execution lock), and so must
+ * reset_device_state against execute of that session.
+ */
+class SimulatedDeviceBackend final : public executorch::runtime::BackendInterface {
+ public:
+  bool is_available() const override;
+  ET_NODISCARD executorch::runtime::Result<executorch::runtime::DelegateHandle*> init(
+      executorch::runtime::BackendInitContext& context, executorch::runtime::FreeableBuffer* processed,
+      executorch::runtime::ArrayRef<executorch::runtime::CompileSpec> compile_specs) const override;
+  ET_NODISCARD executorch::runtime::Error execute(
+      executorch::runtime::BackendExecutionContext& context, executorch::runtime::DelegateHandle* handle,
+      executorch::runtime::Span<executorch::runtime::EValue*> args) const override;
+  void destroy(executorch::runtime::DelegateHandle* handle) const override;
+};
+
+/// The process-wide instance register_simulated_device_backend() registers.
+SimulatedDeviceBackend& simulated_device_backend();
+
+/**
+ * Puts the state arena of `session` back to its start: zeros, then each
+ * state's initial value, through the allocator's counted h2d copies.
+ * NotFound when no loaded delegate holds an arena for that session (no
+ * method loaded, or a program without state); the copy's error otherwise.
+ * Threading: see SimulatedDeviceBackend.
+ */
+ET_NODISCARD executorch::runtime::Error reset_device_state(int session);
+
+/// Bytes of the state arena of `session`, 0 when there is none. Thread-safe.
+size_t device_state_nbytes(int session);
+
+} // namespace et_copy

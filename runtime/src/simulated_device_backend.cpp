@@ -1,0 +1,733 @@
+#include <et_copy/simulated_device_backend.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include <et_copy/delegate_record.h>
+#include <et_copy/simulated_device_allocator.h>
+#include <executorch/extension/data_loader/buffer_data_loader.h>
+#include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
+#include <executorch/runtime/core/device_allocator.h>
+#include <executorch/runtime/core/exec_aten/util/tensor_util.h>
+#include <executorch/runtime/core/hierarchical_allocator.h>
+#include <executorch/runtime/core/named_data_map.h>
+#include <executorch/runtime/core/tensor_layout.h>
+#include <executorch/runtime/executor/memory_manager.h>
+#include <executorch/runtime/executor/method.h>
+#include <executorch/runtime/executor/program.h>
+#include <executorch/runtime/platform/log.h>
+
+#include "external_tensors.h"
+
+namespace et_copy {
+
+using executorch::aten::ScalarType;
+using executorch::aten::Tensor;
+using executorch::runtime::ArrayRef;
+using executorch::runtime::BackendExecutionContext;
+using executorch::runtime::BackendInitContext;
+using executorch::runtime::CompileSpec;
+using executorch::runtime::DelegateHandle;
+using executorch::runtime::Error;
+using executorch::runtime::EValue;
+using executorch::runtime::FreeableBuffer;
+using executorch::runtime::HierarchicalAllocator;
+using executorch::runtime::MemoryManager;
+using executorch::runtime::Method;
+using executorch::runtime::NamedDataMap;
+using executorch::runtime::Program;
+using executorch::runtime::Result;
+using executorch::runtime::Span;
+using executorch::runtime::TensorLayout;
+namespace et = executorch::runtime::etensor;
+
+namespace {
+
+constexpr const char* kName = "SimulatedDeviceBackend";
+
+// One allocation on the simulated device, with its host alias; freed with
+// the object.
+class DeviceBlock {
+ public:
+  static Result<std::unique_ptr<DeviceBlock>> create(size_t nbytes, et::DeviceIndex index) {
+    SimulatedDeviceAllocator& sim = simulated_device_allocator();
+    auto p = sim.allocate(nbytes, index);
+    if (!p.ok()) {
+      return p.error();
+    }
+    auto alias = sim.host_alias(*p, nbytes, index);
+    if (!alias.ok()) {
+      sim.deallocate(*p, index);
+      return alias.error();
+    }
+    return std::unique_ptr<DeviceBlock>(new DeviceBlock(*p, static_cast<uint8_t*>(*alias), nbytes, index));
+  }
+  ~DeviceBlock() {
+    simulated_device_allocator().deallocate(device_, index_);
+  }
+  DeviceBlock(const DeviceBlock&) = delete;
+  DeviceBlock& operator=(const DeviceBlock&) = delete;
+
+  // Host bytes in at `offset`, through the allocator's counted h2d copy.
+  Error write(size_t offset, const void* src, size_t nbytes) {
+    if (nbytes == 0) {
+      return Error::Ok;
+    }
+    return simulated_device_allocator().copy_host_to_device(static_cast<uint8_t*>(device_) + offset, src, nbytes,
+                                                            index_);
+  }
+  uint8_t* alias() const {
+    return alias_;
+  }
+  size_t nbytes() const {
+    return nbytes_;
+  }
+
+ private:
+  DeviceBlock(void* device, uint8_t* alias, size_t nbytes, et::DeviceIndex index)
+      : device_(device), alias_(alias), nbytes_(nbytes), index_(index) {}
+  void* device_;
+  uint8_t* alias_;
+  size_t nbytes_;
+  et::DeviceIndex index_;
+};
+
+// A session's state: one arena and what resetting it rewrites.
+struct Arena {
+  std::unique_ptr<DeviceBlock> block;
+  std::string method; // the method that created it, for messages
+  struct State {
+    size_t offset;
+    size_t nbytes;
+    std::vector<uint8_t> initial; // empty: starts at zero
+  };
+  std::map<std::string, State> states;
+
+  Error write_start() {
+    std::vector<uint8_t> zeros(block->nbytes(), 0);
+    Error e = block->write(0, zeros.data(), zeros.size());
+    for (const auto& [name, s] : states) {
+      if (e == Error::Ok && !s.initial.empty()) {
+        e = block->write(s.offset, s.initial.data(), s.initial.size());
+      }
+    }
+    return e;
+  }
+};
+
+struct Scratch {
+  std::vector<uint8_t> program; // the nested program it was planned for (the key's check)
+  std::vector<std::unique_ptr<DeviceBlock>> buffers;
+};
+
+// Arena key: (0, session id) or (1, named data map address).
+using ArenaKey = std::pair<int, uintptr_t>;
+
+// The process-wide caches, all under one lock. Leaked on purpose: handles
+// may be destroyed during static destruction.
+struct Caches {
+  std::mutex mutex;
+  std::map<std::pair<std::string, int>, std::weak_ptr<DeviceBlock>> weights;
+  std::map<ArenaKey, std::weak_ptr<Arena>> arenas;
+  std::map<std::pair<int, uint64_t>, std::weak_ptr<Scratch>> scratch;
+};
+Caches& caches() {
+  static Caches* c = new Caches();
+  return *c;
+}
+
+uint64_t fnv1a(const uint8_t* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) {
+    h = (h ^ p[i]) * 1099511628211ull;
+  }
+  return h;
+}
+
+// Serves each weight's FQN as the host alias of its device copy, with the
+// layout the nested program declares (Method checks it).
+class WeightDataMap final : public NamedDataMap {
+ public:
+  struct Entry {
+    internal::ExternalTensor layout;
+    std::shared_ptr<DeviceBlock> block;
+  };
+  std::map<std::string, Entry, std::less<>> entries;
+
+  Result<const TensorLayout> get_tensor_layout(std::string_view key) const override {
+    auto e = find(key);
+    if (e == nullptr) {
+      return Error::NotFound;
+    }
+    return TensorLayout::create(Span<const int32_t>(e->layout.sizes.data(), e->layout.sizes.size()),
+                                Span<const uint8_t>(e->layout.dim_order.data(), e->layout.dim_order.size()),
+                                e->layout.scalar_type);
+  }
+  Result<FreeableBuffer> get_data(std::string_view key) const override {
+    auto e = find(key);
+    if (e == nullptr) {
+      return Error::NotFound;
+    }
+    return FreeableBuffer(e->block->alias(), e->block->nbytes(), nullptr); // not owned: the handle keeps it
+  }
+  Error load_data_into(std::string_view key, void* buffer, size_t size) const override {
+    auto e = find(key);
+    if (e == nullptr) {
+      return Error::NotFound;
+    }
+    if (size != e->block->nbytes()) {
+      return Error::InvalidArgument;
+    }
+    std::memcpy(buffer, e->block->alias(), size);
+    return Error::Ok;
+  }
+  Result<uint32_t> get_num_keys() const override {
+    return static_cast<uint32_t>(entries.size());
+  }
+  Result<const char*> get_key(uint32_t index) const override {
+    if (index >= entries.size()) {
+      return Error::InvalidArgument;
+    }
+    return std::next(entries.begin(), index)->first.c_str();
+  }
+
+ private:
+  const Entry* find(std::string_view key) const {
+    auto it = entries.find(key);
+    return it == entries.end() ? nullptr : &it->second;
+  }
+};
+
+// What a delegate handle owns. Members are destroyed in reverse order: the
+// method first, then what it points into.
+struct Handle {
+  std::string method_name;
+  DelegateRecord record;
+  std::vector<uint8_t> program_bytes;
+  WeightDataMap weights;
+  std::unique_ptr<executorch::extension::BufferDataLoader> loader;
+  std::unique_ptr<Program> program;
+  std::shared_ptr<Arena> arena;
+  std::shared_ptr<Scratch> scratch;
+  executorch::extension::MallocMemoryAllocator method_allocator;
+  executorch::extension::MallocMemoryAllocator temp_allocator;
+  std::vector<Span<uint8_t>> spans;
+  std::unique_ptr<HierarchicalAllocator> planned;
+  std::unique_ptr<MemoryManager> memory;
+  std::unique_ptr<Method> method;
+  std::vector<size_t> output_capacity; // each nested output's planned (upper bound) bytes
+};
+
+std::string device_name(et::DeviceType type, et::DeviceIndex index) {
+  if (type == et::DeviceType::CPU) {
+    return "cpu";
+  }
+  return (type == et::DeviceType::CUDA ? std::string("cuda") : "device type " + std::to_string(int(type))) + ":" +
+         std::to_string(int(index));
+}
+
+// Logs "SimulatedDeviceBackend: method 'm': <message>" and returns `e`.
+Error fail(Error e, const std::string& method, const std::string& message) {
+  ET_LOG(Error, "%s: method '%s': %s", kName, method.c_str(), message.c_str());
+  return e;
+}
+
+size_t layout_nbytes(const internal::ExternalTensor& t) {
+  size_t n = executorch::runtime::elementSize(t.scalar_type);
+  for (const int32_t s : t.sizes) {
+    n *= s < 0 ? 0 : static_cast<size_t>(s);
+  }
+  return n;
+}
+
+// The weights of `h`, from the cache or uploaded from the outer named data.
+Error bind_weights(Handle& h, const NamedDataMap* outer) {
+  auto layouts = internal::external_tensors(h.program_bytes.data(), h.program_bytes.size());
+  if (!layouts.ok()) {
+    return fail(Error::DelegateInvalidCompatibility, h.method_name, "the nested program cannot be read");
+  }
+  std::map<std::string, const internal::ExternalTensor*> by_fqn;
+  for (const auto& t : *layouts) {
+    by_fqn[t.fqn] = &t;
+  }
+  for (const auto& t : *layouts) {
+    bool named = false;
+    for (const auto& w : h.record.weights) {
+      named = named || w.fqn == t.fqn;
+    }
+    if (!named) {
+      return fail(Error::DelegateInvalidCompatibility, h.method_name,
+                  "the nested program's external constant '" + t.fqn + "' has no weight line in the record");
+    }
+  }
+  Caches& c = caches();
+  std::lock_guard<std::mutex> lock(c.mutex); // one upload per key, even with concurrent inits
+  for (const auto& w : h.record.weights) {
+    auto layout = by_fqn.find(w.fqn);
+    if (layout == by_fqn.end()) {
+      return fail(Error::DelegateInvalidCompatibility, h.method_name,
+                  "weight '" + w.fqn + "' is not an external constant of the nested program");
+    }
+    if (layout_nbytes(*layout->second) != w.nbytes) {
+      return fail(Error::DelegateInvalidCompatibility, h.method_name,
+                  "weight '" + w.fqn + "' is " + std::to_string(w.nbytes) + " bytes in the record, " +
+                      std::to_string(layout_nbytes(*layout->second)) + " in the nested program");
+    }
+    const auto key = std::make_pair(w.key, static_cast<int>(h.record.device_index));
+    std::shared_ptr<DeviceBlock> block = c.weights[key].lock();
+    if (block != nullptr && block->nbytes() != w.nbytes) {
+      return fail(Error::DelegateInvalidCompatibility, h.method_name,
+                  "weight '" + w.fqn + "': content key '" + w.key + "' names " + std::to_string(w.nbytes) +
+                      " bytes here and " + std::to_string(block->nbytes()) + " bytes in a weight already uploaded");
+    }
+    if (block == nullptr) {
+      if (outer == nullptr) {
+        return fail(Error::NotFound, h.method_name,
+                    "weight '" + w.fqn + "': the program has no named data to read '" + w.key + "' from");
+      }
+      auto host = outer->get_data(w.key);
+      if (!host.ok()) {
+        return fail(host.error(), h.method_name,
+                    "weight '" + w.fqn + "': the program's named data has no '" + w.key + "'");
+      }
+      if (host->size() != w.nbytes) {
+        return fail(Error::DelegateInvalidCompatibility, h.method_name,
+                    "weight '" + w.fqn + "': named data '" + w.key + "' has " + std::to_string(host->size()) +
+                        " bytes, the record says " + std::to_string(w.nbytes));
+      }
+      auto made = DeviceBlock::create(w.nbytes, h.record.device_index);
+      if (!made.ok()) {
+        return fail(made.error(), h.method_name,
+                    "weight '" + w.fqn + "': cannot allocate " + std::to_string(w.nbytes) + " bytes on " +
+                        device_name(h.record.device_type, h.record.device_index));
+      }
+      block = std::move(*made);
+      const Error e = block->write(0, host->data(), w.nbytes);
+      host->Free();
+      if (e != Error::Ok) {
+        return fail(e, h.method_name, "weight '" + w.fqn + "': the host-to-device copy failed");
+      }
+      c.weights[key] = block;
+    }
+    h.weights.entries[w.fqn] = WeightDataMap::Entry{*layout->second, std::move(block)};
+  }
+  for (auto it = c.weights.begin(); it != c.weights.end();) {
+    it = it->second.expired() ? c.weights.erase(it) : std::next(it);
+  }
+  return Error::Ok;
+}
+
+// The state arena `h` binds: the session's (created on first use), with
+// each state line's initial value written once.
+Error bind_arena(Handle& h, BackendInitContext& context, size_t arena_size) {
+  ArenaKey key;
+  auto session = context.get_runtime_spec<int>(kSessionSpec);
+  if (session.ok()) {
+    key = {0, static_cast<uintptr_t>(static_cast<uint32_t>(*session))};
+  } else if (session.error() == Error::NotFound) {
+    key = {1, reinterpret_cast<uintptr_t>(context.get_named_data_map())};
+  } else {
+    return fail(Error::InvalidArgument, h.method_name, "runtime spec 'session' must be an int");
+  }
+  Caches& c = caches();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  std::shared_ptr<Arena> arena = c.arenas[key].lock();
+  if (arena != nullptr && arena->block->nbytes() != arena_size) {
+    return fail(Error::InvalidProgram, h.method_name,
+                "method '" + h.method_name + "' plans its state as " + std::to_string(arena_size) + " bytes, method '" +
+                    arena->method + "' of the same session as " + std::to_string(arena->block->nbytes()) +
+                    " bytes: methods of one program must agree");
+  }
+  const bool fresh = arena == nullptr;
+  if (fresh) {
+    auto block = DeviceBlock::create(arena_size, h.record.device_index);
+    if (!block.ok()) {
+      return fail(block.error(), h.method_name,
+                  "cannot allocate the state arena (" + std::to_string(arena_size) + " bytes) on " +
+                      device_name(h.record.device_type, h.record.device_index));
+    }
+    arena = std::make_shared<Arena>();
+    arena->block = std::move(*block);
+    arena->method = h.method_name;
+  }
+  std::vector<const DelegateState*> added;
+  for (const auto& s : h.record.states) {
+    auto known = arena->states.find(s.name);
+    if (known != arena->states.end()) {
+      if (known->second.offset != s.offset || known->second.nbytes != s.nbytes) {
+        return fail(Error::InvalidProgram, h.method_name,
+                    "state '" + s.name + "' is " + std::to_string(s.nbytes) + " bytes at " + std::to_string(s.offset) +
+                        " here, " + std::to_string(known->second.nbytes) + " bytes at " +
+                        std::to_string(known->second.offset) + " in method '" + arena->method + "'");
+      }
+      continue;
+    }
+    Arena::State state{s.offset, s.nbytes, {}};
+    if (!s.initial_key.empty()) {
+      const NamedDataMap* outer = context.get_named_data_map();
+      auto blob = outer == nullptr ? Result<FreeableBuffer>(Error::NotFound) : outer->get_data(s.initial_key);
+      if (!blob.ok() || blob->size() != s.nbytes) {
+        return fail(blob.ok() ? Error::DelegateInvalidCompatibility : blob.error(), h.method_name,
+                    "state '" + s.name + "': the initial value '" + s.initial_key + "' is " +
+                        (blob.ok() ? std::to_string(blob->size()) + " bytes, not " + std::to_string(s.nbytes)
+                                   : std::string("not in the program's named data")));
+      }
+      const auto* p = static_cast<const uint8_t*>(blob->data());
+      state.initial.assign(p, p + s.nbytes);
+    }
+    added.push_back(&s);
+    arena->states.emplace(s.name, std::move(state));
+  }
+  Error e = Error::Ok;
+  if (fresh) {
+    e = arena->write_start();
+  } else {
+    // An arena in use: write only the states it did not know, leave the rest as they are.
+    for (const DelegateState* s : added) {
+      const auto& st = arena->states.at(s->name);
+      if (e == Error::Ok && !st.initial.empty()) {
+        e = arena->block->write(st.offset, st.initial.data(), st.initial.size());
+      }
+    }
+  }
+  if (e != Error::Ok) {
+    return fail(e, h.method_name, "writing the start state failed");
+  }
+  c.arenas[key] = arena;
+  for (auto it = c.arenas.begin(); it != c.arenas.end();) {
+    it = it->second.expired() ? c.arenas.erase(it) : std::next(it);
+  }
+  h.arena = std::move(arena);
+  return Error::Ok;
+}
+
+// The scratch of `h`: the pool's for this nested program, or its own.
+Error bind_scratch(Handle& h, BackendInitContext& context, const std::vector<size_t>& sizes) {
+  auto pool = context.get_runtime_spec<int>(kPoolSpec);
+  if (!pool.ok() && pool.error() != Error::NotFound) {
+    return fail(Error::InvalidArgument, h.method_name, "runtime spec 'pool' must be an int");
+  }
+  Caches& c = caches();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  const auto key = std::make_pair(pool.ok() ? *pool : 0, fnv1a(h.program_bytes.data(), h.program_bytes.size()));
+  if (pool.ok()) {
+    auto shared = c.scratch[key].lock();
+    if (shared != nullptr && shared->program == h.program_bytes) {
+      h.scratch = std::move(shared);
+      return Error::Ok;
+    }
+  }
+  auto scratch = std::make_shared<Scratch>();
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    auto block = DeviceBlock::create(sizes[i], h.record.device_index);
+    if (!block.ok()) {
+      return fail(block.error(), h.method_name,
+                  "cannot allocate nested planned buffer " + std::to_string(i) + " (" + std::to_string(sizes[i]) +
+                      " bytes) on " + device_name(h.record.device_type, h.record.device_index));
+    }
+    scratch->buffers.push_back(std::move(*block));
+  }
+  if (pool.ok()) {
+    scratch->program = h.program_bytes;
+    c.scratch[key] = scratch; // a hash collision replaces the entry; the displaced scratch lives on with its handles
+  }
+  for (auto it = c.scratch.begin(); it != c.scratch.end();) {
+    it = it->second.expired() ? c.scratch.erase(it) : std::next(it);
+  }
+  h.scratch = std::move(scratch);
+  return Error::Ok;
+}
+
+Result<Handle*> init_handle(BackendInitContext& context, FreeableBuffer* processed,
+                            ArrayRef<CompileSpec> compile_specs) {
+  auto h = std::make_unique<Handle>();
+  h->method_name = context.get_method_name() != nullptr ? context.get_method_name() : "?";
+  if (processed == nullptr) {
+    return fail(Error::InvalidArgument, h->method_name, "no processed bytes");
+  }
+  std::string what;
+  auto record = parse_delegate_record(processed->data(), processed->size(), &what);
+  if (!record.ok()) {
+    return fail(record.error(), h->method_name, what);
+  }
+  h->record = std::move(*record);
+  for (const CompileSpec& spec : compile_specs) {
+    if (spec.key != nullptr && std::strcmp(spec.key, "target_device") == 0) {
+      const std::string value(static_cast<const char*>(spec.value.buffer), spec.value.nbytes);
+      const std::string expected = device_name(h->record.device_type, h->record.device_index);
+      if (value != expected && !(value == "cuda" && h->record.device_index == 0)) {
+        return fail(Error::DelegateInvalidCompatibility, h->method_name,
+                    "compile spec target_device is '" + value + "', the record's device " + expected);
+      }
+    }
+  }
+  if (executorch::runtime::get_device_allocator(et::DeviceType::CUDA) != &simulated_device_allocator()) {
+    return fail(Error::NotSupported, h->method_name,
+                "the simulated device does not serve cuda (call et_copy::use_simulated_device() before loading): "
+                "this backend computes on the simulated device only");
+  }
+  // The nested program is small (its constants are external): keep a copy, free the rest.
+  h->program_bytes.assign(h->record.program, h->record.program + h->record.program_nbytes);
+  h->record.program = h->program_bytes.data();
+  processed->Free();
+
+  Error e = bind_weights(*h, context.get_named_data_map());
+  if (e != Error::Ok) {
+    return e;
+  }
+  h->loader =
+      std::make_unique<executorch::extension::BufferDataLoader>(h->program_bytes.data(), h->program_bytes.size());
+  auto program = Program::load(h->loader.get(), Program::Verification::InternalConsistency);
+  if (!program.ok()) {
+    return fail(Error::DelegateInvalidCompatibility, h->method_name, "the nested program does not load");
+  }
+  h->program = std::make_unique<Program>(std::move(*program));
+  if (h->program->num_methods() != 1) {
+    return fail(Error::DelegateInvalidCompatibility, h->method_name,
+                "the nested program has " + std::to_string(h->program->num_methods()) + " methods, not 1");
+  }
+  const char* nested_name = *h->program->get_method_name(0);
+  auto meta = h->program->method_meta(nested_name);
+  if (!meta.ok()) {
+    return fail(Error::DelegateInvalidCompatibility, h->method_name, "the nested method has no metadata");
+  }
+  const size_t n = meta->num_memory_planned_buffers();
+  std::vector<size_t> sizes;
+  for (size_t i = 0; i < n; ++i) {
+    auto size = meta->memory_planned_buffer_size(i);
+    if (!size.ok() || *size < 0) {
+      return fail(Error::DelegateInvalidCompatibility, h->method_name,
+                  "nested planned buffer " + std::to_string(i) + " has no valid size");
+    }
+    if (!h->record.has_arena || i != h->record.arena_buffer) {
+      sizes.push_back(static_cast<size_t>(*size));
+    }
+  }
+  if (h->record.has_arena) {
+    if (h->record.arena_buffer >= n ||
+        static_cast<size_t>(*meta->memory_planned_buffer_size(h->record.arena_buffer)) != h->record.arena_nbytes) {
+      return fail(Error::DelegateInvalidCompatibility, h->method_name,
+                  "the arena line names nested buffer " + std::to_string(h->record.arena_buffer) + " of " +
+                      std::to_string(h->record.arena_nbytes) + " bytes; the nested method has " + std::to_string(n) +
+                      " planned buffers" +
+                      (h->record.arena_buffer < n
+                           ? ", that one of " +
+                                 std::to_string(*meta->memory_planned_buffer_size(h->record.arena_buffer)) + " bytes"
+                           : std::string()));
+    }
+    e = bind_arena(*h, context, h->record.arena_nbytes);
+    if (e != Error::Ok) {
+      return e;
+    }
+  }
+  e = bind_scratch(*h, context, sizes);
+  if (e != Error::Ok) {
+    return e;
+  }
+  for (size_t i = 0, s = 0; i < n; ++i) {
+    if (h->record.has_arena && i == h->record.arena_buffer) {
+      h->spans.emplace_back(h->arena->block->alias(), h->arena->block->nbytes());
+    } else {
+      const auto& b = h->scratch->buffers[s++];
+      h->spans.emplace_back(b->alias(), b->nbytes());
+    }
+  }
+  // The nested program is CPU-planned: its buffers are host aliases of device memory.
+  h->planned = std::make_unique<HierarchicalAllocator>(Span<Span<uint8_t>>(h->spans.data(), h->spans.size()));
+  h->memory = std::make_unique<MemoryManager>(&h->method_allocator, h->planned.get(), &h->temp_allocator);
+  auto method = h->program->load_method(nested_name, h->memory.get(), nullptr, &h->weights);
+  if (!method.ok()) {
+    return fail(method.error(), h->method_name, std::string("loading the nested method '") + nested_name + "' failed");
+  }
+  h->method = std::make_unique<Method>(std::move(*method));
+  // Inputs and outputs are bound by pointer in execute: none may be planned.
+  for (size_t i = 0; i < meta->num_inputs(); ++i) {
+    auto t = meta->input_tensor_meta(i);
+    if (t.ok() && t->is_memory_planned()) {
+      return fail(Error::DelegateInvalidCompatibility, h->method_name,
+                  "nested input " + std::to_string(i) + " is planned (export it with alloc_graph_input=False)");
+    }
+  }
+  for (size_t i = 0; i < meta->num_outputs(); ++i) {
+    auto t = meta->output_tensor_meta(i);
+    h->output_capacity.push_back(t.ok() ? t->nbytes() : 0);
+    if (t.ok() && t->is_memory_planned()) {
+      return fail(Error::DelegateInvalidCompatibility, h->method_name,
+                  "nested output " + std::to_string(i) +
+                      " is planned or a constant (export it with alloc_graph_output=False, and return no state)");
+    }
+  }
+  return h.release();
+}
+
+// Why tensor argument `t` cannot be bound, or empty when it can; `nbytes`
+// is the range execute reads or writes.
+std::string refuse(const Tensor& t, size_t nbytes, const DelegateRecord& r) {
+  const std::string on = device_name(t.unsafeGetTensorImpl()->device_type(), t.unsafeGetTensorImpl()->device_index());
+  char where[64];
+  std::snprintf(where, sizeof(where), "%zu bytes at %p", nbytes, t.const_data_ptr());
+  if (t.unsafeGetTensorImpl()->device_type() != et::DeviceType::CUDA) {
+    return "is host memory (" + on + "): " + where + "; the delegate reads device memory only (" +
+           device_name(r.device_type, r.device_index) + ")";
+  }
+  if (t.unsafeGetTensorImpl()->device_index() != r.device_index) {
+    return "is on " + on + ", the delegate on " + device_name(r.device_type, r.device_index);
+  }
+  if (!simulated_device_allocator().is_device_memory(t.const_data_ptr(), nbytes, r.device_index)) {
+    return std::string("says ") + on + " but " + where + " are not inside one allocation of the simulated device";
+  }
+  return {};
+}
+
+Error execute_handle(Handle& h, Span<EValue*> args) {
+  Method& m = *h.method;
+  const size_t n_in = m.inputs_size();
+  const size_t n_out = m.outputs_size();
+  if (args.size() != n_in + n_out) {
+    return fail(Error::InvalidArgument, h.method_name,
+                std::to_string(args.size()) + " arguments, the nested method takes " + std::to_string(n_in) +
+                    " inputs and " + std::to_string(n_out) + " outputs");
+  }
+  SimulatedDeviceAllocator& sim = simulated_device_allocator();
+  // Check every argument before binding any.
+  for (size_t i = 0; i < args.size(); ++i) {
+    const bool input = i < n_in;
+    const size_t index = input ? i : i - n_in;
+    const std::string name = (input ? "input " : "output ") + std::to_string(index);
+    if (args[i] == nullptr) {
+      return fail(Error::InvalidArgument, h.method_name, name + " is missing");
+    }
+    if (!input && !args[i]->isTensor()) {
+      return fail(Error::InvalidArgument, h.method_name, name + " is not a tensor");
+    }
+    if (!args[i]->isTensor()) {
+      continue; // ints, bools, scalars pass through
+    }
+    const Tensor& t = args[i]->toTensor();
+    const size_t nbytes = input ? t.nbytes() : h.output_capacity[index];
+    const std::string why = refuse(t, nbytes, h.record);
+    if (!why.empty()) {
+      return fail(Error::InvalidArgument, h.method_name, name + " " + why);
+    }
+    if (!input && t.scalar_type() != m.get_output(index).toTensor().scalar_type()) {
+      return fail(Error::InvalidArgument, h.method_name,
+                  name + " has dtype " + executorch::runtime::toString(t.scalar_type()) + ", the nested output " +
+                      executorch::runtime::toString(m.get_output(index).toTensor().scalar_type()));
+    }
+  }
+  for (size_t i = 0; i < n_in; ++i) {
+    if (!args[i]->isTensor()) {
+      const Error e = m.set_input(*args[i], i);
+      if (e != Error::Ok) {
+        return fail(e, h.method_name, "input " + std::to_string(i) + " does not match the nested input");
+      }
+      continue;
+    }
+    const Tensor& t = args[i]->toTensor();
+    auto alias = sim.host_alias(t.const_data_ptr(), t.nbytes(), h.record.device_index);
+    if (!alias.ok()) {
+      return fail(alias.error(), h.method_name, "input " + std::to_string(i) + ": no host alias");
+    }
+    // A view over the alias; set_input shares the pointer (the nested input is unplanned) and copies the sizes.
+    std::vector<executorch::aten::SizesType> sizes(t.sizes().begin(), t.sizes().end());
+    std::vector<executorch::aten::DimOrderType> dim_order(t.dim_order().begin(), t.dim_order().end());
+    std::vector<executorch::aten::StridesType> strides(t.strides().begin(), t.strides().end());
+    executorch::aten::TensorImpl view(t.scalar_type(), t.dim(), sizes.data(), *alias, dim_order.data(), strides.data(),
+                                      executorch::aten::TensorShapeDynamism::STATIC);
+    const Error e = m.set_input(EValue(Tensor(&view)), i);
+    if (e != Error::Ok) {
+      return fail(e, h.method_name, "input " + std::to_string(i) + " does not fit the nested input");
+    }
+  }
+  for (size_t j = 0; j < n_out; ++j) {
+    const Tensor& t = args[n_in + j]->toTensor();
+    auto alias = sim.host_alias(t.const_data_ptr(), h.output_capacity[j], h.record.device_index);
+    if (!alias.ok()) {
+      return fail(alias.error(), h.method_name, "output " + std::to_string(j) + ": no host alias");
+    }
+    const Error e = m.set_output_data_ptr(*alias, h.output_capacity[j], j);
+    if (e != Error::Ok) {
+      return fail(e, h.method_name, "output " + std::to_string(j) + " cannot be bound");
+    }
+  }
+  Error e = m.execute();
+  if (e != Error::Ok) {
+    return fail(e, h.method_name, "the nested method failed");
+  }
+  for (size_t j = 0; j < n_out; ++j) {
+    Tensor& t = args[n_in + j]->toTensor();
+    e = executorch::runtime::resize_tensor(t, m.get_output(j).toTensor().sizes());
+    if (e != Error::Ok) {
+      return fail(e, h.method_name, "output " + std::to_string(j) + " cannot take the nested output's shape");
+    }
+  }
+  return Error::Ok;
+}
+
+} // namespace
+
+bool SimulatedDeviceBackend::is_available() const {
+  return true;
+}
+
+Result<DelegateHandle*> SimulatedDeviceBackend::init(BackendInitContext& context, FreeableBuffer* processed,
+                                                     ArrayRef<CompileSpec> compile_specs) const {
+  auto h = init_handle(context, processed, compile_specs);
+  if (!h.ok()) {
+    return h.error();
+  }
+  return static_cast<DelegateHandle*>(*h);
+}
+
+Error SimulatedDeviceBackend::execute(BackendExecutionContext& /*context*/, DelegateHandle* handle,
+                                      Span<EValue*> args) const {
+  if (handle == nullptr) {
+    ET_LOG(Error, "%s: execute without a handle", kName);
+    return Error::InvalidArgument;
+  }
+  return execute_handle(*static_cast<Handle*>(handle), args);
+}
+
+void SimulatedDeviceBackend::destroy(DelegateHandle* handle) const {
+  delete static_cast<Handle*>(handle); // weights, arena and scratch go with their last handle
+}
+
+SimulatedDeviceBackend& simulated_device_backend() {
+  static SimulatedDeviceBackend* instance = new SimulatedDeviceBackend(); // the registry keeps the pointer
+  return *instance;
+}
+
+Error reset_device_state(int session) {
+  Caches& c = caches();
+  std::shared_ptr<Arena> arena;
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    auto it = c.arenas.find({0, static_cast<uintptr_t>(static_cast<uint32_t>(session))});
+    arena = it == c.arenas.end() ? nullptr : it->second.lock();
+    if (arena == nullptr) {
+      ET_LOG(Error, "%s: session %d has no device state (no method with state is loaded)", kName, session);
+      return Error::NotFound;
+    }
+    const Error e = arena->write_start();
+    if (e != Error::Ok) {
+      ET_LOG(Error, "%s: session %d: writing the start state failed", kName, session);
+    }
+    return e;
+  }
+}
+
+size_t device_state_nbytes(int session) {
+  Caches& c = caches();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto it = c.arenas.find({0, static_cast<uintptr_t>(static_cast<uint32_t>(session))});
+  auto arena = it == c.arenas.end() ? nullptr : it->second.lock();
+  return arena == nullptr ? 0 : arena->block->nbytes();
+}
+
+} // namespace et_copy

@@ -1,0 +1,450 @@
+// SimulatedDeviceBackend's init/execute/destroy on the delegate records of
+// tests/cpp/programs (make_programs.py): linear, acc, acc8. Registry state:
+// the simulated allocator serves CUDA (2 devices); the backend is
+// registered by one test; the global kernel registry is what the test links
+// (nested methods run the wheel's kernels, loaded with the runtime).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <et_copy/delegate_record.h>
+#include <et_copy/registration.h>
+#include <et_copy/simulated_device_allocator.h>
+#include <et_copy/simulated_device_backend.h>
+#include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
+#include <executorch/runtime/backend/backend_options_map.h>
+#include <executorch/runtime/backend/options.h>
+
+#include "test_tensors.h"
+
+namespace {
+
+using et_copy::DeviceAllocatorStats;
+using et_copy::simulated_device_allocator;
+using et_copy::simulated_device_backend;
+using et_copy_test::TestTensor;
+using executorch::aten::ScalarType;
+using executorch::runtime::BackendExecutionContext;
+using executorch::runtime::BackendInitContext;
+using executorch::runtime::BackendOption;
+using executorch::runtime::BackendOptions;
+using executorch::runtime::DelegateHandle;
+using executorch::runtime::Error;
+using executorch::runtime::EValue;
+using executorch::runtime::FreeableBuffer;
+using executorch::runtime::NamedDataMap;
+using executorch::runtime::Result;
+using executorch::runtime::Span;
+using executorch::runtime::TensorLayout;
+using executorch::runtime::etensor::DeviceIndex;
+using executorch::runtime::etensor::DeviceType;
+
+std::vector<uint8_t> read_file(const std::string& name) {
+  std::ifstream f(std::string(ET_COPY_TEST_PROGRAMS) + "/" + name, std::ios::binary);
+  EXPECT_TRUE(f.good()) << "missing " << name << " (run tests/cpp/programs/make_programs.py)";
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+std::vector<float> floats(const std::vector<uint8_t>& bytes, size_t first, size_t count) {
+  std::vector<float> out(count);
+  std::memcpy(out.data(), bytes.data() + first * sizeof(float), count * sizeof(float));
+  return out;
+}
+
+// The outer program's named data: each content key of a fixture's record,
+// from its .data file, counting reads.
+class FixtureData final : public NamedDataMap {
+ public:
+  explicit FixtureData(const std::vector<uint8_t>& record) {
+    const std::vector<uint8_t> data = read_file(name_of(record));
+    auto r = et_copy::parse_delegate_record(record.data(), record.size());
+    EXPECT_TRUE(r.ok());
+    size_t at = 0;
+    for (const auto& w : r->weights) {
+      blobs_[w.key].assign(data.begin() + at, data.begin() + at + w.nbytes);
+      at += w.nbytes;
+    }
+    for (const auto& s : r->states) {
+      if (!s.initial_key.empty()) {
+        blobs_[s.initial_key].assign(data.begin() + at, data.begin() + at + s.nbytes);
+        at += s.nbytes;
+      }
+    }
+    EXPECT_EQ(at, data.size());
+  }
+  Result<const TensorLayout> get_tensor_layout(std::string_view) const override {
+    return Error::NotImplemented; // as a .pte's own named data answers
+  }
+  Result<FreeableBuffer> get_data(std::string_view key) const override {
+    auto it = blobs_.find(std::string(key));
+    if (it == blobs_.end()) {
+      return Error::NotFound;
+    }
+    ++reads;
+    return FreeableBuffer(it->second.data(), it->second.size(), nullptr);
+  }
+  Error load_data_into(std::string_view, void*, size_t) const override {
+    return Error::NotImplemented;
+  }
+  Result<uint32_t> get_num_keys() const override {
+    return static_cast<uint32_t>(blobs_.size());
+  }
+  Result<const char*> get_key(uint32_t i) const override {
+    return std::next(blobs_.begin(), i)->first.c_str();
+  }
+  mutable int reads = 0;
+
+ private:
+  // The fixture whose record this is (its .data file), by the record's size.
+  static std::string name_of(const std::vector<uint8_t>& record) {
+    for (const char* name : {"linear", "acc", "acc8"}) {
+      if (read_file(std::string(name) + ".record") == record) {
+        return std::string(name) + ".data";
+      }
+    }
+    ADD_FAILURE() << "not a fixture record";
+    return "";
+  }
+  std::map<std::string, std::vector<uint8_t>> blobs_;
+};
+
+// Bytes on the simulated device, freed with the object.
+struct DeviceBytes {
+  DeviceBytes(size_t n, DeviceIndex index = 0) : nbytes(n), index(index) {
+    ptr = *simulated_device_allocator().allocate(n, index);
+  }
+  ~DeviceBytes() {
+    simulated_device_allocator().deallocate(ptr, index);
+  }
+  void put(const std::vector<float>& v) {
+    ASSERT_EQ(simulated_device_allocator().copy_host_to_device(ptr, v.data(), v.size() * sizeof(float), index),
+              Error::Ok);
+  }
+  std::vector<float> get() const {
+    std::vector<float> v(nbytes / sizeof(float));
+    EXPECT_EQ(simulated_device_allocator().copy_device_to_host(v.data(), ptr, nbytes, index), Error::Ok);
+    return v;
+  }
+  size_t nbytes;
+  DeviceIndex index;
+  void* ptr;
+};
+
+TestTensor::Options on_device(DeviceIndex index = 0) {
+  TestTensor::Options o;
+  o.device = DeviceType::CUDA;
+  o.index = index;
+  return o;
+}
+
+// One delegate handle: the record (as `processed`), runtime specs, and the
+// method name the outer program would give.
+class Delegate {
+ public:
+  Delegate(const std::string& fixture, const NamedDataMap* data, std::map<std::string, int> specs = {},
+           const char* method = "forward")
+      : record_(read_file(fixture + ".record")) {
+    BackendOptions<4> options;
+    for (const auto& [k, v] : specs) {
+      EXPECT_EQ(k == "session" ? options.set_option("session", v) : options.set_option("pool", v), Error::Ok);
+    }
+    options_ = options;
+    const Span<BackendOption> view = options_.view();
+    BackendInitContext context(&runtime_allocator_, nullptr, method, data,
+                               Span<const BackendOption>(view.data(), view.size()));
+    FreeableBuffer processed(
+        record_.data(), record_.size(), [](void* ctx, void*, size_t) { *static_cast<bool*>(ctx) = true; }, &freed);
+    auto h = simulated_device_backend().init(context, &processed, {});
+    error = h.ok() ? Error::Ok : h.error();
+    handle_ = h.ok() ? *h : nullptr;
+  }
+  ~Delegate() {
+    if (handle_ != nullptr) {
+      simulated_device_backend().destroy(handle_);
+    }
+  }
+  bool ok() const {
+    return handle_ != nullptr;
+  }
+  Error execute(std::vector<EValue*> args) {
+    BackendExecutionContext context;
+    return simulated_device_backend().execute(context, handle_, Span<EValue*>(args.data(), args.size()));
+  }
+  // Runs a float32 input through, returning the output read back from the device.
+  std::vector<float> run(const std::vector<float>& x, std::vector<int32_t> in_sizes, std::vector<int32_t> out_sizes,
+                         Error* e = nullptr) {
+    size_t out_n = 1;
+    for (auto s : out_sizes) {
+      out_n *= s;
+    }
+    DeviceBytes in(x.size() * sizeof(float)), out(out_n * sizeof(float));
+    in.put(x);
+    TestTensor tin(ScalarType::Float, in_sizes, in.ptr, on_device()),
+        tout(ScalarType::Float, out_sizes, out.ptr, on_device());
+    EValue ein(tin.t()), eout(tout.t());
+    const Error err = execute({&ein, &eout});
+    if (e != nullptr) {
+      *e = err;
+    }
+    EXPECT_EQ(err, Error::Ok);
+    return out.get();
+  }
+  bool freed = false;
+  Error error = Error::Ok;
+
+ private:
+  std::vector<uint8_t> record_;
+  BackendOptions<4> options_;
+  executorch::extension::MallocMemoryAllocator runtime_allocator_;
+  DelegateHandle* handle_ = nullptr;
+};
+
+void expect_near(const std::vector<float>& got, const std::vector<float>& want, const char* what = "") {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-5f) << "element " << i << " " << what;
+  }
+}
+
+class SimulatedDeviceBackendTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ASSERT_NE(et_copy::use_simulated_device(2), et_copy::Registration::kFailed);
+  }
+};
+
+TEST_F(SimulatedDeviceBackendTest, RegistersOnceThenReportsItsOwn) {
+  Error e = Error::Internal;
+  EXPECT_EQ(et_copy::register_simulated_device_backend(&e), et_copy::Registration::kRegistered);
+  EXPECT_EQ(e, Error::Ok);
+  EXPECT_EQ(et_copy::register_simulated_device_backend(), et_copy::Registration::kAlreadyOurs);
+  EXPECT_EQ(executorch::runtime::get_backend_class(et_copy::kSimulatedDeviceBackend), &simulated_device_backend());
+}
+
+TEST_F(SimulatedDeviceBackendTest, InitUploadsEachWeightOnceAndFreesProcessed) {
+  const auto record = read_file("linear.record");
+  FixtureData data(record);
+  const DeviceAllocatorStats before = simulated_device_allocator().stats();
+  {
+    Delegate d("linear", &data);
+    ASSERT_TRUE(d.ok());
+    EXPECT_TRUE(d.freed) << "init frees `processed` once it has its copy";
+    const DeviceAllocatorStats after = simulated_device_allocator().stats();
+    EXPECT_EQ(after.h2d_copies - before.h2d_copies, 2u) << "l.weight and l.bias, one counted copy each";
+    EXPECT_EQ(after.h2d_bytes - before.h2d_bytes, 60u);
+    EXPECT_EQ(data.reads, 2);
+    // Weights (48 + 12 bytes) and the nested program's one scratch buffer.
+    EXPECT_EQ(after.live_allocations - before.live_allocations, 3u);
+  }
+  const DeviceAllocatorStats end = simulated_device_allocator().stats();
+  EXPECT_EQ(end.bytes_outstanding, before.bytes_outstanding) << "destroy frees weights and scratch";
+  EXPECT_EQ(end.live_allocations, before.live_allocations);
+}
+
+TEST_F(SimulatedDeviceBackendTest, TwoHandlesShareTheWeights) {
+  const auto record = read_file("linear.record");
+  FixtureData data(record);
+  Delegate first("linear", &data);
+  ASSERT_TRUE(first.ok());
+  const DeviceAllocatorStats mid = simulated_device_allocator().stats();
+  Delegate second("linear", &data);
+  ASSERT_TRUE(second.ok());
+  const DeviceAllocatorStats after = simulated_device_allocator().stats();
+  EXPECT_EQ(after.h2d_copies, mid.h2d_copies) << "the weight cache holds both";
+  EXPECT_EQ(data.reads, 2) << "named data read once";
+  EXPECT_EQ(after.live_allocations - mid.live_allocations, 1u) << "only its own scratch (no pool spec)";
+}
+
+TEST_F(SimulatedDeviceBackendTest, HandlesOfOnePoolShareTheScratch) {
+  const auto record = read_file("linear.record");
+  FixtureData data(record);
+  Delegate first("linear", &data, {{"pool", 41}});
+  const DeviceAllocatorStats mid = simulated_device_allocator().stats();
+  Delegate second("linear", &data, {{"pool", 41}});
+  EXPECT_EQ(simulated_device_allocator().stats().live_allocations, mid.live_allocations);
+  Delegate other_pool("linear", &data, {{"pool", 42}});
+  EXPECT_EQ(simulated_device_allocator().stats().live_allocations, mid.live_allocations + 1);
+  ASSERT_TRUE(first.ok() && second.ok() && other_pool.ok());
+}
+
+TEST_F(SimulatedDeviceBackendTest, ExecuteEqualsEagerWithoutCopying) {
+  const auto record = read_file("linear.record");
+  const auto io = read_file("linear.io");
+  FixtureData data(record);
+  Delegate d("linear", &data);
+  ASSERT_TRUE(d.ok());
+  // Input 2x4, then the eager output 2x3.
+  const DeviceAllocatorStats before = simulated_device_allocator().stats();
+  DeviceBytes in(8 * sizeof(float)), out(6 * sizeof(float));
+  in.put(floats(io, 0, 8));
+  TestTensor tin(ScalarType::Float, {2, 4}, in.ptr, on_device()), tout(ScalarType::Float, {2, 3}, out.ptr, on_device());
+  EValue ein(tin.t()), eout(tout.t());
+  const DeviceAllocatorStats mid = simulated_device_allocator().stats();
+  ASSERT_EQ(d.execute({&ein, &eout}), Error::Ok);
+  const DeviceAllocatorStats after = simulated_device_allocator().stats();
+  EXPECT_EQ(after.h2d_copies, mid.h2d_copies);
+  EXPECT_EQ(after.d2h_copies, mid.d2h_copies);
+  EXPECT_EQ(after.allocations, mid.allocations);
+  expect_near(out.get(), floats(io, 8, 6));
+  (void)before;
+}
+
+TEST_F(SimulatedDeviceBackendTest, HostTensorArgumentIsRefused) {
+  const auto record = read_file("linear.record");
+  FixtureData data(record);
+  Delegate d("linear", &data);
+  ASSERT_TRUE(d.ok());
+  std::vector<float> host(8, 1.0f);
+  DeviceBytes out(6 * sizeof(float));
+  TestTensor tin(ScalarType::Float, {2, 4}, host.data()), tout(ScalarType::Float, {2, 3}, out.ptr, on_device());
+  EValue ein(tin.t()), eout(tout.t());
+  EXPECT_EQ(d.execute({&ein, &eout}), Error::InvalidArgument);
+  // Tagged CUDA but pointing at host memory: refused too.
+  TestTensor liar(ScalarType::Float, {2, 4}, host.data(), on_device());
+  EValue eliar(liar.t());
+  EXPECT_EQ(d.execute({&eliar, &eout}), Error::InvalidArgument);
+  // A host output.
+  DeviceBytes in(8 * sizeof(float));
+  std::vector<float> host_out(6);
+  TestTensor din(ScalarType::Float, {2, 4}, in.ptr, on_device()), hout(ScalarType::Float, {2, 3}, host_out.data());
+  EValue edin(din.t()), ehout(hout.t());
+  EXPECT_EQ(d.execute({&edin, &ehout}), Error::InvalidArgument);
+  EXPECT_EQ(d.execute({&edin}), Error::InvalidArgument) << "argument count";
+}
+
+TEST_F(SimulatedDeviceBackendTest, DeviceIndexMismatchIsRefused) {
+  const auto record = read_file("linear.record");
+  FixtureData data(record);
+  Delegate d("linear", &data);
+  ASSERT_TRUE(d.ok());
+  DeviceBytes in(8 * sizeof(float), 1), out(6 * sizeof(float));
+  TestTensor tin(ScalarType::Float, {2, 4}, in.ptr, on_device(1)),
+      tout(ScalarType::Float, {2, 3}, out.ptr, on_device());
+  EValue ein(tin.t()), eout(tout.t());
+  EXPECT_EQ(d.execute({&ein, &eout}), Error::InvalidArgument);
+  // Device 0 in the metadata, memory of device 1.
+  TestTensor lying(ScalarType::Float, {2, 4}, in.ptr, on_device(0));
+  EValue elying(lying.t());
+  EXPECT_EQ(d.execute({&elying, &eout}), Error::InvalidArgument);
+}
+
+TEST_F(SimulatedDeviceBackendTest, StateIsKeptAcrossExecutesAndResetRestoresTheStart) {
+  const auto record = read_file("acc.record");
+  const auto io = read_file("acc.io"); // x1, x2, y1, y2 (4 floats each)
+  FixtureData data(record);
+  const DeviceAllocatorStats before = simulated_device_allocator().stats();
+  Delegate d("acc", &data, {{"session", 101}});
+  ASSERT_TRUE(d.ok());
+  // w (16 bytes), then the arena: zeros and acc's initial value, all counted.
+  EXPECT_EQ(simulated_device_allocator().stats().h2d_copies - before.h2d_copies, 3u);
+  EXPECT_EQ(et_copy::device_state_nbytes(101), 16u);
+  expect_near(d.run(floats(io, 0, 4), {4}, {4}), floats(io, 8, 4));
+  expect_near(d.run(floats(io, 4, 4), {4}, {4}), floats(io, 12, 4));
+  ASSERT_EQ(et_copy::reset_device_state(101), Error::Ok);
+  expect_near(d.run(floats(io, 0, 4), {4}, {4}), floats(io, 8, 4));
+  EXPECT_EQ(et_copy::reset_device_state(999), Error::NotFound);
+}
+
+TEST_F(SimulatedDeviceBackendTest, MethodsOfOneSessionShareTheArena) {
+  const auto record = read_file("acc.record");
+  const auto io = read_file("acc.io");
+  FixtureData data(record);
+  Delegate prefill("acc", &data, {{"session", 102}}, "prefill");
+  Delegate decode("acc", &data, {{"session", 102}}, "decode");
+  ASSERT_TRUE(prefill.ok() && decode.ok());
+  expect_near(prefill.run(floats(io, 0, 4), {4}, {4}), floats(io, 8, 4));
+  expect_near(decode.run(floats(io, 4, 4), {4}, {4}), floats(io, 12, 4), "decode sees prefill's update");
+}
+
+TEST_F(SimulatedDeviceBackendTest, TwoSessionsDoNotShareState) {
+  const auto record = read_file("acc.record");
+  const auto io = read_file("acc.io");
+  FixtureData data(record);
+  Delegate a("acc", &data, {{"session", 103}, {"pool", 7}});
+  Delegate b("acc", &data, {{"session", 104}, {"pool", 7}});
+  ASSERT_TRUE(a.ok() && b.ok());
+  expect_near(a.run(floats(io, 0, 4), {4}, {4}), floats(io, 8, 4));
+  expect_near(b.run(floats(io, 0, 4), {4}, {4}), floats(io, 8, 4), "b starts from the start, not a's state");
+  expect_near(a.run(floats(io, 4, 4), {4}, {4}), floats(io, 12, 4));
+}
+
+TEST_F(SimulatedDeviceBackendTest, WithoutASessionTheArenaIsPerNamedDataMap) {
+  const auto record = read_file("acc.record");
+  const auto io = read_file("acc.io");
+  FixtureData one(record), two(record);
+  Delegate a("acc", &one, {}, "prefill");
+  Delegate b("acc", &one, {}, "decode");
+  Delegate c("acc", &two);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  expect_near(a.run(floats(io, 0, 4), {4}, {4}), floats(io, 8, 4));
+  expect_near(b.run(floats(io, 4, 4), {4}, {4}), floats(io, 12, 4), "one map: one arena");
+  expect_near(c.run(floats(io, 0, 4), {4}, {4}), floats(io, 8, 4), "another map: its own");
+}
+
+TEST_F(SimulatedDeviceBackendTest, MismatchedArenaSizeIsRefused) {
+  const auto record = read_file("acc.record");
+  const auto record8 = read_file("acc8.record");
+  FixtureData data(record), data8(record8);
+  Delegate a("acc", &data, {{"session", 105}}, "prefill");
+  ASSERT_TRUE(a.ok());
+  Delegate b("acc8", &data8, {{"session", 105}}, "decode");
+  EXPECT_FALSE(b.ok());
+  EXPECT_EQ(b.error, Error::InvalidProgram);
+}
+
+TEST_F(SimulatedDeviceBackendTest, StateIsFreedWithTheLastHandle) {
+  const auto record = read_file("acc.record");
+  FixtureData data(record);
+  {
+    Delegate a("acc", &data, {{"session", 106}});
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(et_copy::device_state_nbytes(106), 16u);
+  }
+  EXPECT_EQ(et_copy::device_state_nbytes(106), 0u);
+}
+
+TEST_F(SimulatedDeviceBackendTest, ABadRecordIsInvalidCompatibility) {
+  executorch::extension::MallocMemoryAllocator alloc;
+  BackendInitContext context(&alloc, nullptr, "forward", nullptr);
+  std::string garbage = "et_copy.delegate 1\ndevice\tcuda\t0\nprogram\t4\nnope";
+  FreeableBuffer processed(garbage.data(), garbage.size(), nullptr);
+  auto h = simulated_device_backend().init(context, &processed, {});
+  ASSERT_FALSE(h.ok());
+  EXPECT_EQ(h.error(), Error::DelegateInvalidCompatibility);
+}
+
+TEST_F(SimulatedDeviceBackendTest, AMissingWeightIsNotFound) {
+  // The record's weight keys are not in this (empty) named data.
+  const auto record = read_file("linear.record");
+  FixtureData full(record);
+  class Empty final : public NamedDataMap {
+    Result<const TensorLayout> get_tensor_layout(std::string_view) const override {
+      return Error::NotFound;
+    }
+    Result<FreeableBuffer> get_data(std::string_view) const override {
+      return Error::NotFound;
+    }
+    Error load_data_into(std::string_view, void*, size_t) const override {
+      return Error::NotFound;
+    }
+    Result<uint32_t> get_num_keys() const override {
+      return 0;
+    }
+    Result<const char*> get_key(uint32_t) const override {
+      return Error::NotFound;
+    }
+  } empty;
+  // A fresh content key space: the cache is empty once `full`'s handles are gone.
+  Delegate d("linear", &empty);
+  EXPECT_FALSE(d.ok());
+  EXPECT_EQ(d.error, Error::NotFound);
+}
+
+} // namespace
