@@ -3,6 +3,8 @@
 #include <cstring>
 #include <string_view>
 
+#include <et_copy/program_check.h>
+
 #include <executorch/runtime/core/device_allocator.h>
 
 namespace et_copy {
@@ -96,6 +98,29 @@ Result<PlannedBuffer> PlannedBuffer::create(size_t nbytes, et::Device device) {
 SessionPool::SessionPool(const executorch::runtime::Program* program, Span<const executorch::runtime::Kernel> kernels,
                          const executorch::runtime::NamedDataMap* named_data)
     : program_(program), kernels_(kernels), named_data_(named_data) {}
+
+Result<std::unique_ptr<SessionPool>> SessionPool::create(Span<const uint8_t> program_bytes,
+                                                         const executorch::runtime::Program* program,
+                                                         Span<const executorch::runtime::Kernel> kernels,
+                                                         const executorch::runtime::NamedDataMap* named_data,
+                                                         std::string* what) {
+  if (program == nullptr) {
+    if (what != nullptr) {
+      *what = "SessionPool::create: no program";
+    }
+    return Error::InvalidArgument;
+  }
+  std::string refusal;
+  const Error e =
+      check_device_access(program_bytes.data(), program_bytes.size(), device_backends(), what ? &refusal : nullptr);
+  if (e != Error::Ok) {
+    if (what != nullptr) {
+      *what = std::move(refusal);
+    }
+    return e;
+  }
+  return std::unique_ptr<SessionPool>(new SessionPool(program, kernels, named_data));
+}
 
 std::unique_ptr<Session> SessionPool::new_session() {
   return std::unique_ptr<Session>(new Session(this));
