@@ -41,6 +41,7 @@
 
 #include <et_copy/copy_ops.h>
 #include <et_copy/counting_device_allocator.h>
+#include <et_copy/program_check.h>
 #include <et_copy/registration.h>
 #include <et_copy/simulated_device_allocator.h>
 #include <et_copy/tensor_layout.h>
@@ -321,6 +322,22 @@ int run(const Options& opt) {
     return 2;
   }
 
+  // Refused before anything loads: a program whose host would read or
+  // write device memory (a CPU kernel on a device tensor faults on a GPU),
+  // or that holds an index ExecuTorch would abort on.
+  std::vector<uint8_t> program_bytes;
+  if (!read_file(opt.model, &program_bytes)) {
+    return 2;
+  }
+  std::string refusal;
+  if (Error e = et_copy::check_device_access(program_bytes.data(), program_bytes.size(), et_copy::device_backends(),
+                                             &refusal);
+      e != Error::Ok) {
+    std::fprintf(stderr, "et_copy_executor: checking %s failed: %s (error 0x%x): %s\n", opt.model.c_str(),
+                 executorch::runtime::to_string(e), static_cast<unsigned>(e), refusal.c_str());
+    return 2;
+  }
+
   Module module(opt.model, Module::LoadMode::File);
   if (opt.generate_count > 0) {
     if (alloc == nullptr || opt.prompts.empty() || opt.global_kernels) {
@@ -333,7 +350,7 @@ int run(const Options& opt) {
       return fail(("loading " + opt.model).c_str(), e);
     }
     const int status = generate_tokens(
-        *module.program(),
+        *module.program(), {program_bytes.data(), program_bytes.size()},
         executorch::runtime::Span<const executorch::runtime::Kernel>(method_kernels.data(), method_kernels.size()),
         *alloc, opt.prompts, opt.generate_count);
     print_stats(*alloc);

@@ -79,11 +79,16 @@ Error step(Sequence& s, Method& method, const std::vector<int64_t>& ids, int64_t
 
 } // namespace
 
-int generate_tokens(const executorch::runtime::Program& program,
+int generate_tokens(const executorch::runtime::Program& program, executorch::runtime::Span<const uint8_t> program_bytes,
                     executorch::runtime::Span<const executorch::runtime::Kernel> kernels,
                     et_copy::CountingDeviceAllocator& alloc, const std::vector<std::vector<int64_t>>& prompts,
                     int tokens) {
-  et_copy::SessionPool pool(&program, kernels);
+  std::string refusal;
+  auto created = et_copy::SessionPool::create(program_bytes, &program, kernels, nullptr, &refusal);
+  if (!created.ok()) {
+    return fail("checking the program", created.error(), refusal);
+  }
+  et_copy::SessionPool& pool = **created;
   std::vector<Sequence> sequences(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     if (prompts[i].empty()) {

@@ -16,8 +16,9 @@
 /// steps, greedily: the next token is the argmax of the logits, or the
 /// token the program picked on the device. Prints a line per step (session,
 /// kind, token, time, bytes each way) and each session's tokens. Returns 0,
-/// or 2 with a message on stderr.
-int generate_tokens(const executorch::runtime::Program& program,
+/// or 2 with a message on stderr. `program_bytes` are the .pte `program`
+/// was loaded from, for et_copy::SessionPool::create's check.
+int generate_tokens(const executorch::runtime::Program& program, executorch::runtime::Span<const uint8_t> program_bytes,
                     executorch::runtime::Span<const executorch::runtime::Kernel> kernels,
                     et_copy::CountingDeviceAllocator& alloc, const std::vector<std::vector<int64_t>>& prompts,
                     int tokens);

@@ -201,16 +201,23 @@ void load_into(LoadedProgram& lp, const LoadOptions& options) {
       auto whole = lp.loader->load(
           0, lp.nbytes,
           executorch::runtime::DataLoader::SegmentInfo(executorch::runtime::DataLoader::SegmentInfo::Type::Program));
-      std::string bad_index;
-      if (!whole.ok() || check_program_indices(whole->data(), whole->size(), &bad_index) != Error::Ok) {
-        // ExecuTorch would abort the process on this index later.
+      if (!whole.ok()) {
         py::gil_scoped_acquire acquire;
-        raise_runtime(Error::InvalidProgram, what + ": checking the program", {bad_index});
+        raise_runtime(whole.error(), what + ": reading the program", capture.lines());
       }
       lp.whole.emplace(std::move(*whole));
       lp.program.emplace(std::move(*result));
-      lp.pool =
-          std::make_unique<et_copy::SessionPool>(&*lp.program, method_kernels(), lp.data_map ? &*lp.data_map : nullptr);
+      // The pool checks the bytes first: an index ExecuTorch would abort the
+      // process on later, or a program whose host would touch device memory.
+      std::string refusal;
+      auto pool =
+          et_copy::SessionPool::create({static_cast<const uint8_t*>(lp.whole->data()), lp.whole->size()}, &*lp.program,
+                                       method_kernels(), lp.data_map ? &*lp.data_map : nullptr, &refusal);
+      if (!pool.ok()) {
+        py::gil_scoped_acquire acquire;
+        raise_runtime(pool.error(), what + ": checking the program", {refusal});
+      }
+      lp.pool = std::move(*pool);
     } else {
       log = capture.lines();
       py::gil_scoped_acquire acquire;

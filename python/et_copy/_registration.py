@@ -72,7 +72,7 @@ def use_simulated_device(device_count: int = 1, *, host_readable: bool | None = 
     ``host_readable=True``: device memory is host memory, so CPU kernels can
     run on device tensors; that is not what a GPU gives. ``None`` keeps the
     current mode, which starts as C++'s
-    ``SimulatedDeviceAllocator::kDefaultHostReadable`` (now True).
+    ``SimulatedDeviceAllocator::kDefaultHostReadable`` (False: unreadable, as a GPU).
     :func:`allocator_info` reports the mode.
 
     It also registers the simulated device's backend, ``SimulatedDeviceBackend``

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string_view>
 
+#include <et_copy/program_check.h>
 #include <et_copy/simulated_device_backend.h>
 
 #include <executorch/runtime/core/device_allocator.h>
@@ -113,6 +114,29 @@ Session::Session(SessionPool* pool) : pool_(pool), id_(next_id()) {
   (void)backend_specs_.set_option("pool", pool->id_);
   (void)backend_specs_.set_option("session", id_);
   (void)backend_options_.set_options(kSimulatedDeviceBackend, backend_specs_.view());
+}
+
+Result<std::unique_ptr<SessionPool>> SessionPool::create(Span<const uint8_t> program_bytes,
+                                                         const executorch::runtime::Program* program,
+                                                         Span<const executorch::runtime::Kernel> kernels,
+                                                         const executorch::runtime::NamedDataMap* named_data,
+                                                         std::string* what) {
+  if (program == nullptr) {
+    if (what != nullptr) {
+      *what = "SessionPool::create: no program";
+    }
+    return Error::InvalidArgument;
+  }
+  std::string refusal;
+  const Error e =
+      check_device_access(program_bytes.data(), program_bytes.size(), device_backends(), what ? &refusal : nullptr);
+  if (e != Error::Ok) {
+    if (what != nullptr) {
+      *what = std::move(refusal);
+    }
+    return e;
+  }
+  return std::unique_ptr<SessionPool>(new SessionPool(program, kernels, named_data));
 }
 
 std::unique_ptr<Session> SessionPool::new_session() {

@@ -63,8 +63,12 @@ struct Loaded {
     auto p = Program::load(&loader);
     if (p.ok()) {
       program = std::make_unique<Program>(std::move(*p));
-      pool = std::make_unique<et_copy::SessionPool>(program.get(), et_copy::method_kernels());
-      session = pool->new_session();
+      auto created =
+          et_copy::SessionPool::create({bytes.data(), bytes.size()}, program.get(), et_copy::method_kernels());
+      if (created.ok()) {
+        pool = std::move(*created);
+        session = pool->new_session();
+      }
     }
   }
   std::vector<uint8_t> bytes;
@@ -103,6 +107,32 @@ struct Forward {
 
 bool same(std::optional<et_copy::InstructionLocation> got, size_t chain, size_t instruction) {
   return got.has_value() && got->chain == chain && got->instruction == instruction;
+}
+
+TEST(SessionPool, ComesOnlyFromCheckedBytesAndRefusesAProgramWhoseHostWouldTouchDeviceMemory) {
+  // linear_relu_linear.pte: aten kernels on tensors planned on cuda:0. It
+  // loads as a Program; no pool is made for it.
+  const auto bytes = read_program("linear_relu_linear.pte");
+  executorch::extension::BufferDataLoader loader(bytes.data(), bytes.size());
+  auto program = Program::load(&loader);
+  ASSERT_TRUE(program.ok());
+  std::string what;
+  auto refused =
+      et_copy::SessionPool::create({bytes.data(), bytes.size()}, &*program, et_copy::method_kernels(), nullptr, &what);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error(), Error::InvalidProgram);
+  EXPECT_NE(what.find("method 'forward', instruction 0:2 (aten::addmm.out): argument 1 (value 5) is planned on "
+                      "cuda:0"),
+            std::string::npos)
+      << what;
+  // Bytes cut short are refused too (check_program_indices runs first).
+  EXPECT_FALSE(
+      et_copy::SessionPool::create({bytes.data(), bytes.size() / 2}, &*program, et_copy::method_kernels()).ok());
+  EXPECT_EQ(et_copy::SessionPool::create({bytes.data(), bytes.size()}, nullptr, et_copy::method_kernels()).error(),
+            Error::InvalidArgument);
+  // A copy-only program gets its pool.
+  Loaded copies("roundtrip.pte");
+  ASSERT_NE(copies.pool, nullptr);
 }
 
 TEST(InstructionTracer, NamesTheFailingKernelCallOfARealProgram) {

@@ -97,3 +97,20 @@ def test_a_tiny_qwen3_moe_picking_on_the_device_is_refused_by_name():
     assert message.startswith("method 'decode', instruction 0:"), message  # methods in program order
     assert "(aten::" in message and "is planned on cuda:0, and a CPU kernel cannot read device memory" in message
     assert "more found in the program" in message, message
+
+
+def test_et_copy_runtime_refuses_at_load_what_a_gpu_could_not_run():
+    import et_copy.runtime
+
+    et_copy.use_simulated_device()
+    mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    program = export_device_program(mlp, (torch.randn(2, 8),)).buffer
+    with pytest.raises(EtCopyError) as caught:
+        et_copy.runtime.load(program)
+    assert caught.value.error == "InvalidProgram"
+    text = str(caught.value)
+    assert text.startswith("et_copy.runtime.load: checking the program failed with InvalidProgram\n  "), text
+    assert "method 'forward', instruction 0:2 (aten::addmm.out): argument 1 (value 5) is planned on cuda:0" in text
+    round_trip = export_device_program(models.RoundTrip(), models.RoundTrip.example_inputs(), insert_copies=False)
+    x = models.RoundTrip.example_inputs()[0]
+    assert torch.equal(et_copy.runtime.load(round_trip.buffer).load_method("forward").execute((x,))[0], x)

@@ -89,11 +89,20 @@ class Session;
 /// loaded with, and every scratch buffer.
 class SessionPool {
  public:
-  /// `kernels` are passed to each Program::load_method (et_copy::method_kernels()),
-  /// and `named_data` (data kept outside the program, a .ptd file), when not null.
-  SessionPool(const executorch::runtime::Program* program,
-              executorch::runtime::Span<const executorch::runtime::Kernel> kernels,
-              const executorch::runtime::NamedDataMap* named_data = nullptr);
+  /// A pool for `program`, loaded from `program_bytes` (the whole .pte).
+  /// Before any method loads, the bytes are checked: indices ExecuTorch's
+  /// Method would abort on (check_program_indices), and any way the host
+  /// would read or write device memory (check_device_access, allowing the
+  /// backends of whoever serves the device now: device_backends()). A
+  /// refused program gives InvalidProgram, with the refusal written to
+  /// `what` (when not null). `kernels` are passed to each
+  /// Program::load_method (et_copy::method_kernels()), and `named_data`
+  /// (data kept outside the program, a .ptd file), when not null. The bytes
+  /// are read only during this call.
+  ET_NODISCARD static executorch::runtime::Result<std::unique_ptr<SessionPool>> create(
+      executorch::runtime::Span<const uint8_t> program_bytes, const executorch::runtime::Program* program,
+      executorch::runtime::Span<const executorch::runtime::Kernel> kernels,
+      const executorch::runtime::NamedDataMap* named_data = nullptr, std::string* what = nullptr);
   SessionPool(const SessionPool&) = delete;
   SessionPool& operator=(const SessionPool&) = delete;
 
@@ -120,6 +129,10 @@ class SessionPool {
 
  private:
   friend class Session;
+  // Through create(), so that no pool runs a program that was not checked.
+  SessionPool(const executorch::runtime::Program* program,
+              executorch::runtime::Span<const executorch::runtime::Kernel> kernels,
+              const executorch::runtime::NamedDataMap* named_data);
   struct MethodScratch {
     bool has_arena = false;             // state in the last buffer, which each session owns
     std::vector<PlannedBuffer> buffers; // all but the arena

@@ -58,9 +58,9 @@ class SimulatedDeviceAllocator final : public CountingDeviceAllocator {
   static constexpr size_t kMaxAlignment = 4096;
   /// The mode a new allocator starts in: the one place the default is
   /// decided (Python's et_copy.use_simulated_device() keeps it unless told).
-  /// Host-readable for now, because programs still run ExecuTorch's CPU
-  /// kernels on device memory until a device backend computes for them.
-  static constexpr bool kDefaultHostReadable = true;
+  /// Host-unreadable, as a GPU's memory is: device programs compute in
+  /// SimulatedDeviceBackend, and a host read of device memory faults.
+  static constexpr bool kDefaultHostReadable = false;
   /// Address space reserved for host-unreadable memory, all devices
   /// together (the most they can hold at once). Virtual only: a page costs
   /// memory once written. 64 GiB fits beside AddressSanitizer's shadow and
