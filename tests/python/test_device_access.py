@@ -13,7 +13,13 @@ pytest.importorskip("executorch.exir")
 
 import et_copy  # noqa: E402
 from et_copy import _C, EtCopyError, models  # noqa: E402
-from et_copy.export import export_device_program, lower_to_device  # noqa: E402
+from et_copy.export import (  # noqa: E402
+    DeviceBoundary,
+    MethodInputs,
+    export_device_methods,
+    export_device_program,
+    lower_to_device,
+)
 
 
 def refusal(program: bytes, backends: list[str] | None = None) -> str:
@@ -40,9 +46,15 @@ def test_copy_only_programs_are_accepted_whoever_serves_the_device():
         _C.check_device_access(program, ["SimulatedDeviceBackend"])
 
 
-def test_linear_relu_linear_as_exported_today_is_refused_naming_addmm_and_the_device():
+def leaky(module: torch.nn.Module, inputs: tuple) -> bytes:
+    """The pre-backend shape (et-copy 0.3's export): DeviceBoundary's copies
+    and ExecuTorch's CPU kernels between them, on memory planned on cuda:0."""
+    return export_device_program(DeviceBoundary(module), inputs, insert_copies=False).buffer
+
+
+def test_linear_relu_linear_as_exported_before_the_backend_is_refused_naming_addmm_and_the_device():
     mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
-    message = refusal(export_device_program(mlp, (torch.randn(2, 8),)).buffer)
+    message = refusal(leaky(mlp, (torch.randn(2, 8),)))
     assert message.startswith("method 'forward', instruction 0:"), message
     assert "(aten::addmm.out): argument " in message, message
     assert "is planned on cuda:0, and a CPU kernel cannot read device memory" in message, message
@@ -89,12 +101,24 @@ def test_bytes_that_are_no_program_are_refused_not_crashed_on():
 
 
 @pytest.mark.slow
-def test_a_tiny_qwen3_moe_picking_on_the_device_is_refused_by_name():
+def test_the_device_backends_programs_are_accepted():
+    mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    _C.check_device_access(export_device_program(mlp, (torch.randn(2, 8),)).buffer, ["SimulatedDeviceBackend"])
+    assert "(delegate:SimulatedDeviceBackend)" in refusal(export_device_program(mlp, (torch.randn(2, 8),)).buffer, [])
+
+
+def test_a_tiny_qwen3_moe_step_with_its_state_on_the_device_but_no_backend_is_refused_by_name():
     llm = pytest.importorskip("et_copy.llm")
     pytest.importorskip("transformers")
-    program = llm.export_llm(llm.tiny_model("qwen3_moe"), max_seq_len=32, pick="device")
+    step = llm.StatefulCausalLM(llm.tiny_model("qwen3_moe"), 32, pick="device").eval()
+    program = export_device_methods(
+        DeviceBoundary(step),
+        {"decode": MethodInputs((torch.tensor([[0]]), torch.tensor([0])))},
+        insert_copies=False,
+        strict=True,
+    )
     message = refusal(program.buffer, ["SimulatedDeviceBackend"])
-    assert message.startswith("method 'decode', instruction 0:"), message  # methods in program order
+    assert message.startswith("method 'decode', instruction 0:"), message
     assert "(aten::" in message and "is planned on cuda:0, and a CPU kernel cannot read device memory" in message
     assert "more found in the program" in message, message
 
@@ -104,7 +128,7 @@ def test_et_copy_runtime_refuses_at_load_what_a_gpu_could_not_run():
 
     et_copy.use_simulated_device()
     mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
-    program = export_device_program(mlp, (torch.randn(2, 8),)).buffer
+    program = leaky(mlp, (torch.randn(2, 8),))
     with pytest.raises(EtCopyError) as caught:
         et_copy.runtime.load(program)
     assert caught.value.error == "InvalidProgram"
