@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import et_copy
 import fuzz_profiles
 import torch
+from et_copy import _C
 from et_copy._dtypes import SCALAR_TYPE_CODES
 from fuzz_profiles import PROFILE_ENV, PROFILES, profile_name, register_profiles  # noqa: F401
 from hypothesis import settings
@@ -429,7 +430,8 @@ def _host_tensor(dtype, shape, order, layout, strides, offset, seed):
 def _device_tensor(dtype, shape, order, index, dynamic, seed):
     t = et_copy.empty(shape, dtype, f"cuda:{index}", dynamic=dynamic, dim_order=order)
     if t.capacity_nbytes:
-        ctypes.memmove(t.data_ptr(), random_bytes(seed, t.capacity_nbytes), t.capacity_nbytes)
+        # Device memory faults on a host access: the simulated device's inspection hook writes it.
+        _C.simulated_device_write(t.data_ptr(), random_bytes(seed, t.capacity_nbytes), t.device.index)
     return t
 
 
@@ -441,7 +443,7 @@ def _device_bytes(t) -> bytes:
     """A DeviceTensor's whole allocation, padding included."""
     cap = t.capacity_nbytes
     padded = max(_ALIGNMENT, -(-cap // _ALIGNMENT) * _ALIGNMENT)
-    return read(t.data_ptr(), padded)
+    return bytes(_C.simulated_device_read(t.data_ptr(), padded, t.device.index))
 
 
 def _meta_of(t, *, dynamic: bool) -> Meta:
@@ -574,7 +576,10 @@ def run_public_case(case: PublicCase, runner: str = "direct") -> None:
             assert err is None, f"expected success, got {err!r}\n{ctx}"
             assert list(out_t.shape) == expect.out_sizes, f"out has shape {tuple(out_t.shape)}\n{ctx}"
             n = expect.nbytes
-            src = read(self_t.data_ptr(), n)
+            if isinstance(self_t, et_copy.DeviceTensor):
+                src = bytes(_C.simulated_device_read(self_t.data_ptr(), n, self_t.device.index))[:n]
+            else:
+                src = read(self_t.data_ptr(), n)
             shape, strides, after = _state(out_t, arenas.get("out"))
             start = 0 if isinstance(out_t, et_copy.DeviceTensor) else out_t.data_ptr() - arenas["out"].base
             before = out_before[2]

@@ -188,3 +188,38 @@ def test_generate_command_takes_a_local_checkpoint_and_its_tokenizer(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     expected = " ".join(f"w{t}" for t in llm.eager_generate(model, [5, 17, 3], 4))
     assert f"generated (4 tokens): {expected}" in proc.stdout, proc.stdout
+
+
+def _weight_bytes(buffer: bytes) -> int:
+    """The bytes of the distinct weights the program's device delegates read,
+    from their records (docs/design.md, "The delegate record")."""
+    sizes = {}
+    start = buffer.find(b"et_copy.delegate 1\n")
+    while start >= 0:
+        header = bytes(buffer[start : buffer.index(b"\nprogram\t", start)]).decode()
+        for line in header.split("\n"):
+            if line.startswith("weight\t"):
+                _, _, key, nbytes = line.split("\t")
+                sizes[key] = int(nbytes)
+        start = buffer.find(b"et_copy.delegate 1\n", start + 1)
+    return sum(sizes.values())
+
+
+def test_the_weights_reach_the_device_once_when_the_program_loads_and_every_method_and_session_shares_them(exported):
+    _, buffer, _ = exported
+    et_copy.use_simulated_device()
+    weights = _weight_bytes(buffer)
+    assert weights > 0
+    before = _stats()
+    device = llm.DeviceLLM(buffer)
+    first = device.new_session()  # loads prefill, then decode: one upload of each weight
+    loaded = _stats()
+    assert loaded["h2d_bytes"] - before["h2d_bytes"] == weights + first.state_nbytes
+    second = device.new_session()
+    other = llm.DeviceLLM(buffer).new_session()  # another load of the same bytes: the weights are resident
+    after = _stats()
+    assert after["h2d_bytes"] - loaded["h2d_bytes"] == second.state_nbytes + other.state_nbytes
+    assert first.generate(PROMPT, 2).tokens == other.generate(PROMPT, 2).tokens
+    del first, second, other, device
+    gc.collect()
+    assert _stats()["bytes_outstanding"] == before["bytes_outstanding"]  # freed with the last user
