@@ -229,17 +229,98 @@ class BoundaryPlanningPass(MemoryPlanningPass):
       copy's output, not a constant: it is unmarked so it gets planned.
       ``constants_unmarked`` counts them. (tests/python/test_export.py tells
       when upstream no longer needs this.)
+    - **Resident inputs and outputs.** ``resident_inputs`` / ``resident_outputs``
+      (user input and output indices) stay on the device: the copy
+      PropagateDevicePass put between such an input and the delegate, or
+      between the delegate and such an output, is removed, and the tensor
+      keeps the delegate's device, unplanned (the caller owns it). Upstream's
+      own skip flags cover all method inputs or outputs, or none.
     """
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(
+        self, *, resident_inputs: Sequence[int] = (), resident_outputs: Sequence[int] = (), **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
+        self.resident_inputs, self.resident_outputs = tuple(resident_inputs), tuple(resident_outputs)
         self.copies_merged = 0
         self.constants_unmarked = 0
 
     def run(self, graph_module: torch.fx.GraphModule, graph_signature=None):
         self.constants_unmarked = _unmark_copied_constants(graph_module)
         self.copies_merged = _merge_duplicate_copies(graph_module)
+        if self.resident_inputs or self.resident_outputs:
+            _keep_resident(graph_module, graph_signature, self.resident_inputs, self.resident_outputs)
         return super().run(graph_module, graph_signature)
+
+
+def _keep_resident(
+    graph_module: torch.fx.GraphModule, signature, inputs: Sequence[int], outputs: Sequence[int]
+) -> None:
+    """Removes the copies of resident method inputs and outputs (see BoundaryPlanningPass)."""
+    from torch.export.graph_signature import OutputKind
+
+    op = "et_copy.export"
+    h2d, d2h = torch.ops.et_copy._h2d_copy.out, torch.ops.et_copy._d2h_copy.out
+    placeholders = {n.name: n for n in graph_module.graph.nodes if n.op == "placeholder"}
+    for i in inputs:
+        node = placeholders[signature.user_inputs[i]]
+        copies = [u for u in node.users if u.op == "call_function" and u.target is h2d]
+        if len(copies) != 1 or len(node.users) != 1:
+            raise ValueError(
+                f"{op}: resident input {i} must be read by the device backend alone (it is read by "
+                f"{sorted(str(u.target) for u in node.users)})"
+            )
+        (copy,) = copies
+        spec = copy.meta["spec"]
+        node.meta["spec"].device, node.meta["spec"].device_index = spec.device, spec.device_index
+        _drop_copy(graph_module, copy, node)
+    out_node = graph_module.graph.output_node()
+    results = list(out_node.args[0])
+    user = [k for k, s in enumerate(signature.output_specs) if s.kind == OutputKind.USER_OUTPUT]
+    for j in outputs:
+        copy = results[user[j]]
+        if not (isinstance(copy, torch.fx.Node) and copy.target is d2h):
+            raise ValueError(
+                f"{op}: resident output {j} is not a device backend's output, so it has no device to stay on"
+            )
+        source = copy.args[0]
+        results[user[j]] = source
+        out_node.args = (tuple(results),)
+        if not copy.users:
+            _drop_copy(graph_module, copy, source)
+    # The planner reads the graph's outputs from this spec, which PropagateDevicePass leaves
+    # naming the delegate's outputs: each is then skipped as a graph output under
+    # alloc_graph_output=False, and a delegate output only a d2h copy reads goes unplanned.
+    out_node.meta["spec"] = tuple(a.meta.get("spec") if isinstance(a, torch.fx.Node) else None for a in results)
+    graph_module.recompile()
+
+
+def _check_resident_outputs(edge, outputs: Sequence[int], op: str) -> None:
+    """Each resident output must be a delegate's result: nothing else has a device to stay on."""
+    from executorch.exir.delegate import executorch_call_delegate
+    from torch.export.graph_signature import OutputKind
+
+    for name in edge.methods:
+        ep = edge.exported_program(name)
+        results = ep.graph_module.graph.output_node().args[0]
+        user = [k for k, s in enumerate(ep.graph_signature.output_specs) if s.kind == OutputKind.USER_OUTPUT]
+        for j in outputs:
+            node = results[user[j]] if j < len(user) else None
+            source = node.args[0] if isinstance(node, torch.fx.Node) and node.args else None
+            if not (isinstance(source, torch.fx.Node) and source.target is executorch_call_delegate):
+                raise ValueError(
+                    f"{op}: method '{name}': resident output {j} is not a device backend's output, "
+                    "so it has no device to stay on"
+                )
+
+
+def _drop_copy(graph_module: torch.fx.GraphModule, copy: torch.fx.Node, source: torch.fx.Node) -> None:
+    """Replaces a copy with its source and erases it and its out buffer."""
+    out = copy.kwargs.get("out")
+    copy.replace_all_uses_with(source)
+    graph_module.graph.erase_node(copy)
+    if isinstance(out, torch.fx.Node) and not out.users:
+        graph_module.graph.erase_node(out)
 
 
 def _copy_nodes(graph_module: torch.fx.GraphModule):
@@ -342,10 +423,8 @@ def export_device_program(
 
     ``resident_inputs`` / ``resident_outputs`` (indices) stay on the
     device: the caller passes and receives ``DeviceTensor``s there, with no
-    copy. Through a backend, resident inputs name every input or none (as
-    PropagateDevicePass's skip flags do), and resident outputs leave every
-    delegate output that is a method output on the device; resident outputs
-    are not memory-planned, so the caller owns them.
+    copy (:class:`BoundaryPlanningPass`). Resident outputs are not
+    memory-planned, so the caller owns them.
 
     ``strict`` is torch.export's. Returns the ExecutorchProgramManager:
     ``.buffer`` is the .pte bytes, ``.write_to_file(f)`` saves it. Raises
@@ -452,8 +531,6 @@ def _export_through_backend(
     delegate holds the whole graph with its weights and state, and
     executorch's PropagateDevicePass copies around it. None when the
     partitioner delegated nothing (a module with nothing to compute)."""
-    skip_inputs = _all_or_none(resident_inputs, [len(m.args) for m in methods.values()], "resident_inputs", op)
-    skip_outputs = bool(resident_outputs)
     exported = {
         name: _stage(op, name, "export", strict, lambda i=inputs: _export(module, i, i.dynamic_shapes, strict))
         for name, inputs in methods.items()
@@ -468,28 +545,20 @@ def _export_through_backend(
     edge = _stage(op, None, "lowering", strict, lambda: edge.to_backend(partitioner))
     if not _has_delegate(edge):
         return None
+    _check_resident_outputs(edge, resident_outputs, op)
     config = ExecutorchBackendConfig(
         memory_planning_pass=BoundaryPlanningPass(
-            alloc_graph_input=alloc_graph_input, alloc_graph_output=alloc_graph_output
+            alloc_graph_input=alloc_graph_input,
+            alloc_graph_output=alloc_graph_output,
+            resident_inputs=resident_inputs,
+            resident_outputs=resident_outputs,
         ),
         enable_non_cpu_memory_planning=True,
-        propagate_device_config=PropagateDeviceConfig(
-            skip_h2d_for_method_inputs=skip_inputs, skip_d2h_for_method_outputs=skip_outputs
-        ),
     )
-    return _stage(op, None, "to_executorch", strict, lambda: edge.to_executorch(config))
-
-
-def _all_or_none(resident: Sequence[int], arg_counts: list[int], what: str, op: str) -> bool:
-    # PropagateDevicePass skips the copies of all method inputs or of none.
-    if not resident:
-        return False
-    if any(sorted(set(resident)) != list(range(n)) for n in arg_counts):
-        raise ValueError(
-            f"{op}: through a device backend, {what} must name every input or none (executorch's "
-            f"PropagateDevicePass skips the copies of all method inputs or of none); got {sorted(resident)}"
-        )
-    return True
+    # Inference programs: exir's passes replay a mutated input's in-place copy,
+    # which autograd refuses on a leaf that requires grad.
+    with torch.no_grad():
+        return _stage(op, None, "to_executorch", strict, lambda: edge.to_executorch(config))
 
 
 def _export_copy_only(

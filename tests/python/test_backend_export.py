@@ -176,9 +176,31 @@ def test_a_module_with_nothing_to_compute_exports_the_copies_alone():
     assert not plan.delegates
 
 
-def test_partial_residency_is_refused_through_a_backend():
-    with pytest.raises(ValueError, match="resident_inputs must name every input or none"):
-        export_device_program(torch.nn.Bilinear(2, 2, 1), (torch.randn(1, 2), torch.randn(1, 2)), resident_inputs=(0,))
+def test_a_resident_input_and_output_skip_their_copies_and_stay_on_the_device():
+    from executorch.exir.schema import DeviceType
+
+    class Step(torch.nn.Module):
+        def forward(self, x, cache):
+            return x.sum(), cache + x
+
+    program = export_device_program(
+        Step(), (torch.randn(4), torch.randn(4)), resident_inputs=(1,), resident_outputs=(1,)
+    )
+    plan = program.executorch_program.execution_plan[0]
+    # x is copied in and its sum copied out; the cache goes in and out as device tensors
+    assert calls(plan) == ["et_copy::_h2d_copy.out", f"delegate:{BACKEND_ID}", "et_copy::_d2h_copy.out"]
+    placeholders = [n for n in program.exported_program().graph.nodes if n.op == "placeholder"]
+    cache = placeholders[-1].meta["spec"]
+    assert (cache.device, cache.device_index, cache.mem_id) == (DeviceType.CUDA, 0, None)
+
+
+def test_a_resident_output_that_no_backend_computes_is_refused():
+    class PassThrough(torch.nn.Module):
+        def forward(self, x):
+            return x + 1, x  # output 1 is the method input itself: a host tensor
+
+    with pytest.raises(ValueError, match="resident output 1 is not a device backend's output"):
+        export_device_program(PassThrough(), (torch.randn(2),), resident_outputs=(1,))
 
 
 def test_a_failure_inside_torch_export_is_named_with_its_method_and_stage():

@@ -161,4 +161,5 @@ def test_use_simulated_device_is_idempotent():
         "name": "simulated",
         "device_count": 1,
         "device_count_error": None,
+        "host_readable": False,  # as a GPU's memory: only copies, the backend and the inspection hook reach it
     }
