@@ -56,6 +56,10 @@ constexpr const char* kName = "SimulatedDeviceBackend";
 class DeviceBlock {
  public:
   static Result<std::unique_ptr<DeviceBlock>> create(size_t nbytes, et::DeviceIndex index) {
+    if (nbytes == 0) {
+      // An empty planned buffer (everything bound in place): no device memory to take.
+      return std::unique_ptr<DeviceBlock>(new DeviceBlock(nullptr, nullptr, 0, index));
+    }
     SimulatedDeviceAllocator& sim = simulated_device_allocator();
     auto p = sim.allocate(nbytes, index);
     if (!p.ok()) {
@@ -69,7 +73,9 @@ class DeviceBlock {
     return std::unique_ptr<DeviceBlock>(new DeviceBlock(*p, static_cast<uint8_t*>(*alias), nbytes, index));
   }
   ~DeviceBlock() {
-    simulated_device_allocator().deallocate(device_, index_);
+    if (device_ != nullptr) {
+      simulated_device_allocator().deallocate(device_, index_);
+    }
   }
   DeviceBlock(const DeviceBlock&) = delete;
   DeviceBlock& operator=(const DeviceBlock&) = delete;
