@@ -19,7 +19,7 @@ Importing this module imports transformers and executorch's AOT stack.
 from ._export import DECODE, MAX_PROMPT_LEN, MAX_SEQ_LEN, PREFILL, export_llm
 from ._generate import DeviceLLM, Generation, Session, Step, eager_generate
 from ._models import ARCHITECTURES, load_model, prepare, tiny_model, tokenizer_for
-from ._state import HostStateStep, StatefulCausalLM
+from ._state import HostStateStep, StatefulCausalLM, UnsupportedModelError
 
 __all__ = [
     "ARCHITECTURES",
@@ -33,6 +33,7 @@ __all__ = [
     "Session",
     "StatefulCausalLM",
     "Step",
+    "UnsupportedModelError",
     "eager_generate",
     "export_llm",
     "load_model",
