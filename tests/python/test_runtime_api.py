@@ -191,9 +191,8 @@ def test_executorch_s_own_runtime_tests_pass_with_only_runtime_swapped(module_na
 
 
 def test_verification_is_ours_executorch_s_or_an_int_of_the_same_meaning(pte):
-    from executorch.runtime import Verification as TheirVerification
-
     from et_copy.runtime import Runtime, Verification
+    from executorch.runtime import Verification as TheirVerification
 
     path, data, x, y = pte
     for level in (TheirVerification.Minimal, TheirVerification.InternalConsistency, Verification.Minimal, 0, 1):
