@@ -126,12 +126,14 @@ def _refuse(wrapper, cache, ours, theirs, position, n, diff, tol) -> None:
     else:
         ours_layer = wrapper.cache.layers[layer]
         theirs_layer = cache.layers[layer] if layer < len(cache.layers) else None
-        kind = layer_kind(model, ours_layer, layer)
+        kind = layer_kind(model, layer)
         window = getattr(ours_layer, "sliding_window", None)
         where = (
-            f"the first decoder layer whose output differs is layer {layer}, a {kind} cache layer"
-            + (f" with sliding_window {window}" if window is not None else "")
-            + (f"; the model's own cache holds it as a {type(theirs_layer).__name__}" if theirs_layer else "")
+            f"the first decoder layer whose output differs is layer {layer} ({kind!r}"
+            + (f", sliding_window {window}" if window is not None else "")
+            + f"; et_copy holds its cache as {type(ours_layer).__name__}"
+            + (f", the model's own cache as {type(theirs_layer).__name__}" if theirs_layer is not None else "")
+            + ")"
         )
     raise UnsupportedModelError(
         f"et_copy.llm.export_llm: {architecture} computes differently through et_copy's StatefulCausalLM than "

@@ -8,6 +8,10 @@ import argparse
 import sys
 import time
 
+# et_copy.llm.ARCHITECTURES, spelled here so that --help need not import
+# transformers; a test checks that the two agree.
+ARCHITECTURES = ("qwen3", "qwen3_moe", "qwen3_5_moe", "llama", "mistral", "gemma2", "gemma3", "gpt_oss")
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -17,7 +21,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     src = p.add_mutually_exclusive_group()
     src.add_argument("--arch", default="qwen3_moe", help="a tiny seeded model (default qwen3_moe): %(choices)s",
-                     choices=("qwen3", "qwen3_moe", "qwen3_5_moe", "llama"))  # fmt: skip
+                     choices=ARCHITECTURES)  # fmt: skip
     src.add_argument("--config", help="a transformers config.json (random weights, seed 0)")
     src.add_argument("--checkpoint", help="a local checkpoint directory (config, safetensors, tokenizer.json)")
     p.add_argument("--seed", type=int, default=0, help="weights of the tiny model, and sampling (default 0)")

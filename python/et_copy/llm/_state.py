@@ -31,8 +31,8 @@ class UnsupportedModelError(ValueError):
     :func:`et_copy.llm.export_llm`'s check) logits that differ from the
     model's own forward with its own cache. ``architecture`` is the model's
     class and ``config.model_type``; ``layer`` the first decoder layer at
-    fault (None when unknown); ``cache_type`` that layer's kind
-    (``config.layer_types`` entry, or the cache layer class)."""
+    fault (None when unknown); ``cache_type`` that layer's kind, as
+    transformers' ``layer_types`` names it (``'sliding_attention'``)."""
 
     def __init__(self, message: str, *, architecture: str, layer: int | None = None, cache_type: str | None = None):
         super().__init__(message)
@@ -47,14 +47,12 @@ def architecture_of(model: torch.nn.Module) -> str:
     return f"{type(model).__name__} (model_type {model_type})" if model_type else type(model).__name__
 
 
-def layer_kind(model: torch.nn.Module, cache_layer: object, index: int) -> str:
-    """A cache layer's kind in the user's words: the config's ``layer_types``
-    entry when it has one, with the cache layer class."""
-    layer_types = getattr(model.config.get_text_config(decoder=True), "layer_types", None)
-    kind = type(cache_layer).__name__
-    if layer_types is not None and index < len(layer_types):
-        return f"{layer_types[index]!r} ({kind})"
-    return kind
+def layer_kind(model: torch.nn.Module, index: int) -> str:
+    """Layer ``index``'s kind in transformers' words: its ``layer_types``
+    entry, as transformers infers it when the config has none
+    (``'sliding_attention'`` for a config with a ``sliding_window``)."""
+    layer_types, _ = get_layer_types_and_kwargs(model.config.get_text_config(decoder=True))
+    return layer_types[index] if index < len(layer_types) else "unknown"
 
 
 class _IndexPutLayer(StaticLayer):
@@ -137,12 +135,12 @@ class StatefulCausalLM(torch.nn.Module):
             ours = _static_layer(layer, max_seq_len, kwargs)
             if ours is None:
                 raise UnsupportedModelError(
-                    f"et_copy.llm: {architecture_of(model)}: cache layer {i} is {layer_kind(model, layer, i)}, which "
-                    "et_copy.llm has no static form to export (it supports full and sliding-window attention and "
-                    "linear attention; docs/llm.md)",
+                    f"et_copy.llm: {architecture_of(model)}: cache layer {i} is {layer_kind(model, i)!r} "
+                    f"(transformers' {type(layer).__name__}), which et_copy.llm has no static form to export (it "
+                    "supports full, sliding-window and chunked attention and linear attention; docs/llm.md)",
                     architecture=architecture_of(model),
                     layer=i,
-                    cache_type=type(layer).__name__,
+                    cache_type=layer_kind(model, i),
                 )
             layers.append(ours)
         cache.layers = layers
