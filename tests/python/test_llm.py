@@ -151,7 +151,15 @@ def test_tiny_model_rejects_an_unknown_architecture_and_leaves_the_rng_alone():
         llm.tiny_model("gpt5")
 
 
-def test_generate_command_prints_device_state_beside_host_state_and_eager_all_equal():
+def _command_env(cache_home) -> dict:
+    """The environment for a `python -m et_copy generate` child: its program
+    cache under the test's tmp dir, never the user's."""
+    import os
+
+    return {**os.environ, "XDG_CACHE_HOME": str(cache_home)}
+
+
+def test_generate_command_prints_device_state_beside_host_state_and_eager_all_equal(tmp_path):
     import subprocess
     import sys
 
@@ -160,6 +168,7 @@ def test_generate_command_prints_device_state_beside_host_state_and_eager_all_eq
         capture_output=True,
         text=True,
         timeout=600,
+        env=_command_env(tmp_path / "cache"),
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     rows = {line[:32].strip(): line[32:].split() for line in proc.stdout.splitlines() if "state" in line[:32]}
@@ -183,7 +192,7 @@ def test_generate_command_takes_a_local_checkpoint_and_its_tokenizer(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "et_copy", "generate", "--checkpoint", str(tmp_path), "--text", "w5 w17 w3",
          "--tokens", "4", "--max-seq-len", "16", "--no-baseline"],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True, text=True, timeout=600, env=_command_env(tmp_path / "cache"),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     expected = " ".join(f"w{t}" for t in llm.eager_generate(model, [5, 17, 3], 4))
@@ -300,3 +309,69 @@ def test_the_command_offers_every_tiny_architecture():
     from et_copy.llm import _cli
 
     assert _cli.ARCHITECTURES == llm.ARCHITECTURES
+
+
+def test_export_llm_cached_reuses_a_program_only_for_the_same_model_weights_and_settings(tmp_path):
+    model = llm.tiny_model("qwen3")
+    first = llm.export_llm_cached(model, cache_dir=tmp_path, max_seq_len=16)
+    assert not first.hit and first.path.parent == tmp_path and first.path.read_bytes() == first.buffer
+    again = llm.export_llm_cached(llm.tiny_model("qwen3"), cache_dir=tmp_path, max_seq_len=16)
+    assert again.hit and again.path == first.path and again.buffer == first.buffer
+    et_copy.use_simulated_device()
+    tokens = llm.DeviceLLM(again.buffer).new_session().generate(PROMPT, 4).tokens
+    assert tokens == llm.eager_generate(model, PROMPT, 4)
+    # Any change of weights, config or settings is another program.
+    from et_copy.llm._cache import cache_key
+
+    key = cache_key(model, {"max_seq_len": 16})
+    assert first.path.stem == key
+    other_weights = llm.tiny_model("qwen3", seed=1)
+    other_config = llm.tiny_model("qwen3")
+    other_config.config.rms_norm_eps = 1e-5
+    keys = {
+        key,
+        cache_key(other_weights, {"max_seq_len": 16}),
+        cache_key(other_config, {"max_seq_len": 16}),
+        cache_key(model, {"max_seq_len": 32}),
+        cache_key(model, {"max_seq_len": 16, "pick": "device"}),
+    }
+    assert len(keys) == 5
+    one_weight = llm.tiny_model("qwen3")
+    with torch.no_grad():
+        one_weight.lm_head.weight[0, 0] += 1e-3
+    assert cache_key(one_weight, {"max_seq_len": 16}) != key
+
+
+def test_the_program_cache_lives_under_xdg_cache_home_or_the_home_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert llm.default_cache_dir() == tmp_path / "et_copy" / "llm"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert llm.default_cache_dir() == tmp_path / "home" / ".cache" / "et_copy" / "llm"
+
+
+@pytest.mark.slow
+def test_generate_command_reuses_its_programs_and_no_cache_exports_again(tmp_path):
+    import subprocess
+    import sys
+
+    def generate(*extra):
+        proc = subprocess.run(
+            [sys.executable, "-m", "et_copy", "generate", "--arch", "qwen3", "--tokens", "4", "--max-seq-len", "16",
+             *extra],
+            capture_output=True, text=True, timeout=600, env=_command_env(tmp_path),
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+        lines = proc.stdout.splitlines()
+        return lines[0], next(line for line in lines if line.startswith("generated"))
+
+    cache = tmp_path / "et_copy" / "llm"
+    first, tokens = generate()
+    assert "exported prefill+decode" in first
+    stored = sorted(cache.iterdir())
+    assert len(stored) == 2  # the device-state program and the host-state baseline
+    second, tokens_again = generate()
+    assert "reused the program exported before" in second and tokens_again == tokens
+    third, tokens_third = generate("--no-cache", "--no-baseline")
+    assert "exported prefill+decode" in third and tokens_third == tokens
+    assert sorted(cache.iterdir()) == stored  # --no-cache stores nothing

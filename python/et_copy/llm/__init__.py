@@ -16,6 +16,7 @@ docs/llm.md has the measured table and what each architecture needs.
 Importing this module imports transformers and executorch's AOT stack.
 """
 
+from ._cache import CachedProgram, default_cache_dir, export_llm_cached
 from ._export import DECODE, MAX_PROMPT_LEN, MAX_SEQ_LEN, PREFILL, export_llm
 from ._generate import DeviceLLM, Generation, Session, Step, eager_generate
 from ._models import ARCHITECTURES, load_model, prepare, tiny_model, tokenizer_for
@@ -23,6 +24,7 @@ from ._state import HostStateStep, StatefulCausalLM, UnsupportedModelError
 
 __all__ = [
     "ARCHITECTURES",
+    "CachedProgram",
     "DECODE",
     "DeviceLLM",
     "Generation",
@@ -34,8 +36,10 @@ __all__ = [
     "StatefulCausalLM",
     "Step",
     "UnsupportedModelError",
+    "default_cache_dir",
     "eager_generate",
     "export_llm",
+    "export_llm_cached",
     "load_model",
     "prepare",
     "tiny_model",
