@@ -31,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import enum
 import functools
+import operator
 import os
 from dataclasses import dataclass
 from typing import Any, Sequence, Union
@@ -62,10 +63,37 @@ __all__ = [
 
 class Verification(enum.IntEnum):
     """How much of a program is verified at load, as executorch.runtime's
-    ``Verification`` (the same names and values)."""
+    ``Verification`` (the same names and values). Wherever et_copy.runtime
+    takes one it also takes executorch.runtime's own ``Verification`` and
+    an int of the same meaning."""
 
     Minimal = 0
     InternalConsistency = 1
+
+
+def _verification(value: Any) -> Verification:
+    """``value`` as our Verification: ours, executorch.runtime's (a pybind11
+    enum: an int by ``__index__``, with the same names and values), or an
+    int. A bool, a float or a str is none of these; a name that disagrees
+    with the value is refused rather than guessed."""
+    if isinstance(value, Verification):
+        return value
+    if isinstance(value, bool):
+        raise TypeError("et_copy.runtime: verification must be a Verification or an int, got bool")
+    try:
+        level = Verification(operator.index(value))
+    except TypeError:
+        raise TypeError(
+            f"et_copy.runtime: verification must be a Verification or an int, got {type(value).__name__}"
+        ) from None
+    except ValueError:
+        raise ValueError(
+            f"et_copy.runtime: verification {value!r} is none of {[f'{v.name} ({v.value})' for v in Verification]}"
+        ) from None
+    name = getattr(value, "name", None)
+    if isinstance(name, str) and name != level.name:
+        raise ValueError(f"et_copy.runtime: verification {value!r} is named {name!r} but has the value of {level.name}")
+    return level
 
 
 class TensorMetadata:
@@ -428,14 +456,14 @@ class Runtime:
         self,
         data: Any,
         *,
-        verification: Verification = Verification.InternalConsistency,
+        verification: Verification | int = Verification.InternalConsistency,
         enable_etdump: bool = False,
         debug_buffer_size: int = 0,
         data_path: str | os.PathLike | None = None,
     ) -> Program:
         """Loads a program from a path (mmapped, not read), bytes, a
         bytearray or memoryview, or a file-like object, verified at
-        ``verification``. ``data_path`` is a .ptd file holding data the
+        ``verification`` (ours, executorch.runtime's, or its int). ``data_path`` is a .ptd file holding data the
         program keeps outside the .pte (weights). ``enable_etdump`` records
         an ETDump profile of every method the program runs (write it with
         :meth:`Program.write_etdump_result_to_file`); ``debug_buffer_size``
@@ -443,7 +471,7 @@ class Runtime:
         the host (device tensors are not read back for it). Raises
         EtCopyError (InvalidProgram, ...) for a malformed program and
         TypeError for what is none of these."""
-        level = int(Verification(verification))
+        level = int(_verification(verification))
         options = {
             "verification": level,
             "data_path": None if data_path is None else os.fspath(data_path),

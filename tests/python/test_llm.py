@@ -151,7 +151,15 @@ def test_tiny_model_rejects_an_unknown_architecture_and_leaves_the_rng_alone():
         llm.tiny_model("gpt5")
 
 
-def test_generate_command_prints_device_state_beside_host_state_and_eager_all_equal():
+def _command_env(cache_home) -> dict:
+    """The environment for a `python -m et_copy generate` child: its program
+    cache under the test's tmp dir, never the user's."""
+    import os
+
+    return {**os.environ, "XDG_CACHE_HOME": str(cache_home)}
+
+
+def test_generate_command_prints_device_state_beside_host_state_and_eager_all_equal(tmp_path):
     import subprocess
     import sys
 
@@ -160,6 +168,7 @@ def test_generate_command_prints_device_state_beside_host_state_and_eager_all_eq
         capture_output=True,
         text=True,
         timeout=600,
+        env=_command_env(tmp_path / "cache"),
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     rows = {line[:32].strip(): line[32:].split() for line in proc.stdout.splitlines() if "state" in line[:32]}
@@ -183,7 +192,7 @@ def test_generate_command_takes_a_local_checkpoint_and_its_tokenizer(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "et_copy", "generate", "--checkpoint", str(tmp_path), "--text", "w5 w17 w3",
          "--tokens", "4", "--max-seq-len", "16", "--no-baseline"],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True, text=True, timeout=600, env=_command_env(tmp_path / "cache"),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     expected = " ".join(f"w{t}" for t in llm.eager_generate(model, [5, 17, 3], 4))
@@ -223,3 +232,181 @@ def test_the_weights_reach_the_device_once_when_the_program_loads_and_every_meth
     del first, second, other, device
     gc.collect()
     assert _stats()["bytes_outstanding"] == before["bytes_outstanding"]  # freed with the last user
+
+
+# Sliding-window attention: a window of llm.SLIDING_WINDOW (8) tokens, and
+# sequences that stay within it (3 + 4), cross it while decoding (3 + 16) and
+# cross it within one prefill (10 + 16).
+SLIDING = ["mistral", "gemma2", "gemma3", "gpt_oss"]
+WINDOW_RUNS = [([5, 17, 3], 4), ([5, 17, 3], TOKENS), ([5, 17, 3, 9, 42, 7, 8, 11, 12, 13], TOKENS)]
+
+
+def _wrapper_generate(wrapper, prompt, n):
+    """Greedy tokens from StatefulCausalLM run eagerly: a prefill, then decodes."""
+    wrapper.reset()
+    with torch.no_grad():
+        tokens = [int(wrapper(torch.tensor([prompt]), torch.arange(len(prompt))).argmax())]
+        for position in range(len(prompt), len(prompt) + n - 1):
+            tokens.append(int(wrapper(torch.tensor([[tokens[-1]]]), torch.tensor([position])).argmax()))
+    return tokens
+
+
+def _mistral_default_window():
+    from transformers import MistralConfig, MistralForCausalLM
+
+    torch.manual_seed(0)  # the weights only; tiny_model's configs use the same sizes
+    config = MistralConfig(
+        vocab_size=256, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        intermediate_size=128, num_hidden_layers=2, max_position_embeddings=256,
+    )  # fmt: skip
+    assert config.sliding_window == 4096  # the default the issue met: a window wider than the cache
+    return llm.prepare(MistralForCausalLM(config))
+
+
+@pytest.mark.parametrize("arch", SLIDING + ["mistral-default-window"])
+def test_the_wrapper_run_eagerly_gives_transformers_tokens_within_and_past_the_sliding_window(arch):
+    model = _mistral_default_window() if arch == "mistral-default-window" else llm.tiny_model(arch)
+    wrapper = llm.StatefulCausalLM(model, MAX_SEQ).eval()
+    assert wrapper.cache.is_sliding.count(True) >= 1
+    for prompt, n in WINDOW_RUNS:
+        assert _wrapper_generate(wrapper, prompt, n) == llm.eager_generate(model, prompt, n), (prompt, n)
+
+
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param(("gemma3", "device"), id="gemma3-device"),  # sliding and full layers mixed
+        pytest.param(("mistral", "host"), id="mistral-host", marks=pytest.mark.slow),
+        pytest.param(("gemma2", "host"), id="gemma2-host", marks=pytest.mark.slow),
+        pytest.param(("gpt_oss", "device"), id="gpt_oss-device", marks=pytest.mark.slow),
+    ],
+)
+def sliding_program(request):
+    arch, pick = request.param
+    model = llm.tiny_model(arch)
+    return model, llm.export_llm(model, max_seq_len=MAX_SEQ, pick=pick).buffer
+
+
+def test_a_sliding_window_program_generates_transformers_tokens_within_and_past_the_window(sliding_program):
+    model, buffer = sliding_program
+    et_copy.use_simulated_device()
+    device = llm.DeviceLLM(buffer)
+    for prompt, n in WINDOW_RUNS:
+        run = device.new_session().generate(prompt, n)
+        assert run.tokens == llm.eager_generate(model, prompt, n), (prompt, n)
+        assert all(s.h2d_bytes == 16 for s in run.steps if s.kind == llm.DECODE)  # the state never crosses
+
+
+class _StaticCacheQuirk(torch.nn.Module):
+    """A decoder layer that computes differently when the cache is static:
+    the kind of architecture quirk export_llm's check is there to catch."""
+
+    def __init__(self, layer: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = layer
+
+    def forward(self, hidden_states, *args, **kwargs):
+        from transformers import StaticCache
+
+        out = self.inner(hidden_states, *args, **kwargs)
+        return out + 0.5 if isinstance(kwargs.get("cache"), StaticCache) else out
+
+
+def test_export_llm_refuses_a_model_its_wrapper_computes_differently_naming_the_layer():
+    model = llm.tiny_model("llama")
+    model.model.layers[1] = _StaticCacheQuirk(model.model.layers[1])
+    with pytest.raises(llm.UnsupportedModelError, match=r"LlamaForCausalLM \(model_type llama\)") as info:
+        llm.export_llm(model, max_seq_len=MAX_SEQ)
+    error = info.value
+    assert isinstance(error, ValueError)
+    assert (error.architecture, error.layer) == ("LlamaForCausalLM (model_type llama)", 1)
+    assert "the first decoder layer whose output differs is layer 1" in str(error)
+    assert "layer 1 ('full_attention'; et_copy holds its cache as _IndexPutLayer" in str(error)
+    assert error.cache_type == "full_attention" and "the model's own cache as DynamicLayer" in str(error)
+
+
+def test_a_cache_layer_kind_with_no_static_form_is_refused_by_name():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    # Linear attention with attention beside it in one layer: transformers'
+    # "hybrid" layer type, whose keys and values the wrapper does not hold.
+    config = LlamaConfig(
+        vocab_size=256, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        intermediate_size=128, num_hidden_layers=2, layer_types=["full_attention", "hybrid"],
+    )  # fmt: skip
+    with pytest.raises(llm.UnsupportedModelError, match="cache layer 1 is 'hybrid'") as info:
+        llm.export_llm(llm.prepare(LlamaForCausalLM(config)), max_seq_len=MAX_SEQ)
+    assert (info.value.layer, info.value.cache_type) == (1, "hybrid")
+    assert "LinearAttentionAndStaticFullAttentionLayer" in str(info.value)
+
+
+def test_the_command_offers_every_tiny_architecture():
+    from et_copy.llm import _cli
+
+    assert _cli.ARCHITECTURES == llm.ARCHITECTURES
+
+
+def test_export_llm_cached_reuses_a_program_only_for_the_same_model_weights_and_settings(tmp_path):
+    model = llm.tiny_model("qwen3")
+    first = llm.export_llm_cached(model, cache_dir=tmp_path, max_seq_len=16)
+    assert not first.hit and first.path.parent == tmp_path and first.path.read_bytes() == first.buffer
+    again = llm.export_llm_cached(llm.tiny_model("qwen3"), cache_dir=tmp_path, max_seq_len=16)
+    assert again.hit and again.path == first.path and again.buffer == first.buffer
+    et_copy.use_simulated_device()
+    tokens = llm.DeviceLLM(again.buffer).new_session().generate(PROMPT, 4).tokens
+    assert tokens == llm.eager_generate(model, PROMPT, 4)
+    # Any change of weights, config or settings is another program.
+    from et_copy.llm._cache import cache_key
+
+    key = cache_key(model, {"max_seq_len": 16})
+    assert first.path.stem == key
+    other_weights = llm.tiny_model("qwen3", seed=1)
+    other_config = llm.tiny_model("qwen3")
+    other_config.config.rms_norm_eps = 1e-5
+    keys = {
+        key,
+        cache_key(other_weights, {"max_seq_len": 16}),
+        cache_key(other_config, {"max_seq_len": 16}),
+        cache_key(model, {"max_seq_len": 32}),
+        cache_key(model, {"max_seq_len": 16, "pick": "device"}),
+    }
+    assert len(keys) == 5
+    one_weight = llm.tiny_model("qwen3")
+    with torch.no_grad():
+        one_weight.lm_head.weight[0, 0] += 1e-3
+    assert cache_key(one_weight, {"max_seq_len": 16}) != key
+
+
+def test_the_program_cache_lives_under_xdg_cache_home_or_the_home_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert llm.default_cache_dir() == tmp_path / "et_copy" / "llm"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert llm.default_cache_dir() == tmp_path / "home" / ".cache" / "et_copy" / "llm"
+
+
+@pytest.mark.slow
+def test_generate_command_reuses_its_programs_and_no_cache_exports_again(tmp_path):
+    import subprocess
+    import sys
+
+    def generate(*extra):
+        proc = subprocess.run(
+            [sys.executable, "-m", "et_copy", "generate", "--arch", "qwen3", "--tokens", "4", "--max-seq-len", "16",
+             *extra],
+            capture_output=True, text=True, timeout=600, env=_command_env(tmp_path),
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+        lines = proc.stdout.splitlines()
+        return lines[0], next(line for line in lines if line.startswith("generated"))
+
+    cache = tmp_path / "et_copy" / "llm"
+    first, tokens = generate()
+    assert "exported prefill+decode" in first
+    stored = sorted(cache.iterdir())
+    assert len(stored) == 2  # the device-state program and the host-state baseline
+    second, tokens_again = generate()
+    assert "reused the program exported before" in second and tokens_again == tokens
+    third, tokens_third = generate("--no-cache", "--no-baseline")
+    assert "exported prefill+decode" in third and tokens_third == tokens
+    assert sorted(cache.iterdir()) == stored  # --no-cache stores nothing

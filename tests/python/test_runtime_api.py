@@ -158,3 +158,48 @@ def test_weights_in_a_ptd_file_are_read_through_data_path(tmp_path):
     # Without its data file the method cannot load, and says why.
     with pytest.raises(et_copy.EtCopyError, match="external_data_map is null"):
         Runtime.get().load_program(tmp_path / "linear.pte").load_method("forward")
+
+
+# executorch's own tests of executorch.runtime, shipped in the 1.5.1 wheel
+# (executorch/runtime/test/, upstream runtime/test/), run with only their
+# module's `Runtime` name bound to et_copy.runtime.Runtime: everything else,
+# executorch's `Verification` included, stays theirs.
+EXECUTORCH_RUNTIME_TESTS = (
+    "executorch.runtime.test.test_runtime",
+    "executorch.runtime.test.test_runtime_etdump_gen",
+    "executorch.runtime.test.test_runtime_xnnpack",
+)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")  # their exports, not ours
+@pytest.mark.parametrize("module_name", EXECUTORCH_RUNTIME_TESTS)
+def test_executorch_s_own_runtime_tests_pass_with_only_runtime_swapped(module_name, monkeypatch):
+    import importlib
+    import unittest
+
+    import et_copy.runtime
+
+    module = pytest.importorskip(module_name)
+    monkeypatch.setattr(module, "Runtime", et_copy.runtime.Runtime)
+    et_copy.use_simulated_device()
+    suite = unittest.defaultTestLoader.loadTestsFromModule(importlib.import_module(module_name))
+    result = unittest.TestResult()
+    suite.run(result)
+    failures = [f"{test.id()}:\n{trace}" for test, trace in result.failures + result.errors]
+    assert not failures, "\n".join(failures)
+    assert result.testsRun == suite.countTestCases() > 0 and not result.skipped
+
+
+def test_verification_is_ours_executorch_s_or_an_int_of_the_same_meaning(pte):
+    from et_copy.runtime import Runtime, Verification
+    from executorch.runtime import Verification as TheirVerification
+
+    path, data, x, y = pte
+    for level in (TheirVerification.Minimal, TheirVerification.InternalConsistency, Verification.Minimal, 0, 1):
+        out = Runtime.get().load_program(data, verification=level).load_method("forward").execute([x, y])[0]
+        assert torch.equal(out, Affine()(x, y)), level
+    with pytest.raises(ValueError, match=r"none of \['Minimal \(0\)', 'InternalConsistency \(1\)'\]"):
+        Runtime.get().load_program(data, verification=2)
+    for wrong in (True, 1.0, "Minimal"):
+        with pytest.raises(TypeError, match="must be a Verification or an int"):
+            Runtime.get().load_program(data, verification=wrong)

@@ -1,7 +1,8 @@
 """LLMs on the device tensor pipeline.
 
 transformers' causal LMs (Qwen3, Qwen3-MoE, Qwen 3.5 MoE with its hybrid
-linear-attention layers, Llama) exported with their KV caches and recurrent
+linear-attention layers, Llama, and sliding-window Mistral, Gemma 2, Gemma 3
+text and GPT-OSS) exported with their KV caches and recurrent
 states as device-resident mutable buffers, and generated from on
 et_copy.runtime with one session per sequence::
 
@@ -12,17 +13,22 @@ et_copy.runtime with one session per sequence::
     session = llm.new_session()
     print(session.generate([1, 2, 3], max_new_tokens=16).tokens)
 
-docs/llm.md has the measured table and what each architecture needs.
+export_llm checks its wrapper against the model's own forward and cache
+first, and raises UnsupportedModelError rather than export a model it would
+run differently. docs/llm.md has the measured table and what each
+architecture needs.
 Importing this module imports transformers and executorch's AOT stack.
 """
 
+from ._cache import CachedProgram, default_cache_dir, export_llm_cached
 from ._export import DECODE, MAX_PROMPT_LEN, MAX_SEQ_LEN, PREFILL, export_llm
 from ._generate import DeviceLLM, Generation, Session, Step, eager_generate
-from ._models import ARCHITECTURES, load_model, prepare, tiny_model, tokenizer_for
-from ._state import HostStateStep, StatefulCausalLM
+from ._models import ARCHITECTURES, SLIDING_WINDOW, load_model, prepare, tiny_model, tokenizer_for
+from ._state import HostStateStep, StatefulCausalLM, UnsupportedModelError
 
 __all__ = [
     "ARCHITECTURES",
+    "CachedProgram",
     "DECODE",
     "DeviceLLM",
     "Generation",
@@ -30,11 +36,15 @@ __all__ = [
     "MAX_PROMPT_LEN",
     "MAX_SEQ_LEN",
     "PREFILL",
+    "SLIDING_WINDOW",
     "Session",
     "StatefulCausalLM",
     "Step",
+    "UnsupportedModelError",
+    "default_cache_dir",
     "eager_generate",
     "export_llm",
+    "export_llm_cached",
     "load_model",
     "prepare",
     "tiny_model",

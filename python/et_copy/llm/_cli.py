@@ -8,6 +8,10 @@ import argparse
 import sys
 import time
 
+# et_copy.llm.ARCHITECTURES, spelled here so that --help need not import
+# transformers; a test checks that the two agree.
+ARCHITECTURES = ("qwen3", "qwen3_moe", "qwen3_5_moe", "llama", "mistral", "gemma2", "gemma3", "gpt_oss")
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -17,7 +21,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     src = p.add_mutually_exclusive_group()
     src.add_argument("--arch", default="qwen3_moe", help="a tiny seeded model (default qwen3_moe): %(choices)s",
-                     choices=("qwen3", "qwen3_moe", "qwen3_5_moe", "llama"))  # fmt: skip
+                     choices=ARCHITECTURES)  # fmt: skip
     src.add_argument("--config", help="a transformers config.json (random weights, seed 0)")
     src.add_argument("--checkpoint", help="a local checkpoint directory (config, safetensors, tokenizer.json)")
     p.add_argument("--seed", type=int, default=0, help="weights of the tiny model, and sampling (default 0)")
@@ -30,6 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default); needs --pick host")
     p.add_argument("--top-k", type=int, default=None, help="sample from the k most likely tokens")
     p.add_argument("--no-baseline", action="store_true", help="skip executorch.runtime and eager")
+    p.add_argument("--no-cache", action="store_true",
+                   help="export again, and store nothing: by default a program exported for the same model, weights, "
+                   "settings and versions is reused from $XDG_CACHE_HOME/et_copy/llm (or ~/.cache/...)")  # fmt: skip
     p.add_argument("-v", "--verbose", action="store_true", help="show third-party warnings and log lines")
     return p
 
@@ -66,8 +73,9 @@ def main(argv: list[str]) -> int:
         return 2
 
     start = time.perf_counter()
-    program = llm.export_llm(model, max_seq_len=args.max_seq_len, pick=args.pick)
-    print(f"model: {name}; exported prefill+decode in {time.perf_counter() - start:.1f} s ({len(program.buffer)} B)")
+    program = llm.export_llm_cached(model, use_cache=not args.no_cache, max_seq_len=args.max_seq_len, pick=args.pick)
+    how = f"reused the program exported before ({program.path})" if program.hit else "exported prefill+decode"
+    print(f"model: {name}; {how} in {time.perf_counter() - start:.1f} s ({len(program.buffer)} B)")
     et_copy.use_simulated_device()
     device = llm.DeviceLLM(program.buffer)
     session = device.new_session()
@@ -123,7 +131,9 @@ def _baseline(model, prompt, args):
     import et_copy
     from et_copy import llm
 
-    program = llm.export_llm(model, max_seq_len=args.max_seq_len, pick=args.pick, state_on_device=False)
+    program = llm.export_llm_cached(
+        model, use_cache=not args.no_cache, max_seq_len=args.max_seq_len, pick=args.pick, state_on_device=False
+    )
     method = Runtime.get().load_program(program.buffer).load_method(llm.DECODE)
     state = llm.HostStateStep(llm.StatefulCausalLM(model, args.max_seq_len)).initial_state()
     result = llm.Generation(list(prompt))

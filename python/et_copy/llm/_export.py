@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..export import MethodInputs, export_device_methods
+from ._check import check_wrapper
 from ._state import HostStateStep, StatefulCausalLM, static_prefill_chunks
 
 PREFILL, DECODE = "prefill", "decode"
@@ -44,6 +45,14 @@ def export_llm(
 
     ``strict`` is torch.export's: transformers' caches export strict only
     (torch 2.13 fails non-strict). Returns the ExecutorchProgramManager.
+
+    Before exporting, the wrapper is checked against the model
+    (:func:`et_copy.llm._check.check_wrapper`): a few prefill and decode
+    steps, eagerly, through the wrapper and through the model's own forward
+    with its own cache. Raises :class:`UnsupportedModelError` (a
+    ValueError) naming the architecture and the first layer at fault when
+    their logits differ, or when the model has a cache layer kind with no
+    static form.
     """
     if max_prompt_len is None:
         max_prompt_len = max(2, max_seq_len // 2)
@@ -52,6 +61,7 @@ def export_llm(
             f"et_copy.llm.export_llm: max_prompt_len must be in 2..max_seq_len ({max_seq_len}), got {max_prompt_len}"
         )
     wrapper = StatefulCausalLM(model, max_seq_len, pick=pick).eval()
+    check_wrapper(wrapper, max_prompt_len)
     methods = {DECODE: MethodInputs((torch.tensor([[0]]), torch.tensor([0])))}
     if not state_on_device:
         step = HostStateStep(wrapper).eval()

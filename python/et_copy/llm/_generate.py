@@ -205,10 +205,13 @@ def _sampler(temperature: float, top_k: int | None, seed: int | None):
 
 
 def eager_generate(model: torch.nn.Module, prompt: Sequence[int], max_new_tokens: int) -> list[int]:
-    """transformers' own greedy ``generate()``, the reference."""
+    """transformers' own greedy ``generate()``, the reference: ``max_new_tokens``
+    tokens through the end-of-sequence token, as :meth:`Session.generate`
+    without ``eos_token_id``. (``min_new_tokens`` would instead forbid that
+    token, which a greedy pick does not: tiny Gemma 2, whose end token is 1,
+    picks it.)"""
     with torch.no_grad():
         out = model.generate(
-            torch.tensor([list(prompt)]), max_new_tokens=max_new_tokens, min_new_tokens=max_new_tokens,
-            do_sample=False,
-        )  # fmt: skip
+            torch.tensor([list(prompt)]), max_new_tokens=max_new_tokens, eos_token_id=None, do_sample=False
+        )
     return out[0, len(prompt) :].tolist()

@@ -9,7 +9,7 @@ from typing import Callable
 
 import torch
 
-ARCHITECTURES = ("qwen3", "qwen3_moe", "qwen3_5_moe", "llama")
+ARCHITECTURES = ("qwen3", "qwen3_moe", "qwen3_5_moe", "llama", "mistral", "gemma2", "gemma3", "gpt_oss")
 
 # Small enough to export in seconds, with every structural feature of the
 # real model: grouped KV heads, q/k norms, routed and shared experts, and
@@ -54,11 +54,59 @@ def _llama():
     return LlamaForCausalLM(LlamaConfig(**_COMMON, intermediate_size=128, num_hidden_layers=2))
 
 
+# The sliding-window models get a window of 8, so that a tiny sequence runs
+# both within it and past it (their real windows are 128 to 4096).
+SLIDING_WINDOW = 8
+
+
+def _mistral():
+    from transformers import MistralConfig, MistralForCausalLM
+
+    config = MistralConfig(**_COMMON, intermediate_size=128, num_hidden_layers=2, sliding_window=SLIDING_WINDOW)
+    return MistralForCausalLM(config)
+
+
+def _gemma2():
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    # Alternating sliding and full layers, logit soft-capping, eager attention.
+    config = Gemma2Config(**_COMMON, intermediate_size=128, num_hidden_layers=2, sliding_window=SLIDING_WINDOW)
+    return Gemma2ForCausalLM(config)
+
+
+def _gemma3():
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    # Gemma 3 text: sliding layers around a full one, each kind with its own rotary base.
+    config = Gemma3TextConfig(
+        **_COMMON, intermediate_size=128, num_hidden_layers=3, sliding_window=SLIDING_WINDOW,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+    )  # fmt: skip
+    return Gemma3ForCausalLM(config)
+
+
+def _gpt_oss():
+    from transformers import GptOssConfig, GptOssForCausalLM
+
+    # Sliding and full layers, attention sinks, routed experts. The YaRN rotary
+    # factor (32) is the ratio of these two lengths, as in the real model.
+    common = {**_COMMON, "max_position_embeddings": 32 * 4096}
+    config = GptOssConfig(
+        **common, intermediate_size=32, num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2,
+        sliding_window=SLIDING_WINDOW,
+    )  # fmt: skip
+    return GptOssForCausalLM(config)
+
+
 _BUILDERS: dict[str, Callable[[], torch.nn.Module]] = {
     "qwen3": _qwen3,
     "qwen3_moe": _qwen3_moe,
     "qwen3_5_moe": _qwen3_5_moe,
     "llama": _llama,
+    "mistral": _mistral,
+    "gemma2": _gemma2,
+    "gemma3": _gemma3,
+    "gpt_oss": _gpt_oss,
 }
 
 

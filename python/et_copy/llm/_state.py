@@ -16,7 +16,43 @@ import contextlib
 import sys
 
 import torch
-from transformers.cache_utils import LinearAttentionCacheLayerMixin, StaticCache, StaticLayer
+from transformers.cache_utils import (
+    LinearAttentionCacheLayerMixin,
+    StaticCache,
+    StaticLayer,
+    StaticSlidingWindowLayer,
+    get_layer_types_and_kwargs,
+)
+
+
+class UnsupportedModelError(ValueError):
+    """The model cannot be exported as it computes: a cache layer kind
+    :class:`StatefulCausalLM` has no static form for, or (from
+    :func:`et_copy.llm.export_llm`'s check) logits that differ from the
+    model's own forward with its own cache. ``architecture`` is the model's
+    class and ``config.model_type``; ``layer`` the first decoder layer at
+    fault (None when unknown); ``cache_type`` that layer's kind, as
+    transformers' ``layer_types`` names it (``'sliding_attention'``)."""
+
+    def __init__(self, message: str, *, architecture: str, layer: int | None = None, cache_type: str | None = None):
+        super().__init__(message)
+        self.architecture = architecture
+        self.layer = layer
+        self.cache_type = cache_type
+
+
+def architecture_of(model: torch.nn.Module) -> str:
+    """``'MistralForCausalLM (model_type mistral)'``: how errors name a model."""
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    return f"{type(model).__name__} (model_type {model_type})" if model_type else type(model).__name__
+
+
+def layer_kind(model: torch.nn.Module, index: int) -> str:
+    """Layer ``index``'s kind in transformers' words: its ``layer_types``
+    entry, as transformers infers it when the config has none
+    (``'sliding_attention'`` for a config with a ``sliding_window``)."""
+    layer_types, _ = get_layer_types_and_kwargs(model.config.get_text_config(decoder=True))
+    return layer_types[index] if index < len(layer_types) else "unknown"
 
 
 class _IndexPutLayer(StaticLayer):
@@ -35,6 +71,38 @@ class _IndexPutLayer(StaticLayer):
         torch.ops.aten.index_put_.default(self.keys, [None, None, positions], key_states)
         torch.ops.aten.index_put_.default(self.values, [None, None, positions], value_states)
         return self.keys, self.values
+
+
+class _SlidingIndexPutLayer(_IndexPutLayer):
+    """A sliding-window (or chunked) attention layer kept at every position,
+    like a full layer: transformers' masks then limit each query to its
+    window (``get_mask_sizes`` gives the whole cache from position 0, so
+    the mask's kv index is the absolute position). transformers' own
+    ``StaticSlidingWindowLayer`` instead rolls a window-sized cache and
+    branches on a Python int it counts per call: a count the exported
+    program cannot keep (wrong tokens eagerly once reset, and a guard on the
+    prompt length that torch.export cannot satisfy). The price is memory:
+    the layer holds ``max_seq_len`` positions, not ``sliding_window``."""
+
+    is_sliding = True
+
+    def __init__(self, max_cache_len: int, sliding_window: int) -> None:
+        super().__init__(max_cache_len)
+        self.sliding_window = sliding_window
+
+
+def _static_layer(layer, max_seq_len: int, kwargs: dict):
+    """Our exportable form of a StaticCache layer (built with ``kwargs``),
+    or None if it has none."""
+    if isinstance(layer, LinearAttentionCacheLayerMixin):
+        # A linear-attention layer with attention beside it (layer_types "hybrid",
+        # "hybrid_sliding") would also need its keys and values as buffers.
+        return layer if not isinstance(layer, StaticLayer) else None
+    if type(layer) is StaticLayer:
+        return _IndexPutLayer(max_seq_len)
+    if type(layer) is StaticSlidingWindowLayer:
+        return _SlidingIndexPutLayer(max_seq_len, kwargs["sliding_window"])
+    return None
 
 
 class StatefulCausalLM(torch.nn.Module):
@@ -61,20 +129,30 @@ class StatefulCausalLM(torch.nn.Module):
         self.max_seq_len = max_seq_len
         self.pick = pick
         cache = StaticCache(max_cache_len=max_seq_len, config=model.config)
-        cache.layers = [_IndexPutLayer(max_seq_len) if type(layer) is StaticLayer else layer for layer in cache.layers]
+        _, per_layer_kwargs = get_layer_types_and_kwargs(model.config.get_text_config(decoder=True))
+        layers = []
+        for i, (layer, kwargs) in enumerate(zip(cache.layers, per_layer_kwargs)):
+            ours = _static_layer(layer, max_seq_len, kwargs)
+            if ours is None:
+                raise UnsupportedModelError(
+                    f"et_copy.llm: {architecture_of(model)}: cache layer {i} is {layer_kind(model, i)!r} "
+                    f"(transformers' {type(layer).__name__}), which et_copy.llm has no static form to export (it "
+                    "supports full, sliding-window and chunked attention and linear attention; docs/llm.md)",
+                    architecture=architecture_of(model),
+                    layer=i,
+                    cache_type=layer_kind(model, i),
+                )
+            layers.append(ours)
+        cache.layers = layers
         # One eager step creates every layer's tensors with the model's own shapes and dtypes.
         with torch.no_grad():
             model(input_ids=torch.zeros(1, 2, dtype=torch.long), cache=cache, use_cache=True)
-        for i, layer in enumerate(cache.layers):
+        for layer in cache.layers:
             if isinstance(layer, LinearAttentionCacheLayerMixin):
                 # Marked as started, so every call reads the stored state: zero state
                 # is what a fresh sequence starts from, so prefill at position 0 is
                 # exact, and a prompt may also continue a sequence.
                 layer.has_previous_state.update(dict.fromkeys(range(layer.number_of_states), True))
-            elif not isinstance(layer, StaticLayer):
-                raise NotImplementedError(
-                    f"et_copy.llm: cache layer {i} is a {type(layer).__name__}, which has no static form to export"
-                )
         self.cache = cache
         for name, owner, key in self._state_slots():
             self.register_buffer(name, _get(owner, key), persistent=False)
