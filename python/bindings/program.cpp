@@ -215,7 +215,10 @@ void load_into(LoadedProgram& lp, const LoadOptions& options) {
                                        method_kernels(), lp.data_map ? &*lp.data_map : nullptr, &refusal);
       if (!pool.ok()) {
         py::gil_scoped_acquire acquire;
-        raise_runtime(pool.error(), what + ": checking the program", {refusal});
+        raise_runtime(pool.error(), what + ": checking the program",
+                      {pool.error() == Error::NotFound
+                           ? refusal + " (call et_copy.use_simulated_device() or et_copy.use_cuda() first)"
+                           : refusal});
       }
       lp.pool = std::move(*pool);
     } else {

@@ -735,7 +735,7 @@ def _has_delegate(edge) -> bool:
 def lower_to_device(
     module: torch.nn.Module,
     example_inputs: Sequence[Any],
-    partitioner: Partitioner,
+    partitioner: Partitioner | None = None,
     *,
     device: str = "cuda:0",
     dynamic_shapes: Any = None,
@@ -745,7 +745,13 @@ def lower_to_device(
     skip_d2h_for_method_outputs: bool = False,
     strict: bool = False,
 ) -> ExecutorchProgramManager:
-    """Exports ``module`` and lowers it with ``with_target_device(partitioner, device)``.
+    """Exports ``module`` and lowers it to a device backend with upstream's
+    skip flags: ``partitioner`` is the device's (default: the simulated
+    device's :class:`~et_copy.backend.SimulatedDevicePartitioner`; upstream's
+    ``CudaPartitioner`` on a GPU); another partitioner is annotated as the
+    device with :func:`with_target_device`, which is only right for a backend
+    that runs on the device (et_copy.runtime refuses at load a CPU backend,
+    XNNPACK, handed device memory).
 
     PropagateDevicePass inserts ``_h2d_copy`` before and ``_d2h_copy`` after
     each partition, and the delegate's inputs and outputs are planned on
@@ -774,7 +780,13 @@ def lower_to_device(
             "reserves a buffer for the device output and copies it with memcpy"
         )
     aot.ensure_registered()
-    target = with_target_device(partitioner, device)
+    if partitioner is None:
+        from .backend import SimulatedDevicePartitioner
+
+        partitioner = SimulatedDevicePartitioner(device)
+        target: Partitioner = partitioner
+    else:
+        target = with_target_device(partitioner, device)
     exported = torch.export.export(module, tuple(example_inputs), dynamic_shapes=dynamic_shapes, strict=strict)
     edge = to_edge_transform_and_lower(exported, partitioner=[target])
     if not _has_delegate(edge):
@@ -792,4 +804,5 @@ def lower_to_device(
             skip_d2h_for_method_outputs=skip_d2h_for_method_outputs,
         ),
     )
-    return edge.to_executorch(config)
+    with torch.no_grad():
+        return edge.to_executorch(config)

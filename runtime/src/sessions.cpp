@@ -131,10 +131,15 @@ Result<std::unique_ptr<SessionPool>> SessionPool::create(Span<const uint8_t> pro
   const Error e =
       check_device_access(program_bytes.data(), program_bytes.size(), device_backends(), what ? &refusal : nullptr);
   if (e != Error::Ok) {
+    // With nothing serving the device, no backend can be allowed on it: that, not the program, is what to fix.
+    const bool unserved = executorch::runtime::get_device_allocator(et::DeviceType::CUDA) == nullptr;
     if (what != nullptr) {
-      *what = std::move(refusal);
+      *what = unserved ? "no DeviceAllocator is registered for cuda, where this program plans memory, so nothing "
+                         "may run there yet; register one before loading (" +
+                             refusal + ")"
+                       : std::move(refusal);
     }
-    return e;
+    return unserved ? Error::NotFound : e;
   }
   return std::unique_ptr<SessionPool>(new SessionPool(program, kernels, named_data));
 }

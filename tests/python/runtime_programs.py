@@ -24,7 +24,6 @@ import json, sys
 from pathlib import Path
 import torch
 from et_copy.export import export_device_program, lower_to_device
-from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
 out = Path(sys.argv[1])
 torch.manual_seed(0)
@@ -63,14 +62,14 @@ slot = (torch.zeros(2, 5, 3), torch.randn(2, 1, 3), torch.tensor([3]))
 stage_a = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU()).eval()
 stage_b = torch.nn.Linear(16, 4).eval()
 a = torch.randn(2, 8)
-(out / "linear.pte").write_bytes(lower_to_device(stage_a, (a,), XnnpackPartitioner()).buffer)
+(out / "linear.pte").write_bytes(lower_to_device(stage_a, (a,)).buffer)
 # Device in, device out: the caller passes and receives device tensors.
 (out / "stage_a.pte").write_bytes(lower_to_device(
-    stage_a, (a,), XnnpackPartitioner(), skip_h2d_for_method_inputs=True, skip_d2h_for_method_outputs=True,
+    stage_a, (a,), skip_h2d_for_method_inputs=True, skip_d2h_for_method_outputs=True,
     alloc_graph_output=False).buffer)
 # Device in, host out.
 (out / "stage_b.pte").write_bytes(lower_to_device(
-    stage_b, (stage_a(a),), XnnpackPartitioner(), skip_h2d_for_method_inputs=True).buffer)
+    stage_b, (stage_a(a),), skip_h2d_for_method_inputs=True).buffer)
 torch.save({"slot": slot, "affine": (x, y),
             "stage": a, "stage_a": stage_a.state_dict(), "stage_b": stage_b.state_dict()},
            out / "data.pt")

@@ -95,7 +95,8 @@ class SessionPool {
   /// would read or write device memory (check_device_access, allowing the
   /// backends of whoever serves the device now: device_backends()). A
   /// refused program gives InvalidProgram, with the refusal written to
-  /// `what` (when not null). `kernels` are passed to each
+  /// `what` (when not null); NotFound instead when no DeviceAllocator is
+  /// registered for CUDA yet (nothing may run on an unserved device). `kernels` are passed to each
   /// Program::load_method (et_copy::method_kernels()), and `named_data`
   /// (data kept outside the program, a .ptd file), when not null. The bytes
   /// are read only during this call.
