@@ -18,6 +18,7 @@
 
 #include <et_copy/instruction_tracer.h>
 #include <et_copy/program_check.h>
+#include <et_copy/program_record.h>
 #include <et_copy/registration.h>
 #include <et_copy/sessions.h>
 #ifdef ET_COPY_WITH_ETDUMP
@@ -620,6 +621,9 @@ py::list execute(LoadedMethod& lm, const py::handle& inputs, const py::handle& o
 } // namespace
 
 void bind_program(py::module_& m) {
+  // The exporter writes the program record with these (et_copy.export); the runtime reads it in C++.
+  m.attr("PROGRAM_RECORD_KEY") = et_copy::kProgramRecordKey;
+  m.attr("PROGRAM_RECORD_VERSION") = et_copy::kProgramRecordVersion;
   py::class_<LoadedProgram, std::shared_ptr<LoadedProgram>>(m, "Program")
       .def_property_readonly("method_names", &method_names)
       .def("new_session", &new_session)

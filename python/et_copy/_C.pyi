@@ -45,6 +45,8 @@ def allocator_stats(device_type: int) -> dict[str, int]: ...
 
 # SimulatedDeviceAllocator::kDefaultHostReadable: the simulated device's one default mode.
 SIMULATED_DEVICE_DEFAULT_HOST_READABLE: bool
+PROGRAM_RECORD_KEY: str
+PROGRAM_RECORD_VERSION: int
 
 # The inspection hook: simulated device bytes through the host alias, as a
 # debugger reads a GPU (uncounted; InvalidArgument outside one live allocation).

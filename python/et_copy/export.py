@@ -295,6 +295,17 @@ def _keep_resident(
     graph_module.recompile()
 
 
+def _write_program_record(edge, *, state_in_delegates: bool) -> None:
+    """The program's record (C++'s et_copy/program_record.h, which owns the
+    format): what et_copy.runtime's sessions may rely on, written, not guessed."""
+    from . import _C
+
+    lines = [f"{_C.PROGRAM_RECORD_KEY} {_C.PROGRAM_RECORD_VERSION}"]
+    if state_in_delegates:
+        lines.append("state\tdelegates")
+    edge._named_data_store.add_named_data(_C.PROGRAM_RECORD_KEY, ("\n".join(lines) + "\n").encode())
+
+
 def _check_resident_outputs(edge, outputs: Sequence[int], op: str) -> None:
     """Each resident output must be a delegate's result: nothing else has a device to stay on."""
     from executorch.exir.delegate import executorch_call_delegate
@@ -546,6 +557,9 @@ def _export_through_backend(
     if not _has_delegate(edge):
         return None
     _check_resident_outputs(edge, resident_outputs, op)
+    # The state is in the delegates when the partitioner took every mutable buffer (ours always does).
+    outer_state = any(edge.exported_program(n).graph_signature.buffers_to_mutate for n in edge.methods)
+    _write_program_record(edge, state_in_delegates=not outer_state)
     config = ExecutorchBackendConfig(
         memory_planning_pass=BoundaryPlanningPass(
             alloc_graph_input=alloc_graph_input,

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include <et_copy/program_check.h>
+#include <et_copy/program_record.h>
 #include <et_copy/simulated_device_backend.h>
 
 #include <executorch/runtime/core/device_allocator.h>
@@ -141,7 +142,14 @@ Result<std::unique_ptr<SessionPool>> SessionPool::create(Span<const uint8_t> pro
     }
     return unserved ? Error::NotFound : e;
   }
-  return std::unique_ptr<SessionPool>(new SessionPool(program, kernels, named_data));
+  auto data = program->get_named_data_map();
+  auto record = read_program_record(data.ok() ? *data : nullptr, what);
+  if (!record.ok()) {
+    return record.error();
+  }
+  auto pool = std::unique_ptr<SessionPool>(new SessionPool(program, kernels, named_data));
+  pool->record_ = *record;
+  return pool;
 }
 
 std::unique_ptr<Session> SessionPool::new_session() {
@@ -169,10 +177,12 @@ Result<SessionPool::MethodScratch*> SessionPool::scratch(const std::string& name
   }
   MethodScratch s;
   const size_t n = meta->num_memory_planned_buffers();
-  // et_copy.export names every state tensor and puts them all in the last
-  // buffer; Session::method checks that after loading.
-  s.has_arena = n > 0 && meta->num_attributes() > 0;
-  for (size_t i = 0; s.has_arena && i + 1 < n; ++i) {
+  // The program's record says its state lives in its device delegates: every
+  // planned buffer is scratch. Else et_copy.export names every state tensor and
+  // puts them all in the last buffer; Session::method checks that after loading.
+  s.all_scratch = record_.state_in_delegates;
+  s.has_arena = !s.all_scratch && n > 0 && meta->num_attributes() > 0;
+  for (size_t i = 0; (s.all_scratch || s.has_arena) && i + (s.has_arena ? 1 : 0) < n; ++i) {
     auto b = planned_buffer(*meta, i, what);
     if (!b.ok()) {
       return b.error();
@@ -204,7 +214,7 @@ Result<Method*> Session::method(const std::string& name, std::string* what,
     loaded->spans.push_back(b.span());
     loaded->devices.push_back(b.device());
   }
-  for (size_t i = 0; !(*scratch)->has_arena && i < n; ++i) {
+  for (size_t i = 0; !(*scratch)->has_arena && !(*scratch)->all_scratch && i < n; ++i) {
     // No arena: nothing tells state from scratch, so all of it is this session's.
     auto b = planned_buffer(*meta, i, what);
     if (!b.ok()) {

@@ -57,6 +57,8 @@
 #include <executorch/runtime/executor/program.h>
 #include <executorch/runtime/kernel/operator_registry.h>
 
+#include <et_copy/program_record.h>
+
 namespace et_copy {
 
 /// The prefix of a state tensor's initial value in the program's named data.
@@ -136,6 +138,7 @@ class SessionPool {
               const executorch::runtime::NamedDataMap* named_data);
   struct MethodScratch {
     bool has_arena = false;             // state in the last buffer, which each session owns
+    bool all_scratch = false;           // the state is in the delegates: every buffer is shared
     std::vector<PlannedBuffer> buffers; // all but the arena
   };
   // The scratch of `name`, allocated on first use. Writes what failed to `what`.
@@ -147,6 +150,7 @@ class SessionPool {
   const int id_;
   std::map<std::string, MethodScratch> scratch_;
   std::mutex execution_lock_;
+  ProgramRecord record_; // what the program says of itself (read_program_record)
 };
 
 /// One sequence: a state arena and the methods loaded on it.
