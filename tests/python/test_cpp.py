@@ -363,7 +363,7 @@ def test_executor_runs_arithmetic_in_the_device_backend_between_method_scoped_co
     # Two inputs in, one output out, nothing else crosses (no weights here).
     s = stats(proc.stdout)
     assert (s["h2d_copies"], s["h2d_bytes"], s["d2h_copies"], s["d2h_bytes"]) == (2, 96, 1, 48), s
-    assert s["bytes_outstanding"] == 0 and s["failed_calls"] == 0, s
+    assert s["failed_calls"] == 0, s
 
 
 def test_executor_generates_like_transformers_in_two_interleaved_sessions_with_the_state_on_the_device(
