@@ -64,6 +64,7 @@ set(_et_copy_headers
   registration.h
   sessions.h
   simulated_device_allocator.h
+  simulated_device_backend.h
   tensor_layout.h)
 if(ET_COPY_PACKAGE_HAS_CUDA)
   list(APPEND _et_copy_headers cuda_device_allocator.h)

@@ -94,7 +94,8 @@ struct FuzzTensor {
   DeviceIndex alloc_index = 0;
   bool null_data = false;
 
-  uint8_t* data = nullptr;
+  uint8_t* data = nullptr;  // what the tensor holds: a device address when on_device
+  uint8_t* bytes = nullptr; // where the harness reads and writes those bytes
   size_t region = 0;
   et_copy::TensorImplView view;
 };
@@ -218,12 +219,20 @@ bool materialize(FuzzTensor& t, Input& in) {
         return false;
       }
       t.data = static_cast<uint8_t*>(*p);
+      // Device memory faults on a host access, as a GPU's does: the harness
+      // fills and checks it through the simulated device's inspection hook.
+      auto alias = et_copy::simulated_device_allocator().host_alias(t.data, t.region, t.alloc_index);
+      if (!alias.ok()) {
+        violation("no host alias for a live device allocation");
+      }
+      t.bytes = static_cast<uint8_t*>(*alias);
     } else {
       t.data = static_cast<uint8_t*>(std::malloc(t.region));
+      t.bytes = t.data;
     }
     const uint8_t seed = in.byte();
     for (size_t i = 0; i < t.region; ++i) {
-      t.data[i] = static_cast<uint8_t>(seed + i * 7);
+      t.bytes[i] = static_cast<uint8_t>(seed + i * 7);
     }
   }
   et_copy::TensorImplView::Spec spec;
@@ -354,8 +363,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (ok) {
     Tensor& self = s.view.tensor();
     Tensor& out = o.view.tensor();
-    const std::vector<uint8_t> self_before(s.data, s.data + s.region);
-    const std::vector<uint8_t> out_before(o.data, o.data + o.region);
+    const std::vector<uint8_t> self_before(s.bytes, s.bytes + s.region);
+    const std::vector<uint8_t> out_before(o.bytes, o.bytes + o.region);
     const auto out_sizes_before = sizes_of(out);
     const auto stats_before = sim.stats();
 
@@ -364,7 +373,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto stats_after = sim.stats();
     const uint64_t copies =
         h2d ? stats_after.h2d_copies - stats_before.h2d_copies : stats_after.d2h_copies - stats_before.d2h_copies;
-    if (!std::equal(self_before.begin(), self_before.end(), s.data)) {
+    if (!std::equal(self_before.begin(), self_before.end(), s.bytes)) {
       violation("self's memory changed");
     }
     if (err == Error::Ok) {
@@ -385,8 +394,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         violation("out does not have self's shape");
       }
       const size_t n = self.nbytes();
-      if (n > o.region || n > s.region || (n > 0 && std::memcmp(o.data, s.data, n) != 0) ||
-          !std::equal(out_before.begin() + n, out_before.end(), o.data + n)) {
+      if (n > o.region || n > s.region || (n > 0 && std::memcmp(o.bytes, s.bytes, n) != 0) ||
+          !std::equal(out_before.begin() + n, out_before.end(), o.bytes + n)) {
         violation("out does not hold exactly self's bytes");
       }
       if (copies != (n > 0 ? 1u : 0u)) {
@@ -396,7 +405,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (sizes_of(out) != out_sizes_before) {
         violation("a rejected call changed out's shape");
       }
-      if (!std::equal(out_before.begin(), out_before.end(), o.data)) {
+      if (!std::equal(out_before.begin(), out_before.end(), o.bytes)) {
         violation("a rejected call changed out's memory");
       }
       if (copies != 0) {

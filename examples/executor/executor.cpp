@@ -3,7 +3,11 @@
 // (libexecutorch_kernels_optimized.so, for the model's arithmetic) and its
 // XNNPACK backend when they are there. Those register et_copy's two kernel
 // names globally themselves, so et-copy's kernels are handed to the method
-// instead: Module::load_method(..., et_copy::method_kernels()).
+// instead: Module::load_method(..., et_copy::method_kernels()). It serves
+// CUDA with the simulated device and registers its backend,
+// SimulatedDeviceBackend, in which device programs compute, and refuses at
+// load any program whose host would touch device memory
+// (et_copy::check_device_access): a GPU could not run it.
 //
 //   et_copy_executor MODEL.pte [--method NAME] [--cuda] [--load LIB]...
 //       [--global-kernels]                   use the registry's et_copy kernels
@@ -44,6 +48,7 @@
 #include <et_copy/program_check.h>
 #include <et_copy/registration.h>
 #include <et_copy/simulated_device_allocator.h>
+#include <et_copy/simulated_device_backend.h>
 #include <et_copy/tensor_layout.h>
 #ifdef ET_COPY_EXECUTOR_WITH_CUDA
 #include <et_copy/cuda_device_allocator.h>
@@ -244,7 +249,11 @@ std::string shape_string(const Tensor& t) {
   return s + "]";
 }
 
-et_copy::CountingDeviceAllocator* register_allocator(bool cuda) {
+// Serves CUDA with et-copy's CUDA allocator (--cuda) or the simulated
+// device and its backend. False, with a message, when the device cannot be
+// used; `*alloc` is the counting allocator serving CUDA, or nullptr (with a
+// message) when another library's allocator does.
+bool register_device(bool cuda, et_copy::CountingDeviceAllocator** alloc) {
   using et_copy::Registration;
   Registration r;
   const char* which;
@@ -256,22 +265,39 @@ et_copy::CountingDeviceAllocator* register_allocator(bool cuda) {
     if (r == Registration::kFailed) {
       std::fprintf(stderr, "et_copy_executor: cannot use the CUDA allocator: %s (error 0x%x)\n",
                    executorch::runtime::to_string(err), static_cast<unsigned>(err));
-      return nullptr;
+      return false;
     }
 #else
     std::fprintf(stderr, "et_copy_executor: --cuda: this executor was built without et_copy::cuda\n");
-    return nullptr;
+    return false;
 #endif
   } else {
     r = et_copy::use_simulated_device();
     which = "simulated";
   }
   std::printf("allocator %s for CUDA: %s\n", which, et_copy::registration_name(r));
-  auto* alloc = et_copy::as_counting_allocator(executorch::runtime::get_device_allocator(DeviceType::CUDA));
-  if (r == Registration::kAlreadyOther || alloc == nullptr) {
+  if (!cuda) {
+    // The simulated device's memory faults on a host access, as a GPU's
+    // does: a device program computes in SimulatedDeviceBackend's
+    // delegates, which need it registered before the method loads.
+    Error err = Error::Ok;
+    const Registration b = et_copy::register_simulated_device_backend(&err);
+    std::printf("backend %s: %s\n", et_copy::kSimulatedDeviceBackend, et_copy::registration_name(b));
+    if (b == Registration::kFailed) {
+      std::fprintf(stderr, "et_copy_executor: cannot register %s: %s (error 0x%x)\n", et_copy::kSimulatedDeviceBackend,
+                   executorch::runtime::to_string(err), static_cast<unsigned>(err));
+      return false;
+    }
+    if (b == Registration::kAlreadyOther) {
+      std::fprintf(stderr, "et_copy_executor: another backend is registered as %s; its delegates run there\n",
+                   et_copy::kSimulatedDeviceBackend);
+    }
+  }
+  *alloc = et_copy::as_counting_allocator(executorch::runtime::get_device_allocator(DeviceType::CUDA));
+  if (r == Registration::kAlreadyOther || *alloc == nullptr) {
     std::fprintf(stderr, "et_copy_executor: another CUDA allocator is registered; counters unavailable\n");
   }
-  return alloc;
+  return !cuda || *alloc != nullptr;
 }
 
 void print_stats(const et_copy::CountingDeviceAllocator& a) {
@@ -317,8 +343,8 @@ int run(const Options& opt) {
     method_kernels.assign(scoped.begin(), scoped.end());
     std::printf("kernels: et_copy's, method-scoped (%zu operators listed)\n", method_kernels.size());
   }
-  et_copy::CountingDeviceAllocator* alloc = register_allocator(opt.cuda);
-  if (opt.cuda && alloc == nullptr) {
+  et_copy::CountingDeviceAllocator* alloc = nullptr;
+  if (!register_device(opt.cuda, &alloc)) {
     return 2;
   }
 

@@ -47,14 +47,17 @@ class DeviceBuffer {
   uint8_t* data() {
     return data_;
   }
-  // The simulated device is host memory, so tests may look at it directly.
+  // A host read of device memory faults, as on a GPU: tests look at the
+  // bytes through the allocator's inspection hook, as a debugger would.
+  // Empty (and a test failure) when the buffer has no alias.
   std::vector<uint8_t> contents() const {
-    return std::vector<uint8_t>(data_, data_ + nbytes_);
-  }
-  void fill_pattern(uint8_t seed) {
-    for (size_t i = 0; i < nbytes_; ++i) {
-      data_[i] = static_cast<uint8_t>((seed + i) % 251);
+    auto alias = et_copy::simulated_device_allocator().host_alias(data_, nbytes_, index_);
+    if (!alias.ok()) {
+      ADD_FAILURE() << "host_alias of a " << nbytes_ << "-byte device buffer failed";
+      return {};
     }
+    const auto* bytes = static_cast<const uint8_t*>(alias.get());
+    return std::vector<uint8_t>(bytes, bytes + nbytes_);
   }
 
  private:
@@ -62,6 +65,23 @@ class DeviceBuffer {
   DeviceIndex index_;
   uint8_t* data_;
 };
+
+/// Where the host may read [p, p + n) of a test buffer: host memory is
+/// itself; simulated device memory (any device) is reached through
+/// host_alias, since a host read of it faults. nullptr, failing the test,
+/// for a range that starts in a device allocation and leaves it.
+const uint8_t* host_view(const void* p, size_t n) {
+  auto& a = et_copy::simulated_device_allocator();
+  const auto count = a.device_count();
+  for (int d = 0; n > 0 && count.ok() && d < count.get(); ++d) {
+    if (a.is_device_memory(p, 1, static_cast<DeviceIndex>(d))) {
+      auto alias = a.host_alias(p, n, static_cast<DeviceIndex>(d));
+      EXPECT_TRUE(alias.ok()) << n << " bytes at a device pointer of device " << d << " leave its allocation";
+      return alias.ok() ? static_cast<const uint8_t*>(alias.get()) : nullptr;
+    }
+  }
+  return static_cast<const uint8_t*>(p);
+}
 
 TestTensor::Options on(DeviceType device, DeviceIndex index = 0) {
   TestTensor::Options o;
@@ -110,7 +130,8 @@ class CopyKernels : public ::testing::Test {
   void expect_rejected(bool h2d, const Tensor& self, Tensor& out, Error want, const std::string& needle) {
     const auto* out_bytes = static_cast<const uint8_t*>(out.const_data_ptr());
     // Read the bytes out's shape covers (nbytes() is safe only when the
-    // sizes are non-negative, which every test but one keeps).
+    // sizes are non-negative, which every test but one keeps), through the
+    // host alias when out is device memory.
     size_t n = 0;
     bool readable = out_bytes != nullptr;
     for (auto s : out.sizes()) {
@@ -118,6 +139,8 @@ class CopyKernels : public ::testing::Test {
     }
     if (readable) {
       n = out.nbytes();
+      out_bytes = host_view(out_bytes, n);
+      readable = out_bytes != nullptr;
     }
     const std::vector<uint8_t> bytes_before(readable ? out_bytes : nullptr, readable ? out_bytes + n : nullptr);
     const std::vector<SizesType> sizes_before(out.sizes().begin(), out.sizes().end());
@@ -568,7 +591,7 @@ TEST_F(CopyKernels, DynamicBoundOutIsResizedToSelfShape) {
   EXPECT_EQ(std::vector<uint8_t>(got.begin(), got.begin() + 24), src.contents());
   // Past self's 24 bytes, out's buffer is untouched.
   EXPECT_EQ(std::vector<uint8_t>(got.begin() + 24, got.end()), std::vector<uint8_t>(40, 0x77));
-  EXPECT_EQ(dev.contents()[24], SimulatedDeviceAllocator::kFreshByte);
+  EXPECT_EQ(dev.contents().at(24), SimulatedDeviceAllocator::kFreshByte);
   EXPECT_EQ(alloc().stats().h2d_bytes - before_.h2d_bytes, 24u);
 }
 

@@ -1,8 +1,9 @@
 """The C++ side through CMake: the GoogleTest suite under CTest, the
 installed CMake package, and examples/executor (a C++ executor linking
 the wheel's kernel library and XNNPACK backend, loading methods with
-et_copy::method_kernels()) running device-planned programs
-that must match eager PyTorch.
+et_copy::method_kernels() and registering SimulatedDeviceBackend) running
+device programs that must match eager PyTorch, and refusing at load one
+whose host would touch device memory.
 
 Everything runs in subprocesses (cmake, ctest, the executor, and the export,
 which imports executorch.exir) with timeouts, in temporary folders.
@@ -114,6 +115,7 @@ def test_cmake_install_lays_out_library_headers_and_package(plain_install):
         "registration.h",
         "sessions.h",
         "simulated_device_allocator.h",
+        "simulated_device_backend.h",
         "tensor_layout.h",
     ):
         assert (prefix / "include" / "et_copy" / header).is_file(), header
@@ -238,15 +240,22 @@ for name, (module, inputs) in cases.items():
         meta[name]["n_outputs"] = len(expected)
         meta[name]["in_bytes"] = sum(t.numel() * t.element_size() for t in inputs)
 
-# Arithmetic between the copies, run by the kernel library the executor
-# links (aten::mul/add on device-planned memory: the simulated device's).
+# Arithmetic between the copies, in a SimulatedDeviceBackend delegate: the
+# backend runs aten::mul/add (the kernel library the executor links) over
+# the simulated device's memory; only the copies run outside it.
 class Affine(torch.nn.Module):
     def forward(self, x, y):
         return x * 2.0 + y
 
 
 inputs = (torch.randn(3, 4), torch.randn(3, 4))
-(out / "affine.pte").write_bytes(export_device_program(Affine(), inputs).buffer)
+program = export_device_program(Affine(), inputs)
+(out / "affine.pte").write_bytes(program.buffer)
+plan = program.executorch_program.execution_plan[0]
+meta["affine"] = {
+    "operators": sorted(f"{o.name}.{o.overload}" for o in plan.operators),
+    "delegates": [d.id for d in plan.delegates],
+}
 for i, t in enumerate(inputs):
     (out / f"affine.in{i}.bin").write_bytes(t.numpy().tobytes())
 (out / "affine.expect0.bin").write_bytes(Affine()(*inputs).numpy().tobytes())
@@ -266,8 +275,9 @@ model = llm.tiny_model("qwen3_moe")
 prompts = [[5, 17, 3, 9], [7, 7, 1]]
 meta["llm"] = {"prompts": prompts, "tokens": [llm.eager_generate(model, p, 16) for p in prompts]}
 
-# A delegated program: XNNPACK computes relu(a + b) on buffers planned on the
-# device (PropagateDevicePass puts the copies around the delegate).
+# XNNPACK annotated as the device (lower_to_device): its delegate would take
+# buffers planned on cuda:0, which a CPU backend cannot read on a GPU, so
+# the executor refuses the program at load.
 try:
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 except ImportError:
@@ -325,7 +335,12 @@ def test_executor_links_the_wheels_kernel_library_and_xnnpack_backend(executor):
 METHOD_SCOPED = "kernels: et_copy's, method-scoped"
 
 
-def test_executor_runs_arithmetic_between_the_copies_like_eager_with_method_scoped_kernels(executor, programs):
+def test_executor_runs_arithmetic_in_the_device_backend_between_method_scoped_copies_like_eager(executor, programs):
+    # A delegated device program: the copies outside SimulatedDeviceBackend's
+    # delegate, the arithmetic inside it.
+    meta = json.loads((programs / "meta.json").read_text())["affine"]
+    assert meta["operators"] == ["et_copy::_d2h_copy.out", "et_copy::_h2d_copy.out"], meta
+    assert meta["delegates"] == ["SimulatedDeviceBackend"], meta
     cmd = [
         str(executor),
         str(programs / "affine.pte"),
@@ -338,12 +353,17 @@ def test_executor_runs_arithmetic_between_the_copies_like_eager_with_method_scop
         str(programs / "affine.expect0.bin"),
     ]
     proc = run(cmd, timeout=120)
+    # The copies are et_copy's method-scoped kernels; the executor registered
+    # the backend itself.
     assert METHOD_SCOPED in proc.stdout and "output 0: matches" in proc.stdout, proc.stdout
-    # Loading with a method list that holds every registered operator logs no
-    # "kernel ... not found" line for aten::mul/add.
+    assert "backend SimulatedDeviceBackend: registered" in proc.stdout, proc.stdout
+    # Neither the method nor the backend's nested program logs a
+    # "kernel ... not found" line (aten::mul/add, the copies).
     assert "not found" not in proc.stderr, proc.stderr
+    # Two inputs in, one output out, nothing else crosses (no weights here).
     s = stats(proc.stdout)
     assert (s["h2d_copies"], s["h2d_bytes"], s["d2h_copies"], s["d2h_bytes"]) == (2, 96, 1, 48), s
+    assert s["failed_calls"] == 0, s
 
 
 def test_executor_generates_like_transformers_in_two_interleaved_sessions_with_the_state_on_the_device(
@@ -354,6 +374,12 @@ def test_executor_generates_like_transformers_in_two_interleaved_sessions_with_t
     for prompt in meta["prompts"]:
         args += ["--prompt", ",".join(map(str, prompt))]
     proc = run(args, timeout=300)
+    # The LLM computes in SimulatedDeviceBackend's delegates, which the
+    # executor registered; each session's state is its own arena there (the
+    # session id SessionPool passes as a runtime spec), of the same size.
+    assert "backend SimulatedDeviceBackend: registered" in proc.stdout, proc.stdout[-3000:]
+    states = re.findall(r"^session (\d): (\d+) bytes of state on the device$", proc.stdout, re.M)
+    assert [s for s, _ in states] == ["0", "1"] and states[0][1] == states[1][1] and int(states[0][1]) > 0, states
     for i, expected in enumerate(meta["tokens"]):
         tokens = re.search(rf"^session {i} tokens: (.*)$", proc.stdout, re.M)
         assert tokens is not None and [int(t) for t in tokens.group(1).split()] == expected, proc.stdout[-3000:]
@@ -507,14 +533,17 @@ def test_executor_cuda_flag_uses_the_gpu_or_fails_cleanly_without_one(executor, 
         assert not out.exists()
 
 
-def test_executor_runs_a_delegated_program_on_device_buffers_like_eager(executor, programs, tmp_path):
+def test_executor_refuses_a_cpu_delegate_on_device_buffers_at_load(executor, programs, tmp_path):
     meta = json.loads((programs / "meta.json").read_text()).get("xnnpack")
     if meta is None:
         pytest.skip("executorch has no XNNPACK partitioner here")
     # Only the two et_copy ops outside the delegate, and a buffer on CUDA.
     assert meta["operators"] == ["et_copy::_d2h_copy.out", "et_copy::_h2d_copy.out"], meta
     assert meta["delegates"] == ["XnnpackBackend"] and 1 in meta["device_buffers"], meta
-    # The executor links the XNNPACK backend itself: no --load needed.
+    # The executor links the XNNPACK backend itself, so only the load check
+    # keeps it off the device: XNNPACK runs on the CPU and on a GPU would
+    # read device memory from the host.
+    out = tmp_path / "out0.bin"
     proc = run(
         [
             str(executor),
@@ -523,16 +552,19 @@ def test_executor_runs_a_delegated_program_on_device_buffers_like_eager(executor
             str(programs / "xnnpack.in0.bin"),
             "--input",
             str(programs / "xnnpack.in1.bin"),
-            "--expect",
-            str(programs / "xnnpack.expect0.bin"),
-            "--require-copies",
+            "--output",
+            str(out),
         ],
         timeout=120,
+        check=False,
     )
-    assert METHOD_SCOPED in proc.stdout, proc.stdout
-    assert "output 0: matches" in proc.stdout, proc.stdout
-    s = stats(proc.stdout)
-    assert (s["h2d_copies"], s["h2d_bytes"], s["d2h_copies"], s["d2h_bytes"]) == (2, 256, 1, 128), s
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    err = proc.stderr
+    assert "delegate:XnnpackBackend" in err and "planned on cuda:0" in err, err
+    assert "backend 'XnnpackBackend' does not run on that device (allowed there: SimulatedDeviceBackend)" in err, err
+    # Refused before anything loaded or ran.
+    assert "output 0" not in proc.stdout and not out.exists(), proc.stdout
+    assert "allocator simulated: " not in proc.stdout, proc.stdout
 
 
 def test_cmake_dir_cli_prints_the_package_folder_or_says_why_not():
