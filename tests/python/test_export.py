@@ -307,15 +307,20 @@ def test_upstream_still_fails_on_a_partition_reading_a_scalar_constant(xnnpack_p
         _lower_upstream(ScaledRelu(), (torch.randn(4, 8),), xnnpack_partitioner())
 
 
-def test_a_partition_reading_a_scalar_constant_lowers_and_runs_like_eager(xnnpack_partitioner):
+def test_a_partition_reading_a_scalar_constant_lowers_and_a_cpu_backend_on_the_device_is_refused_at_load(
+    xnnpack_partitioner,
+):
     import et_copy
     import et_copy.runtime
 
     x = torch.randn(4, 8)
-    program = lower_to_device(ScaledRelu(), (x,), xnnpack_partitioner())
+    program = lower_to_device(ScaledRelu(), (x,), xnnpack_partitioner())  # exports: the workaround
     et_copy.use_simulated_device()
-    (got,) = et_copy.runtime.load(program.buffer).load_method().execute([x])
-    torch.testing.assert_close(got, ScaledRelu()(x))
+    with pytest.raises(et_copy.EtCopyError, match=r"delegate:XnnpackBackend.*is planned on cuda:0"):
+        et_copy.runtime.load(program.buffer)  # XNNPACK cannot read device memory
+    ours = lower_to_device(ScaledRelu(), (x,))  # the simulated device's backend
+    (got,) = et_copy.runtime.load(ours.buffer).load_method().execute([x])
+    assert torch.equal(got, ScaledRelu()(x))
 
 
 def test_copies_of_one_tensor_read_by_several_partitions_are_merged(xnnpack_partitioner):
