@@ -295,6 +295,23 @@ def _keep_resident(
     graph_module.recompile()
 
 
+def _refuse_input_mutation(exported: dict, op: str) -> None:
+    """A method input updated in place would need its new value copied back
+    to the caller's host tensor after every call; ExecuTorch would instead
+    return it as an extra output, and the caller's tensor would keep its old
+    value. Refused: keep such state in a buffer, or return the new value."""
+    from torch.export.graph_signature import OutputKind
+
+    for name, ep in exported.items():
+        mutated = [s.target for s in ep.graph_signature.output_specs if s.kind == OutputKind.USER_INPUT_MUTATION]
+        if mutated:
+            raise ValueError(
+                f"{op}: method '{name}' updates its input(s) {mutated} in place, which a device program cannot "
+                "write back to the caller; register that state as a buffer (it then lives on the device) or "
+                "return the new value"
+            )
+
+
 def _write_program_record(edge, *, state_in_delegates: bool) -> None:
     """The program's record (C++'s et_copy/program_record.h, which owns the
     format): what et_copy.runtime's sessions may rely on, written, not guessed."""
@@ -553,6 +570,8 @@ def _export_through_backend(
         strict,
         lambda: to_edge(exported, constant_methods=constant_methods, compile_config=_edge_config(exported)),
     )
+    # torch.export keeps an input's in-place update as an op; to_edge turns it into an output.
+    _refuse_input_mutation({name: edge.exported_program(name) for name in edge.methods}, op)
     edge = _stage(op, None, "lowering", strict, lambda: edge.to_backend(partitioner))
     if not _has_delegate(edge):
         return None

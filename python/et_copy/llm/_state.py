@@ -216,7 +216,7 @@ class HostStateStep(torch.nn.Module):
     def forward(self, input_ids: torch.Tensor, cache_position: torch.Tensor, *state: torch.Tensor):
         slots = list(self.lm._state_slots())
         for (_, owner, key), value in zip(slots, state):
-            _set(owner, key, value)  # the model updates the given state in place
+            _set(owner, key, value.clone())  # the model updates a copy in place: inputs stay inputs
         try:
             out = self.lm(input_ids, cache_position)
             new_state = tuple(_get(owner, key) for _, owner, key in slots)
