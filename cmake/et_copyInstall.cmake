@@ -61,6 +61,7 @@ set(_et_copy_headers
   counting_device_allocator.h
   instruction_tracer.h
   program_check.h
+  program_record.h
   registration.h
   sessions.h
   simulated_device_allocator.h

@@ -112,6 +112,7 @@ def test_cmake_install_lays_out_library_headers_and_package(plain_install):
         "counting_device_allocator.h",
         "instruction_tracer.h",
         "program_check.h",
+        "program_record.h",
         "registration.h",
         "sessions.h",
         "simulated_device_allocator.h",
