@@ -141,7 +141,6 @@ def test_list_prints_the_selected_cases_and_runs_nothing():
     assert [line.split()[0] for line in lines] == [
         *expected,
         "program/dynamic_rows/device",
-        "program/dynamic_rows/xnnpack",
     ]
     assert "PASS" not in proc.stdout
 
@@ -177,12 +176,7 @@ def test_program_section_runs_real_models_on_both_runtimes_equal_to_eager_with_e
 
     _, result = default_run
     programs = {p["name"]: p for p in result["programs"]}
-    valid = {
-        f"program/{m.name}/{route}"
-        for m in MODELS
-        for route in ("device", "xnnpack")
-        if route == "device" or m.delegate
-    }
+    valid = {f"program/{m.name}/device" for m in MODELS}
     assert valid <= set(programs)
     for name in valid:
         p = programs[name]

@@ -93,7 +93,6 @@ class Model:
     name: str
     description: str
     build: Callable[[], tuple[torch.nn.Module, tuple, tuple, Any]]
-    delegate: bool = True  # has float32 work XNNPACK takes (the delegate route applies)
     control: bool = True  # has compute to compare with a plain export (a passthrough has none)
 
 
@@ -189,7 +188,6 @@ MODELS = [
         "copy_only_all_dtypes",
         "every dtype a program can carry, [3, 5] of random bytes each, to the device and back",
         _all_dtypes,
-        delegate=False,
         control=False,
     ),
     Model("convnet_bn", "conv + batch norm + ReLU x2, pooling, linear; [2, 3, 16, 16]", _convnet),
@@ -197,6 +195,6 @@ MODELS = [
     Model("attention", "nn.MultiheadAttention(32, 4 heads), output and weights; [2, 5, 32]", _attention),
     Model("lstm", "nn.LSTM(8 -> 16), outputs and (h, c); [2, 7, 8]", _recurrent),
     Model("split_outputs", "chunk and unbind feeding compute, two outputs; [4, 6]", _split),
-    Model("mixed_dtypes", "float16, int64 and bool inputs and outputs; [3, 4] each", _dtypes, delegate=False),
+    Model("mixed_dtypes", "float16, int64 and bool inputs and outputs; [3, 4] each", _dtypes),
     Model("dynamic_rows", "Linear-GELU-Linear on [rows, 8], planned for 16 rows, run with 5", _dynamic),
 ]

@@ -28,7 +28,7 @@ import torch
 from .models import MODELS, Model
 from .runners import CapturedStderr, Finding
 
-ROUTES = ("device", "xnnpack")  # export_device_program; lower_to_device with XNNPACK
+ROUTES = ("device",)  # export_device_program: the compute in the simulated device's backend
 CONTROL = "control"  # the same model exported without device planning, on executorch.runtime
 COLUMNS = (CONTROL, "executorch.runtime", "et_copy.runtime")
 JUDGED_COLUMN = "et_copy.runtime"
@@ -48,9 +48,7 @@ class Program:
 def _programs() -> list[Program]:
     out = []
     for model in MODELS:
-        out.append(Program(f"program/{model.name}/device", f"{model.description}; no delegate"))
-        if model.delegate:
-            out.append(Program(f"program/{model.name}/xnnpack", f"{model.description}; XNNPACK delegate"))
+        out.append(Program(f"program/{model.name}/device", f"{model.description}; in the device backend"))
     from .tamper import TAMPERS  # noqa: PLC0415 (imports executorch.exir only when listed)
 
     for tamper in TAMPERS:
@@ -97,31 +95,21 @@ class ProgramResult:
 
 
 def _export(model: Model, route: str):
-    from ..export import export_device_program, lower_to_device
+    from ..export import export_device_program
 
     module, example, inputs, dynamic_shapes = model.build()
-    if route == "device":
-        manager = export_device_program(module, example, dynamic_shapes=dynamic_shapes)
-    else:
-        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-
-        manager = lower_to_device(module, example, XnnpackPartitioner(), dynamic_shapes=dynamic_shapes)
+    manager = export_device_program(module, example, dynamic_shapes=dynamic_shapes)
     return module, inputs, manager
 
 
 def _export_control(model: Model, route: str) -> bytes:
-    """The model exported the plain way: no device, same partitioner."""
-    from executorch.exir import ExecutorchBackendConfig, to_edge, to_edge_transform_and_lower
+    """The model exported the plain way: no device, no delegate."""
+    from executorch.exir import ExecutorchBackendConfig, to_edge
     from executorch.exir.passes import MemoryPlanningPass
 
     module, example, _, dynamic_shapes = model.build()
     exported = torch.export.export(module, example, dynamic_shapes=dynamic_shapes, strict=False)
-    if route == "device":
-        edge = to_edge(exported)
-    else:
-        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-
-        edge = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
+    edge = to_edge(exported)
     config = ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False))
     return bytes(edge.to_executorch(config).buffer)
 
