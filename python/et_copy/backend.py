@@ -187,6 +187,20 @@ def _external_constants(nested) -> list[str]:
     return names
 
 
+def _external_tag(node: torch.fx.Node) -> str | None:
+    """Where a constant placeholder's bytes go: the named data (the device's
+    weights), except a constant that is viewed. executorch 1.5.1 turns a
+    view of a constant into a view that the emitter cannot place when the
+    constant is external (an assertion on its constant_tag; seen: GPT-OSS's
+    attention sinks); such a constant stays in the nested program, like the
+    lifted scalars."""
+    from executorch.exir import memory
+
+    if any(u.target is memory.view for u in node.users):
+        return None
+    return "_default_external_constant"
+
+
 def _device_of(compile_specs: Sequence[CompileSpec]) -> tuple[str, int]:
     """("cuda", index) from the target_device compile spec (the record names the type as text)."""
     for spec in compile_specs:
@@ -208,7 +222,7 @@ def _preprocess(edge_program, compile_specs, layout: dict[str, StateSlot], arena
             edge_programs={"forward": edge_program}, compile_config=EdgeCompileConfig(_check_ir_validity=False)
         ).to_executorch(
             ExecutorchBackendConfig(
-                external_constants=True,  # weights by name, served from device memory
+                external_constants=_external_tag,  # weights by name, served from device memory
                 memory_planning_pass=planner,
                 run_reinplace_pass=bool(state),  # cache writes into the state, not a copy of it
                 emit_mutable_buffer_names=True,
