@@ -87,17 +87,31 @@ void bind_error(py::module_& m) {
   m.add_object("EtCopyError", cls);
 }
 
+// Text for Python. A message may quote bytes of an untrusted program (a
+// name, a record line), which need not be UTF-8: those become U+FFFD.
+py::object text(const std::string& s) {
+  PyObject* u = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
+  if (u == nullptr) {
+    throw py::error_already_set();
+  }
+  return py::reinterpret_steal<py::object>(u);
+}
+
 py::object optional_str(const std::optional<std::string>& s) {
-  return s ? py::object(py::str(*s)) : py::object(py::none());
+  return s ? text(*s) : py::object(py::none());
 }
 
 // Sets EtCopyError(...) as the Python error; if making it fails, that failure.
 void set_error(const std::string& message, const char* error, const std::optional<std::string>& instruction,
                const std::optional<std::string>& op, const std::vector<std::string>& log) {
   try {
-    py::object exc =
-        py::handle(g_error_type)(message, py::arg("error") = error, py::arg("instruction") = optional_str(instruction),
-                                 py::arg("operator") = optional_str(op), py::arg("log") = py::cast(log));
+    py::tuple lines(log.size());
+    for (size_t i = 0; i < log.size(); ++i) {
+      lines[i] = text(log[i]);
+    }
+    py::object exc = py::handle(g_error_type)(text(message), py::arg("error") = error,
+                                              py::arg("instruction") = optional_str(instruction),
+                                              py::arg("operator") = optional_str(op), py::arg("log") = lines);
     PyErr_SetObject(g_error_type, exc.ptr());
   } catch (py::error_already_set& e) {
     e.restore();

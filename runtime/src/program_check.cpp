@@ -710,16 +710,17 @@ struct DeviceWalk {
       const bool host_side = h2d == self;
       const std::string name = self ? "self" : "out";
       const std::string copy = h2d ? "a host-to-device copy's " : "a device-to-host copy's ";
-      tensors_of(
-          values_at, args[a], "argument " + std::to_string(a) + " (" + name + ")",
-          [&](int64_t v, const std::string& arg) {
-            const Place& p = place(v);
-            if (host_side && p.device()) {
-              refuse(at + " (" + op + "): " + arg + " is " + p.where() + ", but " + copy + name + " is host memory");
-            } else if (!host_side && p.kind == Place::kHost) {
-              refuse(at + " (" + op + "): " + arg + " is " + p.where() + ", but " + copy + name + " is device memory");
-            }
-          });
+      tensors_of(values_at, args[a], "argument " + std::to_string(a) + " (" + name + ")",
+                 [&](int64_t v, const std::string& arg) {
+                   const Place& p = place(v);
+                   if (host_side && p.device()) {
+                     refuse(at + " (" + op + "): " + arg + " is " + p.where() + ", but " + copy + name +
+                            " must be host memory");
+                   } else if (!host_side && p.kind == Place::kHost) {
+                     refuse(at + " (" + op + "): " + arg + " is " + p.where() + ", but " + copy + name +
+                            " must be device memory");
+                   }
+                 });
     }
   }
 };

@@ -769,8 +769,8 @@ TEST(CheckDeviceAccessEdges, EachSideOfACopyMustBeItsOwnKindOfMemory) {
            (op == "_h2d_copy" ? "host-to-device" : "device-to-host") + " copy's " + must;
   };
   p.instructions = {{1, kH2d, 0, {2, 2, 2}}}; // h2d from device memory
-  EXPECT_TRUE(
-      has(access(p), refusal("_h2d_copy", "argument 0 (self) (value 2)", "planned on cuda:0", "self is host memory")))
+  EXPECT_TRUE(has(access(p),
+                  refusal("_h2d_copy", "argument 0 (self) (value 2)", "planned on cuda:0", "self must be host memory")))
       << access(p);
   p.instructions = {{1, kH2d, 0, {1, 1, 1}}}; // h2d into host memory
   EXPECT_TRUE(has(access(p), refusal("_h2d_copy", "argument 1 (out) (value 1)", "planned on cpu:0",
@@ -780,7 +780,7 @@ TEST(CheckDeviceAccessEdges, EachSideOfACopyMustBeItsOwnKindOfMemory) {
   EXPECT_TRUE(has(access(p), "argument 1 (out) (value 3) is a constant of the program")) << access(p);
   p.instructions = {{1, kD2h, 0, {1, 1, 1}}}; // d2h from host memory
   EXPECT_EQ(access(p),
-            refusal("_d2h_copy", "argument 0 (self) (value 1)", "planned on cpu:0", "self is device memory"));
+            refusal("_d2h_copy", "argument 0 (self) (value 1)", "planned on cpu:0", "self must be device memory"));
   p.instructions = {{1, kD2h, 0, {2, 2, 2}}}; // d2h into device memory
   EXPECT_TRUE(has(
       access(p), refusal("_d2h_copy", "argument 1 (out) (value 2)", "planned on cuda:0", "out is host memory; 1 more")))
