@@ -774,7 +774,7 @@ TEST(CheckDeviceAccessEdges, EachSideOfACopyMustBeItsOwnKindOfMemory) {
       << access(p);
   p.instructions = {{1, kH2d, 0, {1, 1, 1}}}; // h2d into host memory
   EXPECT_TRUE(has(access(p), refusal("_h2d_copy", "argument 1 (out) (value 1)", "planned on cpu:0",
-                                     "out is device memory; 1 more")))
+                                     "out must be device memory; 1 more")))
       << access(p);
   p.instructions = {{1, kH2d, 0, {0, 3, 3}}}; // h2d into a constant
   EXPECT_TRUE(has(access(p), "argument 1 (out) (value 3) is a constant of the program")) << access(p);
@@ -782,8 +782,8 @@ TEST(CheckDeviceAccessEdges, EachSideOfACopyMustBeItsOwnKindOfMemory) {
   EXPECT_EQ(access(p),
             refusal("_d2h_copy", "argument 0 (self) (value 1)", "planned on cpu:0", "self must be device memory"));
   p.instructions = {{1, kD2h, 0, {2, 2, 2}}}; // d2h into device memory
-  EXPECT_TRUE(has(
-      access(p), refusal("_d2h_copy", "argument 1 (out) (value 2)", "planned on cuda:0", "out is host memory; 1 more")))
+  EXPECT_TRUE(has(access(p), refusal("_d2h_copy", "argument 1 (out) (value 2)", "planned on cuda:0",
+                                     "out must be host memory; 1 more")))
       << access(p);
   // Memory given at run time may be either: the runtime's to check.
   p.instructions = {{1, kH2d, 0, {0, 2, 2}}, {1, kD2h, 0, {2, 0, 0}}, {1, kH2d, 0, {1, 0, 0}}, {1, kD2h, 0, {0, 1, 1}}};

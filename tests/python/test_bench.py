@@ -161,7 +161,7 @@ def test_bench_program_section_runs_a_device_planned_pte_on_both_runtimes_and_it
 
 
 @pytest.mark.slow
-def test_bench_llm_section_times_a_decode_step_on_both_runtimes_against_host_state(tmp_path):
+def test_bench_llm_section_times_a_decode_step_on_both_runtimes_against_a_plain_host_program(tmp_path):
     json_path = tmp_path / "llm.json"
     proc = ok(run_bench(*TINY, "--only", "llm", "--json", str(json_path)))
     doc = json.loads(json_path.read_text())
@@ -169,8 +169,10 @@ def test_bench_llm_section_times_a_decode_step_on_both_runtimes_against_host_sta
     assert set(section["results"]) == {
         "device-state .pte on executorch.runtime",
         "the same .pte on et_copy.runtime",
-        "host-state .pte on executorch.runtime",
+        "caller-held state .pte on executorch.runtime",
+        "plain host .pte (no device) on executorch.runtime",
     }
+    assert section["baseline"] == "plain host .pte (no device) on executorch.runtime"
     # The state stays on the device: a decode step moves its token and position in (8 B each) and its
     # logits out, never the caches.
     assert section["state_nbytes"] > 0
@@ -178,8 +180,10 @@ def test_bench_llm_section_times_a_decode_step_on_both_runtimes_against_host_sta
     assert 0 < section["bytes_per_step"]["d2h"] < section["state_nbytes"]
     for stats in section["results"].values():
         check_stats(stats)
-    (target,) = [t for t in doc["targets"] if "LLM decode step" in t["name"]]
-    assert target["unit"] == "x executorch.runtime"
+    runtimes = [t for t in doc["targets"] if "et_copy.runtime against executorch.runtime" in t["name"]]
+    assert [t["unit"] for t in runtimes if "LLM decode step" in t["name"]] == ["x executorch.runtime"]
+    (pipeline,) = [t for t in doc["targets"] if "device pipeline against" in t["name"]]
+    assert pipeline["unit"] == "x the plain host program" and pipeline["target"] == "<= 1.05"
     assert "LLM decode step" in proc.stdout
 
 
