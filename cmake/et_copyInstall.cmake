@@ -59,7 +59,11 @@ endif()
 set(_et_copy_headers
   copy_ops.h
   counting_device_allocator.h
+  failure_report.h
   instruction_tracer.h
+  loaded_method.h
+  loaded_program.h
+  log_capture.h
   program_check.h
   program_record.h
   registration.h

@@ -10,6 +10,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <et_copy/failure_report.h>
 #include <executorch/runtime/core/error.h>
 
 namespace et_copy::bindings {
@@ -19,8 +20,8 @@ struct Failure : std::runtime_error {
   executorch::runtime::Error error;
 };
 
-/// "InvalidArgument" for Error::InvalidArgument.
-const char* error_name(executorch::runtime::Error e);
+/// "InvalidArgument" for Error::InvalidArgument (the core's, et_copy/failure_report.h).
+using et_copy::error_name;
 
 /// Sets the Python error for `f`: et_copy.EtCopyError with its message and
 /// error name (what pybind's translator does; for raw C-API functions).

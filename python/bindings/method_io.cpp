@@ -20,24 +20,15 @@ namespace {
 
 using executorch::runtime::Error;
 using executorch::runtime::EValue;
-using executorch::runtime::Method;
-using executorch::runtime::MethodMeta;
 
-IoSlot slot_of(const EValue& value, const executorch::runtime::Result<executorch::runtime::TensorInfo>& info) {
-  IoSlot slot;
-  if (value.isTensor() && info.ok()) {
-    const auto* impl = value.toTensor().unsafeGetTensorImpl();
-    slot.tensor = true;
-    slot.planned = info->is_memory_planned();
-    slot.dtype = static_cast<int>(info->scalar_type());
-    slot.device_type = static_cast<int>(impl->device_type());
-    slot.device_index = static_cast<int>(impl->device_index());
-    slot.nbytes = info->nbytes();
-    slot.name = std::string(info->name());
-    slot.sizes.assign(info->sizes().begin(), info->sizes().end());
-    slot.dim_order.assign(info->dim_order().begin(), info->dim_order().end());
-  }
-  return slot;
+int dtype_code(const IoSlot& s) {
+  return static_cast<int>(s.dtype);
+}
+int device_type(const IoSlot& s) {
+  return static_cast<int>(s.device.type());
+}
+int device_index(const IoSlot& s) {
+  return static_cast<int>(s.device.index());
 }
 
 std::string dtype_str(int code) {
@@ -72,40 +63,23 @@ std::string device_str(int device_type, int device_index) {
   return (device_type == 1 ? "cuda:" : "device" + std::to_string(device_type) + ":") + std::to_string(device_index);
 }
 
-MethodIo read_method_io(Method& m, const std::string& name) {
+MethodIo read_method_io(const et_copy::LoadedMethod& m) {
   MethodIo io;
-  io.where = "et_copy.runtime: method '" + name + "'";
-  const MethodMeta meta = m.method_meta();
-  std::vector<EValue> values(std::max(m.inputs_size(), m.outputs_size()));
-  // Deprecated, but the only way to read the device ExecuTorch gave each input.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-  const Error inputs_read = m.get_inputs(values.data(), values.size());
-#pragma GCC diagnostic pop
-  if (inputs_read != Error::Ok) {
-    throw Failure(Error::Internal, io.where + ": could not read the method's inputs");
-  }
-  for (size_t i = 0; i < m.inputs_size(); ++i) {
-    // Tensor metadata only for tensors: ExecuTorch logs an error for any other.
-    io.inputs.push_back(values[i].isTensor() ? slot_of(values[i], meta.input_tensor_meta(i)) : IoSlot{});
-  }
-  if (m.get_outputs(values.data(), values.size()) != Error::Ok) {
-    throw Failure(Error::Internal, io.where + ": could not read the method's outputs");
-  }
-  for (size_t i = 0; i < m.outputs_size(); ++i) {
-    io.outputs.push_back(values[i].isTensor() ? slot_of(values[i], meta.output_tensor_meta(i)) : IoSlot{});
-    const IoSlot& s = io.outputs.back();
+  static_cast<et_copy::MethodIo&>(io) = m.io();
+  io.where = "et_copy.runtime: method '" + m.name() + "'";
+  for (size_t i = 0; i < io.outputs.size(); ++i) {
+    const IoSlot& s = io.outputs[i];
     if (!s.tensor) {
       continue;
     }
     const std::string arg = io.where + ": output " + std::to_string(i);
-    if (torch_dtype_for_code(s.dtype) == nullptr) {
-      throw Failure(Error::NotSupported, arg + " has a dtype torch cannot represent (" + dtype_str(s.dtype) + ")");
+    if (torch_dtype_for_code(dtype_code(s)) == nullptr) {
+      throw Failure(Error::NotSupported, arg + " has a dtype torch cannot represent (" + dtype_str(dtype_code(s)) + ")");
     }
-    if (s.device_type != 0 && s.planned) {
+    if (device_type(s) != 0 && s.planned) {
       // Its memory is the method's, overwritten by the next call, and only a
       // device copy could hand it out.
-      throw Failure(Error::NotSupported, arg + " is memory-planned on " + device_str(s.device_type, s.device_index) +
+      throw Failure(Error::NotSupported, arg + " is memory-planned on " + device_str(device_type(s), device_index(s)) +
                                              "; et_copy.runtime returns device outputs in memory the caller owns: "
                                              "export with alloc_graph_output=False");
     }
@@ -137,23 +111,23 @@ bool read_input(const MethodIo& io, size_t i, PyObject* o, TensorSpec& spec, EVa
   if (p != ReadProblem::kNone) {
     describe_tensor(o, false, io.where.c_str(), input_arg(io, i).c_str(), spec); // throws, in the reader's words
   }
-  if (spec.dtype != slot.dtype) {
-    throw py::type_error(io.where + ": " + input_arg(io, i) + " must have dtype " + dtype_str(slot.dtype) + ", got " +
+  if (spec.dtype != dtype_code(slot)) {
+    throw py::type_error(io.where + ": " + input_arg(io, i) + " must have dtype " + dtype_str(dtype_code(slot)) + ", got " +
                          dtype_str(spec.dtype));
   }
-  if (spec.device_type != slot.device_type || spec.device_index != slot.device_index) {
-    const std::string planned = device_str(slot.device_type, slot.device_index);
+  if (spec.device_type != device_type(slot) || spec.device_index != device_index(slot)) {
+    const std::string planned = device_str(device_type(slot), device_index(slot));
     const std::string hint =
-        slot.device_type == 0 ? "pass a CPU torch tensor"
+        device_type(slot) == 0 ? "pass a CPU torch tensor"
                               : "pass an et_copy.DeviceTensor on " + planned +
                                     " (et_copy.h2d_copy(x)); a host tensor would be copied into device memory with a "
                                     "host memcpy";
     throw py::value_error(io.where + ": " + input_arg(io, i) + " is planned on " + planned + ", got a tensor on " +
                           device_str(spec.device_type, spec.device_index) + ": " + hint);
   }
-  if (slot.planned && slot.device_type != 0) {
+  if (slot.planned && device_type(slot) != 0) {
     throw Failure(Error::NotSupported, io.where + ": " + input_arg(io, i) + " is memory-planned on " +
-                                           device_str(slot.device_type, slot.device_index) +
+                                           device_str(device_type(slot), device_index(slot)) +
                                            ", which ExecuTorch fills with a host memcpy; export with "
                                            "alloc_graph_input=False");
   }
@@ -172,9 +146,9 @@ bool read_output(const MethodIo& io, size_t i, PyObject* o, TensorSpec& spec) {
   if (read_tensor(o, true, spec) != ReadProblem::kNone) {
     describe_tensor(o, true, io.where.c_str(), arg.c_str(), spec); // throws, in the reader's words
   }
-  if (spec.dtype != slot.dtype || spec.device_type != slot.device_type || spec.device_index != slot.device_index) {
-    throw py::value_error(io.where + ": " + arg + " must be " + dtype_str(slot.dtype) + " on " +
-                          device_str(slot.device_type, slot.device_index) + ", got " + dtype_str(spec.dtype) + " on " +
+  if (spec.dtype != dtype_code(slot) || spec.device_type != device_type(slot) || spec.device_index != device_index(slot)) {
+    throw py::value_error(io.where + ": " + arg + " must be " + dtype_str(dtype_code(slot)) + " on " +
+                          device_str(device_type(slot), device_index(slot)) + ", got " + dtype_str(spec.dtype) + " on " +
                           device_str(spec.device_type, spec.device_index));
   }
   // Dense in its dim order, sized for the output's upper bound: what a kernel

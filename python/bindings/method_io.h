@@ -1,6 +1,6 @@
-// What each input and output of a loaded method is, and the checks a Python
-// value must pass to be one: the one place et_copy.runtime's execute rules
-// live. Each check raises the error that says why (TypeError, ValueError,
+// The checks a Python value must pass to be an input or output of a loaded
+// method (et_copy::LoadedMethod's slots): the one place et_copy.runtime's
+// execute rules for Python values live. Each check raises the error that says why (TypeError, ValueError,
 // or EtCopyError for what the program cannot do) before anything runs.
 #pragma once
 
@@ -11,35 +11,25 @@
 #include <string>
 #include <vector>
 
+#include <et_copy/loaded_method.h>
 #include <executorch/runtime/core/evalue.h>
-#include <executorch/runtime/executor/method.h>
 
 #include "tensor_spec.h"
 
 namespace et_copy::bindings {
 
-struct IoSlot {
-  bool tensor = false;
-  bool planned = false; ///< in the method's planned memory (else bound per call)
-  int dtype = 0;        ///< ExecuTorch ScalarType code
-  int device_type = 0;
-  int device_index = 0;
-  size_t nbytes = 0; ///< at the planned (upper-bound) shape
-  std::string name;
-  std::vector<int64_t> sizes; ///< the upper bound, for a dynamic shape
-  std::vector<int64_t> dim_order;
-};
+using IoSlot = et_copy::IoSlot;
 
-/// A loaded method's inputs and outputs, read once at load.
-struct MethodIo {
+/// A loaded method's inputs and outputs (the core's, read once at load),
+/// and the name errors start with.
+struct MethodIo : et_copy::MethodIo {
   std::string where; ///< "et_copy.runtime: method 'NAME'", what errors start with
-  std::vector<IoSlot> inputs, outputs;
 };
 
-/// Reads the slots of `m` (loaded as `name`). Throws Failure(NotSupported)
-/// for an output et_copy.runtime cannot hand back: a dtype torch lacks, or
-/// a device output in memory the method owns.
-MethodIo read_method_io(executorch::runtime::Method& m, const std::string& name);
+/// The slots of `m`. Throws Failure(NotSupported) for an output
+/// et_copy.runtime cannot hand back: a dtype torch lacks, or a device
+/// output in memory the method owns.
+MethodIo read_method_io(const et_copy::LoadedMethod& m);
 
 /// "cpu" or "cuda:N".
 std::string device_str(int device_type, int device_index);

@@ -120,12 +120,6 @@ void set_error(const std::string& message, const char* error, const std::optiona
 
 } // namespace
 
-const char* error_name(executorch::runtime::Error e) {
-  const char* full = executorch::runtime::to_string(e);
-  constexpr char kPrefix[] = "Error::";
-  return std::strncmp(full, kPrefix, sizeof(kPrefix) - 1) == 0 ? full + sizeof(kPrefix) - 1 : full;
-}
-
 void set_python_error(const Failure& f) {
   set_error(f.what(), error_name(f.error), std::nullopt, std::nullopt, {});
 }

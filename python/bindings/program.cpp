@@ -1,7 +1,7 @@
-// et_copy.runtime's core: ExecuTorch programs loaded and run with et-copy's
-// kernels scoped to each method (et_copy::method_kernels()), every other
-// operator from ExecuTorch's registry, planned memory on the devices the
-// program names, and failures raised with the runtime's own words.
+// et_copy.runtime's Program, Session and Method: Python values converted
+// to and from the C++ core's (et_copy::LoadedProgram, et_copy::Session,
+// et_copy::LoadedMethod), which loads and runs them, and its failures
+// raised as EtCopyError.
 #include "program.h"
 
 #include <pybind11/stl.h>
@@ -16,7 +16,9 @@
 #include <string>
 #include <vector>
 
-#include <et_copy/instruction_tracer.h>
+#include <et_copy/loaded_method.h>
+#include <et_copy/loaded_program.h>
+#include <et_copy/log_capture.h>
 #include <et_copy/program_check.h>
 #include <et_copy/program_record.h>
 #include <et_copy/registration.h>
@@ -26,13 +28,11 @@
 #endif
 #include <executorch/extension/data_loader/buffer_data_loader.h>
 #include <executorch/extension/data_loader/mmap_data_loader.h>
-#include <executorch/extension/flat_tensor/flat_tensor_data_map.h>
 #include <executorch/runtime/backend/interface.h>
 #include <executorch/runtime/executor/method.h>
 #include <executorch/runtime/executor/program.h>
 
 #include "failure.h"
-#include "log_capture.h"
 #include "method_io.h"
 #include "tensor_reader.h"
 #include "tensor_view.h"
@@ -44,7 +44,6 @@ namespace et_copy::bindings {
 namespace {
 
 using executorch::extension::BufferDataLoader;
-using executorch::extension::FlatTensorDataMap;
 using executorch::extension::MmapDataLoader;
 using executorch::runtime::Error;
 using executorch::runtime::EValue;
@@ -52,75 +51,62 @@ using executorch::runtime::Method;
 using executorch::runtime::MethodMeta;
 using executorch::runtime::Program;
 using executorch::runtime::Tag;
+namespace et = executorch::runtime::etensor;
 
-// The message of a failed runtime call: what the caller was doing, the
-// error, then what ExecuTorch logged while it failed (the kernel's own
-// diagnostic, the failing instruction and operator). ExecuTorch follows a
-// failed kernel call with one "arg N with type id T" line per argument:
-// kept in .log, left out of the message.
-std::string compose(Error e, const std::string& what, const std::vector<std::string>& log) {
-  std::string m = what + " failed with " + error_name(e);
-  for (const auto& line : log) {
-    if (line.rfind("arg ", 0) != 0 || line.find(" with type id ") == std::string::npos) {
-      m += "\n  " + line;
-    }
-  }
-  return m;
+[[noreturn]] void raise_runtime(Error e, const std::string& what, const std::vector<std::string>& log) {
+  et_copy::FailureReport r;
+  r.error = e;
+  r.step = what;
+  r.log = log;
+  raise_error(r.message(), error_name(e), std::nullopt, std::nullopt, log);
 }
 
-// Where a failed execution stopped ("chain:instruction" and the operator or
-// delegate it called), read from the method's InstructionTracer and the
-// program's bytes; empty when it stopped before any instruction.
-struct StoppedAt {
-  std::string instruction, op;
-};
-
-[[noreturn]] void raise_runtime(Error e, const std::string& what, const std::vector<std::string>& log,
-                                const StoppedAt& at = {}) {
+// A failure of the core, raised with `where` before its message. `hint`
+// follows its detail, which leads the log.
+[[noreturn]] void raise_report(const std::string& where, et_copy::FailureReport r, const std::string& hint = "") {
   auto or_none = [](const std::string& s) { return s.empty() ? std::nullopt : std::optional<std::string>(s); };
-  raise_error(compose(e, what, log), error_name(e), or_none(at.instruction), or_none(at.op), log);
+  r.step = where + ": " + r.step;
+  if (!r.detail.empty()) {
+    r.log.insert(r.log.begin(), r.detail + hint);
+    r.detail.clear();
+  }
+  raise_error(r.message(), error_name(r.error), or_none(r.instruction), or_none(r.op), r.log);
 }
+
+// What to do about a device nothing serves yet, after a NotFound.
+const char kUseDevice[] = " (call et_copy.use_simulated_device() or et_copy.use_cuda() first)";
 
 } // namespace
 
-// The program bytes, everything ExecuTorch's Program points into, and the
-// session pool its methods load through.
+// A loaded program (the core's), and what Python adds: the bytes it was
+// handed, ETDump's profiler.
 struct LoadedProgram {
-  std::string bytes;                                       // the program, when it was handed over as bytes
-  std::unique_ptr<executorch::runtime::DataLoader> loader; // those bytes, or the file mmapped
-  size_t nbytes = 0;
-  std::optional<executorch::runtime::FreeableBuffer> whole; // all of it, to name a failed instruction's operator
+  std::string bytes; // the program, when it was handed over as bytes
 #ifdef ET_COPY_WITH_ETDUMP
   std::unique_ptr<executorch::etdump::ETDumpGen> etdump; // enable_etdump: every method's events
   std::vector<uint8_t> debug_buffer;                     // its debug_buffer_size bytes of logged values
 #endif
-  std::unique_ptr<executorch::runtime::DataLoader> data_loader; // a .ptd file, mmapped
-  std::optional<FlatTensorDataMap> data_map;
-  std::optional<Program> program;
-  std::unique_ptr<et_copy::SessionPool> pool;
-  ~LoadedProgram() {
-    pool.reset(); // before the Program and data it points into
+  std::unique_ptr<et_copy::LoadedProgram> core; // destroyed first: it reads the bytes, its methods the profiler
+  const Program& program() const {
+    return core->program();
+  }
+  et_copy::SessionPool& pool() {
+    return core->pool();
   }
 };
 
 // One session: its state and the methods loaded on it. Holds the program.
 struct LoadedSession {
   std::shared_ptr<LoadedProgram> program;
-  std::map<std::string, std::unique_ptr<et_copy::InstructionTracer>> tracers; // per method, outliving it
   std::unique_ptr<et_copy::Session> session;
-  ~LoadedSession() {
-    session.reset();
-  }
 };
 
-// One loaded method of a session, and what its inputs and outputs are.
+// One loaded method of a session, and its slots as Python checks them.
 struct LoadedMethod {
   std::shared_ptr<LoadedSession> session;
   std::string name;
-  Method* method = nullptr;
-  et_copy::InstructionTracer* tracer = nullptr; // the session's, for this method
-  MethodIo io;                                  // read once at load, for execute's checks
-  std::vector<bool> filled_by_d2h;              // per output: outputs_filled_by_d2h_copy
+  et_copy::LoadedMethod* core = nullptr; // the session's
+  MethodIo io;                           // read once at load, for execute's checks
 };
 
 namespace {
@@ -145,9 +131,6 @@ std::unique_ptr<executorch::runtime::DataLoader> mmap_file(const std::string& pa
   return std::make_unique<MmapDataLoader>(std::move(*loader));
 }
 
-// Loads the program `lp->loader` serves, verified at `verification` (then
-// bounds-checked: ExecuTorch aborts on some indices its verification lets
-// through), with the named data of `data_path` (a .ptd file) when given.
 // Options of a load beyond the bytes: executorch.runtime's load_program arguments.
 struct LoadOptions {
   int verification = 1; // 0: Minimal, 1: InternalConsistency
@@ -156,11 +139,11 @@ struct LoadOptions {
   size_t debug_buffer_size = 0;
 };
 
-void load_into(LoadedProgram& lp, const LoadOptions& options) {
-  install_log_capture();
+// Loads the program `loader` serves into `lp` through the core, with the
+// named data of `options.data_path` (a .ptd file) when given.
+void load_into(LoadedProgram& lp, std::unique_ptr<executorch::runtime::DataLoader> loader, const LoadOptions& options) {
   const std::string what = "et_copy.runtime.load";
   const int verification = options.verification;
-  const auto& data_path = options.data_path;
   if (verification != 0 && verification != 1) {
     throw Failure(Error::InvalidArgument, what +
                                               ": verification must be Verification.Minimal (0) or "
@@ -182,59 +165,31 @@ void load_into(LoadedProgram& lp, const LoadOptions& options) {
     throw Failure(Error::NotSupported, what + ": enable_etdump: this et_copy was built without ExecuTorch's etdump");
 #endif
   }
-  if (data_path) {
-    lp.data_loader = mmap_file(*data_path, what + ": data_path");
-    auto map = FlatTensorDataMap::load(lp.data_loader.get());
-    if (!map.ok()) {
-      raise_runtime(map.error(), what + ": reading the data file " + *data_path, {});
-    }
-    lp.data_map.emplace(std::move(*map));
+  std::unique_ptr<executorch::runtime::DataLoader> data;
+  if (options.data_path) {
+    data = mmap_file(*options.data_path, what + ": data_path");
   }
-  auto size = lp.loader->size();
-  lp.nbytes = size.ok() ? *size : 0;
-  std::vector<std::string> log;
-  {
-    LogCapture capture;
+  et_copy::LoadOptions core_options;
+  core_options.verification =
+      verification == 0 ? Program::Verification::Minimal : Program::Verification::InternalConsistency;
+  et_copy::FailureReport report;
+  auto loaded = [&] {
     py::gil_scoped_release release;
-    auto result = Program::load(lp.loader.get(), verification == 0 ? Program::Verification::Minimal
-                                                                   : Program::Verification::InternalConsistency);
-    if (result.ok()) {
-      auto whole = lp.loader->load(
-          0, lp.nbytes,
-          executorch::runtime::DataLoader::SegmentInfo(executorch::runtime::DataLoader::SegmentInfo::Type::Program));
-      if (!whole.ok()) {
-        py::gil_scoped_acquire acquire;
-        raise_runtime(whole.error(), what + ": reading the program", capture.lines());
-      }
-      lp.whole.emplace(std::move(*whole));
-      lp.program.emplace(std::move(*result));
-      // The pool checks the bytes first: an index ExecuTorch would abort the
-      // process on later, or a program whose host would touch device memory.
-      std::string refusal;
-      auto pool =
-          et_copy::SessionPool::create({static_cast<const uint8_t*>(lp.whole->data()), lp.whole->size()}, &*lp.program,
-                                       method_kernels(), lp.data_map ? &*lp.data_map : nullptr, &refusal);
-      if (!pool.ok()) {
-        py::gil_scoped_acquire acquire;
-        raise_runtime(pool.error(), what + ": checking the program",
-                      {pool.error() == Error::NotFound
-                           ? refusal + " (call et_copy.use_simulated_device() or et_copy.use_cuda() first)"
-                           : refusal});
-      }
-      lp.pool = std::move(*pool);
-    } else {
-      log = capture.lines();
-      py::gil_scoped_acquire acquire;
-      raise_runtime(result.error(), what + ": loading the program", log);
+    return et_copy::LoadedProgram::load(std::move(loader), std::move(data), core_options, &report);
+  }();
+  if (!loaded.ok()) {
+    if (report.step == "reading the data file") {
+      report.step += " " + *options.data_path;
     }
+    raise_report(what, std::move(report), report.error == Error::NotFound ? kUseDevice : "");
   }
+  lp.core = std::move(*loaded);
 }
 
 std::shared_ptr<LoadedProgram> load_program(py::bytes data, const LoadOptions& options) {
   auto lp = std::make_shared<LoadedProgram>();
   lp->bytes = data; // owned here: the Program reads from it for its whole life
-  lp->loader = std::make_unique<BufferDataLoader>(lp->bytes.data(), lp->bytes.size());
-  load_into(*lp, options);
+  load_into(*lp, std::make_unique<BufferDataLoader>(lp->bytes.data(), lp->bytes.size()), options);
   return lp;
 }
 
@@ -242,16 +197,15 @@ std::shared_ptr<LoadedProgram> load_program(py::bytes data, const LoadOptions& o
 // needs them, and the weights are never copied.
 std::shared_ptr<LoadedProgram> load_program_file(const std::string& path, const LoadOptions& options) {
   auto lp = std::make_shared<LoadedProgram>();
-  lp->loader = mmap_file(path, "et_copy.runtime.load");
-  load_into(*lp, options);
+  load_into(*lp, mmap_file(path, "et_copy.runtime.load"), options);
   return lp;
 }
 
 // Names as Python strs; a malformed program's bytes decode with U+FFFD.
 py::list method_names(const LoadedProgram& lp) {
   py::list names;
-  for (size_t i = 0; i < lp.program->num_methods(); ++i) {
-    auto name = lp.program->get_method_name(i);
+  for (size_t i = 0; i < lp.program().num_methods(); ++i) {
+    auto name = lp.program().get_method_name(i);
     if (name.ok()) {
       names.append(py::reinterpret_steal<py::str>(
           PyUnicode_DecodeUTF8(*name, static_cast<Py_ssize_t>(std::strlen(*name)), "replace")));
@@ -278,7 +232,7 @@ py::list planned_buffers(const MethodMeta& meta) {
 // A method's metadata read from the program alone (nothing loaded): each
 // input's, output's and state tensor's TensorInfo, or its tag for a value.
 py::dict program_method_meta(const LoadedProgram& lp, const std::string& name) {
-  auto meta = lp.program->method_meta(name.c_str());
+  auto meta = lp.program().method_meta(name.c_str());
   if (!meta.ok()) {
     throw Failure(Error::InvalidArgument, "et_copy.runtime: the program has no method '" + name +
                                               "' (it has: " + py::str(method_names(lp)).cast<std::string>() + ")");
@@ -331,52 +285,30 @@ executorch::runtime::EventTracer* profiler(LoadedProgram& lp) {
 std::shared_ptr<LoadedSession> new_session(const std::shared_ptr<LoadedProgram>& lp) {
   auto ls = std::make_shared<LoadedSession>();
   ls->program = lp;
-  ls->session = lp->pool->new_session();
+  ls->session = lp->core->new_session();
   return ls;
 }
 
 std::shared_ptr<LoadedMethod> load_method(const std::shared_ptr<LoadedSession>& ls, const std::string& name) {
-  const std::string what = "et_copy.runtime: loading method '" + name + "'";
   LoadedProgram& lp = *ls->program;
-  if (!lp.program->method_meta(name.c_str()).ok()) {
-    throw Failure(Error::InvalidArgument, what + ": the program has no method of that name (it has: " +
+  if (!lp.program().method_meta(name.c_str()).ok()) {
+    throw Failure(Error::InvalidArgument, "et_copy.runtime: loading method '" + name +
+                                              "': the program has no method of that name (it has: " +
                                               py::str(method_names(lp)).cast<std::string>() + ")");
+  }
+  et_copy::FailureReport report;
+  auto loaded = [&] {
+    py::gil_scoped_release release;
+    return ls->session->load(name, profiler(lp), &report);
+  }();
+  if (!loaded.ok()) {
+    raise_report("et_copy.runtime", std::move(report), report.error == Error::NotFound ? kUseDevice : "");
   }
   auto lm = std::make_shared<LoadedMethod>();
   lm->session = ls;
   lm->name = name;
-  std::vector<std::string> log;
-  std::string failed;
-  Error err = Error::Ok;
-  {
-    LogCapture capture;
-    py::gil_scoped_release release;
-    std::lock_guard<std::mutex> lock(lp.pool->execution_lock()); // loading may write the state
-    auto& tracer = ls->tracers[name];
-    if (tracer == nullptr) {
-      tracer = std::make_unique<et_copy::InstructionTracer>(profiler(lp));
-    }
-    lm->tracer = tracer.get();
-    auto method = ls->session->method(name, &failed, tracer.get());
-    if (method.ok()) {
-      lm->method = *method;
-    } else {
-      err = method.error();
-      log = capture.lines();
-    }
-  }
-  if (err != Error::Ok) {
-    if (!failed.empty()) {
-      log.insert(log.begin(), err == Error::NotFound ? failed +
-                                                           " (call et_copy.use_simulated_device() or "
-                                                           "et_copy.use_cuda() first)"
-                                                     : failed);
-    }
-    raise_runtime(err, what, log);
-  }
-  lm->io = read_method_io(*lm->method, name);
-  lm->filled_by_d2h = et_copy::outputs_filled_by_d2h_copy(lp.whole->data(), lp.whole->size(), name.c_str());
-  lm->filled_by_d2h.resize(lm->io.outputs.size(), false);
+  lm->core = *loaded;
+  lm->io = read_method_io(**loaded);
   return lm;
 }
 
@@ -402,7 +334,7 @@ void write_etdump(LoadedProgram& lp, const std::string& path, const std::optiona
   executorch::etdump::ETDumpResult result{nullptr, 0};
   {
     py::gil_scoped_release release;
-    std::lock_guard<std::mutex> lock(lp.pool->execution_lock()); // the profiler records every method's events
+    std::lock_guard<std::mutex> lock(lp.pool().execution_lock()); // the profiler records every method's events
     result = lp.etdump->get_etdump_data();                       // the next event block starts a new profile
   }
   const std::unique_ptr<void, void (*)(void*)> owned(result.buf, std::free);
@@ -424,7 +356,7 @@ void reset_session(LoadedSession& ls) {
   Error err = Error::Ok;
   {
     py::gil_scoped_release release;
-    std::lock_guard<std::mutex> lock(ls.program->pool->execution_lock());
+    std::lock_guard<std::mutex> lock(ls.program->pool().execution_lock());
     err = ls.session->reset(&failed);
   }
   if (err != Error::Ok) {
@@ -435,14 +367,14 @@ void reset_session(LoadedSession& ls) {
 // Inputs' and outputs' metadata, with the device each tensor lives on as
 // the loaded method holds it.
 py::dict method_meta(const LoadedMethod& lm) {
-  const MethodMeta meta = lm.method->method_meta();
+  const MethodMeta meta = lm.core->method().method_meta();
   auto entries = [](const std::vector<IoSlot>& slots, auto info_of, auto tag_of) {
     py::list list;
     for (size_t i = 0; i < slots.size(); ++i) {
       if (slots[i].tensor) {
         py::dict d = tensor_info_dict(*info_of(i));
-        d["device_type"] = slots[i].device_type; // as the loaded method holds it
-        d["device_index"] = slots[i].device_index;
+        d["device_type"] = static_cast<int>(slots[i].device.type()); // as the loaded method holds it
+        d["device_index"] = static_cast<int>(slots[i].device.index());
         list.append(d);
       } else {
         const auto tag = tag_of(i);
@@ -490,7 +422,6 @@ py::object output_value(const EValue& v) {
 // checked (method_io.h) before anything runs. Returns a list: per tensor
 // output None, per other output its value.
 py::list execute(LoadedMethod& lm, const py::handle& inputs, const py::handle& outputs) {
-  Method& m = *lm.method;
   const MethodIo& io = lm.io;
   if (!PyList_Check(inputs.ptr()) && !PyTuple_Check(inputs.ptr())) {
     throw py::type_error(io.where + ": inputs must be a list or tuple, got " + Py_TYPE(inputs.ptr())->tp_name);
@@ -526,93 +457,38 @@ py::list execute(LoadedMethod& lm, const py::handle& inputs, const py::handle& o
       targets[i] = spec;
     }
   }
-  std::vector<std::string> log;
-  Error err = Error::Ok;
-  std::string step;
-  StoppedAt at;
-  {
-    LogCapture capture;
-    py::gil_scoped_release release;
-    std::lock_guard<std::mutex> lock(lm.session->program->pool->execution_lock()); // the scratch is shared
-    for (size_t i = 0; i < values.size() && err == Error::Ok; ++i) {
-      err = m.set_input(values[i], i);
-      if (err != Error::Ok) {
-        step = "setting input " + std::to_string(i);
-      }
-    }
-    for (size_t i = 0; i < targets.size() && err == Error::Ok; ++i) {
-      if (targets[i] && !io.outputs[i].planned) {
-        err = m.set_output_data_ptr(reinterpret_cast<void*>(targets[i]->data), io.outputs[i].nbytes, i);
-        if (err != Error::Ok) {
-          step = "binding output " + std::to_string(i);
-        }
-      }
-    }
-    // A host output the program plans and a d2h copy fills first: pointed at
-    // the caller's tensor for this execution, so the copy writes it there and
-    // none follows (program_check.h says why that is safe).
-    std::vector<void*> planned(targets.size(), nullptr);
-    for (size_t i = 0; i < targets.size() && err == Error::Ok; ++i) {
-      if (targets[i] && io.outputs[i].planned && lm.filled_by_d2h[i]) {
-        auto* impl = m.get_output(i).toTensor().unsafeGetTensorImpl();
-        planned[i] = impl->mutable_data();
-        impl->set_data(reinterpret_cast<void*>(targets[i]->data));
-      }
-    }
-    if (err == Error::Ok) {
-      err = m.execute();
-      if (err != Error::Ok) {
-        step = "executing"; // execute() has reset itself for the next call
-        if (const auto loc = lm.tracer->last_instruction()) {
-          const LoadedProgram& lp = *lm.session->program;
-          at.instruction = std::to_string(loc->chain) + ":" + std::to_string(loc->instruction);
-          at.op = et_copy::instruction_operator(lp.whole->data(), lp.whole->size(), lm.name.c_str(), loc->chain,
-                                                loc->instruction);
-        }
-      }
-    }
-    for (size_t i = 0; i < targets.size() && err == Error::Ok; ++i) {
-      if (targets[i] && io.outputs[i].planned) { // host memory the method owns: copy out
-        const auto& t = m.get_output(i).toTensor();
-        if (t.const_data_ptr() == reinterpret_cast<const void*>(targets[i]->data)) {
-          continue; // written in place
-        }
-        if (t.nbytes() > io.outputs[i].nbytes) {
-          err = Error::InvalidArgument;
-          step = "copying output " + std::to_string(i) + " (" + std::to_string(t.nbytes()) + " bytes) into a " +
-                 std::to_string(io.outputs[i].nbytes) + "-byte tensor";
-        } else if (t.nbytes() > 0) {
-          std::memcpy(reinterpret_cast<void*>(targets[i]->data), t.const_data_ptr(), t.nbytes());
-        }
-      }
-    }
-    for (size_t i = 0; i < planned.size(); ++i) {
-      if (planned[i] != nullptr) { // the method's own memory again, for whoever runs it next
-        m.get_output(i).toTensor().unsafeGetTensorImpl()->set_data(planned[i]);
-      }
-    }
-    if (err != Error::Ok) {
-      log = capture.lines();
+  std::vector<et_copy::MethodOutput> bound(io.outputs.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i]) { // read_output checked it holds the output's nbytes, on its device
+      bound[i].data = reinterpret_cast<void*>(targets[i]->data);
+      bound[i].nbytes = io.outputs[i].nbytes;
+      bound[i].device = et::Device(static_cast<et::DeviceType>(targets[i]->device_type),
+                                   static_cast<et::DeviceIndex>(targets[i]->device_index));
     }
   }
+  et_copy::FailureReport report;
+  Error err = Error::Ok;
+  {
+    py::gil_scoped_release release;
+    err = lm.core->execute({values.data(), values.size()}, {bound.data(), bound.size()}, &report);
+  }
   if (err != Error::Ok) {
-    raise_runtime(err, io.where + ": " + step, log, at);
+    raise_report(io.where, std::move(report));
   }
   py::list result;
   for (size_t i = 0; i < io.outputs.size(); ++i) {
-    const EValue& v = m.get_output(i);
     if (targets[i]) {
       // A dynamic shape: the given tensor keeps its memory and takes the size it ran with.
       TensorSpec& s = *targets[i];
-      const auto sizes = v.toTensor().sizes();
-      if (!std::equal(sizes.begin(), sizes.end(), s.sizes)) { // same rank: its dim order matched above
-        std::copy(sizes.begin(), sizes.end(), s.sizes);
+      const auto& got = bound[i];
+      if (!std::equal(got.sizes, got.sizes + got.rank, s.sizes)) { // same rank: its dim order matched above
+        std::copy(got.sizes, got.sizes + got.rank, s.sizes);
         dense_strides(s); // in the dim order checked against the output's above
         take_shape(out[i].ptr(), s);
       }
       result.append(py::none());
     } else {
-      result.append(output_value(v));
+      result.append(output_value(bound[i].value));
     }
   }
   return result;
@@ -629,9 +505,9 @@ void bind_program(py::module_& m) {
       .def("new_session", &new_session)
       .def("method_meta", &program_method_meta, py::arg("name"))
       .def("write_etdump", &write_etdump, py::arg("path"), py::arg("debug_buffer_path") = py::none())
-      .def_property_readonly("nbytes", [](const LoadedProgram& lp) { return lp.nbytes; })
+      .def_property_readonly("nbytes", [](const LoadedProgram& lp) { return lp.core->bytes().size(); })
       .def_property_readonly("device_scratch_nbytes",
-                             [](const LoadedProgram& lp) { return lp.pool->device_scratch_nbytes(); });
+                             [](const LoadedProgram& lp) { return lp.core->pool().device_scratch_nbytes(); });
   py::class_<LoadedSession, std::shared_ptr<LoadedSession>>(m, "Session")
       .def("load_method", &load_method, py::arg("name"))
       .def("reset", &reset_session)
@@ -699,7 +575,7 @@ void bind_program(py::module_& m) {
   m.def(
       "device_backends", [] { return et_copy::device_backends(); },
       "The delegate backend ids the allocator serving CUDA allows on the device.");
-  m.def("set_forwarded_log_levels", &set_forwarded_levels, py::arg("info_and_debug"),
+  m.def("set_forwarded_log_levels", &et_copy::set_forwarded_levels, py::arg("info_and_debug"),
         "Whether ExecuTorch's info and debug log lines reach stderr (et_copy._quiet turns them off); returns the "
         "previous setting.");
 }

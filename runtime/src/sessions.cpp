@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string_view>
 
+#include <et_copy/copy_ops.h>
+#include <et_copy/loaded_method.h>
 #include <et_copy/program_check.h>
 #include <et_copy/program_record.h>
 #include <et_copy/simulated_device_backend.h>
@@ -106,9 +108,20 @@ int next_id() {
 }
 } // namespace
 
-SessionPool::SessionPool(const executorch::runtime::Program* program, Span<const executorch::runtime::Kernel> kernels,
+SessionPool::SessionPool(Span<const uint8_t> program_bytes, const executorch::runtime::Program* program,
+                         Span<const executorch::runtime::Kernel> kernels,
                          const executorch::runtime::NamedDataMap* named_data)
-    : program_(program), kernels_(kernels), named_data_(named_data), id_(next_id()) {}
+    : program_bytes_(program_bytes), program_(program), kernels_(kernels), named_data_(named_data), id_(next_id()) {
+  // A method resolves an operator in its list first: the first entry of the name serves it.
+  for (const auto& k : kernels) {
+    if (k.name_ != nullptr && std::strcmp(k.name_, kD2hCopyOutName) == 0) {
+      d2h_kernel_is_ours_ = k.op_ == &d2h_copy_out_boxed;
+      break;
+    }
+  }
+}
+
+Session::~Session() = default; // LoadedMethod is complete here
 
 Session::Session(SessionPool* pool) : pool_(pool), id_(next_id()) {
   // Two options fit a BackendOptions<2> and one backend fits the map: these cannot fail.
@@ -147,7 +160,7 @@ Result<std::unique_ptr<SessionPool>> SessionPool::create(Span<const uint8_t> pro
   if (!record.ok()) {
     return record.error();
   }
-  auto pool = std::unique_ptr<SessionPool>(new SessionPool(program, kernels, named_data));
+  auto pool = std::unique_ptr<SessionPool>(new SessionPool(program_bytes, program, kernels, named_data));
   pool->record_ = *record;
   return pool;
 }

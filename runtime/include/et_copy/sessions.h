@@ -86,6 +86,8 @@ class PlannedBuffer {
 };
 
 class Session;
+class LoadedMethod;
+struct FailureReport;
 
 /// What a program's sessions share: the Program, the kernels methods are
 /// loaded with, and every scratch buffer.
@@ -101,7 +103,8 @@ class SessionPool {
   /// registered for CUDA yet (nothing may run on an unserved device). `kernels` are passed to each
   /// Program::load_method (et_copy::method_kernels()), and `named_data`
   /// (data kept outside the program, a .ptd file), when not null. The bytes
-  /// are read only during this call.
+  /// must outlive the pool: a failed execution's operator is named from
+  /// them (LoadedMethod::execute).
   ET_NODISCARD static executorch::runtime::Result<std::unique_ptr<SessionPool>> create(
       executorch::runtime::Span<const uint8_t> program_bytes, const executorch::runtime::Program* program,
       executorch::runtime::Span<const executorch::runtime::Kernel> kernels,
@@ -123,6 +126,10 @@ class SessionPool {
   const executorch::runtime::Program& program() const {
     return *program_;
   }
+  /// The bytes the pool was created from.
+  executorch::runtime::Span<const uint8_t> program_bytes() const {
+    return program_bytes_;
+  }
 
   /// This pool's process-unique id: the runtime spec "pool" its sessions
   /// pass to device backends.
@@ -132,8 +139,9 @@ class SessionPool {
 
  private:
   friend class Session;
+  friend class LoadedMethod;
   // Through create(), so that no pool runs a program that was not checked.
-  SessionPool(const executorch::runtime::Program* program,
+  SessionPool(executorch::runtime::Span<const uint8_t> program_bytes, const executorch::runtime::Program* program,
               executorch::runtime::Span<const executorch::runtime::Kernel> kernels,
               const executorch::runtime::NamedDataMap* named_data);
   struct MethodScratch {
@@ -144,8 +152,12 @@ class SessionPool {
   // The scratch of `name`, allocated on first use. Writes what failed to `what`.
   executorch::runtime::Result<MethodScratch*> scratch(const std::string& name, std::string* what);
 
+  executorch::runtime::Span<const uint8_t> program_bytes_;
   const executorch::runtime::Program* program_;
   executorch::runtime::Span<const executorch::runtime::Kernel> kernels_;
+  // kernels_ serve _d2h_copy.out with et-copy's kernel, which checks `out`'s
+  // capacity: only then may LoadedMethod point an output at caller memory.
+  bool d2h_kernel_is_ours_ = false;
   const executorch::runtime::NamedDataMap* named_data_;
   const int id_;
   std::map<std::string, MethodScratch> scratch_;
@@ -158,6 +170,21 @@ class Session {
  public:
   Session(const Session&) = delete; // backend_options_ points into backend_specs_
   Session& operator=(const Session&) = delete;
+  ~Session();
+
+  /// The method `name` ready to run through LoadedMethod::execute
+  /// (et_copy/loaded_method.h), loaded on first use with method() and an
+  /// InstructionTracer of its own that forwards to `profiler` (e.g.
+  /// ExecuTorch's ETDumpGen; nullptr for none), and described once. The
+  /// LoadedMethod lives as long as the session. Fails as method() does
+  /// (with `report` saying what failed and what ExecuTorch logged), with
+  /// InvalidArgument when the method was loaded before through method()
+  /// or with another profiler, and InvalidProgram when its inputs and
+  /// outputs cannot be read. Takes the pool's execution_lock() (loading may
+  /// write the state): do not hold it.
+  executorch::runtime::Result<LoadedMethod*> load(const std::string& name,
+                                                  executorch::runtime::EventTracer* profiler = nullptr,
+                                                  FailureReport* report = nullptr);
 
   /// The method `name`, loaded on first use into this session's state
   /// (which is then initialised, if it was not). On failure, returns the
@@ -216,6 +243,8 @@ class Session {
   executorch::runtime::LoadBackendOptionsMap backend_options_;
   std::unique_ptr<PlannedBuffer> arena_;
   std::vector<std::unique_ptr<PlannedBuffer>> owned_; // a program without an arena: all planned memory
+  // load()'s methods; destroyed after methods_, since each holds its method's event tracer.
+  std::map<std::string, std::unique_ptr<LoadedMethod>> loaded_;
   std::map<std::string, std::unique_ptr<Loaded>> methods_;
   std::set<std::string> initialized_; // state tensors written since the last reset
 };

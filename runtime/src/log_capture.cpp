@@ -1,11 +1,11 @@
-#include "log_capture.h"
+#include <et_copy/log_capture.h>
 
 #include <atomic>
 #include <mutex>
 
 #include <executorch/runtime/platform/platform.h>
 
-namespace et_copy::bindings {
+namespace et_copy {
 
 namespace {
 
@@ -49,10 +49,14 @@ void emit(et_timestamp_t timestamp, et_pal_log_level_t level, const char* filena
 
 } // namespace
 
+namespace {
+
 bool installed() {
   const PalImpl* current = executorch::runtime::get_pal_impl();
   return current != nullptr && current->emit_log_message == &emit;
 }
+
+} // namespace
 
 void install_log_capture() {
   if (installed()) {
@@ -86,11 +90,12 @@ bool set_forwarded_levels(bool info_and_debug) {
 
 LogCapture::LogCapture() {
   install_log_capture();
+  outer_ = active_lines;
   active_lines = &lines_;
 }
 
 LogCapture::~LogCapture() {
-  active_lines = nullptr;
+  active_lines = outer_;
 }
 
-} // namespace et_copy::bindings
+} // namespace et_copy

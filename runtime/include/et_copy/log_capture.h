@@ -1,12 +1,13 @@
-// Collects what ExecuTorch logs while et_copy.runtime loads or runs a
-// method, so a failure can raise with the runtime's own words (the failing
-// instruction and operator, the kernel's diagnostic) instead of an error code.
+// Collects what ExecuTorch logs while a program or method loads or runs
+// (et_copy::LoadedProgram, et_copy::LoadedMethod), so a failure can be
+// reported in the runtime's own words (the failing instruction and
+// operator, the kernel's diagnostic) instead of an error code.
 #pragma once
 
 #include <string>
 #include <vector>
 
-namespace et_copy::bindings {
+namespace et_copy {
 
 /// Installs et-copy's log hook into ExecuTorch's platform layer, unless it
 /// is the one there now (a library loaded later may have registered its
@@ -23,8 +24,8 @@ void install_log_capture();
 bool set_forwarded_levels(bool info_and_debug);
 
 /// While alive, the error and fatal lines ExecuTorch logs on this thread
-/// are also kept in `lines()` (it installs the hook first). Scopes do not
-/// nest.
+/// are also kept in `lines()` (it installs the hook first). An inner scope
+/// takes the lines until it ends; the outer one gets them again after.
 class LogCapture {
  public:
   LogCapture();
@@ -38,6 +39,7 @@ class LogCapture {
 
  private:
   std::vector<std::string> lines_;
+  std::vector<std::string>* outer_ = nullptr;
 };
 
-} // namespace et_copy::bindings
+} // namespace et_copy

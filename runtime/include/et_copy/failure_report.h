@@ -1,0 +1,40 @@
+// What failed when a program or method loaded or ran, in the runtime's own
+// words: the one shape in which et_copy::LoadedProgram and
+// et_copy::LoadedMethod report a failure, and the one place its message is
+// composed (the Python bindings prefix it and raise it as EtCopyError).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <executorch/runtime/core/error.h>
+
+namespace et_copy {
+
+struct FailureReport {
+  executorch::runtime::Error error = executorch::runtime::Error::Ok;
+  /// What was being done: "loading the program", "setting input 0",
+  /// "executing", ...
+  std::string step;
+  /// et-copy's own sentence on what failed (a refused program, a method's
+  /// missing allocator), or empty.
+  std::string detail;
+  /// A failed execution's instruction ("chain:instruction") and what it
+  /// called (an operator, e.g. "et_copy::_d2h_copy.out", or
+  /// "delegate:<backend id>"); empty when it stopped before any instruction.
+  std::string instruction, op;
+  /// The error and fatal lines ExecuTorch logged meanwhile: a kernel's own
+  /// diagnostic, the failing instruction and operator (et_copy/log_capture.h).
+  std::vector<std::string> log;
+
+  /// "<step> failed with <Error name>", then one indented line for the
+  /// detail and for each log line, except the "arg N with type id T" lines
+  /// ExecuTorch writes after a failed kernel call (they stay in `log`).
+  std::string message() const;
+};
+
+/// "InvalidArgument" for Error::InvalidArgument: ExecuTorch's to_string
+/// without its "Error::" prefix.
+const char* error_name(executorch::runtime::Error e);
+
+} // namespace et_copy

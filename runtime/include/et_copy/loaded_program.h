@@ -1,0 +1,95 @@
+// A program loaded the one way et-copy runs programs: verified, checked
+// (check_device_access), with its named data and its SessionPool. Sessions
+// of it load methods (Session::load) and run them through
+// LoadedMethod::execute (et_copy/loaded_method.h). The Python bindings
+// (et_copy.runtime), the example executor and its --generate mode all load
+// programs here.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <executorch/extension/flat_tensor/flat_tensor_data_map.h>
+#include <executorch/runtime/core/data_loader.h>
+#include <executorch/runtime/core/freeable_buffer.h>
+#include <executorch/runtime/core/result.h>
+#include <executorch/runtime/executor/program.h>
+#include <executorch/runtime/kernel/operator_registry.h>
+
+#include <et_copy/failure_report.h>
+#include <et_copy/registration.h>
+#include <et_copy/sessions.h>
+
+namespace et_copy {
+
+struct LoadOptions {
+  /// Minimal or InternalConsistency (ExecuTorch's; check_program_indices
+  /// runs either way).
+  executorch::runtime::Program::Verification verification =
+      executorch::runtime::Program::Verification::InternalConsistency;
+  /// The kernels every method is loaded with, before the global registry:
+  /// method_kernels() (et-copy's copy kernels, whatever the registry holds),
+  /// or an empty span for the global registry alone. Must outlive the program.
+  executorch::runtime::Span<const executorch::runtime::Kernel> kernels = method_kernels();
+};
+
+class LoadedProgram {
+ public:
+  /**
+   * Loads the program `program` serves, and the named data `data` serves
+   * (a .ptd file) when not null. In order, each failure reported in
+   * `report` (when not null) with its step: "reading the data file",
+   * "loading the program" (ExecuTorch's verification; what it logged in
+   * `log`), "reading the program", "checking the program" (SessionPool::
+   * create: InvalidProgram with the refusal as `detail`, or NotFound when
+   * no DeviceAllocator serves CUDA yet). Nothing is kept on failure.
+   * Threading: any thread; the result is used as SessionPool says.
+   */
+  ET_NODISCARD static executorch::runtime::Result<std::unique_ptr<LoadedProgram>> load(
+      std::unique_ptr<executorch::runtime::DataLoader> program, std::unique_ptr<executorch::runtime::DataLoader> data,
+      const LoadOptions& options = {}, FailureReport* report = nullptr);
+
+  /// load() on the file `path`, mmapped (pages are read as the program needs
+  /// them), and the .ptd file `data_path` when not empty. A file that cannot
+  /// be mapped fails at step "mapping <path>".
+  ET_NODISCARD static executorch::runtime::Result<std::unique_ptr<LoadedProgram>> load_file(
+      const std::string& path, const std::string& data_path = "", const LoadOptions& options = {},
+      FailureReport* report = nullptr);
+
+  LoadedProgram(const LoadedProgram&) = delete;
+  LoadedProgram& operator=(const LoadedProgram&) = delete;
+  ~LoadedProgram();
+
+  const executorch::runtime::Program& program() const {
+    return *program_;
+  }
+  SessionPool& pool() {
+    return *pool_;
+  }
+  const SessionPool& pool() const {
+    return *pool_;
+  }
+  /// A new session (SessionPool::new_session): its own state, no method loaded.
+  std::unique_ptr<Session> new_session() {
+    return pool_->new_session();
+  }
+  /// The whole program's bytes (the .pte).
+  executorch::runtime::Span<const uint8_t> bytes() const {
+    return {static_cast<const uint8_t*>(whole_->data()), whole_->size()};
+  }
+
+ private:
+  LoadedProgram() = default;
+
+  std::unique_ptr<executorch::runtime::DataLoader> loader_;
+  std::optional<executorch::runtime::FreeableBuffer> whole_; // all of it: the checks and failure naming read it
+  std::unique_ptr<executorch::runtime::DataLoader> data_loader_;
+  std::optional<executorch::extension::FlatTensorDataMap> data_map_;
+  std::optional<executorch::runtime::Program> program_;
+  std::unique_ptr<SessionPool> pool_; // destroyed first: it points into everything above
+};
+
+} // namespace et_copy

@@ -1,0 +1,101 @@
+#include <et_copy/loaded_program.h>
+
+#include <et_copy/log_capture.h>
+
+#include <executorch/extension/data_loader/mmap_data_loader.h>
+
+namespace et_copy {
+
+using executorch::extension::FlatTensorDataMap;
+using executorch::extension::MmapDataLoader;
+using executorch::runtime::DataLoader;
+using executorch::runtime::Error;
+using executorch::runtime::Program;
+using executorch::runtime::Result;
+
+namespace {
+
+Error fail(FailureReport* report, Error e, std::string step, std::string detail = "",
+           std::vector<std::string> log = {}) {
+  if (report != nullptr) {
+    report->error = e;
+    report->step = std::move(step);
+    report->detail = std::move(detail);
+    report->log = std::move(log);
+  }
+  return e;
+}
+
+Result<std::unique_ptr<DataLoader>> mmap_file(const std::string& path, FailureReport* report) {
+  auto loader = MmapDataLoader::from(path.c_str(), MmapDataLoader::MlockConfig::NoMlock);
+  if (!loader.ok()) {
+    return fail(report, loader.error(), "mapping " + path, "missing, unreadable or empty");
+  }
+  return std::unique_ptr<DataLoader>(std::make_unique<MmapDataLoader>(std::move(*loader)));
+}
+
+} // namespace
+
+LoadedProgram::~LoadedProgram() {
+  pool_.reset(); // before the Program and data it points into
+}
+
+Result<std::unique_ptr<LoadedProgram>> LoadedProgram::load(std::unique_ptr<DataLoader> program,
+                                                           std::unique_ptr<DataLoader> data, const LoadOptions& options,
+                                                           FailureReport* report) {
+  if (program == nullptr) {
+    return fail(report, Error::InvalidArgument, "loading the program", "no program given");
+  }
+  std::unique_ptr<LoadedProgram> lp(new LoadedProgram());
+  lp->loader_ = std::move(program);
+  if (data != nullptr) {
+    lp->data_loader_ = std::move(data);
+    auto map = FlatTensorDataMap::load(lp->data_loader_.get());
+    if (!map.ok()) {
+      return fail(report, map.error(), "reading the data file");
+    }
+    lp->data_map_.emplace(std::move(*map));
+  }
+  LogCapture capture;
+  auto loaded = Program::load(lp->loader_.get(), options.verification);
+  if (!loaded.ok()) {
+    return fail(report, loaded.error(), "loading the program", "", capture.lines());
+  }
+  auto size = lp->loader_->size();
+  auto whole =
+      lp->loader_->load(0, size.ok() ? *size : 0, DataLoader::SegmentInfo(DataLoader::SegmentInfo::Type::Program));
+  if (!whole.ok()) {
+    return fail(report, whole.error(), "reading the program", "", capture.lines());
+  }
+  lp->whole_.emplace(std::move(*whole));
+  lp->program_.emplace(std::move(*loaded));
+  // The pool checks the bytes first: an index ExecuTorch would abort the
+  // process on later, or a program whose host would touch device memory.
+  std::string refusal;
+  auto pool = SessionPool::create(lp->bytes(), &*lp->program_, options.kernels,
+                                  lp->data_map_ ? &*lp->data_map_ : nullptr, &refusal);
+  if (!pool.ok()) {
+    return fail(report, pool.error(), "checking the program", refusal);
+  }
+  lp->pool_ = std::move(*pool);
+  return lp;
+}
+
+Result<std::unique_ptr<LoadedProgram>> LoadedProgram::load_file(const std::string& path, const std::string& data_path,
+                                                                const LoadOptions& options, FailureReport* report) {
+  auto program = mmap_file(path, report);
+  if (!program.ok()) {
+    return program.error();
+  }
+  std::unique_ptr<DataLoader> data;
+  if (!data_path.empty()) {
+    auto mapped = mmap_file(data_path, report);
+    if (!mapped.ok()) {
+      return mapped.error();
+    }
+    data = std::move(*mapped);
+  }
+  return load(std::move(*program), std::move(data), options, report);
+}
+
+} // namespace et_copy
