@@ -3,10 +3,11 @@
 // (libexecutorch_kernels_optimized.so, for the model's arithmetic) and its
 // XNNPACK backend when they are there. Those register et_copy's two kernel
 // names globally themselves, so et-copy's kernels are handed to the method
-// instead: Module::load_method(..., et_copy::method_kernels()). It serves
-// CUDA with the simulated device and registers its backend,
-// SimulatedDeviceBackend, in which device programs compute, and refuses at
-// load any program whose host would touch device memory
+// instead (et_copy::method_kernels()). It serves CUDA with the simulated
+// device and registers its backend, SimulatedDeviceBackend, in which device
+// programs compute. The program loads and runs through et_copy's one path
+// (et_copy::LoadedProgram, et_copy::LoadedMethod::execute), which refuses
+// at load any program whose host would touch device memory
 // (et_copy::check_device_access): a GPU could not run it.
 //
 //   et_copy_executor MODEL.pte [--method NAME] [--cuda] [--load LIB]...
@@ -45,6 +46,8 @@
 
 #include <et_copy/copy_ops.h>
 #include <et_copy/counting_device_allocator.h>
+#include <et_copy/loaded_method.h>
+#include <et_copy/loaded_program.h>
 #include <et_copy/program_check.h>
 #include <et_copy/registration.h>
 #include <et_copy/simulated_device_allocator.h>
@@ -54,7 +57,6 @@
 #include <et_copy/cuda_device_allocator.h>
 #endif
 
-#include <executorch/extension/module/module.h>
 #include <executorch/runtime/core/device_allocator.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 #include <executorch/runtime/platform/runtime.h>
@@ -62,8 +64,6 @@
 namespace {
 
 using executorch::aten::ScalarType;
-using executorch::aten::Tensor;
-using executorch::extension::Module;
 using executorch::runtime::Error;
 using executorch::runtime::EValue;
 using executorch::runtime::Tag;
@@ -241,10 +241,10 @@ struct InputTensor {
   }
 };
 
-std::string shape_string(const Tensor& t) {
+std::string shape_string(const et_copy::MethodOutput& o) {
   std::string s = "[";
-  for (ssize_t i = 0; i < t.dim(); ++i) {
-    s += (i ? ", " : "") + std::to_string(t.size(i));
+  for (size_t i = 0; i < o.rank; ++i) {
+    s += (i ? ", " : "") + std::to_string(o.sizes[i]);
   }
   return s + "]";
 }
@@ -315,6 +315,18 @@ int fail(const char* what, Error err) {
   return 2;
 }
 
+// A failure of et_copy's load or run path: what failed and why, and the
+// instruction and operator of a failed execution.
+int fail(const std::string& where, const et_copy::FailureReport& report) {
+  std::fprintf(stderr, "et_copy_executor: %s: %s (error 0x%x)\n", where.c_str(), report.message().c_str(),
+               static_cast<unsigned>(report.error));
+  if (!report.instruction.empty()) {
+    std::fprintf(stderr, "et_copy_executor: it stopped at instruction %s (%s)\n", report.instruction.c_str(),
+                 report.op.empty() ? "?" : report.op.c_str());
+  }
+  return 2;
+}
+
 int run(const Options& opt) {
   executorch::runtime::runtime_init();
 
@@ -328,9 +340,10 @@ int run(const Options& opt) {
     std::printf("loaded %s\n", lib.c_str());
   }
 
-  // Kernels and the allocator are settled before load_method: loading
-  // allocates the device-planned buffers and resolves every operator.
-  std::vector<executorch::runtime::Kernel> method_kernels;
+  // Kernels and the allocator are settled before the program loads:
+  // loading a method allocates the device-planned buffers and resolves
+  // every operator.
+  et_copy::LoadOptions load_options;
   if (opt.global_kernels) {
     for (const auto& k : et_copy::register_kernels()) {
       std::printf("kernel %s: %s\n", k.op_name, et_copy::registration_name(k.outcome));
@@ -338,10 +351,9 @@ int run(const Options& opt) {
         return fail("registering et_copy's kernels", k.error);
       }
     }
+    load_options.kernels = {}; // the global registry alone
   } else {
-    const auto scoped = et_copy::method_kernels();
-    method_kernels.assign(scoped.begin(), scoped.end());
-    std::printf("kernels: et_copy's, method-scoped (%zu operators listed)\n", method_kernels.size());
+    std::printf("kernels: et_copy's, method-scoped (%zu operators listed)\n", load_options.kernels.size());
   }
   et_copy::CountingDeviceAllocator* alloc = nullptr;
   if (!register_device(opt.cuda, &alloc)) {
@@ -351,20 +363,12 @@ int run(const Options& opt) {
   // Refused before anything loads: a program whose host would read or
   // write device memory (a CPU kernel on a device tensor faults on a GPU),
   // or that holds an index ExecuTorch would abort on.
-  std::vector<uint8_t> program_bytes;
-  if (!read_file(opt.model, &program_bytes)) {
-    return 2;
+  et_copy::FailureReport report;
+  auto loaded = et_copy::LoadedProgram::load_file(opt.model, "", load_options, &report);
+  if (!loaded.ok()) {
+    return fail(opt.model, report);
   }
-  std::string refusal;
-  if (Error e = et_copy::check_device_access(program_bytes.data(), program_bytes.size(), et_copy::device_backends(),
-                                             &refusal);
-      e != Error::Ok) {
-    std::fprintf(stderr, "et_copy_executor: checking %s failed: %s (error 0x%x): %s\n", opt.model.c_str(),
-                 executorch::runtime::to_string(e), static_cast<unsigned>(e), refusal.c_str());
-    return 2;
-  }
-
-  Module module(opt.model, Module::LoadMode::File);
+  std::unique_ptr<et_copy::LoadedProgram> program = std::move(*loaded);
   if (opt.generate_count > 0) {
     if (alloc == nullptr || opt.prompts.empty() || opt.global_kernels) {
       std::fprintf(stderr,
@@ -372,21 +376,17 @@ int run(const Options& opt) {
                    "--prompt\n");
       return 2;
     }
-    if (Error e = module.load(); e != Error::Ok) {
-      return fail(("loading " + opt.model).c_str(), e);
-    }
-    const int status = generate_tokens(
-        *module.program(), {program_bytes.data(), program_bytes.size()},
-        executorch::runtime::Span<const executorch::runtime::Kernel>(method_kernels.data(), method_kernels.size()),
-        *alloc, opt.prompts, opt.generate_count);
+    const int status = generate_tokens(*program, *alloc, opt.prompts, opt.generate_count);
+    program.reset(); // the scratch the sessions shared, so the counters show every device byte back
     print_stats(*alloc);
     return status;
   }
-  Error err = module.load_method(opt.method, nullptr, nullptr, nullptr, std::move(method_kernels));
-  if (err != Error::Ok) {
-    return fail(("loading method '" + opt.method + "' of " + opt.model).c_str(), err);
+  std::unique_ptr<et_copy::Session> session = program->new_session();
+  auto method = session->load(opt.method, nullptr, &report);
+  if (!method.ok()) {
+    return fail(opt.model, report);
   }
-  auto meta = module.method_meta(opt.method);
+  auto meta = program->program().method_meta(opt.method.c_str());
   if (!meta.ok()) {
     return fail("reading the method's metadata", meta.error());
   }
@@ -432,11 +432,22 @@ int run(const Options& opt) {
     inputs.emplace_back(tensors.back()->view.tensor());
   }
 
-  auto result = module.execute(opt.method, inputs);
-  if (!result.ok()) {
-    return fail(("running method '" + opt.method + "'").c_str(), result.error());
+  // Every tensor output lands in host memory of ours: the method's d2h copy
+  // writes it there, or et_copy copies it out (a device output through the
+  // DeviceAllocator).
+  const auto& slots = (*method)->io().outputs;
+  std::vector<std::vector<uint8_t>> host(slots.size());
+  std::vector<et_copy::MethodOutput> outs(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i].tensor) {
+      host[i].resize(slots[i].nbytes);
+      outs[i].data = host[i].data();
+      outs[i].nbytes = host[i].size();
+    }
   }
-  const std::vector<EValue>& outs = *result;
+  if ((*method)->execute({inputs.data(), inputs.size()}, {outs.data(), outs.size()}, &report) != Error::Ok) {
+    return fail("running method '" + opt.method + "'", report);
+  }
   if ((!opt.outputs.empty() && opt.outputs.size() != outs.size()) ||
       (!opt.expects.empty() && opt.expects.size() != outs.size())) {
     std::fprintf(stderr, "et_copy_executor: %s returned %zu outputs; give one --output/--expect per output\n",
@@ -446,41 +457,32 @@ int run(const Options& opt) {
 
   int status = 0;
   for (size_t i = 0; i < outs.size(); ++i) {
-    if (!outs[i].isTensor()) {
-      std::printf("output %zu: not a tensor (tag %d)\n", i, static_cast<int>(outs[i].tag));
+    if (!slots[i].tensor) {
+      std::printf("output %zu: not a tensor (tag %d)\n", i, static_cast<int>(outs[i].value.tag));
       continue;
     }
-    const Tensor& t = outs[i].toTensor();
-    std::vector<uint8_t> host(t.nbytes());
-    if (t.nbytes() > 0 && t.device_type() != DeviceType::CPU) {
-      // A program may leave an output on the device; bring it back.
-      if (alloc == nullptr) {
-        std::fprintf(stderr, "et_copy_executor: output %zu is on the device and no et_copy allocator can copy it\n", i);
-        return 2;
-      }
-      err = alloc->copy_device_to_host(host.data(), t.const_data_ptr(), t.nbytes(), t.device_index());
-      if (err != Error::Ok)
-        return fail("copying an output to the host", err);
-    } else if (t.nbytes() > 0) {
-      std::memcpy(host.data(), t.const_data_ptr(), t.nbytes());
+    size_t nbytes = executorch::runtime::elementSize(slots[i].dtype);
+    for (size_t d = 0; d < outs[i].rank; ++d) {
+      nbytes *= static_cast<size_t>(outs[i].sizes[d]);
     }
-    std::printf("output %zu: %s %s on %s, %zu bytes\n", i, executorch::runtime::toString(t.scalar_type()),
-                shape_string(t).c_str(), t.device_type() == DeviceType::CPU ? "CPU" : "CUDA", t.nbytes());
-    if (!opt.outputs.empty() && !write_file(opt.outputs[i], host.data(), host.size())) {
+    host[i].resize(nbytes); // the shape it ran with, within the upper bound
+    std::printf("output %zu: %s %s on %s, %zu bytes\n", i, executorch::runtime::toString(slots[i].dtype),
+                shape_string(outs[i]).c_str(), slots[i].device.type() == DeviceType::CPU ? "CPU" : "CUDA", nbytes);
+    if (!opt.outputs.empty() && !write_file(opt.outputs[i], host[i].data(), host[i].size())) {
       return 2;
     }
     if (!opt.expects.empty()) {
       std::vector<uint8_t> want;
       if (!read_file(opt.expects[i], &want))
         return 2;
-      if (want == host) {
+      if (want == host[i]) {
         std::printf("output %zu: matches %s\n", i, opt.expects[i].c_str());
       } else {
         size_t at = 0;
-        while (at < want.size() && at < host.size() && want[at] == host[at])
+        while (at < want.size() && at < host[i].size() && want[at] == host[i][at])
           ++at;
         std::printf("output %zu: DIFFERS from %s (%zu vs %zu bytes, first difference at byte %zu)\n", i,
-                    opt.expects[i].c_str(), host.size(), want.size(), at);
+                    opt.expects[i].c_str(), host[i].size(), want.size(), at);
         status = 1;
       }
     }

@@ -4,10 +4,12 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <numeric>
 #include <string>
 
+#include <et_copy/loaded_method.h>
 #include <et_copy/sessions.h>
 #include <et_copy/tensor_layout.h>
 
@@ -16,27 +18,29 @@ namespace {
 using executorch::aten::ScalarType;
 using executorch::runtime::Error;
 using executorch::runtime::EValue;
-using executorch::runtime::Method;
 using executorch::runtime::TensorShapeDynamism;
 
-int fail(const std::string& what, Error err, const std::string& detail = "") {
-  std::fprintf(stderr, "et_copy_executor: --generate: %s failed: %s%s%s\n", what.c_str(),
-               executorch::runtime::to_string(err), detail.empty() ? "" : ": ", detail.c_str());
+int fail(const std::string& what, const et_copy::FailureReport& report) {
+  std::fprintf(stderr, "et_copy_executor: --generate: %s: %s\n", what.c_str(), report.message().c_str());
+  if (!report.instruction.empty()) {
+    std::fprintf(stderr, "  at instruction %s (%s)\n", report.instruction.c_str(), report.op.c_str());
+  }
   return 2;
 }
 
 // One sequence: its session, methods and position.
 struct Sequence {
   std::unique_ptr<et_copy::Session> session;
-  Method* prefill = nullptr;
-  Method* decode = nullptr;
+  et_copy::LoadedMethod* prefill = nullptr;
+  et_copy::LoadedMethod* decode = nullptr;
   int64_t position = 0;
   std::vector<int64_t> tokens;
 };
 
 // Runs `ids` at the sequence's next positions through `method`; writes the
 // next token to `*token`.
-Error step(Sequence& s, Method& method, const std::vector<int64_t>& ids, int64_t* token) {
+Error step(Sequence& s, et_copy::LoadedMethod& method, const std::vector<int64_t>& ids, int64_t* token,
+           et_copy::FailureReport* report) {
   const auto n = static_cast<executorch::aten::SizesType>(ids.size());
   std::vector<int64_t> positions(ids.size());
   std::iota(positions.begin(), positions.end(), s.position);
@@ -48,30 +52,50 @@ Error step(Sequence& s, Method& method, const std::vector<int64_t>& ids, int64_t
   spec.dynamism = TensorShapeDynamism::DYNAMIC_BOUND;
   spec.sizes = {id_sizes, 2};
   spec.data = const_cast<int64_t*>(ids.data());
-  if (Error e = id_view.reset(spec); e != Error::Ok) {
-    return e;
-  }
+  Error e = id_view.reset(spec);
   spec.sizes = {position_sizes, 1};
   spec.data = positions.data();
-  if (Error e = position_view.reset(spec); e != Error::Ok) {
+  e = e == Error::Ok ? position_view.reset(spec) : e;
+  if (e != Error::Ok) {
+    report->error = e;
+    report->step = "describing the inputs";
     return e;
   }
-  for (auto [view, index] : {std::pair{&id_view, 0}, std::pair{&position_view, 1}}) {
-    if (Error e = method.set_input(EValue(view->tensor()), index); e != Error::Ok) {
-      return e;
+  const EValue inputs[] = {EValue(id_view.tensor()), EValue(position_view.tensor())};
+  // Host memory for each tensor output, at its upper-bound size.
+  const auto& slots = method.io().outputs;
+  std::vector<std::vector<uint8_t>> memory(slots.size());
+  std::vector<et_copy::MethodOutput> outputs(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i].tensor) {
+      memory[i].resize(slots[i].nbytes);
+      outputs[i].data = memory[i].data();
+      outputs[i].nbytes = memory[i].size();
     }
   }
-  if (Error e = method.execute(); e != Error::Ok) {
+  if (slots.empty() || !slots[0].tensor) {
+    report->error = Error::InvalidProgram;
+    report->step = "reading the token";
+    report->detail = "output 0 is not a tensor";
+    return report->error;
+  }
+  if ((e = method.execute({inputs, 2}, {outputs.data(), outputs.size()}, report)) != Error::Ok) {
     return e;
   }
-  const auto& out = method.get_output(0).toTensor();
-  if (out.scalar_type() == ScalarType::Long) { // picked on the device
-    *token = out.const_data_ptr<int64_t>()[0];
-  } else if (out.scalar_type() == ScalarType::Float) {
-    const float* logits = out.const_data_ptr<float>();
-    *token = std::max_element(logits, logits + out.numel()) - logits;
+  size_t numel = 1;
+  for (size_t d = 0; d < outputs[0].rank; ++d) {
+    numel *= static_cast<size_t>(outputs[0].sizes[d]);
+  }
+  if (slots[0].dtype == ScalarType::Long) { // picked on the device
+    std::memcpy(token, memory[0].data(), sizeof(int64_t));
+  } else if (slots[0].dtype == ScalarType::Float) {
+    const auto* logits = reinterpret_cast<const float*>(memory[0].data());
+    *token = std::max_element(logits, logits + numel) - logits;
   } else {
-    return Error::InvalidProgram;
+    report->error = Error::InvalidProgram;
+    report->step = "reading the token";
+    report->detail = "output 0 is neither Long (a token) nor Float (logits)";
+    return report->error;
   }
   s.position += n;
   return Error::Ok;
@@ -79,16 +103,8 @@ Error step(Sequence& s, Method& method, const std::vector<int64_t>& ids, int64_t
 
 } // namespace
 
-int generate_tokens(const executorch::runtime::Program& program, executorch::runtime::Span<const uint8_t> program_bytes,
-                    executorch::runtime::Span<const executorch::runtime::Kernel> kernels,
-                    et_copy::CountingDeviceAllocator& alloc, const std::vector<std::vector<int64_t>>& prompts,
-                    int tokens) {
-  std::string refusal;
-  auto created = et_copy::SessionPool::create(program_bytes, &program, kernels, nullptr, &refusal);
-  if (!created.ok()) {
-    return fail("checking the program", created.error(), refusal);
-  }
-  et_copy::SessionPool& pool = **created;
+int generate_tokens(et_copy::LoadedProgram& program, et_copy::CountingDeviceAllocator& alloc,
+                    const std::vector<std::vector<int64_t>>& prompts, int tokens) {
   std::vector<Sequence> sequences(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     if (prompts[i].empty()) {
@@ -96,12 +112,12 @@ int generate_tokens(const executorch::runtime::Program& program, executorch::run
       return 2;
     }
     Sequence& s = sequences[i];
-    s.session = pool.new_session();
-    std::string what;
+    s.session = program.new_session();
     for (auto [name, slot] : {std::pair{"prefill", &s.prefill}, std::pair{"decode", &s.decode}}) {
-      auto m = s.session->method(name, &what);
+      et_copy::FailureReport report;
+      auto m = s.session->load(name, nullptr, &report);
       if (!m.ok()) {
-        return fail(std::string("loading ") + name + " (a program of et_copy.llm.export_llm)", m.error(), what);
+        return fail("a program of et_copy.llm.export_llm", report);
       }
       *slot = *m;
     }
@@ -113,12 +129,13 @@ int generate_tokens(const executorch::runtime::Program& program, executorch::run
       Sequence& s = sequences[i];
       const bool first = round == 0;
       std::vector<int64_t> ids = first ? prompts[i] : std::vector<int64_t>{s.tokens.back()};
-      Method& method = ids.size() > 1 ? *s.prefill : *s.decode;
+      et_copy::LoadedMethod& method = ids.size() > 1 ? *s.prefill : *s.decode;
       const auto before = alloc.stats();
       const auto start = std::chrono::steady_clock::now();
       int64_t token = 0;
-      if (Error e = step(s, method, ids, &token); e != Error::Ok) {
-        return fail("session " + std::to_string(i) + " step " + std::to_string(round), e);
+      et_copy::FailureReport report;
+      if (step(s, method, ids, &token, &report) != Error::Ok) {
+        return fail("session " + std::to_string(i) + " step " + std::to_string(round), report);
       }
       const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
       const auto after = alloc.stats();

@@ -1,0 +1,220 @@
+// The one way et-copy runs a method (et_copy/loaded_program.h,
+// et_copy/loaded_method.h), end to end on real programs
+// (tests/cpp/programs): a program loaded and checked, a session's method
+// loaded and described, inputs bound, outputs landing in the caller's
+// memory (the d2h redirect), a failing kernel named by its instruction,
+// operator and message, and bad calls refused before anything runs.
+//
+// Registry state: this process registers the simulated allocator for CUDA
+// and no kernels (methods load with et_copy::method_kernels()).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <et_copy/counting_device_allocator.h>
+#include <et_copy/loaded_method.h>
+#include <et_copy/loaded_program.h>
+#include <et_copy/registration.h>
+#include <et_copy/tensor_layout.h>
+#include <executorch/extension/data_loader/buffer_data_loader.h>
+#include <executorch/runtime/core/device_allocator.h>
+
+namespace {
+
+using executorch::aten::ScalarType;
+using executorch::runtime::Error;
+using executorch::runtime::EValue;
+using executorch::runtime::etensor::DeviceType;
+
+const std::string kPrograms = ET_COPY_TEST_PROGRAMS;
+
+std::vector<uint8_t> read_program(const std::string& name) {
+  std::ifstream in(kPrograms + "/" + name, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+class SimulatedDevice : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    ASSERT_NE(et_copy::use_simulated_device(), et_copy::Registration::kFailed);
+  }
+};
+const auto* const env = ::testing::AddGlobalTestEnvironment(new SimulatedDevice);
+
+et_copy::DeviceAllocatorStats stats() {
+  return et_copy::as_counting_allocator(executorch::runtime::get_device_allocator(DeviceType::CUDA))->stats();
+}
+
+// `name` loaded from bytes, with one session and its forward.
+struct Forward {
+  explicit Forward(const std::string& name) : bytes(read_program(name)) {
+    auto loaded = et_copy::LoadedProgram::load(
+        std::make_unique<executorch::extension::BufferDataLoader>(bytes.data(), bytes.size()), nullptr, {}, &report);
+    EXPECT_TRUE(loaded.ok()) << report.message();
+    if (!loaded.ok()) {
+      return;
+    }
+    program = std::move(*loaded);
+    session = program->new_session();
+    auto m = session->load("forward", nullptr, &report);
+    EXPECT_TRUE(m.ok()) << report.message();
+    method = m.ok() ? *m : nullptr;
+    for (size_t i = 0; i < input.size(); ++i) {
+      input[i] = static_cast<float>(i) - 5.5f;
+    }
+    const executorch::aten::SizesType sizes[] = {2, 3, 4};
+    et_copy::TensorImplView::Spec spec;
+    spec.sizes = {sizes, 3};
+    spec.data = input.data();
+    EXPECT_EQ(view.reset(spec), Error::Ok);
+  }
+  std::vector<uint8_t> bytes; // outlives the program, which reads it
+  et_copy::FailureReport report;
+  std::unique_ptr<et_copy::LoadedProgram> program;
+  std::unique_ptr<et_copy::Session> session;
+  et_copy::LoadedMethod* method = nullptr;
+  std::vector<float> input = std::vector<float>(24);
+  et_copy::TensorImplView view;
+};
+
+TEST(LoadedMethod, DescribesItsInputsAndOutputsOnceAtLoad) {
+  Forward r("roundtrip.pte");
+  ASSERT_NE(r.method, nullptr);
+  const et_copy::MethodIo& io = r.method->io();
+  ASSERT_EQ(io.inputs.size(), 1u);
+  ASSERT_EQ(io.outputs.size(), 1u);
+  EXPECT_TRUE(io.inputs[0].tensor);
+  EXPECT_EQ(io.inputs[0].dtype, ScalarType::Float);
+  EXPECT_EQ(io.inputs[0].device.type(), DeviceType::CPU);
+  EXPECT_EQ(io.inputs[0].sizes, (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(io.outputs[0].nbytes, 96u);
+  EXPECT_TRUE(io.outputs[0].planned);
+  // et-copy's d2h kernel fills it first: execute may point it at the caller's memory.
+  EXPECT_TRUE(io.outputs[0].filled_by_d2h);
+  // Loading it again gives the same method.
+  auto again = r.session->load("forward", nullptr, &r.report);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, r.method);
+}
+
+TEST(LoadedMethod, RunsWithHostInputsBoundAndTheOutputLandingInTheCallersMemory) {
+  Forward r("roundtrip.pte");
+  ASSERT_NE(r.method, nullptr);
+  std::vector<float> out(24, -1.0f);
+  et_copy::MethodOutput output;
+  output.data = out.data();
+  output.nbytes = out.size() * sizeof(float);
+  const EValue inputs[] = {EValue(r.view.tensor())};
+  const auto before = stats();
+  ASSERT_EQ(r.method->execute({inputs, 1}, {&output, 1}, &r.report), Error::Ok) << r.report.message();
+  EXPECT_EQ(out, r.input);
+  ASSERT_EQ(output.rank, 3u);
+  EXPECT_EQ(std::vector<int>(output.sizes, output.sizes + 3), (std::vector<int>{2, 3, 4}));
+  // One copy each way, the d2h straight into `out`; the method's output is
+  // its own memory again afterwards.
+  const auto after = stats();
+  EXPECT_EQ(after.h2d_copies - before.h2d_copies, 1u);
+  EXPECT_EQ(after.d2h_copies - before.d2h_copies, 1u);
+  EXPECT_NE(r.method->method().get_output(0).toTensor().const_data_ptr(), out.data());
+  // Again, with other data: the same memory, the new values.
+  std::reverse(r.input.begin(), r.input.end());
+  ASSERT_EQ(r.method->execute({inputs, 1}, {&output, 1}, &r.report), Error::Ok) << r.report.message();
+  EXPECT_EQ(out, r.input);
+}
+
+TEST(LoadedMethod, AFailingKernelIsNamedByInstructionOperatorAndMessageAndLeavesTheOutputAlone) {
+  // d2h_fails.pte: instruction 0:1 copies back into a Half output, which
+  // et-copy's d2h kernel refuses.
+  Forward r("d2h_fails.pte");
+  ASSERT_NE(r.method, nullptr);
+  std::vector<uint8_t> out(r.method->io().outputs[0].nbytes, 0xAB);
+  et_copy::MethodOutput output;
+  output.data = out.data();
+  output.nbytes = out.size();
+  const EValue inputs[] = {EValue(r.view.tensor())};
+  et_copy::FailureReport report;
+  EXPECT_NE(r.method->execute({inputs, 1}, {&output, 1}, &report), Error::Ok);
+  EXPECT_EQ(report.step, "executing");
+  EXPECT_EQ(report.instruction, "0:1");
+  EXPECT_EQ(report.op, "et_copy::_d2h_copy.out");
+  const std::string message = report.message();
+  EXPECT_NE(message.find("executing failed with "), std::string::npos) << message;
+  EXPECT_NE(message.find("et_copy::_d2h_copy.out: dtype mismatch: self has Float, out has Half"), std::string::npos)
+      << message;
+  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](uint8_t b) { return b == 0xAB; }));
+  EXPECT_NE(r.method->method().get_output(0).toTensor().const_data_ptr(), out.data());
+}
+
+TEST(LoadedMethod, RefusesBadInputsAndOutputsBeforeAnythingRuns) {
+  Forward r("roundtrip.pte");
+  ASSERT_NE(r.method, nullptr);
+  std::vector<float> out(24);
+  et_copy::MethodOutput output;
+  output.data = out.data();
+  output.nbytes = out.size() * sizeof(float);
+  const auto before = stats();
+  et_copy::FailureReport report;
+
+  EXPECT_EQ(r.method->execute({}, {&output, 1}, &report), Error::InvalidArgument);
+  EXPECT_EQ(report.detail, "takes 1 inputs, got 0");
+
+  std::vector<double> doubles(24);
+  const executorch::aten::SizesType sizes[] = {2, 3, 4};
+  et_copy::TensorImplView wrong;
+  et_copy::TensorImplView::Spec spec;
+  spec.dtype = ScalarType::Double;
+  spec.sizes = {sizes, 3};
+  spec.data = doubles.data();
+  ASSERT_EQ(wrong.reset(spec), Error::Ok);
+  const EValue bad[] = {EValue(wrong.tensor())};
+  EXPECT_EQ(r.method->execute({bad, 1}, {&output, 1}, &report), Error::InvalidArgument);
+  EXPECT_EQ(report.detail, "input 0 must be Float on cpu, got Double on cpu") << report.detail;
+
+  const EValue not_a_tensor[] = {EValue(int64_t{3})};
+  EXPECT_EQ(r.method->execute({not_a_tensor, 1}, {&output, 1}, &report), Error::InvalidArgument);
+  EXPECT_NE(report.detail.find("must be a tensor"), std::string::npos) << report.detail;
+
+  const EValue inputs[] = {EValue(r.view.tensor())};
+  output.nbytes = 95;
+  EXPECT_EQ(r.method->execute({inputs, 1}, {&output, 1}, &report), Error::InvalidArgument);
+  EXPECT_EQ(report.detail, "output 0 needs 96 bytes on cpu, got 95 on cpu");
+
+  const auto after = stats();
+  EXPECT_EQ(after.h2d_copies, before.h2d_copies);
+  EXPECT_EQ(after.d2h_copies, before.d2h_copies);
+}
+
+TEST(LoadedProgram, RefusesAProgramWhoseHostWouldTouchDeviceMemoryAndNamesTheStep) {
+  const auto bytes = read_program("linear_relu_linear.pte");
+  et_copy::FailureReport report;
+  auto refused = et_copy::LoadedProgram::load(
+      std::make_unique<executorch::extension::BufferDataLoader>(bytes.data(), bytes.size()), nullptr, {}, &report);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error(), Error::InvalidProgram);
+  EXPECT_EQ(report.step, "checking the program");
+  EXPECT_NE(report.detail.find("planned on cuda:0"), std::string::npos) << report.detail;
+}
+
+TEST(LoadedProgram, LoadsAFileAndSaysWhenItCannotMapOne) {
+  et_copy::FailureReport report;
+  auto program = et_copy::LoadedProgram::load_file(kPrograms + "/roundtrip.pte", "", {}, &report);
+  ASSERT_TRUE(program.ok()) << report.message();
+  EXPECT_EQ((*program)->bytes().size(), read_program("roundtrip.pte").size());
+  auto session = (*program)->new_session();
+  auto missing = session->load("backward", nullptr, &report);
+  EXPECT_FALSE(missing.ok());
+  EXPECT_EQ(report.step, "loading method 'backward'");
+  EXPECT_EQ(report.detail, "the program has no method 'backward'");
+
+  auto absent = et_copy::LoadedProgram::load_file(kPrograms + "/absent.pte", "", {}, &report);
+  EXPECT_FALSE(absent.ok());
+  EXPECT_EQ(report.step, "mapping " + kPrograms + "/absent.pte");
+}
+
+} // namespace
