@@ -22,6 +22,7 @@ Result<ProgramRecord> parse_program_record(const void* data, size_t size, std::s
   std::string_view text(static_cast<const char*>(data), data == nullptr ? 0 : size);
   const std::string header = std::string(kProgramRecordKey) + " ";
   ProgramRecord record;
+  record.present = true;
   bool saw_state = false;
   size_t line_no = 0;
   while (!text.empty()) {

@@ -194,6 +194,13 @@ Result<SessionPool::MethodScratch*> SessionPool::scratch(const std::string& name
   // planned buffer is scratch. Else et_copy.export names every state tensor and
   // puts them all in the last buffer; Session::method checks that after loading.
   s.all_scratch = record_.state_in_delegates;
+  if (s.all_scratch && meta->num_attributes() > 0) {
+    // Shared as scratch, that state would be every session's: refuse, not guess.
+    return fail(Error::InvalidProgram, what,
+                "method '" + name + "' names " + std::to_string(meta->num_attributes()) +
+                    " state tensors of its own, but the program's record says all of its state lives in its device "
+                    "delegates (export the program again)");
+  }
   s.has_arena = !s.all_scratch && n > 0 && meta->num_attributes() > 0;
   for (size_t i = 0; (s.all_scratch || s.has_arena) && i + (s.has_arena ? 1 : 0) < n; ++i) {
     auto b = planned_buffer(*meta, i, what);
@@ -286,6 +293,13 @@ Result<Method*> Session::method(const std::string& name, std::string* what,
       }
       const auto* p = static_cast<const uint8_t*>(t->const_data_ptr());
       if (p < base || static_cast<size_t>(p - base) > size || t->nbytes() > size - static_cast<size_t>(p - base)) {
+        if (pool_->record_.present) {
+          // et_copy.export puts all named state in the last buffer: a program of its that does not is refused.
+          return fail(Error::InvalidProgram, what,
+                      "method '" + name + "': state tensor '" + std::string(info->name().data(), info->name().size()) +
+                          "' lies outside the state buffer (the last planned buffer), where et_copy.export puts "
+                          "every state tensor of a program with a record (export the program again)");
+        }
         // Named state that lives in the scratch (another exporter): load it again with memory of its own.
         loaded.reset();
         (*scratch)->has_arena = false;

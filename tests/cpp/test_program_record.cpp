@@ -21,6 +21,8 @@ TEST(ProgramRecord, StatesThatTheStateIsInTheDelegates) {
   auto none = parse_program_record(bare.data(), bare.size());
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->state_in_delegates);
+  // A record with no facts is still a record: the exporter's rules hold.
+  EXPECT_TRUE(r->present && none->present);
 }
 
 TEST(ProgramRecord, AnotherVersionIsRefusedNamingBoth) {
@@ -64,6 +66,7 @@ TEST(ProgramRecord, AProgramWithoutNamedDataHasNoFacts) {
   auto r = et_copy::read_program_record(nullptr);
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->state_in_delegates);
+  EXPECT_FALSE(r->present);
 }
 
 } // namespace

@@ -18,6 +18,12 @@ inline constexpr int kProgramRecordVersion = 1;
 
 /// What a program's record says.
 struct ProgramRecord {
+  /// The program has a record: et_copy.export built it, so what the runtime
+  /// assumes of it is what the record and the exporter's rules say, and a
+  /// program that breaks them is refused (InvalidProgram), never run
+  /// another way. Without one (another exporter) SessionPool's general
+  /// rules hold.
+  bool present = false;
   /// Every piece of mutable state lives inside the program's device
   /// delegates (SimulatedDeviceBackend keeps it per session), so every
   /// planned buffer of the program itself is scratch that sessions share.
