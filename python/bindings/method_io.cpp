@@ -74,7 +74,8 @@ MethodIo read_method_io(const et_copy::LoadedMethod& m) {
     }
     const std::string arg = io.where + ": output " + std::to_string(i);
     if (torch_dtype_for_code(dtype_code(s)) == nullptr) {
-      throw Failure(Error::NotSupported, arg + " has a dtype torch cannot represent (" + dtype_str(dtype_code(s)) + ")");
+      throw Failure(Error::NotSupported,
+                    arg + " has a dtype torch cannot represent (" + dtype_str(dtype_code(s)) + ")");
     }
     if (device_type(s) != 0 && s.planned) {
       // Its memory is the method's, overwritten by the next call, and only a
@@ -112,16 +113,16 @@ bool read_input(const MethodIo& io, size_t i, PyObject* o, TensorSpec& spec, EVa
     describe_tensor(o, false, io.where.c_str(), input_arg(io, i).c_str(), spec); // throws, in the reader's words
   }
   if (spec.dtype != dtype_code(slot)) {
-    throw py::type_error(io.where + ": " + input_arg(io, i) + " must have dtype " + dtype_str(dtype_code(slot)) + ", got " +
-                         dtype_str(spec.dtype));
+    throw py::type_error(io.where + ": " + input_arg(io, i) + " must have dtype " + dtype_str(dtype_code(slot)) +
+                         ", got " + dtype_str(spec.dtype));
   }
   if (spec.device_type != device_type(slot) || spec.device_index != device_index(slot)) {
     const std::string planned = device_str(device_type(slot), device_index(slot));
     const std::string hint =
         device_type(slot) == 0 ? "pass a CPU torch tensor"
-                              : "pass an et_copy.DeviceTensor on " + planned +
-                                    " (et_copy.h2d_copy(x)); a host tensor would be copied into device memory with a "
-                                    "host memcpy";
+                               : "pass an et_copy.DeviceTensor on " + planned +
+                                     " (et_copy.h2d_copy(x)); a host tensor would be copied into device memory with a "
+                                     "host memcpy";
     throw py::value_error(io.where + ": " + input_arg(io, i) + " is planned on " + planned + ", got a tensor on " +
                           device_str(spec.device_type, spec.device_index) + ": " + hint);
   }
@@ -146,10 +147,11 @@ bool read_output(const MethodIo& io, size_t i, PyObject* o, TensorSpec& spec) {
   if (read_tensor(o, true, spec) != ReadProblem::kNone) {
     describe_tensor(o, true, io.where.c_str(), arg.c_str(), spec); // throws, in the reader's words
   }
-  if (spec.dtype != dtype_code(slot) || spec.device_type != device_type(slot) || spec.device_index != device_index(slot)) {
+  if (spec.dtype != dtype_code(slot) || spec.device_type != device_type(slot) ||
+      spec.device_index != device_index(slot)) {
     throw py::value_error(io.where + ": " + arg + " must be " + dtype_str(dtype_code(slot)) + " on " +
-                          device_str(device_type(slot), device_index(slot)) + ", got " + dtype_str(spec.dtype) + " on " +
-                          device_str(spec.device_type, spec.device_index));
+                          device_str(device_type(slot), device_index(slot)) + ", got " + dtype_str(spec.dtype) +
+                          " on " + device_str(spec.device_type, spec.device_index));
   }
   // Dense in its dim order, sized for the output's upper bound: what a kernel
   // writing the output as the program lays it out may fill.

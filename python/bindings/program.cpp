@@ -335,7 +335,7 @@ void write_etdump(LoadedProgram& lp, const std::string& path, const std::optiona
   {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(lp.pool().execution_lock()); // the profiler records every method's events
-    result = lp.etdump->get_etdump_data();                       // the next event block starts a new profile
+    result = lp.etdump->get_etdump_data();                        // the next event block starts a new profile
   }
   const std::unique_ptr<void, void (*)(void*)> owned(result.buf, std::free);
   if (result.buf == nullptr || result.size == 0) {

@@ -110,7 +110,11 @@ def test_cmake_install_lays_out_library_headers_and_package(plain_install):
     for header in (
         "copy_ops.h",
         "counting_device_allocator.h",
+        "failure_report.h",
         "instruction_tracer.h",
+        "loaded_method.h",
+        "loaded_program.h",
+        "log_capture.h",
         "program_check.h",
         "program_record.h",
         "registration.h",
