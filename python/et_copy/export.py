@@ -511,6 +511,11 @@ def export_device_methods(
         raise ValueError(f"{op}: resident_inputs/outputs go with insert_copies=True")
     if not methods:
         raise ValueError(f"{op}: no methods to export")
+    for name, inputs in methods.items():
+        if not callable(getattr(module, inputs.entry, None)):
+            raise ValueError(
+                f"{op}: method '{name}': MethodInputs.entry {inputs.entry!r} is not a method of {type(module).__name__}"
+            )
     if partitioner is not None and not insert_copies:
         raise ValueError(f"{op}: a partitioner goes with insert_copies=True (its backend's copies are inserted for it)")
     aot.ensure_registered()
@@ -691,10 +696,7 @@ def _entry(module: torch.nn.Module, entry: str):
     if entry == "forward":
         yield
         return
-    method = getattr(module, entry, None)
-    if not callable(method):
-        raise ValueError(f"et_copy.export: MethodInputs.entry {entry!r} is not a method of {type(module).__name__}")
-    module.forward = method
+    module.forward = getattr(module, entry)  # export_device_methods checked it is a method
     try:
         yield
     finally:

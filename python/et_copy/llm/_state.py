@@ -150,6 +150,9 @@ class StatefulCausalLM(torch.nn.Module):
         self.model = model
         self.max_seq_len = max_seq_len
         self.pick = pick
+        # pick="device": whether each pick is kept as state for decode_next
+        # (HostStateStep's programs keep no state of their own, and pick greedily).
+        self.feeds_back = True
         self.max_top_k = min(max_top_k, model.config.get_text_config(decoder=True).vocab_size)
         cache = StaticCache(max_cache_len=max_seq_len, config=model.config)
         _, per_layer_kwargs = get_layer_types_and_kwargs(model.config.get_text_config(decoder=True))
@@ -232,9 +235,10 @@ class StatefulCausalLM(torch.nn.Module):
         token = pick_token(
             logits, self.sampling_temperature, self.sampling_top_k, self.sampling_seed, position, self.max_top_k
         )
-        self.next_token.copy_(token.unsqueeze(0))
-        self.next_position.copy_(position + 1)
-        self._keep_sampling()
+        if self.feeds_back:
+            self.next_token.copy_(token.unsqueeze(0))
+            self.next_position.copy_(position + 1)
+            self._keep_sampling()
         return token
 
     def decode_next(self) -> torch.Tensor:
@@ -278,6 +282,7 @@ class HostStateStep(torch.nn.Module):
     def __init__(self, lm: StatefulCausalLM) -> None:
         super().__init__()
         self.lm = lm
+        lm.feeds_back = False
 
     def initial_state(self) -> list[torch.Tensor]:
         """The start state, in the order ``forward`` takes it (the caches; a
