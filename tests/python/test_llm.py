@@ -216,7 +216,7 @@ def test_generate_command_prints_device_state_beside_host_state_and_eager_all_eq
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     rows = {line[:32].strip(): line[32:].split() for line in proc.stdout.splitlines() if "state" in line[:32]}
     device, host = rows["et_copy.runtime, device state"], rows["executorch.runtime, host state"]
-    assert device[2:] == ["16", "8", "True"], proc.stdout  # id + position in, the token out, = eager
+    assert device[2:] == ["0", "8", "True"], proc.stdout  # nothing in (decode_next), the token out, = eager
     assert host[-1] == "True" and int(host[2]) > 100 * 16, proc.stdout  # the whole state crosses, same tokens
     assert "Failed to load" not in proc.stderr and "cpuinfo" not in proc.stderr, proc.stderr  # quiet by default
 
@@ -448,11 +448,11 @@ def test_generate_command_reuses_its_programs_and_no_cache_exports_again(tmp_pat
 
     cache = tmp_path / "et_copy" / "llm"
     first, tokens = generate()
-    assert "exported prefill+decode" in first
+    assert "exported it in" in first
     stored = sorted(cache.iterdir())
     assert len(stored) == 2  # the device-state program and the host-state baseline
     second, tokens_again = generate()
     assert "reused the program exported before" in second and tokens_again == tokens
     third, tokens_third = generate("--no-cache", "--no-baseline")
-    assert "exported prefill+decode" in third and tokens_third == tokens
+    assert "exported it in" in third and tokens_third == tokens
     assert sorted(cache.iterdir()) == stored  # --no-cache stores nothing

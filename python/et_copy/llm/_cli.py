@@ -72,7 +72,7 @@ def main(argv: list[str]) -> int:
 
     start = time.perf_counter()
     program = llm.export_llm_cached(model, use_cache=not args.no_cache, max_seq_len=args.max_seq_len, pick=args.pick)
-    how = f"reused the program exported before ({program.path})" if program.hit else "exported prefill+decode"
+    how = f"reused the program exported before ({program.path})" if program.hit else "exported it"
     print(f"model: {name}; {how} in {time.perf_counter() - start:.1f} s ({len(program.buffer)} B)")
     et_copy.use_simulated_device()
     device = llm.DeviceLLM(program.buffer)
