@@ -103,7 +103,24 @@ class SimulatedDevicePartitioner(Partitioner):
             tags[tag] = self.delegation_spec
         tag_constant_data(exported_program)
         tag_mutated_buffer(exported_program)
+        _tag_overwritten_buffers(exported_program)
         return PartitionResult(tagged_exported_program=exported_program, partition_tags=tags)
+
+
+def _tag_overwritten_buffers(ep) -> None:
+    """Tags a mutable buffer that the method writes without reading (an LLM's
+    prefill writes the token that decode_next reads) with its new value's
+    delegate. tag_mutated_buffer tags a buffer by its readers only, so such
+    a buffer would stay outside the delegate: written on the host, never in
+    the state arena that the other methods read."""
+    sig = ep.graph_signature
+    placeholders = {fqn: name for name, fqn in sig.inputs_to_buffers.items()}
+    nodes = {n.name: n for n in ep.graph_module.graph.nodes}
+    for value, fqn in sig.buffers_to_mutate.items():
+        buffer = nodes.get(placeholders.get(fqn, ""))
+        tag = nodes[value].meta.get("delegation_tag") if value in nodes else None
+        if buffer is not None and tag is not None and "delegation_tag" not in buffer.meta:
+            buffer.meta["delegation_tag"] = tag
 
 
 @dataclass(frozen=True)

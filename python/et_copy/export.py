@@ -17,6 +17,8 @@ takes seconds: ``import et_copy`` does not import this module.
 
 from __future__ import annotations
 
+import contextlib
+
 import inspect
 import warnings
 from dataclasses import dataclass, field
@@ -39,6 +41,7 @@ from executorch.exir.tensor import TensorSpec
 
 from . import aot
 from ._device import parse_device
+from ._exir_fixes import lifted_constants_in_signature_order
 
 TARGET_DEVICE_KEY = "target_device"  # executorch's PropagateDevicePass reads this CompileSpec key
 
@@ -406,6 +409,10 @@ class MethodInputs:
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
     dynamic_shapes: Any = None
+    #: The module's method that the program's method runs (``forward`` by
+    #: default). Every entry of one module shares its buffers by name, so an
+    #: LLM's ``decode_next()`` reads the state ``prefill`` wrote.
+    entry: str = "forward"
 
 
 def export_device_program(
@@ -504,6 +511,11 @@ def export_device_methods(
         raise ValueError(f"{op}: resident_inputs/outputs go with insert_copies=True")
     if not methods:
         raise ValueError(f"{op}: no methods to export")
+    for name, inputs in methods.items():
+        if not callable(getattr(module, inputs.entry, None)):
+            raise ValueError(
+                f"{op}: method '{name}': MethodInputs.entry {inputs.entry!r} is not a method of {type(module).__name__}"
+            )
     if partitioner is not None and not insert_copies:
         raise ValueError(f"{op}: a partitioner goes with insert_copies=True (its backend's copies are inserted for it)")
     aot.ensure_registered()
@@ -568,7 +580,7 @@ def _export_through_backend(
         None,
         "to_edge",
         strict,
-        lambda: to_edge(exported, constant_methods=constant_methods, compile_config=_edge_config(exported)),
+        lambda: _to_edge(exported, constant_methods),
     )
     # torch.export keeps an input's in-place update as an op; to_edge turns it into an output.
     _refuse_input_mutation({name: edge.exported_program(name) for name in edge.methods}, op)
@@ -621,16 +633,19 @@ def _export_copy_only(
     wrapped = DeviceBoundary(module, resident_inputs, resident_outputs) if insert_copies else module
     exported = {}
     for name, inputs in methods.items():
-        shapes = inputs.dynamic_shapes
-        if insert_copies:
-            shapes = _boundary_dynamic_shapes(module, shapes, len(inputs.args), list(inputs.kwargs))
-        exported[name] = _stage(op, name, "export", strict, lambda i=inputs, d=shapes: _export(wrapped, i, d, strict))
+        with _entry(module, inputs.entry):
+            shapes = inputs.dynamic_shapes
+            if insert_copies:
+                shapes = _boundary_dynamic_shapes(module, shapes, len(inputs.args), list(inputs.kwargs))
+            exported[name] = _stage(
+                op, name, "export", strict, lambda i=inputs, d=shapes: _export(wrapped, i, d, strict, entry="forward")
+            )
     edge = _stage(
         op,
         None,
         "to_edge",
         strict,
-        lambda: to_edge(exported, constant_methods=constant_methods, compile_config=_edge_config(exported)),
+        lambda: _to_edge(exported, constant_methods),
     )
     _keep_initial_state(edge)
     with warnings.catch_warnings():
@@ -653,6 +668,11 @@ def _backend_config(planner: DevicePlanningPass, *, reinplace: bool) -> Executor
     )
 
 
+def _to_edge(exported: dict, constant_methods: dict[str, Any] | None):
+    with lifted_constants_in_signature_order():
+        return to_edge(exported, constant_methods=constant_methods, compile_config=_edge_config(exported))
+
+
 def _edge_config(exported: dict) -> EdgeCompileConfig:
     # The edge dialect's argument validator re-runs every op on fake tensors,
     # and an op whose traced arguments hold a size as a plain int (transformers'
@@ -662,10 +682,25 @@ def _edge_config(exported: dict) -> EdgeCompileConfig:
     return EdgeCompileConfig(preserve_ops=aot.preserve_ops(), _check_ir_validity=not dynamic)
 
 
-def _export(module: torch.nn.Module, inputs: MethodInputs, dynamic_shapes: Any, strict: bool):
-    return torch.export.export(
-        module, tuple(inputs.args), dict(inputs.kwargs), dynamic_shapes=dynamic_shapes, strict=strict
-    )
+def _export(module: torch.nn.Module, inputs: MethodInputs, dynamic_shapes: Any, strict: bool, entry: str | None = None):
+    with _entry(module, inputs.entry if entry is None else entry):
+        return torch.export.export(
+            module, tuple(inputs.args), dict(inputs.kwargs), dynamic_shapes=dynamic_shapes, strict=strict
+        )
+
+
+@contextlib.contextmanager
+def _entry(module: torch.nn.Module, entry: str):
+    """While exporting, ``module``'s ``forward`` is its method ``entry``
+    (torch.export traces ``forward``; the buffers keep their names)."""
+    if entry == "forward":
+        yield
+        return
+    module.forward = getattr(module, entry)  # export_device_methods checked it is a method
+    try:
+        yield
+    finally:
+        del module.forward
 
 
 class ExportError(RuntimeError):

@@ -23,8 +23,9 @@ PROMPT = [5, 17, 3, 9, 42]
 TOKENS = 16
 MAX_SEQ = 32
 
-# (architecture, pick): one dense, one MoE, one hybrid; the MoE picks on the device.
-CASES = [("qwen3_moe", "device"), ("qwen3_5_moe", "host"), ("qwen3", "host")]
+# (architecture, pick): one MoE, one hybrid and one dense picking on the
+# device (and decoding their own picks), and the dense one returning logits.
+CASES = [("qwen3_moe", "device"), ("qwen3_5_moe", "device"), ("qwen3", "device"), ("qwen3", "host")]
 
 
 @pytest.fixture(scope="module", params=CASES, ids=[f"{a}-{p}" for a, p in CASES])
@@ -45,7 +46,7 @@ def _stats():
     return et_copy.allocator_stats()
 
 
-def test_tokens_equal_transformers_generate_and_decode_moves_only_ids_positions_and_the_pick(exported, eager_tokens):
+def test_tokens_equal_transformers_generate_and_decode_moves_only_the_pick(exported, eager_tokens):
     model, buffer, pick = exported
     et_copy.use_simulated_device()
     session = llm.DeviceLLM(buffer).new_session()
@@ -58,8 +59,11 @@ def test_tokens_equal_transformers_generate_and_decode_moves_only_ids_positions_
     assert (prefill[0].h2d_bytes, prefill[0].d2h_bytes) == (16 * len(PROMPT), out_bytes)
     decodes = [s for s in run.steps if s.kind == llm.DECODE]
     assert len(decodes) == TOKENS - 1
-    for step in decodes:  # an int64 id and position in; the logits or the token out; the state never crosses
-        assert (step.h2d_bytes, step.d2h_bytes) == (16, out_bytes), step
+    # A device pick is fed back on the device (decode_next): nothing goes in and the
+    # 8-byte token comes out. Logits go out, and an int64 id and position in. The state never crosses.
+    in_bytes = 0 if pick == "device" else 16
+    for step in decodes:
+        assert (step.h2d_bytes, step.d2h_bytes) == (in_bytes, out_bytes), step
 
 
 def test_state_starts_through_one_counted_h2d_copy_and_a_session_costs_its_state(exported):
@@ -110,19 +114,58 @@ def test_reset_reproduces_the_first_run_and_is_counted(exported, eager_tokens):
     assert len(continued) == 2
 
 
-def test_sampling_is_seeded_and_device_pick_refuses_it(exported):
-    _, buffer, pick = exported
+def _eager_sampled(model, prompt, n, temperature, top_k, seed) -> list[int]:
+    """The reference: the exported wrapper itself, eagerly, sampling as the device does."""
+    wrapper = llm.StatefulCausalLM(model, MAX_SEQ, pick="device").eval()
+    with torch.no_grad():
+        wrapper.set_sampling(torch.tensor([temperature]), torch.tensor([top_k]), torch.tensor([seed]))
+        tokens = [int(wrapper(torch.tensor([prompt]), torch.arange(len(prompt)))[0])]
+        while len(tokens) < n:
+            tokens.append(int(wrapper.decode_next()[0]))
+    return tokens
+
+
+def test_sampling_is_seeded_and_equals_the_eager_sampler_and_a_device_pick_costs_its_8_bytes(exported):
+    model, buffer, pick = exported
     et_copy.use_simulated_device()
     session = llm.DeviceLLM(buffer).new_session()
-    if pick == "device":
-        with pytest.raises(ValueError, match="picks the token on the device"):
-            session.generate(PROMPT, 4, temperature=0.8)
-        return
-    runs = []
-    for seed in (3, 3):
+    runs = {}
+    for seed in (3, 3, 4):
         session.reset()
-        runs.append(session.generate(PROMPT, 8, temperature=0.9, top_k=20, seed=seed).tokens)
-    assert runs[0] == runs[1]
+        run = session.generate(PROMPT, 8, temperature=0.9, top_k=20, seed=seed)
+        runs.setdefault(seed, []).append(run.tokens)
+        if pick == "device":
+            # The settings go in once (20 B: a float32 and two int64); every decode then moves only its token.
+            (settings,) = [s for s in run.steps if s.kind == llm.SET_SAMPLING]
+            assert (settings.h2d_bytes, run.steps[0].kind) == (20, llm.SET_SAMPLING)
+            assert all((s.h2d_bytes, s.d2h_bytes) == (0, 8) for s in run.steps if s.kind == llm.DECODE)
+    assert runs[3][0] == runs[3][1]
+    assert runs[3][0] != runs[4][0]  # a seed is not ignored
+    # Host or device, a program picks what the wrapper picks eagerly with the same noise.
+    assert runs[3][0] == _eager_sampled(model, PROMPT, 8, 0.9, 20, 3)
+    # Settings persist until they change: a second sampled run with the same settings sets nothing.
+    again = session.generate([runs[4][0][-1]], 2, temperature=0.9, top_k=20, seed=4)  # the last run's
+    assert not [s for s in again.steps if s.kind == llm.SET_SAMPLING]
+
+
+def test_bad_sampling_settings_are_refused_before_anything_runs(exported):
+    _, buffer, pick = exported
+    et_copy.use_simulated_device()
+    device = llm.DeviceLLM(buffer)
+    session = device.new_session()
+    with pytest.raises(ValueError, match="temperature must be >= 0"):
+        session.generate(PROMPT, 2, temperature=-0.5)
+    with pytest.raises(ValueError, match="temperature must be >= 0"):
+        session.generate(PROMPT, 2, temperature=float("nan"))
+    with pytest.raises(ValueError, match="seed must be in 0..2\\*\\*63-1"):
+        session.generate(PROMPT, 2, temperature=1.0, seed=-1)
+    with pytest.raises(ValueError, match="top_k must be in"):
+        session.generate(PROMPT, 2, temperature=1.0, top_k=0)
+    if pick == "device":
+        assert device.max_top_k == 64
+        with pytest.raises(ValueError, match="top_k must be in 1..64 \\(export_llm's max_top_k\\)"):
+            session.generate(PROMPT, 2, temperature=1.0, top_k=65)
+    assert session.position == 0
 
 
 def test_a_sequence_longer_than_the_program_holds_is_refused_before_running(exported):
@@ -173,7 +216,7 @@ def test_generate_command_prints_device_state_beside_host_state_and_eager_all_eq
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     rows = {line[:32].strip(): line[32:].split() for line in proc.stdout.splitlines() if "state" in line[:32]}
     device, host = rows["et_copy.runtime, device state"], rows["executorch.runtime, host state"]
-    assert device[2:] == ["16", "8", "True"], proc.stdout  # id + position in, the token out, = eager
+    assert device[2:] == ["0", "8", "True"], proc.stdout  # nothing in (decode_next), the token out, = eager
     assert host[-1] == "True" and int(host[2]) > 100 * 16, proc.stdout  # the whole state crosses, same tokens
     assert "Failed to load" not in proc.stderr and "cpuinfo" not in proc.stderr, proc.stderr  # quiet by default
 
@@ -295,7 +338,9 @@ def test_a_sliding_window_program_generates_transformers_tokens_within_and_past_
     for prompt, n in WINDOW_RUNS:
         run = device.new_session().generate(prompt, n)
         assert run.tokens == llm.eager_generate(model, prompt, n), (prompt, n)
-        assert all(s.h2d_bytes == 16 for s in run.steps if s.kind == llm.DECODE)  # the state never crosses
+        # The state never crosses; a device pick does not either (decode_next).
+        in_bytes = 0 if device.max_top_k is not None else 16
+        assert all(s.h2d_bytes == in_bytes for s in run.steps if s.kind == llm.DECODE)
 
 
 class _StaticCacheQuirk(torch.nn.Module):
@@ -403,11 +448,11 @@ def test_generate_command_reuses_its_programs_and_no_cache_exports_again(tmp_pat
 
     cache = tmp_path / "et_copy" / "llm"
     first, tokens = generate()
-    assert "exported prefill+decode" in first
+    assert "exported it in" in first
     stored = sorted(cache.iterdir())
     assert len(stored) == 2  # the device-state program and the host-state baseline
     second, tokens_again = generate()
     assert "reused the program exported before" in second and tokens_again == tokens
     third, tokens_third = generate("--no-cache", "--no-baseline")
-    assert "exported prefill+decode" in third and tokens_third == tokens
+    assert "exported it in" in third and tokens_third == tokens
     assert sorted(cache.iterdir()) == stored  # --no-cache stores nothing

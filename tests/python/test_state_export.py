@@ -67,6 +67,46 @@ def test_program_load_method_is_one_cached_session(counter_program):
     assert torch.equal(program.load_method("peek").execute([torch.zeros(4)])[0], torch.tensor([2.0, 3.0, 4.0, 5.0]))
 
 
+class Feedback(torch.nn.Module):
+    """An LLM's decode loop in miniature: ``set`` overwrites the state without
+    reading it, ``step`` (no input) reads it and writes it back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("last", torch.zeros(1, dtype=torch.long), persistent=False)
+
+    def forward(self, x):
+        self.last.copy_(x * 2)
+        return x + 1
+
+    def step(self):
+        value = self.last * 10
+        self.last.add_(1)
+        return value
+
+
+def test_a_method_that_only_writes_state_and_one_with_no_input_share_it():
+    # The write-only method's state must reach the delegate's arena, not a host
+    # buffer of its own; the no-input method must export at all (its lifted
+    # constants are reordered for executorch 1.5.1's to_edge).
+    methods = {"forward": MethodInputs((torch.tensor([0]),)), "step": MethodInputs((), entry="step")}
+    program = export_device_methods(Feedback(), methods)
+    et_copy.use_simulated_device()
+    session = et_copy.runtime.load(program.buffer).new_session()
+    set_, step = session.load_method("forward"), session.load_method("step")
+    assert step.meta.inputs == ()
+    assert int(set_.execute([torch.tensor([3])])[0][0]) == 4
+    before = et_copy.allocator_stats()
+    assert [int(step.execute([])[0][0]) for _ in range(3)] == [60, 70, 80]
+    assert et_copy.allocator_stats()["h2d_bytes"] == before["h2d_bytes"]  # nothing went in
+    assert int(set_.execute([torch.tensor([1])])[0][0]) == 2 and int(step.execute([])[0][0]) == 20
+
+
+def test_an_entry_that_is_not_a_method_is_refused_by_name():
+    with pytest.raises(ValueError, match="MethodInputs.entry 'nope' is not a method of Feedback"):
+        export_device_methods(Feedback(), {"f": MethodInputs((), entry="nope")})
+
+
 def test_strict_export_of_any_module_and_keyword_inputs():
     x = torch.randn(3, 4)
     for strict in (True, False):

@@ -1,16 +1,21 @@
 """An LLM decode step: a tiny seeded Qwen3-MoE (transformers) exported with
-its compute, weights and KV caches in the (simulated) device's backend, one
-decode step through ``et_copy.runtime`` (a session holds the state) and the
-same .pte through ``executorch.runtime``, against the baseline: the same
-model as a plain host program (its caches host mutable buffers, no device,
-no copies) on ``executorch.runtime``, which is what the device pipeline
-costs over no device at all. Also timed: the model exported with its state
-held by the caller (what a runtime without device state is left with: the
-caches cross to the device and back every step).
+its compute, weights and KV caches in the (simulated) device's backend,
+picking its token on the device. Timed: ``decode_next`` on ``et_copy.runtime``
+(the step the device pipeline runs per token: the last pick fed back on the
+device, nothing in, 8 bytes out), ``decode`` (id and position in) through
+``et_copy.runtime`` and through ``executorch.runtime``, against the
+baseline: the same model as a plain host program (its caches host mutable
+buffers, no device, no copies) on ``executorch.runtime``, which is what the
+device pipeline costs over no device at all. Also timed: the model exported
+with its state held by the caller (what a runtime without device state is
+left with: the caches cross to the device and back every step).
 
-Every step decodes position 0, so the three runs compute the same logits
-whatever the rest of the cache holds (executorch.runtime never writes the
-state's start value), and the bench checks that they do before timing."""
+``decode`` runs at position 0, so every run picks the same token whatever
+the rest of the cache holds (executorch.runtime never writes the state's
+start value), and the bench checks that they do before timing.
+``decode_next`` runs at the positions after it, restarted at position 0
+(untimed) before it reaches the end of the cache: with a static cache, a
+step computes the same at every position."""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from ._timing import Config, measure, python_sampler
 
 DEVICE_STATE = "device-state .pte on executorch.runtime"
 ET_COPY_RUNTIME = "the same .pte on et_copy.runtime"
+DECODE_NEXT = "the same .pte's decode_next on et_copy.runtime"
 HOST_STATE = "caller-held state .pte on executorch.runtime"
 PLAIN_HOST = "plain host .pte (no device) on executorch.runtime"
 BASELINE = PLAIN_HOST
@@ -39,26 +45,28 @@ def decode_step(config: Config, *, max_seq_len: int = 64, progress=None) -> dict
 
     model = llm.tiny_model(ARCHITECTURE)
     if progress is not None:
-        progress(f"llm: exporting a tiny {ARCHITECTURE} twice (device state, host state)")
-    device_pte = llm.export_llm(model, max_seq_len=max_seq_len).buffer
-    host_pte = llm.export_llm(model, max_seq_len=max_seq_len, state_on_device=False).buffer
+        progress(f"llm: exporting a tiny {ARCHITECTURE} three ways (device state, host state, plain host)")
+    device_pte = llm.export_llm(model, max_seq_len=max_seq_len, pick="device").buffer
+    host_pte = llm.export_llm(model, max_seq_len=max_seq_len, pick="device", state_on_device=False).buffer
     theirs = Runtime.get().load_program(device_pte).load_method(llm.DECODE)
     host = Runtime.get().load_program(host_pte).load_method(llm.DECODE)
     plain_pte = _plain_host_program(model, max_seq_len)  # kept: the loaded Program reads these bytes
     plain = Runtime.get().load_program(plain_pte).load_method(llm.DECODE)
     session = et_copy_runtime.load(device_pte).new_session()
     ours = session.load_method(llm.DECODE)
+    following = session.load_method(llm.DECODE_NEXT)
     state = llm.HostStateStep(llm.StatefulCausalLM(model, max_seq_len)).initial_state()
     token, pos = torch.tensor([[1]]), torch.tensor([0])
     host_inputs = [token, pos, *state]
 
-    expected = host.execute(host_inputs)[0]
+    expected = int(host.execute(host_inputs)[0][0])
     for name, method in ((DEVICE_STATE, theirs), (ET_COPY_RUNTIME, ours), (PLAIN_HOST, plain)):
-        got = method.execute([token, pos])[0]
-        if not torch.allclose(got, expected, rtol=1e-4, atol=1e-5):
-            raise RuntimeError(f"et_copy bench: {name} decoded other logits than the host-state run; not timing it")
-    s0 = et_copy.allocator_stats()
+        got = int(method.execute([token, pos])[0][0])
+        if got != expected:
+            raise RuntimeError(f"et_copy bench: {name} picked token {got}, the host-state run {expected}; not timing it")
     ours.execute([token, pos])
+    s0 = et_copy.allocator_stats()
+    following.execute([])
     s1 = et_copy.allocator_stats()
     if progress is not None:
         progress("llm: timing one decode step")
@@ -66,6 +74,7 @@ def decode_step(config: Config, *, max_seq_len: int = 64, progress=None) -> dict
         {
             DEVICE_STATE: python_sampler(lambda: theirs.execute([token, pos])),
             ET_COPY_RUNTIME: python_sampler(lambda: ours.execute([token, pos])),
+            DECODE_NEXT: _decode_next_sampler(ours, following, token, pos, max_seq_len),
             HOST_STATE: python_sampler(lambda: host.execute(host_inputs)),
             PLAIN_HOST: python_sampler(lambda: plain.execute([token, pos])),
         },
@@ -78,21 +87,45 @@ def decode_step(config: Config, *, max_seq_len: int = 64, progress=None) -> dict
         "host_state_nbytes": sum(t.numel() * t.element_size() for t in state),
         "bytes_per_step": {"h2d": s1["h2d_bytes"] - s0["h2d_bytes"], "d2h": s1["d2h_bytes"] - s0["d2h_bytes"]},
         "baseline": BASELINE,
+        "pipeline": DECODE_NEXT,
         "runtimes": [DEVICE_STATE, ET_COPY_RUNTIME],
         "results": results,
     }
 
 
+def _decode_next_sampler(decode, decode_next, token, pos, max_seq_len: int):
+    """Times ``decode_next`` calls alone: before the position would pass the
+    cache, a ``decode`` at position 0 (untimed) starts it over."""
+    import time
+
+    position = [1]  # decode at 0 ran before timing
+
+    def sample(iters: int) -> float:
+        clock, total = time.perf_counter_ns, 0
+        for _ in range(iters):
+            if position[0] >= max_seq_len - 1:
+                decode.execute([token, pos])
+                position[0] = 1
+            start = clock()
+            decode_next.execute([])
+            total += clock() - start
+            position[0] += 1
+        return total / iters
+
+    return sample
+
+
 def _plain_host_program(model, max_seq_len: int) -> bytes:
     """The decode step as ExecuTorch exports an LLM for the CPU: its caches
-    host mutable buffers updated in place, no device and no et_copy op."""
+    (and the sampler's state) host mutable buffers updated in place, no
+    device and no et_copy op; the token picked as on the device."""
     import warnings
 
     from executorch.exir import ExecutorchBackendConfig, to_edge
 
     from et_copy import llm
 
-    step = llm.StatefulCausalLM(model, max_seq_len).eval()
+    step = llm.StatefulCausalLM(model, max_seq_len, pick="device").eval()
     exported = torch.export.export(step, (torch.tensor([[0]]), torch.tensor([0])), strict=True)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Mutation on a buffer in the model is detected", UserWarning)

@@ -21,8 +21,9 @@ Importing this module imports transformers and executorch's AOT stack.
 """
 
 from ._cache import CachedProgram, default_cache_dir, export_llm_cached
-from ._export import DECODE, MAX_PROMPT_LEN, MAX_SEQ_LEN, PREFILL, export_llm
+from ._export import DECODE, DECODE_NEXT, MAX_PROMPT_LEN, MAX_SEQ_LEN, MAX_TOP_K, PREFILL, SET_SAMPLING, export_llm
 from ._generate import DeviceLLM, Generation, Session, Step, eager_generate
+from ._sampling import gumbel_noise, pick_token
 from ._models import ARCHITECTURES, SLIDING_WINDOW, load_model, prepare, tiny_model, tokenizer_for
 from ._state import HostStateStep, StatefulCausalLM, UnsupportedModelError
 
@@ -30,12 +31,15 @@ __all__ = [
     "ARCHITECTURES",
     "CachedProgram",
     "DECODE",
+    "DECODE_NEXT",
     "DeviceLLM",
     "Generation",
     "HostStateStep",
     "MAX_PROMPT_LEN",
     "MAX_SEQ_LEN",
+    "MAX_TOP_K",
     "PREFILL",
+    "SET_SAMPLING",
     "SLIDING_WINDOW",
     "Session",
     "StatefulCausalLM",
@@ -45,7 +49,9 @@ __all__ = [
     "eager_generate",
     "export_llm",
     "export_llm_cached",
+    "gumbel_noise",
     "load_model",
+    "pick_token",
     "prepare",
     "tiny_model",
     "tokenizer_for",

@@ -6,11 +6,14 @@ import torch
 
 from ..export import MethodInputs, export_device_methods
 from ._check import check_wrapper
-from ._state import HostStateStep, StatefulCausalLM, static_prefill_chunks
+from ._state import DEFAULT_MAX_TOP_K, HostStateStep, StatefulCausalLM, static_prefill_chunks
 
 PREFILL, DECODE = "prefill", "decode"
+DECODE_NEXT = "decode_next"  # pick="device": decode the last pick, no input
+SET_SAMPLING = "set_sampling"  # pick="device": temperature, top_k, seed for the picks that follow
 MAX_SEQ_LEN = "get_max_seq_len"  # a constant method, named as executorch's LLM runner reads it
 MAX_PROMPT_LEN = "get_max_prompt_len"  # the prefill's bound (a dynamic input's metadata shows its example shape)
+MAX_TOP_K = "get_max_top_k"  # pick="device": the largest top_k set_sampling keeps
 
 
 def export_llm(
@@ -20,6 +23,7 @@ def export_llm(
     max_prompt_len: int | None = None,
     device: str = "cuda:0",
     pick: str = "host",
+    max_top_k: int = DEFAULT_MAX_TOP_K,
     state_on_device: bool = True,
     strict: bool = True,
 ):
@@ -32,10 +36,21 @@ def export_llm(
     - ``decode(input_ids [1, 1], cache_position [1])``, one token.
 
     Both return the last position's logits ``[1, vocab]`` float32, or with
-    ``pick="device"`` its argmax ``[1]`` int64 (8 bytes leave the device
-    instead of the logits). The KV caches and linear-attention states are
-    mutable buffers planned on ``device`` and updated in place; only ids and
-    positions go in, and logits (or the token) come out.
+    ``pick="device"`` the token picked from them on the device ``[1]``
+    int64 (8 bytes leave the device instead of the logits). The KV caches
+    and linear-attention states are mutable buffers planned on ``device``
+    and updated in place; only ids and positions go in, and logits (or the
+    token) come out.
+
+    ``pick="device"`` adds two methods, and the sampler's state:
+
+    - ``decode_next()``: decodes the token the last execution picked, at
+      the position after it, both read on the device: nothing goes in, the
+      8-byte token comes out;
+    - ``set_sampling(temperature [1] float32, top_k [1] int64, seed [1]
+      int64)``: how the following picks are made (:func:`~et_copy.llm.pick_token`,
+      Gumbel-max; a fresh or reset state is greedy), top_k at most
+      ``max_top_k`` (the constant method ``get_max_top_k``).
 
     ``state_on_device=False`` builds the baseline a runtime without device
     state is left with (:class:`HostStateStep`): ``decode(input_ids,
@@ -60,7 +75,7 @@ def export_llm(
         raise ValueError(
             f"et_copy.llm.export_llm: max_prompt_len must be in 2..max_seq_len ({max_seq_len}), got {max_prompt_len}"
         )
-    wrapper = StatefulCausalLM(model, max_seq_len, pick=pick).eval()
+    wrapper = StatefulCausalLM(model, max_seq_len, pick=pick, max_top_k=max_top_k).eval()
     check_wrapper(wrapper, max_prompt_len)
     methods = {DECODE: MethodInputs((torch.tensor([[0]]), torch.tensor([0])))}
     if not state_on_device:
@@ -78,14 +93,14 @@ def export_llm(
         ),
         **methods,
     }
+    constants = {MAX_SEQ_LEN: max_seq_len, MAX_PROMPT_LEN: max_prompt_len}
+    if pick == "device":
+        methods[DECODE_NEXT] = MethodInputs((), entry="decode_next")
+        settings = (torch.tensor([0.0]), torch.tensor([0]), torch.tensor([0]))
+        methods[SET_SAMPLING] = MethodInputs(settings, entry="set_sampling")
+        constants[MAX_TOP_K] = wrapper.max_top_k
     with static_prefill_chunks(model, max_prompt_len):
-        return export_device_methods(
-            wrapper,
-            methods,
-            device=device,
-            strict=strict,
-            constant_methods={MAX_SEQ_LEN: max_seq_len, MAX_PROMPT_LEN: max_prompt_len},
-        )
+        return export_device_methods(wrapper, methods, device=device, strict=strict, constant_methods=constants)
 
 
 def _example_length(bound: int) -> int:

@@ -10,16 +10,20 @@ from typing import Any, Sequence
 
 import torch
 
-from ._export import DECODE, MAX_PROMPT_LEN, MAX_SEQ_LEN, PREFILL
+from ._export import DECODE, DECODE_NEXT, MAX_PROMPT_LEN, MAX_SEQ_LEN, MAX_TOP_K, PREFILL, SET_SAMPLING
+from ._sampling import host_pick
+
+_MAX_SEED = 2**63 - 1
 
 _COUNTERS = ("h2d_bytes", "d2h_bytes")
 
 
 @dataclass
 class Step:
-    """One execution: ``tokens_in`` ids went in, ``token`` came out."""
+    """One execution: ``tokens_in`` ids went in (a ``decode_next`` feeds
+    back its one token on the device), ``token`` came out."""
 
-    kind: str  # "prefill" or "decode"
+    kind: str  # "prefill", "decode" (either decode method) or "set_sampling"
     tokens_in: int
     token: int
     seconds: float
@@ -80,25 +84,50 @@ class DeviceLLM:
             raise ValueError(f"et_copy.llm.DeviceLLM: the program lacks the constant methods {sorted(missing)}")
         self.max_seq_len = int(program.load_method(MAX_SEQ_LEN).execute([])[0])
         self.max_prompt_len = int(program.load_method(MAX_PROMPT_LEN).execute([])[0])
+        # A program that picks on the device: its bound on top_k (None: it returns logits).
+        self.max_top_k = int(program.load_method(MAX_TOP_K).execute([])[0]) if MAX_TOP_K in names else None
+        self._names = frozenset(names)
 
     def new_session(self) -> Session:
         """A new sequence with its own state on the device."""
-        return Session(self.program.new_session(), self.max_seq_len, self.max_prompt_len)
+        return Session(self.program.new_session(), self.max_seq_len, self.max_prompt_len, self.max_top_k, self._names)
+
+
+@dataclass(frozen=True)
+class _Sampling:
+    temperature: float = 0.0
+    top_k: int = 0  # 0: every token
+    seed: int = 0
+
+
+_GREEDY = _Sampling()  # what a fresh or reset device state holds
 
 
 class Session:
     """One sequence: its state on the device, its position, and
     :meth:`generate`. :meth:`reset` starts over."""
 
-    def __init__(self, core: Any, max_seq_len: int, max_prompt_len: int) -> None:
+    def __init__(
+        self,
+        core: Any,
+        max_seq_len: int,
+        max_prompt_len: int,
+        max_top_k: int | None = None,
+        methods: frozenset[str] = frozenset(),
+    ) -> None:
         self._core = core
         self.prefill_method = core.load_method(PREFILL)
         self.decode_method = core.load_method(DECODE)
         out = self.decode_method.meta.outputs[0]
         self.picks_on_device = out.dtype == torch.int64
+        # Programs of export_llm(pick="device") decode their own last pick and sample on the device.
+        self.decode_next_method = core.load_method(DECODE_NEXT) if DECODE_NEXT in methods else None
+        self.set_sampling_method = core.load_method(SET_SAMPLING) if SET_SAMPLING in methods else None
+        self.max_top_k = max_top_k
         self.max_prompt_len = max_prompt_len
         self.max_seq_len = max_seq_len
         self.position = 0
+        self._sampling = _GREEDY  # what the device state holds
 
     @property
     def state_nbytes(self) -> int:
@@ -108,8 +137,9 @@ class Session:
         """Back to an empty sequence: the state's start, through counted h2d copies."""
         self._core.reset()
         self.position = 0
+        self._sampling = _GREEDY
 
-    def _run(self, method, kind: str, ids: Sequence[int], pick) -> Step:
+    def _run(self, method, kind: str, ids: Sequence[int], inputs: list, pick) -> Step:
         import et_copy
 
         n = len(ids)
@@ -118,26 +148,31 @@ class Session:
                 f"et_copy.llm: the sequence would reach {self.position + n} tokens; the program holds "
                 f"{self.max_seq_len} (export_llm's max_seq_len)"
             )
-        inputs = [torch.tensor([list(ids)]), torch.arange(self.position, self.position + n)]
         before = et_copy.allocator_stats()
         start = time.perf_counter()
         out = method.execute(inputs)[0]
         seconds = time.perf_counter() - start
         after = et_copy.allocator_stats()
         self.position += n
-        token = int(out[0]) if self.picks_on_device else pick(out[0])
+        token = int(out[0]) if self.picks_on_device else pick(out[0], self.position - 1)
         return Step(kind, n, token, seconds, *(after[k] - before[k] for k in _COUNTERS))
+
+    def _run_ids(self, method, kind: str, ids: Sequence[int], pick) -> Step:
+        inputs = [torch.tensor([list(ids)]), torch.arange(self.position, self.position + len(ids))]
+        return self._run(method, kind, ids, inputs, pick)
 
     def feed(self, ids: Sequence[int], pick=None) -> list[Step]:
         """Runs ``ids`` at the next positions: prefill executions of up to
         the program's prompt length, a decode for a last single token.
-        Returns the steps; the last one's token is the next token."""
+        Returns the steps; the last one's token is the next token (for a
+        program that returns logits, ``pick(logits, position)`` picks it;
+        greedy by default)."""
         pick = pick or _greedy
         steps, ids = [], list(ids)
         while ids:
             chunk = ids[: self.max_prompt_len] if len(ids) >= 2 else ids
             method, kind = (self.prefill_method, PREFILL) if len(chunk) >= 2 else (self.decode_method, DECODE)
-            steps.append(self._run(method, kind, chunk, pick))
+            steps.append(self._run_ids(method, kind, chunk, pick))
             ids = ids[len(chunk) :]
         return steps
 
@@ -154,52 +189,87 @@ class Session:
         """Continues the sequence with ``prompt``, then generates up to
         ``max_new_tokens`` tokens: greedy at ``temperature=0``, else sampled
         from the softmax of logits / temperature (the ``top_k`` most likely
-        only, when given) with a ``torch.Generator`` seeded by ``seed``.
-        A program that picks on the device is greedy only."""
+        only, when given) by Gumbel-max with the noise of ``seed`` (random
+        when None) at each position (:func:`~et_copy.llm.pick_token`).
+
+        A program that picks on the device (``export_llm(pick="device")``)
+        samples there too: the settings go in once (``set_sampling``, when
+        they change), and each following token is decoded by
+        ``decode_next`` with nothing going in and 8 bytes coming out. The
+        same seed picks the same tokens from either kind of program."""
         if not prompt:
             raise ValueError("et_copy.llm: the prompt must hold at least one token")
         if max_new_tokens < 0:
             raise ValueError(f"et_copy.llm: max_new_tokens must be >= 0, got {max_new_tokens}")
-        if temperature and self.picks_on_device:
-            raise ValueError(
-                "et_copy.llm: this program picks the token on the device (greedy); sampling needs the logits "
-                "(export_llm(..., pick='host'))"
-            )
+        sampling = self._check_sampling(temperature, top_k, seed)
         needed = self.position + len(prompt) + max(0, max_new_tokens - 1)  # the last token is not fed back
         if needed > self.max_seq_len:
             raise ValueError(
                 f"et_copy.llm: the sequence would reach {needed} tokens; the program holds {self.max_seq_len} "
                 "(export_llm's max_seq_len)"
             )
-        pick = _greedy if not temperature else _sampler(temperature, top_k, seed)
         result = Generation(list(prompt))
-        result.steps = self.feed(prompt, pick)
+        if self.picks_on_device and sampling != self._sampling:
+            result.steps.append(self._set_sampling(sampling))
+        pick = _greedy if not sampling.temperature else _host_sampler(sampling)
+        result.steps += self.feed(prompt, pick)
         while len(result.tokens) < max_new_tokens:
             token = result.steps[-1].token
             result.tokens.append(token)
             if token == eos_token_id or len(result.tokens) == max_new_tokens:
                 break
-            result.steps.append(self._run(self.decode_method, DECODE, [token], pick))
+            if self.decode_next_method is not None:
+                result.steps.append(self._run(self.decode_next_method, DECODE, [token], [], pick))
+            else:
+                result.steps.append(self._run_ids(self.decode_method, DECODE, [token], pick))
         return result
 
+    def _check_sampling(self, temperature: float, top_k: int | None, seed: int | None) -> _Sampling:
+        if not temperature >= 0:  # also refuses NaN
+            raise ValueError(f"et_copy.llm: temperature must be >= 0, got {temperature}")
+        if top_k is not None:
+            bound = self.max_top_k
+            if not 1 <= top_k or (bound is not None and top_k > bound):
+                limit = f"1..{bound} (export_llm's max_top_k)" if bound is not None else ">= 1"
+                raise ValueError(f"et_copy.llm: top_k must be in {limit}, got {top_k}")
+        if seed is not None and not 0 <= seed <= _MAX_SEED:
+            raise ValueError(f"et_copy.llm: seed must be in 0..2**63-1, got {seed}")
+        if self.picks_on_device and temperature and self.set_sampling_method is None:
+            raise ValueError(
+                "et_copy.llm: this program picks greedily on the device and cannot sample (it has no "
+                f"'{SET_SAMPLING}' method: export it again with this et_copy, or with pick='host')"
+            )
+        if not temperature:
+            return _GREEDY  # top_k and seed do not change a greedy pick
+        if seed is None:
+            seed = int(torch.randint(0, 2**62, ()))
+        return _Sampling(float(temperature), top_k or 0, seed)
 
-def _greedy(logits: torch.Tensor) -> int:
+    def _set_sampling(self, sampling: _Sampling) -> Step:
+        import et_copy
+
+        inputs = [
+            torch.tensor([sampling.temperature], dtype=torch.float32),
+            torch.tensor([sampling.top_k]),
+            torch.tensor([sampling.seed]),
+        ]
+        before = et_copy.allocator_stats()
+        start = time.perf_counter()
+        self.set_sampling_method.execute(inputs)
+        seconds = time.perf_counter() - start
+        after = et_copy.allocator_stats()
+        self._sampling = sampling
+        return Step(SET_SAMPLING, 0, -1, seconds, *(after[k] - before[k] for k in _COUNTERS))
+
+
+def _greedy(logits: torch.Tensor, position: int = 0) -> int:
     return int(logits.argmax())
 
 
-def _sampler(temperature: float, top_k: int | None, seed: int | None):
-    if temperature < 0:
-        raise ValueError(f"et_copy.llm: temperature must be >= 0, got {temperature}")
-    generator = torch.Generator()
-    if seed is not None:
-        generator.manual_seed(seed)
-
-    def pick(logits: torch.Tensor) -> int:
-        scores = logits.float() / temperature
-        if top_k is not None:
-            kth = torch.topk(scores, min(top_k, scores.numel())).values[-1]
-            scores = scores.masked_fill(scores < kth, float("-inf"))
-        return int(torch.multinomial(scores.softmax(-1), 1, generator=generator))
+def _host_sampler(sampling: _Sampling):
+    def pick(logits: torch.Tensor, position: int) -> int:
+        bound = sampling.top_k or logits.numel()
+        return host_pick(logits, sampling.temperature, sampling.top_k, sampling.seed, position, bound)
 
     return pick
 

@@ -24,6 +24,10 @@ from transformers.cache_utils import (
     get_layer_types_and_kwargs,
 )
 
+from ._sampling import pick_token
+
+DEFAULT_MAX_TOP_K = 64  # the largest top_k a program honours by default (its topk takes a constant k)
+
 
 class UnsupportedModelError(ValueError):
     """The model cannot be exported as it computes: a cache layer kind
@@ -112,22 +116,44 @@ class StatefulCausalLM(torch.nn.Module):
     ``[1, vocab]`` (``pick="host"``) or its argmax ``[1]`` int64
     (``pick="device"``: 8 bytes leave the device instead of the logits).
 
+    With ``pick="device"`` the token is picked by :func:`~et_copy.llm.pick_token`
+    (greedy until :meth:`set_sampling` says otherwise), and
+    :meth:`decode_next` decodes the last pick with no input at all.
+
     The state starts at zero (:meth:`initial_state`), which is what a fresh
     transformers cache holds. Positions must run on from the last call:
     a prompt at 0..T-1, then one token at a time.
     """
 
     PICKS = ("host", "device")
+    #: The sampler's state (pick="device"): the last pick and the position
+    #: after it (what decode_next feeds back), and the settings of
+    #: set_sampling. Zeros: greedy, from position 0.
+    SAMPLER_STATE = (
+        ("next_token", (1, 1), torch.int64),
+        ("next_position", (1,), torch.int64),
+        ("sampling_temperature", (1,), torch.float32),
+        ("sampling_top_k", (1,), torch.int64),
+        ("sampling_seed", (1,), torch.int64),
+    )
 
-    def __init__(self, model: torch.nn.Module, max_seq_len: int, *, pick: str = "host") -> None:
+    def __init__(
+        self, model: torch.nn.Module, max_seq_len: int, *, pick: str = "host", max_top_k: int = DEFAULT_MAX_TOP_K
+    ) -> None:
         super().__init__()
         if pick not in self.PICKS:
             raise ValueError(f"et_copy.llm: pick must be one of {self.PICKS}, got {pick!r}")
         if max_seq_len < 2:
             raise ValueError(f"et_copy.llm: max_seq_len must be at least 2, got {max_seq_len}")
+        if max_top_k < 1:
+            raise ValueError(f"et_copy.llm: max_top_k must be at least 1, got {max_top_k}")
         self.model = model
         self.max_seq_len = max_seq_len
         self.pick = pick
+        # pick="device": whether each pick is kept as state for decode_next
+        # (HostStateStep's programs keep no state of their own, and pick greedily).
+        self.feeds_back = True
+        self.max_top_k = min(max_top_k, model.config.get_text_config(decoder=True).vocab_size)
         cache = StaticCache(max_cache_len=max_seq_len, config=model.config)
         _, per_layer_kwargs = get_layer_types_and_kwargs(model.config.get_text_config(decoder=True))
         layers = []
@@ -156,8 +182,13 @@ class StatefulCausalLM(torch.nn.Module):
         self.cache = cache
         for name, owner, key in self._state_slots():
             self.register_buffer(name, _get(owner, key), persistent=False)
+        names = [name for name, _, _ in self._state_slots()]
+        if pick == "device":
+            for name, shape, dtype in self.SAMPLER_STATE:
+                self.register_buffer(name, torch.zeros(shape, dtype=dtype), persistent=False)
+                names.append(name)
         # The model's own buffers (rotary frequencies) are not state.
-        self.state_names: tuple[str, ...] = tuple(name for name, _, _ in self._state_slots())
+        self.state_names: tuple[str, ...] = tuple(names)
         self.reset()
 
     def reset(self) -> None:
@@ -183,6 +214,10 @@ class StatefulCausalLM(torch.nn.Module):
                 yield f"cache_length_{i}", layer, "cumulative_length"
 
     def forward(self, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
+        return self._step(input_ids, cache_position)
+
+    def _step(self, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
+        # Apart from forward: export traces decode_next as the module's forward.
         for layer in self.cache.layers:
             if isinstance(layer, StaticLayer):
                 layer.cumulative_length.copy_(cache_position[0])
@@ -194,7 +229,46 @@ class StatefulCausalLM(torch.nn.Module):
             logits_to_keep=1,
         )
         logits = out.logits[:, -1, :]
-        return logits.argmax(-1) if self.pick == "device" else logits
+        if self.pick == "host":
+            return logits
+        position = cache_position[-1:]
+        token = pick_token(
+            logits, self.sampling_temperature, self.sampling_top_k, self.sampling_seed, position, self.max_top_k
+        )
+        if self.feeds_back:
+            self.next_token.copy_(token.unsqueeze(0))
+            self.next_position.copy_(position + 1)
+            self._keep_sampling()
+        return token
+
+    def decode_next(self) -> torch.Tensor:
+        """``forward`` on the token the last call picked, at the position
+        after it, both read from the state (pick="device"): a decode step
+        with no input, so nothing crosses to the device per token."""
+        return self._step(self.next_token.clone(), self.next_position.clone())
+
+    def set_sampling(self, temperature: torch.Tensor, top_k: torch.Tensor, seed: torch.Tensor) -> torch.Tensor:
+        """Sets how the following picks are made (pick="device"):
+        ``temperature`` float32 [1] (0: greedy), ``top_k`` int64 [1] (0: the
+        whole vocabulary, else at most max_top_k) and ``seed`` int64 [1]
+        (>= 0), as :func:`et_copy.llm.pick_token` takes them. Returns the
+        top_k it keeps (executorch 1.5.1's memory planner refuses a method
+        with no output)."""
+        # Clamped into the sampler's domain (callers check first; a program
+        # must not index past its top-k): also what puts these writes in the
+        # device backend, which takes computations, not bare input copies.
+        self.sampling_temperature.copy_(torch.clamp(temperature, min=0.0))
+        self.sampling_top_k.copy_(torch.clamp(top_k, 0, self.max_top_k))
+        self.sampling_seed.copy_(torch.clamp(seed, min=0))
+        return self.sampling_top_k.clone()
+
+    def _keep_sampling(self) -> None:
+        # Rewritten as they are by every method that reads them: torch.export
+        # freezes a buffer that a method reads and never writes into a
+        # constant, so without this the settings would be export's zeros.
+        for name in ("sampling_temperature", "sampling_top_k", "sampling_seed"):
+            buffer = getattr(self, name)
+            buffer.copy_(buffer + 0)
 
 
 class HostStateStep(torch.nn.Module):
@@ -208,10 +282,12 @@ class HostStateStep(torch.nn.Module):
     def __init__(self, lm: StatefulCausalLM) -> None:
         super().__init__()
         self.lm = lm
+        lm.feeds_back = False
 
     def initial_state(self) -> list[torch.Tensor]:
-        """The start state, in the order ``forward`` takes it."""
-        return list(self.lm.initial_state().values())
+        """The start state, in the order ``forward`` takes it (the caches; a
+        device-picking lm's sampler state stays in the program)."""
+        return [torch.zeros_like(getattr(self.lm, name)) for name, _, _ in self.lm._state_slots()]
 
     def forward(self, input_ids: torch.Tensor, cache_position: torch.Tensor, *state: torch.Tensor):
         slots = list(self.lm._state_slots())
