@@ -33,14 +33,17 @@ struct Sequence {
   std::unique_ptr<et_copy::Session> session;
   et_copy::LoadedMethod* prefill = nullptr;
   et_copy::LoadedMethod* decode = nullptr;
+  et_copy::LoadedMethod* decode_next = nullptr; // export_llm(pick="device"): the last pick fed back on the device
   int64_t position = 0;
   std::vector<int64_t> tokens;
 };
 
-// Runs `ids` at the sequence's next positions through `method`; writes the
-// next token to `*token`.
+// Runs `ids` at the sequence's next positions through `method`, or with no
+// ids, `method` (decode_next) on the last token, which stays on the device;
+// writes the next token to `*token`.
 Error step(Sequence& s, et_copy::LoadedMethod& method, const std::vector<int64_t>& ids, int64_t* token,
            et_copy::FailureReport* report) {
+  const bool fed_back = ids.empty();
   const auto n = static_cast<executorch::aten::SizesType>(ids.size());
   std::vector<int64_t> positions(ids.size());
   std::iota(positions.begin(), positions.end(), s.position);
@@ -79,7 +82,7 @@ Error step(Sequence& s, et_copy::LoadedMethod& method, const std::vector<int64_t
     report->detail = "output 0 is not a tensor";
     return report->error;
   }
-  if ((e = method.execute({inputs, 2}, {outputs.data(), outputs.size()}, report)) != Error::Ok) {
+  if ((e = method.execute({inputs, fed_back ? 0u : 2u}, {outputs.data(), outputs.size()}, report)) != Error::Ok) {
     return e;
   }
   size_t numel = 1;
@@ -97,8 +100,18 @@ Error step(Sequence& s, et_copy::LoadedMethod& method, const std::vector<int64_t
     report->detail = "output 0 is neither Long (a token) nor Float (logits)";
     return report->error;
   }
-  s.position += n;
+  s.position += fed_back ? 1 : n;
   return Error::Ok;
+}
+
+bool has_method(const executorch::runtime::Program& program, const char* name) {
+  for (size_t i = 0; i < program.num_methods(); ++i) {
+    auto m = program.get_method_name(i);
+    if (m.ok() && std::strcmp(*m, name) == 0) {
+      return true;
+    }
+  }
+  return false;
 }
 
 } // namespace
@@ -113,7 +126,12 @@ int generate_tokens(et_copy::LoadedProgram& program, et_copy::CountingDeviceAllo
     }
     Sequence& s = sequences[i];
     s.session = program.new_session();
-    for (auto [name, slot] : {std::pair{"prefill", &s.prefill}, std::pair{"decode", &s.decode}}) {
+    const bool feeds_back = has_method(program.program(), "decode_next");
+    for (auto [name, slot] : {std::pair{"prefill", &s.prefill}, std::pair{"decode", &s.decode},
+                              std::pair{"decode_next", &s.decode_next}}) {
+      if (slot == &s.decode_next && !feeds_back) {
+        continue;
+      }
       et_copy::FailureReport report;
       auto m = s.session->load(name, nullptr, &report);
       if (!m.ok()) {
@@ -128,8 +146,13 @@ int generate_tokens(et_copy::LoadedProgram& program, et_copy::CountingDeviceAllo
     for (size_t i = 0; i < sequences.size(); ++i) {
       Sequence& s = sequences[i];
       const bool first = round == 0;
+      // After the prompt, a program that feeds its pick back decodes with no input at all.
+      const bool fed_back = !first && s.decode_next != nullptr;
       std::vector<int64_t> ids = first ? prompts[i] : std::vector<int64_t>{s.tokens.back()};
-      et_copy::LoadedMethod& method = ids.size() > 1 ? *s.prefill : *s.decode;
+      if (fed_back) {
+        ids.clear();
+      }
+      et_copy::LoadedMethod& method = fed_back ? *s.decode_next : ids.size() > 1 ? *s.prefill : *s.decode;
       const auto before = alloc.stats();
       const auto start = std::chrono::steady_clock::now();
       int64_t token = 0;
@@ -141,8 +164,8 @@ int generate_tokens(et_copy::LoadedProgram& program, et_copy::CountingDeviceAllo
       const auto after = alloc.stats();
       s.tokens.push_back(token);
       std::printf("session %zu %s: %zu in, token %" PRId64 " %.1f us h2d_bytes=%" PRIu64 " d2h_bytes=%" PRIu64 "\n", i,
-                  ids.size() > 1 ? "prefill" : "decode", ids.size(), token, us, after.h2d_bytes - before.h2d_bytes,
-                  after.d2h_bytes - before.d2h_bytes);
+                  fed_back ? "decode_next" : ids.size() > 1 ? "prefill" : "decode", ids.size(), token, us,
+                  after.h2d_bytes - before.h2d_bytes, after.d2h_bytes - before.d2h_bytes);
     }
   }
   for (size_t i = 0; i < sequences.size(); ++i) {

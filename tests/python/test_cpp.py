@@ -389,13 +389,14 @@ def test_executor_generates_like_transformers_in_two_interleaved_sessions_with_t
         tokens = re.search(rf"^session {i} tokens: (.*)$", proc.stdout, re.M)
         assert tokens is not None and [int(t) for t in tokens.group(1).split()] == expected, proc.stdout[-3000:]
     steps = re.findall(
-        r"^session (\d) (prefill|decode): (\d+) in, .* h2d_bytes=(\d+) d2h_bytes=(\d+)$", proc.stdout, re.M
+        r"^session (\d) (prefill|decode_next): (\d+) in, .* h2d_bytes=(\d+) d2h_bytes=(\d+)$", proc.stdout, re.M
     )
     assert len(steps) == 2 * len(meta["tokens"][0])
     for session, kind, n, h2d, d2h in steps:
-        # ids and positions in (8 bytes each), the token out: the state never crosses.
+        # The prompt's ids and positions in (8 bytes each), then nothing: decode_next feeds the
+        # token back on the device. The token comes out; the state never crosses.
         assert (int(h2d), int(d2h)) == (16 * int(n), 8), (session, kind, n, h2d, d2h)
-        assert kind == ("prefill" if int(n) > 1 else "decode")
+        assert kind == ("prefill" if int(n) > 1 else "decode_next") and (kind == "prefill") == (int(n) > 0)
     # Every device byte (the scratch, both sessions' state) is given back at exit.
     assert stats(proc.stdout)["bytes_outstanding"] == 0
 
