@@ -127,8 +127,8 @@ int generate_tokens(et_copy::LoadedProgram& program, et_copy::CountingDeviceAllo
     Sequence& s = sequences[i];
     s.session = program.new_session();
     const bool feeds_back = has_method(program.program(), "decode_next");
-    for (auto [name, slot] : {std::pair{"prefill", &s.prefill}, std::pair{"decode", &s.decode},
-                              std::pair{"decode_next", &s.decode_next}}) {
+    for (auto [name, slot] :
+         {std::pair{"prefill", &s.prefill}, std::pair{"decode", &s.decode}, std::pair{"decode_next", &s.decode_next}}) {
       if (slot == &s.decode_next && !feeds_back) {
         continue;
       }
@@ -164,8 +164,10 @@ int generate_tokens(et_copy::LoadedProgram& program, et_copy::CountingDeviceAllo
       const auto after = alloc.stats();
       s.tokens.push_back(token);
       std::printf("session %zu %s: %zu in, token %" PRId64 " %.1f us h2d_bytes=%" PRIu64 " d2h_bytes=%" PRIu64 "\n", i,
-                  fed_back ? "decode_next" : ids.size() > 1 ? "prefill" : "decode", ids.size(), token, us,
-                  after.h2d_bytes - before.h2d_bytes, after.d2h_bytes - before.d2h_bytes);
+                  fed_back         ? "decode_next"
+                  : ids.size() > 1 ? "prefill"
+                                   : "decode",
+                  ids.size(), token, us, after.h2d_bytes - before.h2d_bytes, after.d2h_bytes - before.d2h_bytes);
     }
   }
   for (size_t i = 0; i < sequences.size(); ++i) {

@@ -18,7 +18,6 @@ takes seconds: ``import et_copy`` does not import this module.
 from __future__ import annotations
 
 import contextlib
-
 import inspect
 import warnings
 from dataclasses import dataclass, field

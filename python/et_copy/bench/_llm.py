@@ -63,7 +63,9 @@ def decode_step(config: Config, *, max_seq_len: int = 64, progress=None) -> dict
     for name, method in ((DEVICE_STATE, theirs), (ET_COPY_RUNTIME, ours), (PLAIN_HOST, plain)):
         got = int(method.execute([token, pos])[0][0])
         if got != expected:
-            raise RuntimeError(f"et_copy bench: {name} picked token {got}, the host-state run {expected}; not timing it")
+            raise RuntimeError(
+                f"et_copy bench: {name} picked token {got}, the host-state run {expected}; not timing it"
+            )
     ours.execute([token, pos])
     s0 = et_copy.allocator_stats()
     following.execute([])

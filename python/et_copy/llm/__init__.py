@@ -23,8 +23,8 @@ Importing this module imports transformers and executorch's AOT stack.
 from ._cache import CachedProgram, default_cache_dir, export_llm_cached
 from ._export import DECODE, DECODE_NEXT, MAX_PROMPT_LEN, MAX_SEQ_LEN, MAX_TOP_K, PREFILL, SET_SAMPLING, export_llm
 from ._generate import DeviceLLM, Generation, Session, Step, eager_generate
-from ._sampling import gumbel_noise, pick_token
 from ._models import ARCHITECTURES, SLIDING_WINDOW, load_model, prepare, tiny_model, tokenizer_for
+from ._sampling import gumbel_noise, pick_token
 from ._state import HostStateStep, StatefulCausalLM, UnsupportedModelError
 
 __all__ = [
