@@ -1,0 +1,37 @@
+"""Generated mutants that cannot change what the program does.
+
+scripts/mutation.py reports a generated mutant that matches an entry here
+as `equivalent` (listed with the reason, not run, not counted). An entry
+names the file, the operator, the line's text as it stands (stripped, so
+the entry survives lines moving) and, when that operator has several sites
+on the line, which one (k of the mutant's id); and one line saying why no
+input can tell the mutant from the original. A mutant that a test could
+kill does not belong here: write the test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Equivalent:
+    file: str
+    operator: str
+    line: str
+    why: str
+    site: int = -1  # -1: every site of the operator on that line
+
+
+# fmt: off
+EQUIVALENT: list[Equivalent] = [
+]
+# fmt: on
+
+
+def reason(file: str, operator: str, line_text: str, site: int) -> str:
+    """Why the mutant is equivalent, or "" when it is not listed."""
+    for e in EQUIVALENT:
+        if e.file == file and e.operator == operator and e.line == line_text.strip() and e.site in (-1, site):
+            return e.why
+    return ""
