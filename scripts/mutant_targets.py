@@ -67,7 +67,8 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/bindings/*", (*PY_BINDINGS, P_COPY)),
     # ---- the package's Python -------------------------------------------------------
     ("python/et_copy/runtime.py", (P_API, *PY_RUNTIME)),
-    ("python/et_copy/export.py", ("py:tests/python/test_export.py",)),
+    # test_backend_export.py holds the resident inputs/outputs (_keep_resident, _drop_copy).
+    ("python/et_copy/export.py", ("py:tests/python/test_export.py", "py:tests/python/test_backend_export.py")),
     ("python/et_copy/llm/*", ("py:tests/python/test_llm.py",)),
     # Outside the core's scope; --smoke draws its generated mutants here (fast tests).
     ("python/et_copy/_device.py", PY_BINDINGS),
