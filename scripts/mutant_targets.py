@@ -47,12 +47,13 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/*/registration.*", (T_REG, T_FOREIGN)),
     ("runtime/src/registry_lock.h", (T_REG, T_FOREIGN)),
     ("runtime/src/method_kernels.cpp", (T_METHOD_KERNELS,)),
-    ("runtime/*/program_check.*", (T_CHECK,)),
+    # device_backends() names the CUDA allocator's backend: the CUDA test checks that.
+    ("runtime/*/program_check.*", (T_CHECK, T_CUDA)),
     ("runtime/*/program_record.*", (T_RECORD, T_BACKEND)),
     ("runtime/*/instruction_tracer.*", (T_TRACER,)),
     ("runtime/*/tensor_layout.*", (T_LAYOUT, T_KERNELS)),
     ("runtime/*/delegate_record.*", (T_DELEGATE, T_BACKEND)),
-    ("runtime/*/simulated_device_backend.*", (T_BACKEND,)),
+    ("runtime/*/simulated_device_backend.*", (T_BACKEND, "py:tests/python/test_runtime_checks.py")),
     ("runtime/src/external_tensors.*", (T_BACKEND,)),
     # Sessions serve et_copy.runtime's methods; the tracer's test drives them in C++.
     ("runtime/*/sessions.*", (T_TRACER, *PY_RUNTIME)),
