@@ -31,7 +31,7 @@ def test_a_smoke_run_kills_its_mutants_and_leaves_the_checkout_alone():
     assert lines[-1].startswith("mutation: 6/6 killed (100%; 95% CI "), proc.stdout[-4000:]
     # The generator and the runner end to end: generated ids, each killed by a test.
     assert "generated: 3/3 killed (100%" in proc.stdout, proc.stdout[-4000:]
-    generated = [ln for ln in lines if re.match(r"\s*python/et_copy/_device\.py:\d+:[a-z+-]+:\d+ +killed ", ln)]
+    generated = [ln for ln in lines if re.match(r"\s*python/et_copy/_device\.py:\d+:[a-z0-9+-]+:\d+ +killed ", ln)]
     assert len(generated) == 3, proc.stdout[-4000:]
     assert any(line.startswith("mutant") and "result" in line for line in lines), proc.stdout
     # The tests passed unmutated, so each kill is a failing assertion, not a broken setup.
