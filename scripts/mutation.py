@@ -349,8 +349,12 @@ def generated_mutants(files: list[str]) -> list[Mutant]:
 
 
 def changed_lines(base: str) -> dict[str, set[int]]:
-    """Lines of the working tree added or changed since git rev base (git
-    diff -U0), and every line of untracked files."""
+    """Lines of the working tree added or changed since the branch left git
+    rev base (git diff -U0 against their merge base, so commits made on base
+    since then do not count), and every line of untracked files."""
+    fork = subprocess.run(["git", "merge-base", base, "HEAD"], cwd=REPO, capture_output=True, text=True)
+    if fork.returncode == 0:
+        base = fork.stdout.strip()
     diff = subprocess.run(
         ["git", "diff", "-U0", "--no-color", "--no-ext-diff", base, "--"],
         cwd=REPO,
