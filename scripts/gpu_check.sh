@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
 # Builds et-copy from this working tree on a machine with an NVIDIA GPU, the
 # CUDA toolkit and a CUDA build of torch, but no executorch and no network;
-# then runs the CUDA tests and the copy benchmark. See docs/cuda.md.
+# then runs the CUDA tests, the GPU cases of the end-to-end tests, a tiny
+# Qwen 3.5 MoE through upstream's CudaPartitioner, and the copy benchmark.
+# See docs/cuda.md.
 #
-#   bash scripts/gpu_check.sh              # build, test, benchmark (< 8 min)
+#   bash scripts/gpu_check.sh              # build, test, LLM, benchmark (< 9 min)
 #   bash scripts/gpu_check.sh --build-only # build and check the extension only
+#   bash scripts/gpu_check.sh --dry-run    # no GPU: the steps it would run, and
+#                                          # the LLM step on the simulated device
+#                                          # with the et_copy installed here
 #
 # Wheels come from $ET_COPY_WHEELS (default: .whl/ in the repository):
 # executorch (required), and scikit-build-core, pybind11, cmake, ninja,
 # pathspec, packaging where the machine lacks them. Logs and figures go to
-# $OUT (default /tmp/et_copy_gpu_check).
+# $OUT (default /tmp/et_copy_gpu_check). $ET_COPY_LLM_ARGS goes to
+# scripts/gpu_llm_check.py (say "--arch llama --max-seq-len 8" for a quicker
+# dry run; the tests do that). Every step ends in a line
+# `PASS: <step>`, `SKIP: <step> (<why>)` or `FAIL: <step> (<why>)`, and the
+# last line sums them up; the exit status is 0 only with no FAIL.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -17,16 +26,66 @@ PY=${PYTHON:-python3}
 WHEELS=${ET_COPY_WHEELS:-$REPO/.whl}
 SITE=${ET_COPY_SITE:-/tmp/et_copy_site}
 OUT=${OUT:-/tmp/et_copy_gpu_check}
+read -r -a LLM_ARGS <<<"${ET_COPY_LLM_ARGS:-}"
 BUILD_ONLY=0
-[[ ${1:-} == --build-only ]] && BUILD_ONLY=1
+DRY_RUN=0
+for arg in "$@"; do
+  case $arg in
+    --build-only) BUILD_ONLY=1 ;;
+    --dry-run) DRY_RUN=1 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 0 ;;
+    *) echo "gpu_check.sh: unknown argument $arg (try --help)" >&2; exit 2 ;;
+  esac
+done
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 START=$(date +%s)
 step() { echo; echo "== [$(( $(date +%s) - START ))s] $*"; }
-# Every step's timeout is capped by what is left of 450 s, so the whole
-# script ends inside 8 minutes even when a step hangs.
-BUDGET=450
+# Every step's timeout is capped by what is left of 500 s, so the whole
+# script ends inside 9 minutes even when a step hangs (run it with a
+# timeout_s of 560 on a 15-minute device lease).
+BUDGET=500
 left() { local l=$(( BUDGET - ($(date +%s) - START) )); (( l < $1 )) && echo $(( l > 5 ? l : 5 )) || echo "$1"; }
+RESULTS=()
+# result NAME EXIT [WHY]: 0 is PASS, 3 is SKIP, 124 is a timeout, others FAIL.
+result() {
+  local line
+  case $2 in
+    0) line="PASS: $1" ;;
+    3) line="SKIP: $1 (${3:-not possible here})" ;;
+    124) line="FAIL: $1 (timed out)" ;;
+    *) line="FAIL: $1 (exit $2${3:+; $3})" ;;
+  esac
+  echo "$line"
+  RESULTS+=("$line")
+}
+summary() {
+  step "summary (logs in $OUT)"
+  printf '%s\n' "${RESULTS[@]}"
+  local fails
+  fails=$(printf '%s\n' "${RESULTS[@]}" | grep -c '^FAIL' || true)
+  echo "gpu_check: $(printf '%s\n' "${RESULTS[@]}" | grep -c '^PASS' || true) PASS," \
+    "$(printf '%s\n' "${RESULTS[@]}" | grep -c '^SKIP' || true) SKIP, $fails FAIL in $(( $(date +%s) - START )) s"
+  [[ $fails -eq 0 ]]
+}
+
+if [[ $DRY_RUN == 1 ]]; then
+  # What a GPU machine would run, then the one step that can run anywhere:
+  # the LLM export and generation, on the simulated device.
+  step "dry run: no build; et_copy from $($PY -c 'import et_copy, os; print(os.path.dirname(et_copy.__file__))')"
+  echo "would: install $WHEELS/*.whl into $SITE; pip install --no-build-isolation this tree with CUDA"
+  echo "would: pytest tests/python/test_cuda.py; pytest tests/python/test_end_to_end.py -m gpu"
+  echo "would: $PY scripts/gpu_llm_check.py (CudaPartitioner, use_cuda); benchmarks/cuda_copy_bench.py"
+  step "LLM on the simulated device (the GPU step's --dry-run)"
+  set +e
+  timeout "$(left 240)" "$PY" "$REPO/scripts/gpu_llm_check.py" --dry-run --out "$OUT" "${LLM_ARGS[@]}" 2>"$OUT/llm.err"
+  rc=$?
+  set -e
+  [[ $rc -ne 0 ]] && tail -20 "$OUT/llm.err"
+  result "LLM export and generate, simulated device" "$rc"
+  summary
+  exit
+fi
 
 step "machine"
 "$PY" --version
@@ -41,7 +100,8 @@ for name in executorch scikit_build_core pybind11 cmake ninja pathspec packaging
   if [[ -n $found ]]; then
     wheels+=("$found")
   elif [[ $name == executorch ]]; then
-    echo "no executorch wheel in $WHEELS: see docs/cuda.md for the pip download line" >&2
+    result "carried wheels" 2 "no executorch wheel in $WHEELS: see docs/cuda.md for the pip download line"
+    summary || true
     exit 2
   else
     echo "no $name wheel in $WHEELS: using the machine's own"
@@ -68,12 +128,15 @@ set -e
 grep -E "et_copy:|CUDA toolkit|Error|error:" "$OUT/build.log" | head -20 || true
 if [[ $rc -ne 0 ]]; then
   tail -40 "$OUT/build.log"
-  echo "build failed (exit $rc); full log in $OUT/build.log" >&2
+  result "build et-copy with CUDA" "$rc" "full log in $OUT/build.log"
+  summary || true
   exit 1
 fi
+result "build et-copy with CUDA" 0
 
 step "check the installed extension"
 cd /tmp  # import the installed package, never the source tree
+set +e
 "$PY" - "$SITE" <<'EOF'
 import glob, subprocess, sys
 import et_copy
@@ -87,23 +150,51 @@ needed = [l for l in subprocess.run(["readelf", "-d", so], capture_output=True, 
 print("extension needs:", ", ".join(l.split("[")[-1].rstrip("]") for l in needed))
 assert not any("libcudart" in l for l in needed), "the extension links a shared CUDA runtime"
 EOF
-"$PY" -m et_copy doctor
-if [[ $BUILD_ONLY == 1 ]]; then
-  step "built (--build-only)"
-  exit 0
+rc=$?
+(( rc == 0 )) && { "$PY" -m et_copy doctor; rc=$?; }
+set -e
+result "extension holds the CUDA allocator, links no shared cudart, doctor runs" "$rc"
+if [[ $BUILD_ONLY == 1 || $rc -ne 0 ]]; then
+  summary
+  exit
 fi
 
-step "CUDA tests"
+# Each file runs in its own process: one process holds one CUDA allocator.
+step "CUDA tests (tests/python/test_cuda.py)"
 set +e
-(cd "$REPO" && timeout "$(left 180)" "$PY" -m pytest tests/python/test_cuda.py -q -rs -p no:cacheprovider) 2>&1 | tee "$OUT/tests.log" | tail -30
-tests_rc=${PIPESTATUS[0]}
+(cd "$REPO" && timeout "$(left 150)" "$PY" -m pytest tests/python/test_cuda.py -q -rs -p no:cacheprovider) 2>&1 | tee "$OUT/tests.log" | tail -30
+rc=${PIPESTATUS[0]}
 set -e
+result "tests/python/test_cuda.py" "$rc" "$(grep -E '^FAILED' "$OUT/tests.log" | head -3 | tr '\n' ' ')"
+
+step "GPU cases of the end-to-end tests (tests/python/test_end_to_end.py -m gpu)"
+set +e
+(cd "$REPO" && timeout "$(left 120)" "$PY" -m pytest tests/python/test_end_to_end.py -m gpu -q -rs -p no:cacheprovider) 2>&1 | tee "$OUT/end_to_end.log" | tail -20
+rc=${PIPESTATUS[0]}
+set -e
+# Nothing passed means no GPU was seen: a FAIL on a machine lent for its GPU.
+grep -qE '[0-9]+ passed' "$OUT/end_to_end.log" || (( rc != 0 )) || rc=1
+result "tests/python/test_end_to_end.py -m gpu" "$rc" "$(grep -E '^(FAILED|SKIPPED)' "$OUT/end_to_end.log" | head -3 | tr '\n' ' ')"
+
+step "tiny Qwen 3.5 MoE through CudaPartitioner on et_copy.runtime (scripts/gpu_llm_check.py)"
+set +e
+(cd /tmp && timeout "$(left 180)" "$PY" "$REPO/scripts/gpu_llm_check.py" --out "$OUT" "${LLM_ARGS[@]}") 2>"$OUT/llm.err" | tee "$OUT/llm.txt"
+rc=${PIPESTATUS[0]}
+set -e
+(( rc != 0 )) && tail -20 "$OUT/llm.err"
+# A step the wheel or machine cannot take (no executorch.backends.cuda, no
+# CudaBackend runtime in the CPU wheel, a transformers without the model) is a SKIP.
+if (( rc == 0 )) && grep -q '^SKIP' "$OUT/llm.txt"; then
+  result "LLM through CudaPartitioner" 3 "$(grep '^SKIP' "$OUT/llm.txt" | head -1 | cut -c7-200)"
+else
+  result "LLM through CudaPartitioner" "$rc" "$(grep '^FAIL' "$OUT/llm.txt" | head -1 | cut -c7-200)"
+fi
 
 step "copy benchmark"
 set +e
-timeout "$(left 150)" "$PY" "$REPO/benchmarks/cuda_copy_bench.py" --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt"
-bench_rc=${PIPESTATUS[0]}
+timeout "$(left 120)" "$PY" "$REPO/benchmarks/cuda_copy_bench.py" --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt"
+rc=${PIPESTATUS[0]}
 set -e
+result "copy benchmark (figures in $OUT/bench.json)" "$rc"
 
-step "done: tests exit $tests_rc, benchmark exit $bench_rc; logs in $OUT"
-[[ $tests_rc -eq 0 && $bench_rc -eq 0 ]]
+summary

@@ -29,6 +29,10 @@ class Mutant:
     new: str
     tests: tuple[str, ...]
     equivalent: str = ""
+    # Generated mutants (scripts/mutant_generator.py) carry their edits at
+    # fixed offsets instead of a unique `old`, and their operator.
+    edits: tuple = ()
+    operator: str = ""
 
 
 def M(id: str, file: str, old: str, new: str, *tests: str, equivalent: str = "") -> Mutant:
@@ -319,3 +323,93 @@ MUTANTS: list[Mutant] = [
 # --smoke (CI): Python-level mutants, so no C++ build is needed; each is
 # killed by a fast test of tests/python/test_device_tensor_fields.py.
 SMOKE = ("tensors-empty-drops-dynamic", "tensors-quantized-permutation-not-inverted", "device-index-127-refused")
+
+# Why each listed mutant is written by hand: what it does that no operator of
+# scripts/mutant_generator.py produces. (A listed mutant an operator does
+# produce needs no entry: `mutation.py --check` names its operator, and it
+# stays for the narrow test it names.)
+DROP = "drops one clause of a compound condition (no operator removes a clause)"
+ARG = "passes a neighbouring variable of the same type (no operator swaps operands)"
+ENUM = "names another enumerator (no operator swaps names)"
+FALSE = "replaces a whole check with false (negate inverts it instead)"
+ARITH = "changes arithmetic, not a comparison (no arithmetic operator)"
+WIDER = "widens a comparison by more than a boundary step"
+# fmt: off
+WHY: dict[str, str] = {
+    "kernel-dim-order-repeat-allowed": DROP,
+    "kernel-negative-size-allowed": DROP,
+    "kernel-empty-must-be-dense": DROP,
+    "kernel-expected-stride-not-advanced": ARITH + ": *= for +=",
+    "kernel-fast-path-ignores-dtype": DROP,
+    "kernel-fast-path-ignores-out-dim-order": DROP,
+    "kernel-fast-path-ignores-out-stride": ARG,
+    "kernel-fast-path-size-zero-strides": "turns != 1 into > 1, not a boundary step of either operator",
+    "kernel-fast-path-ignores-shape": "turns == into <=, a relation no operator maps == to",
+    "kernel-host-side-not-checked": "rewrites the condition to test the other tensor's side",
+    "kernel-wrong-arg-named-for-device-side": ARG + " (the message names the wrong argument)",
+    "kernel-dim-order-last-dim-skipped": "shortens a loop by its bound's expression, not a literal",
+    "kernel-device-index-minus-one-refused": "moves a negative literal (-1 to 0): the ±1 operator leaves signs alone",
+    "kernel-unbound-out-treated-static": ENUM + " and inverts the test at once",
+    "kernel-shape-not-restored": "negates one operand of &&, not the whole condition",
+    "kernel-shape-saved-short": ARITH + ": drops a sizeof factor",
+    "kernel-boxed-accepts-long-stack": "turns != into <, a relation no operator maps != to",
+    "kernel-context-not-failed": "removes a call that reports the failure (drop-exit removes returns only)",
+    "op-h2d-boxed-wrong-direction": ENUM,
+    "op-d2h-kernel-form-wrong-direction": ENUM,
+    "sim-padded-overflow-unchecked": "adds a clause to a condition",
+    "sim-range-ignores-offset": ARITH + ": drops a subtraction",
+    "sim-range-ignores-device": DROP,
+    "sim-zero-byte-copy-skips-index-check": "adds a clause to a condition",
+    "sim-d2d-checks-destination-twice": ARG,
+    "counting-failed-allocate-counted-as-allocation": ARG + " (the wrong counter)",
+    "counting-free-adds-bytes": "calls the opposite atomic (fetch_sub for fetch_add)",
+    "counting-d2h-bytes-counted-as-one": "replaces a variable with a literal",
+    "counting-failed-free-not-counted": DROP,
+    "cuda-pageable-mode-unchecked": "flips both comparisons of one condition together",
+    "cuda-range-checks-first-byte-only": "replaces a variable with a literal",
+    "cuda-zero-byte-copy-skips-index-check": "short-circuits a call for a zero-byte copy",
+    "reg-foreign-kernel-reported-ours": ENUM,
+    "reg-same-allocator-reported-registered": ENUM,
+    "reg-simulated-twice-is-other": DROP,
+    "reg-outcome-name-swapped": "changes a string literal (strings are never mutated)",
+    "check-minus-one-everywhere": "moves a literal at a sign (0 to -1): the ±1 operator leaves 0 - 1 alone",
+    "check-any-negative-is-none": "turns == -1 into < 0, a relation and a literal at once",
+    "check-tensor-list-allows-none": ENUM + " and inverts the test at once",
+    "check-jump-past-last-instruction": ARITH + ": + 1 on a bound",
+    "check-move-destination-unchecked": ENUM + " (reads the other field)",
+    "check-delegate-against-operators": ARG + " (checks against the other table)",
+    "check-device-entry-against-entries": ARG + " (checks against the other table)",
+    "check-chain-outputs-unchecked": ENUM + " (reads the other field)",
+    "filled-later-touch-overrides": DROP,
+    "filled-self-counts-as-out": DROP,
+    "filled-jump-ignored": "replaces a return with continue",
+    "filled-input-allowed": DROP,
+    "dtensor-dim-order-length-unchecked": DROP,
+    "dtensor-shape-beyond-memory-accepted": FALSE,
+    "dtensor-device-index-narrowed": DROP,
+    "dtensor-device-type-unchecked": DROP,
+    "dtensor-freed-buffer-accepted": FALSE,
+    "dtensor-dynamic-flag-inverted": "swaps the two arms of a ?:",
+    "dtensor-max-size-is-2-31": "replaces a limit by another expression",
+    "dtensor-byte-count-signed": "changes a type",
+    "dtensor-negative-size-minus-one": WIDER + " (< 0 to < -1)",
+    "reader-freed-memory-read": ENUM,
+    "spec-size-zero-dim-stride": "drops a ?: that guards size 0",
+    "spec-repeated-dim-accepted": DROP,
+    "spec-negative-dim-check-dropped": FALSE,
+    "copies-dynamic-out-ignored": "replaces a variable with a literal",
+    "copies-self-named-out": "changes a string literal (strings are never mutated)",
+    "io-input-device-index-unchecked": DROP,
+    "io-input-dtype-unchecked": FALSE,
+    "io-freed-input-unchecked": "adds a clause to a condition",
+    "io-output-device-unchecked": DROP,
+    "io-freed-output-unchecked": "adds a clause to a condition",
+    "io-output-capacity-from-current-shape": "drops a ?: that picks the capacity",
+    "io-output-shape-unchecked": DROP,
+    "io-output-density-unchecked": "replaces a computed flag with true",
+    "io-too-many-inputs-accepted": "turns != into <, a relation no operator maps != to",
+    "io-outputs-count-unchecked": "turns != into <, a relation no operator maps != to",
+    "tensors-empty-drops-dynamic": "replaces a variable with a literal",
+    "tensors-quantized-permutation-not-inverted": "drops an inversion of a permutation",
+}
+# fmt: on

@@ -22,14 +22,25 @@ Before the first mutant, every chosen mutant's tests run once on the
 unmutated tree; a failure there stops the run (it would count every mutant
 as killed).
 
-It prints a table and a last line `mutation: K/N killed (P%)`. Equivalent
-mutants (the program behaves the same) are listed, not run, unless asked.
+It prints a table and a last line `mutation: K/N killed (P%; 95% CI a-b%)`
+(Wilson's interval). Equivalent mutants (the program behaves the same) are
+listed, not run, unless asked.
+
+Generated mutants (scripts/mutant_generator.py: every site of a fixed
+operator set, over the core's files, with stable ids
+`<file>:<line>:<operator>:<k>`) run through the same machinery, each with
+its file's tests (scripts/mutant_targets.py); the ones that cannot behave
+differently are listed in scripts/equivalent_mutants.py. A generated mutant
+that does not compile is `unviable`: reported, not counted.
 
     python scripts/mutation.py                 # the full list (~30 min on 2 cores, warm)
     python scripts/mutation.py kernel-         # mutants whose id starts with kernel-
     python scripts/mutation.py --check         # every mutant still applies (no build)
-    python scripts/mutation.py --smoke         # CI: 3 Python-level mutants on the installed extension
+    python scripts/mutation.py --smoke         # CI: 3 hand-written and 3 generated Python-level mutants
     python scripts/mutation.py --list          # ids, files, tests
+    python scripts/mutation.py --generated --sample 60 --seed 1   # a fixed sample of the core's sites
+    python scripts/mutation.py --generated runtime/src/device_copy.cpp   # every site of one file
+    python scripts/mutation.py --changed origin/main   # every site on a line changed since that rev
 
 --smoke needs no C++ build: its mutants are in Python files, so it lays out
 the package from the sources and the installed extension (et_copy._C).
@@ -38,7 +49,10 @@ the package from the sources and the installed extension (et_copy._C).
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import random
+import re
 import shutil
 import subprocess
 import sys
@@ -49,16 +63,26 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mutants import MUTANTS, SMOKE, Mutant  # noqa: E402
+import mutant_generator as gen  # noqa: E402
+from equivalent_mutants import EQUIVALENT  # noqa: E402
+from equivalent_mutants import reason as equivalent_reason  # noqa: E402
+from mutant_targets import tests_for  # noqa: E402
+from mutants import MUTANTS, SMOKE, WHY, Mutant  # noqa: E402
+
+# --smoke's generated part: a fixed sample of the sites of two small Python
+# files whose tests are fast, so CI proves the generator and runner end to end.
+SMOKE_GENERATED_FILES = ("python/et_copy/_device.py",)
+SMOKE_GENERATED_SAMPLE = (3, 0)  # (mutants, seed)
 
 BUILD_TIMEOUT = 900
 TEST_TIMEOUT = 300
+BASELINE_TIMEOUT = 3600  # every chosen mutant's tests at once (test_llm.py alone takes minutes)
 
 
 @dataclass
 class Outcome:
     mutant: Mutant
-    status: str  # killed, survived, timeout, build-error, no-tests, equivalent, stale
+    status: str  # killed, survived, timeout, build-error, unviable, no-tests, equivalent, stale
     seconds: float
     detail: str = ""
 
@@ -99,6 +123,9 @@ def apply(tree: Path, m: Mutant) -> str:
     """Applies m in tree; returns the original text of the file."""
     path = tree / m.file
     text = path.read_text()
+    if m.edits:
+        path.write_text(gen.apply_edits(text, m.edits))
+        return text
     if text.count(m.old) != 1:
         raise ValueError(f"{m.id}: {m.old!r} occurs {text.count(m.old)} times in {m.file} (must be once)")
     if not one_line(m):
@@ -123,6 +150,7 @@ class Runner:
         self.verbose = verbose
         self.cmake = tool("cmake", "CMAKE_BIN_DIR", "cmake")
         self.ninja = tool("ninja", "BIN_DIR", "ninja")
+        self.test_timeout = TEST_TIMEOUT
 
     def log(self, msg: str) -> None:
         if self.verbose:
@@ -131,6 +159,8 @@ class Runner:
     def prepare(self) -> None:
         self.tree.mkdir(parents=True, exist_ok=True)
         sync_tree(REPO, self.tree)
+        for cache in self.pkg.rglob("__pycache__"):
+            shutil.rmtree(cache, ignore_errors=True)
         if self.python_only:
             self.lay_out_python_package()
             return
@@ -180,6 +210,7 @@ class Runner:
             [self.cmake, "--build", str(self.build), "-j2", "--target", *targets],
             capture_output=True,
             text=True,
+            errors="replace",
             timeout=BUILD_TIMEOUT,
         )
         return proc.returncode == 0, proc.stdout + proc.stderr
@@ -196,6 +227,9 @@ class Runner:
         env.pop("ET_COPY_REQUIRE_ALL", None)
         env["PYTHONPATH"] = str(self.pkg) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["ET_COPY_PROGRAM_CACHE"] = str(self.work / "programs")
+        # A mutant of a .py file can keep its size and mtime second (== for
+        # !=): never let a cached .pyc of the other version be imported.
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
         if self.python_only:
             # The installed extension finds libexecutorch and libtorch relative
             # to site-packages ($ORIGIN/..); its copy in the scratch package cannot.
@@ -233,10 +267,16 @@ class Runner:
         if not ok:
             return [f"build: {out[-2000:]}"]
         failures = []
+        start = time.monotonic()
         for cmd, env in self.commands(union):
-            proc = subprocess.run(cmd, cwd=self.tree, env=env, capture_output=True, text=True, timeout=3 * TEST_TIMEOUT)
+            proc = subprocess.run(
+                cmd, cwd=self.tree, env=env, capture_output=True, text=True, errors="replace", timeout=BASELINE_TIMEOUT
+            )
             if proc.returncode != 0:
                 failures.append(f"{' '.join(cmd[:3])}...: {first_failure(proc.stdout + proc.stderr)}")
+        # A mutant's tests are a subset of these: one that runs far longer
+        # than all of them did unmutated hangs (killed), not merely slow.
+        self.test_timeout = max(TEST_TIMEOUT, int(2 * (time.monotonic() - start)) + 60)
         return failures
 
     def run(self, m: Mutant) -> Outcome:
@@ -248,12 +288,21 @@ class Runner:
         try:
             ok, out = self.make(self.targets(m))
             if not ok:
-                return Outcome(m, "build-error", time.monotonic() - start, out[-2000:])
+                # A generated mutant may not compile (an int in a template
+                # argument, say); a hand-written one that does not is a bug in the list.
+                status = "unviable" if m.edits else "build-error"
+                return Outcome(m, status, time.monotonic() - start, last_error(out))
             for cmd, env in cmds:
                 self.log(f"  $ {' '.join(cmd[-3:])}")
                 try:
                     proc = subprocess.run(
-                        cmd, cwd=self.tree, env=env, capture_output=True, text=True, timeout=TEST_TIMEOUT
+                        cmd,
+                        cwd=self.tree,
+                        env=env,
+                        capture_output=True,
+                        text=True,
+                        errors="replace",
+                        timeout=self.test_timeout,
                     )
                 except subprocess.TimeoutExpired:
                     return Outcome(m, "timeout", time.monotonic() - start, " ".join(cmd[-2:]))
@@ -273,6 +322,118 @@ def wheel_library_dirs() -> list[str]:
         if spec is not None and spec.submodule_search_locations:
             dirs.append(str(Path(list(spec.submodule_search_locations)[0]) / "lib"))
     return dirs
+
+
+def last_error(output: str) -> str:
+    errors = [ln.strip() for ln in output.splitlines() if "error" in ln]
+    return (errors[0] if errors else output.strip()[-200:])[:160]
+
+
+def generated_mutants(files: list[str]) -> list[Mutant]:
+    """The generated mutants of files that have tests (scripts/mutant_targets.py)."""
+    out = []
+    for f in files:
+        tests = tests_for(f)
+        if not tests or not (REPO / f).is_file():
+            continue
+        text = (REPO / f).read_text()
+        lines = text.splitlines()
+        for g in gen.generate(f, text):
+            line = lines[g.line - 1]
+            site = int(g.id.rsplit(":", 1)[1])
+            mutated = gen.apply_edits(text, g.edits).splitlines()
+            new = mutated[g.line - 1] if g.line - 1 < len(mutated) else ""
+            why = equivalent_reason(f, g.operator, line, site)
+            out.append(Mutant(g.id, f, line.strip(), new.strip(), tests, why, edits=g.edits, operator=g.operator))
+    return out
+
+
+def changed_lines(base: str) -> dict[str, set[int]]:
+    """Lines of the working tree added or changed since the branch left git
+    rev base (git diff -U0 against their merge base, so commits made on base
+    since then do not count), and every line of untracked files."""
+    fork = subprocess.run(["git", "merge-base", base, "HEAD"], cwd=REPO, capture_output=True, text=True)
+    if fork.returncode == 0:
+        base = fork.stdout.strip()
+    diff = subprocess.run(
+        ["git", "diff", "-U0", "--no-color", "--no-ext-diff", base, "--"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    changed: dict[str, set[int]] = {}
+    path = None
+    for line in diff.splitlines():
+        if line.startswith("+++ "):
+            path = line[6:] if line.startswith("+++ b/") else None
+        elif line.startswith("@@") and path is not None:
+            m = re.match(r"@@ -\S+ \+(\d+)(?:,(\d+))? @@", line)
+            if m:
+                start, count = int(m.group(1)), int(m.group(2) or 1)
+                changed.setdefault(path, set()).update(range(start, start + count))
+    untracked = subprocess.run(
+        ["git", "ls-files", "-o", "--exclude-standard"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    for f in untracked:
+        if (REPO / f).is_file():
+            changed[f] = set(range(1, (REPO / f).read_text(errors="replace").count("\n") + 2))
+    return changed
+
+
+def mutant_lines(m: Mutant, text: str) -> set[int]:
+    """The lines of text a mutant changes."""
+    if m.edits:
+        return {text.count("\n", 0, e.start) + 1 for e in m.edits}
+    at = text.find(m.old)
+    if at < 0:
+        return set()
+    first = text.count("\n", 0, at) + 1
+    return {first + i for i, (a, b) in enumerate(zip(m.old.split("\n"), m.new.split("\n"))) if a != b}
+
+
+def on_changed_lines(mutants: list[Mutant], changed: dict[str, set[int]]) -> list[Mutant]:
+    texts: dict[str, str] = {}
+    out = []
+    for m in mutants:
+        if m.file not in changed:
+            continue
+        text = texts.setdefault(m.file, (REPO / m.file).read_text())
+        if mutant_lines(m, text) & changed[m.file]:
+            out.append(m)
+    return out
+
+
+def sample(mutants: list[Mutant], n: int, seed: int) -> list[Mutant]:
+    """n mutants drawn with a fixed seed from the list sorted by id (so
+    the same source, n and seed give the same mutants), in file order."""
+    ordered = sorted(mutants, key=lambda m: m.id)
+    if n >= len(ordered):
+        return ordered
+    picked = set(id(m) for m in random.Random(seed).sample(ordered, n))
+    return [m for m in ordered if id(m) in picked]
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson's score interval for k successes in n trials (95% for z=1.96)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def score(outcomes: list[Outcome]) -> tuple[int, int, str]:
+    live = [o for o in outcomes if o.status not in ("equivalent", "unviable", "no-tests")]
+    killed = sum(o.status in ("killed", "timeout") for o in live)
+    lo, hi = wilson(killed, len(live))
+    pct = 100.0 * killed / len(live) if live else 100.0
+    return killed, len(live), f"{killed}/{len(live)} killed ({pct:.0f}%; 95% CI {100 * lo:.0f}-{100 * hi:.0f}%)"
+
+
+def area(path: str) -> str:
+    return "/".join(path.split("/")[:2])
 
 
 def first_failure(output: str) -> str:
@@ -295,10 +456,14 @@ def table(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:  # noqa: C901
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("prefix", nargs="*", help="run only mutants whose id starts with one of these")
     ap.add_argument("--smoke", action="store_true", help="a few Python-level mutants on the installed extension")
+    ap.add_argument("--generated", action="store_true", help="generated mutants of the core instead of the list")
+    ap.add_argument("--changed", metavar="BASE", help="mutants on lines changed since git rev BASE")
+    ap.add_argument("--sample", type=int, metavar="N", help="run N mutants drawn with --seed")
+    ap.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
     ap.add_argument("--check", action="store_true", help="check every mutant applies; build and run nothing")
     ap.add_argument("--list", action="store_true", help="list the mutants")
     ap.add_argument("--equivalent", action="store_true", help="run the equivalent mutants too")
@@ -308,32 +473,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
 
-    chosen = [m for m in MUTANTS if m.id in SMOKE] if args.smoke else list(MUTANTS)
-    if args.prefix:
-        chosen = [m for m in chosen if any(m.id.startswith(p) for p in args.prefix)]
     ids = [m.id for m in MUTANTS]
     assert len(ids) == len(set(ids)), "duplicate mutant ids"
+    if args.smoke:
+        n, seed = SMOKE_GENERATED_SAMPLE
+        chosen = [m for m in MUTANTS if m.id in SMOKE] + sample(generated_mutants(list(SMOKE_GENERATED_FILES)), n, seed)
+    elif args.changed:
+        changed = changed_lines(args.changed)
+        chosen = on_changed_lines(list(MUTANTS) + generated_mutants(sorted(changed)), changed)
+    elif args.generated:
+        chosen = generated_mutants(gen.scope_files(REPO, repo_files(REPO)))
+    else:
+        chosen = list(MUTANTS)
+    if args.prefix:
+        chosen = [m for m in chosen if any(m.id.startswith(p) for p in args.prefix)]
+    if args.sample is not None:
+        chosen = sample(chosen, args.sample, args.seed)
 
     if args.list:
         for m in chosen:
             print(f"{m.id:34} {m.file:44} {' '.join(m.tests)}{'  [equivalent]' if m.equivalent else ''}")
+        print(f"mutation --list: {len(chosen)} mutants")
         return 0
     if args.check:
-        bad = 0
-        for m in MUTANTS:
-            text = (REPO / m.file).read_text()
-            if text.count(m.old) != 1 or not one_line(m):
-                print(f"stale: {m.id}: {m.old!r} occurs {text.count(m.old)} times in {m.file}")
-                bad += 1
-            for t in m.tests:
-                kind, _, rest = t.partition(":")
-                if kind == "py" and not (REPO / rest.split("::")[0]).is_file():
-                    print(f"stale: {m.id}: no test file {rest}")
-                    bad += 1
-        live = [m for m in MUTANTS if not m.equivalent]
-        print(f"mutation --check: {len(MUTANTS)} mutants ({len(live)} live, {len(MUTANTS) - len(live)} equivalent)")
-        print(f"                  over {len(set(m.file for m in MUTANTS))} files, {bad} stale")
-        return 1 if bad else 0
+        return check()
 
     if args.smoke and args.work is None:
         import tempfile
@@ -341,10 +504,15 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tempfile.mkdtemp(prefix="et_copy_mutation_smoke_"))
     else:
         work = args.work or REPO / "build" / "mutation"
+    how = f" (sample of {args.sample}, seed {args.seed})" if args.sample is not None else ""
+    if not chosen:
+        print(f"mutation: no mutants{how}")
+        return 0
     runner = Runner(work, python_only=args.smoke, verbose=args.verbose)
     t0 = time.monotonic()
     runner.prepare()
-    print(f"mutation: {len(chosen)} mutants, scratch tree {runner.tree} (prepared in {time.monotonic() - t0:.0f} s)")
+    prepared = time.monotonic() - t0
+    print(f"mutation: {len(chosen)} mutants{how}, scratch tree {runner.tree} (prepared in {prepared:.0f} s)")
     if not args.no_baseline:
         t1 = time.monotonic()
         failures = runner.baseline([m for m in chosen if args.equivalent or not m.equivalent])
@@ -369,16 +537,68 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)  # the smoke run's temporary scratch tree
     print()
     print(table(outcomes))
-    live = [o for o in outcomes if o.status != "equivalent"]
-    killed = [o for o in live if o.status in ("killed", "timeout")]
-    survivors = [o for o in live if o.status not in ("killed", "timeout")]
+    survivors = [o for o in outcomes if o.status in ("survived", "no-tests", "build-error")]
+    unviable = [o for o in outcomes if o.status == "unviable"]
     print()
     if survivors:
         print("survivors: " + ", ".join(f"{o.mutant.id} ({o.status})" for o in survivors))
+    if unviable:
+        print(f"unviable (did not compile, not counted): {len(unviable)}")
+    generated = [o for o in outcomes if o.mutant.edits]
+    if generated:
+        for name in sorted({area(o.mutant.file) for o in generated}):
+            print(f"  {name:20} {score([o for o in generated if area(o.mutant.file) == name])[2]}")
+        if len(generated) < len(outcomes):
+            print(f"generated: {score(generated)[2]}")
+            print(f"listed: {score([o for o in outcomes if not o.mutant.edits])[2]}")
     print(f"run time: {time.monotonic() - t0:.0f} s")
-    pct = 100.0 * len(killed) / len(live) if live else 100.0
-    print(f"mutation: {len(killed)}/{len(live)} killed ({pct:.0f}%)")
+    print(f"mutation: {score(outcomes)[2]}")
     return 0 if not any(o.status == "build-error" for o in outcomes) else 2
+
+
+def check() -> int:
+    """Every listed mutant applies to exactly one line; every core file has
+    tests for its generated mutants; every equivalent entry still matches."""
+    bad = 0
+    for m in MUTANTS:
+        text = (REPO / m.file).read_text()
+        if text.count(m.old) != 1 or not one_line(m):
+            print(f"stale: {m.id}: {m.old!r} occurs {text.count(m.old)} times in {m.file}")
+            bad += 1
+        for t in m.tests:
+            kind, _, rest = t.partition(":")
+            if kind == "py" and not (REPO / rest.split("::")[0]).is_file():
+                print(f"stale: {m.id}: no test file {rest}")
+                bad += 1
+    live = [m for m in MUTANTS if not m.equivalent]
+    print(f"mutation --check: {len(MUTANTS)} mutants ({len(live)} live, {len(MUTANTS) - len(live)} equivalent)")
+    print(f"                  over {len(set(m.file for m in MUTANTS))} files, {bad} stale")
+    # A listed mutant either has a why (WHY) or is one an operator produces too.
+    texts: dict[str, set[str]] = {}
+    also_generated = []
+    for m in MUTANTS:
+        text = (REPO / m.file).read_text()
+        if m.file not in texts:
+            texts[m.file] = {gen.apply_edits(text, g.edits) for g in gen.generate(m.file, text)}
+        if text.replace(m.old, m.new) in texts[m.file]:
+            also_generated.append(m.id)
+        elif m.id not in WHY:
+            print(f"no why: {m.id}: say in WHY (scripts/mutants.py) why no operator produces it")
+            bad += 1
+    bad += sum(print(f"stale: WHY names no mutant {k}") or 1 for k in WHY if k not in {m.id for m in MUTANTS})
+    print(f"                  {len(also_generated)} also generated by an operator (kept for the test they name)")
+    files = gen.scope_files(REPO, repo_files(REPO))
+    untested = [f for f in files if not tests_for(f)]
+    for f in untested:
+        print(f"untested: {f}: no row in scripts/mutant_targets.py")
+    generated = generated_mutants(files)
+    matched = {(m.file, m.operator, m.old) for m in generated if m.equivalent}
+    stale = [e for e in EQUIVALENT if (e.file, e.operator, e.line) not in matched]
+    for e in stale:
+        print(f"stale: equivalent entry {e.file} {e.operator} {e.line!r} matches no generated mutant")
+    equivalent = sum(bool(m.equivalent) for m in generated)
+    print(f"generated: {len(generated)} mutants over {len(files)} files ({equivalent} equivalent)")
+    return 1 if bad or untested or stale else 0
 
 
 if __name__ == "__main__":

@@ -70,6 +70,14 @@ class CudaAllocator : public ::testing::Test {
   CudaDeviceAllocator& a = et_copy::cuda_device_allocator();
 };
 
+// The defaults docs/cuda.md states: staging on, 1 MiB threshold, 8 MiB chunks.
+TEST(CudaCopyConfigDefaults, AreTheDocumentedOnes) {
+  const CudaCopyConfig c;
+  EXPECT_EQ(c.pageable, PageableCopy::kStaged);
+  EXPECT_EQ(c.staging_threshold, size_t{1} << 20);
+  EXPECT_EQ(c.chunk_bytes, size_t{8} << 20);
+}
+
 TEST_F(CudaAllocator, CountsDevicesAndIsTheCudaAllocator) {
   auto count = a.device_count();
   ASSERT_TRUE(count.ok());

@@ -201,4 +201,12 @@ TEST(DelegateRecord, MessagesShowControlBytesEscapedAndLongLinesCut) {
   EXPECT_LT(what.size(), 300u) << what;
 }
 
+// A shown line is cut at exactly 80 bytes: a line of 80 is shown whole, one
+// of 81 shows its first 80 and "...".
+TEST(DelegateRecord, ShownLinesAreCutAtEightyBytes) {
+  const std::string eighty = "x" + std::string(79, 'b');
+  expect_refused(with_line(2, eighty), "line 3 ('" + eighty + "'): unknown kind of line");
+  expect_refused(with_line(2, eighty + "c"), "line 3 ('" + eighty + "...'): unknown kind of line");
+}
+
 } // namespace

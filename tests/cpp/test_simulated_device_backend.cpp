@@ -149,8 +149,8 @@ TestTensor::Options on_device(DeviceIndex index = 0) {
 class Delegate {
  public:
   Delegate(const std::string& fixture, const NamedDataMap* data, std::map<std::string, int> specs = {},
-           const char* method = "forward")
-      : record_(read_file(fixture + ".record")) {
+           const char* method = "forward", const std::string& target_device = "")
+      : record_(read_file(fixture + ".record")), target_device_(target_device) {
     BackendOptions<4> options;
     for (const auto& [k, v] : specs) {
       EXPECT_EQ(k == "session" ? options.set_option("session", v) : options.set_option("pool", v), Error::Ok);
@@ -161,7 +161,11 @@ class Delegate {
                                Span<const BackendOption>(view.data(), view.size()));
     FreeableBuffer processed(
         record_.data(), record_.size(), [](void* ctx, void*, size_t) { *static_cast<bool*>(ctx) = true; }, &freed);
-    auto h = simulated_device_backend().init(context, &processed, {});
+    // The compile spec a partitioner's DelegationSpec carries ("cuda:0").
+    executorch::runtime::CompileSpec target{"target_device", {target_device_.data(), target_device_.size()}};
+    auto h = simulated_device_backend().init(
+        context, &processed,
+        executorch::runtime::ArrayRef<executorch::runtime::CompileSpec>(&target, target_device_.empty() ? 0 : 1));
     error = h.ok() ? Error::Ok : h.error();
     handle_ = h.ok() ? *h : nullptr;
   }
@@ -201,6 +205,7 @@ class Delegate {
 
  private:
   std::vector<uint8_t> record_;
+  std::string target_device_;
   BackendOptions<4> options_;
   executorch::extension::MallocMemoryAllocator runtime_allocator_;
   DelegateHandle* handle_ = nullptr;
@@ -408,6 +413,21 @@ TEST_F(SimulatedDeviceBackendTest, StateIsFreedWithTheLastHandle) {
     EXPECT_EQ(et_copy::device_state_nbytes(106), 16u);
   }
   EXPECT_EQ(et_copy::device_state_nbytes(106), 0u);
+}
+
+// A partition's target_device must name the record's device; cuda:0 may be
+// written "cuda" (with_target_device's default form). Another is refused.
+TEST_F(SimulatedDeviceBackendTest, TargetDeviceMustNameTheRecordsDevice) {
+  const auto record = read_file("acc.record"); // device cuda 0
+  FixtureData data(record);
+  for (const char* same : {"cuda:0", "cuda"}) {
+    Delegate d("acc", &data, {{"session", 120}}, "forward", same);
+    EXPECT_TRUE(d.ok()) << same;
+  }
+  for (const char* other : {"cuda:1", "cpu"}) {
+    Delegate d("acc", &data, {{"session", 121}}, "forward", other);
+    EXPECT_EQ(d.error, Error::DelegateInvalidCompatibility) << other;
+  }
 }
 
 TEST_F(SimulatedDeviceBackendTest, ABadRecordIsInvalidCompatibility) {

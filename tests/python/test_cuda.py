@@ -441,3 +441,14 @@ def test_a_256_mib_pinned_round_trip_through_the_gpu_is_byte_exact(cuda):
     et_copy.h2d_copy(x, out=d)
     et_copy.d2h_copy(d, out=out)
     assert torch.equal(out, x)
+
+
+@gpu
+def test_a_dynamic_cuda_out_keeps_its_own_dense_strides_after_a_resize(cuda):
+    # self's size-1 dim has a stride no dense tensor has (a copy accepts it):
+    # out takes self's shape, never its strides.
+    x = torch.arange(3, dtype=torch.float32).as_strided((1, 3), (7, 1))
+    out = torch.empty((2, 3), dtype=torch.float32, device="cuda")
+    et_copy.h2d_copy(x, out=out, dynamic_out=True)
+    assert (tuple(out.shape), out.stride()) == ((1, 3), (3, 1))
+    assert torch.equal(out.cpu(), x.contiguous())

@@ -14,6 +14,7 @@ import et_copy
 import pytest
 import torch
 from et_copy import _C
+from et_copy._device import CUDA
 from et_copy._dtypes import SUPPORTED_DTYPES
 
 
@@ -164,3 +165,24 @@ def test_the_bench_memcpy_baseline_reaches_unreadable_memory_through_the_alias(u
     assert torch.equal(dev.cpu(), src)
     with pytest.raises(ValueError, match="memcpy needs the caller's buffers"):
         _loops.bench_kernel("memcpy", 64, 1, 1)
+
+
+@pytest.mark.parametrize("index", [-1, 0])
+def test_a_device_buffer_takes_the_current_device_minus_one_and_device_zero(index):
+    et_copy.use_simulated_device()
+    buffer = _C.DeviceBuffer(16, CUDA, index, 256)  # -1: the allocator's current device
+    assert (buffer.device_index, buffer.nbytes) == (index, 16)
+    buffer.free()
+
+
+@pytest.mark.parametrize("index", [-2, 128])
+def test_a_device_buffer_refuses_an_index_beyond_executorchs_range(index):
+    et_copy.use_simulated_device()
+    with pytest.raises(et_copy.EtCopyError, match=f"device index {index} is out of range"):
+        _C.DeviceBuffer(16, CUDA, index, 256)
+
+
+def test_index_127_is_in_range_and_left_to_the_allocator():
+    et_copy.use_simulated_device()  # one device: 127 is in ExecuTorch's range but not present
+    with pytest.raises(et_copy.EtCopyError, match="could not allocate 16 bytes on device 127"):
+        _C.DeviceBuffer(16, CUDA, 127, 256)

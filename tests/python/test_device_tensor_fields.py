@@ -304,3 +304,14 @@ def test_a_quantized_tensor_in_a_permuted_layout_comes_back_with_its_shape_and_b
     laid_out = back.permute(order)
     assert laid_out.is_contiguous()
     assert bytes(laid_out.view(torch.uint8).numpy()) == bytes(physical.view(torch.uint8).numpy())
+
+
+def test_device_codes_are_executorchs_and_name_the_device_in_method_metadata():
+    # TensorMeta.device (et_copy.runtime) is str(Device(type, index)) of a program's codes.
+    from et_copy import _device
+    from executorch.exir.schema import DeviceType
+
+    assert (_device.CPU, _device.CUDA) == (DeviceType.CPU.value, DeviceType.CUDA.value)
+    assert str(Device(DeviceType.CPU.value, -1)) == "cpu"
+    assert str(Device(DeviceType.CUDA.value, 0)) == "cuda:0"
+    assert str(_device.parse_device("cuda:3", op="t")) == "cuda:3"

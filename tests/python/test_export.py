@@ -323,6 +323,37 @@ def test_a_partition_reading_a_scalar_constant_lowers_and_a_cpu_backend_on_the_d
     assert torch.equal(got, ScaledRelu()(x))
 
 
+def _boundary_planner_after_lowering(module, inputs, partitioner):
+    """lower_to_device's steps, keeping the BoundaryPlanningPass to read its counters."""
+    from et_copy.export import BoundaryPlanningPass
+    from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
+
+    planner = BoundaryPlanningPass(alloc_graph_input=False)
+    edge = to_edge_transform_and_lower(
+        torch.export.export(module, inputs, strict=False), partitioner=[with_target_device(partitioner)]
+    )
+    program = edge.to_executorch(
+        ExecutorchBackendConfig(memory_planning_pass=planner, enable_non_cpu_memory_planning=True)
+    )
+    return planner, program
+
+
+def test_the_boundary_planner_counts_what_it_unmarks_and_merges(xnnpack_partitioner):
+    planner, _ = _boundary_planner_after_lowering(ScaledRelu(), (torch.randn(4, 8),), xnnpack_partitioner())
+    assert (planner.constants_unmarked, planner.copies_merged) == (1, 0)  # the one lifted 0.5
+    torch.manual_seed(1)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.0, batch_first=True).eval()
+    x = torch.randn(2, 6, 32)
+    planner, ours = _boundary_planner_after_lowering(layer, (x,), xnnpack_partitioner())
+    upstream = _lower_upstream(layer, (x,), xnnpack_partitioner())
+    copies = {"ours": copies_of(ours), "upstream": copies_of(upstream)}
+    assert planner.copies_merged == copies["upstream"] - copies["ours"] > 0
+
+
+def copies_of(program) -> int:
+    return sum(len(_copy_sources(program, op)) for op in (H2D_OUT, D2H_OUT))
+
+
 def test_copies_of_one_tensor_read_by_several_partitions_are_merged(xnnpack_partitioner):
     torch.manual_seed(1)
     layer = torch.nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.0, batch_first=True).eval()

@@ -117,10 +117,25 @@ def test_a_profile_needs_enable_etdump_and_a_recorded_run(pte, tmp_path):
     assert (tmp_path / "a.etdp").stat().st_size > 0
 
 
+def test_a_profile_that_cannot_be_written_raises_access_failed_naming_the_path(pte, tmp_path):
+    from et_copy.runtime import Runtime
+
+    et_copy.use_simulated_device()
+    missing = tmp_path / "no_such_dir"
+    # One program per write: each write takes what was recorded since the last.
+    for etdump, debug in ((missing / "a.etdp", None), (tmp_path / "a.etdp", missing / "debug.bin")):
+        program = Runtime.get().load_program(pte[1], enable_etdump=True, debug_buffer_size=1 << 10)
+        program.load_method("forward").execute([pte[2], pte[3]])
+        with pytest.raises(et_copy.EtCopyError, match=f"cannot write {debug or etdump}") as info:
+            program.write_etdump_result_to_file(etdump, debug)
+        assert info.value.error == "AccessFailed"
+
+
 def test_loading_refuses_what_is_not_a_program_and_unsupported_options(pte, tmp_path):
     import et_copy.runtime
     from et_copy.runtime import Runtime
 
+    et_copy.use_simulated_device()  # the metadata below needs the program loaded, so its device served
     with pytest.raises(FileNotFoundError, match="no program file"):
         Runtime.get().load_program(str(tmp_path / "missing.pte"))
     with pytest.raises(TypeError, match="got int"):
@@ -132,8 +147,13 @@ def test_loading_refuses_what_is_not_a_program_and_unsupported_options(pte, tmp_
     with pytest.raises(et_copy.EtCopyError):
         et_copy.runtime.load(str(empty))
     meta = Runtime.get().load_program(pte[1]).metadata("forward")
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError, match=r"input 2 out of range \(it has 2\)"):
         meta.input_tensor_meta(2)
+    for index in (-1, -3):  # no Python-style counting from the end: -1 is not the last input
+        with pytest.raises(IndexError, match=f"input {index} out of range"):
+            meta.input_tensor_meta(index)
+    with pytest.raises(IndexError, match="output 1 out of range"):
+        meta.output_tensor_meta(1)
     with pytest.raises(et_copy.EtCopyError, match="no method 'backward'"):
         Runtime.get().load_program(pte[1]).metadata("backward")
 

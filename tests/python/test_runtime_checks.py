@@ -224,3 +224,30 @@ def test_a_host_output_of_one_byte_elements_one_element_short_is_refused(program
     exact = torch.zeros(3, 4, dtype=torch.bool)
     (got,) = method.execute([x, y], outputs=[exact])
     assert got is exact and torch.equal(exact, x > y)
+
+
+def test_a_program_with_no_state_has_no_arena_its_planned_buffer_is_scratch(programs):
+    # A copy-only program carries no record of where its state lives and has
+    # no state: its one planned buffer is scratch, not a state arena.
+    from et_copy.export import export_device_program
+
+    x = torch.randn(4, 3)
+    program = runtime.load(export_device_program(torch.nn.Identity(), (x,)).buffer)
+    session = program.new_session()
+    method = session.load_method("forward")
+    assert (session.state_nbytes, session.device_nbytes) == (0, x.nbytes)
+    assert torch.equal(method.execute([x])[0], x)
+
+
+def test_a_kernel_failing_inside_the_device_backend_fails_the_method_and_the_next_call_runs(programs, data):
+    # The nested method's index_put refuses position 7 of a 5-slot cache: the
+    # delegate returns that error, and nothing reports success.
+    cache, v, pos = data["slot"]
+    method = runtime.load(str(programs / "slot.pte")).load_method("forward")
+    with pytest.raises(et_copy.EtCopyError, match="Index 7 is out of bounds for input dimension 1") as info:
+        method.execute([cache, v, torch.tensor([7])])
+    assert info.value.error == "InvalidArgument"
+    (got,) = method.execute([cache, v, torch.tensor([4])])  # the slot just inside the edge
+    expected = cache.clone()
+    expected[:, 4] = v[:, 0]
+    assert torch.equal(got, expected)

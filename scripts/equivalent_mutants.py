@@ -1,0 +1,53 @@
+"""Generated mutants that cannot change what the program does.
+
+scripts/mutation.py reports a generated mutant that matches an entry here
+as `equivalent` (listed with the reason, not run, not counted). An entry
+names the file, the operator, the line's text as it stands (stripped, so
+the entry survives lines moving) and, when that operator has several sites
+on the line, which one (k of the mutant's id); and one line saying why no
+input can tell the mutant from the original. A mutant that a test could
+kill does not belong here: write the test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Equivalent:
+    file: str
+    operator: str
+    line: str
+    why: str
+    site: int = -1  # -1: every site of the operator on that line
+
+
+# fmt: off
+EQUIVALENT: list[Equivalent] = [
+    Equivalent("python/et_copy/export.py", "negate", "if merged:",
+               "recompile() only refreshes the GraphModule's Python code; memory planning and the emitter read "
+               "the graph, which the merge already changed, and nothing calls the module afterwards"),
+    Equivalent("python/et_copy/export.py", "logic", "if isinstance(out, torch.fx.Node) and not out.users:",
+               "every copy here is an out-variant node whose out is an alloc node only that copy reads, so once "
+               "the copy is erased both conditions hold"),
+    Equivalent("runtime/src/device_copy.cpp", "int+1", "n = 0;",
+               "unreachable: the prefix is one of two short op names, so snprintf neither fails nor fills the buffer"),
+    Equivalent("runtime/src/device_copy.cpp", "rel", "for (ssize_t i = 0; i < t.dim() && used < len; ++i) {",
+               "at used == len the extra snprintf gets size 0 and writes nothing; used then passes len and the "
+               "loop ends as it would have", site=1),
+    Equivalent("runtime/src/sessions.cpp", "rel", "for (size_t i = 0; i < meta.num_attributes(); ++i) {",
+               "attribute_tensor_meta(num_attributes()) returns an error, and the loop skips an entry it cannot read"),
+    Equivalent("runtime/src/simulated_device_allocator.cpp", "eq", "if (kind == CopyKind::kDeviceToDevice) {",
+               "glibc's x86-64 memcpy is its memmove, so the overlap test (DeviceToDeviceCopyHandlesOverlap) "
+               "passes either way here; only the sanitizer build's memcpy-param-overlap check tells them apart"),
+]
+# fmt: on
+
+
+def reason(file: str, operator: str, line_text: str, site: int) -> str:
+    """Why the mutant is equivalent, or "" when it is not listed."""
+    for e in EQUIVALENT:
+        if e.file == file and e.operator == operator and e.line == line_text.strip() and e.site in (-1, site):
+            return e.why
+    return ""
