@@ -191,9 +191,10 @@ def _olmoe():
 def _deepseek_v3():
     from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
 
-    # Multi-head latent attention (keys and values of different widths), a
+    # Multi-head latent attention (the cache holds the compressed latents), a
     # dense first layer, then grouped routing over experts beside a shared one.
-    # Every head has its own latent keys (no grouping), as in the real model.
+    # As many KV heads as heads, as in the real model: the latents expand to
+    # keys for every head, which grouped heads would mismatch.
     common = {**{k: v for k, v in _COMMON.items() if k != "head_dim"}, "num_key_value_heads": 4}
     config = DeepseekV3Config(
         **common, **_TOKENS, intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=2,
