@@ -18,6 +18,7 @@ pytest.importorskip("transformers")
 import et_copy  # noqa: E402
 import et_copy.runtime  # noqa: E402
 from et_copy import llm  # noqa: E402
+from llm_programs import exported as exported_program  # noqa: E402
 
 PROMPT = [5, 17, 3, 9, 42]
 TOKENS = 16
@@ -31,9 +32,8 @@ CASES = [("qwen3_moe", "device"), ("qwen3_5_moe", "device"), ("qwen3", "device")
 @pytest.fixture(scope="module", params=CASES, ids=[f"{a}-{p}" for a, p in CASES])
 def exported(request):
     arch, pick = request.param
-    model = llm.tiny_model(arch)
-    program = llm.export_llm(model, max_seq_len=MAX_SEQ, pick=pick)
-    return model, program.buffer, pick
+    model, buffer = exported_program(arch, max_seq_len=MAX_SEQ, pick=pick)
+    return model, buffer, pick
 
 
 @pytest.fixture(scope="module")
@@ -327,8 +327,7 @@ def test_the_wrapper_run_eagerly_gives_transformers_tokens_within_and_past_the_s
 )
 def sliding_program(request):
     arch, pick = request.param
-    model = llm.tiny_model(arch)
-    return model, llm.export_llm(model, max_seq_len=MAX_SEQ, pick=pick).buffer
+    return exported_program(arch, max_seq_len=MAX_SEQ, pick=pick)
 
 
 def test_a_sliding_window_program_generates_transformers_tokens_within_and_past_the_window(sliding_program):

@@ -1,10 +1,10 @@
 """LLMs on the device tensor pipeline.
 
-transformers' causal LMs (Qwen3, Qwen3-MoE, Qwen 3.5 MoE with its hybrid
-linear-attention layers, Llama, and sliding-window Mistral, Gemma 2, Gemma 3
-text and GPT-OSS) exported with their KV caches and recurrent
-states as device-resident mutable buffers, and generated from on
-et_copy.runtime with one session per sequence::
+transformers' causal LMs (dense, MoE, sliding-window, and hybrid models
+with linear-attention or convolution layers; :data:`ARCHITECTURES` lists
+the ones tested) exported with their KV caches and recurrent states as
+device-resident mutable buffers, and generated from on et_copy.runtime with
+one session per sequence::
 
     model = et_copy.llm.tiny_model("qwen3_moe")
     program = et_copy.llm.export_llm(model, max_seq_len=64)
@@ -23,7 +23,15 @@ Importing this module imports transformers and executorch's AOT stack.
 from ._cache import CachedProgram, default_cache_dir, export_llm_cached
 from ._export import DECODE, DECODE_NEXT, MAX_PROMPT_LEN, MAX_SEQ_LEN, MAX_TOP_K, PREFILL, SET_SAMPLING, export_llm
 from ._generate import DeviceLLM, Generation, Session, Step, eager_generate
-from ._models import ARCHITECTURES, SLIDING_WINDOW, load_model, prepare, tiny_model, tokenizer_for
+from ._models import (
+    ARCHITECTURES,
+    REFUSED_ARCHITECTURES,
+    SLIDING_WINDOW,
+    load_model,
+    prepare,
+    tiny_model,
+    tokenizer_for,
+)
 from ._sampling import gumbel_noise, pick_token
 from ._state import HostStateStep, StatefulCausalLM, UnsupportedModelError
 
@@ -39,6 +47,7 @@ __all__ = [
     "MAX_SEQ_LEN",
     "MAX_TOP_K",
     "PREFILL",
+    "REFUSED_ARCHITECTURES",
     "SET_SAMPLING",
     "SLIDING_WINDOW",
     "Session",

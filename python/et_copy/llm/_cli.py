@@ -10,7 +10,10 @@ import time
 
 # et_copy.llm.ARCHITECTURES, spelled here so that --help need not import
 # transformers; a test checks that the two agree.
-ARCHITECTURES = ("qwen3", "qwen3_moe", "qwen3_5_moe", "llama", "mistral", "gemma2", "gemma3", "gpt_oss")
+ARCHITECTURES = (
+    "qwen3", "qwen3_moe", "qwen3_5_moe", "llama", "mistral", "gemma2", "gemma3", "gpt_oss", "qwen2", "phi3",
+    "olmo2", "smollm3", "mixtral", "qwen2_moe", "olmoe", "deepseek_v3", "qwen3_next", "lfm2",
+)  # fmt: skip
 
 
 def _parser() -> argparse.ArgumentParser:

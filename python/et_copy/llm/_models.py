@@ -9,7 +9,15 @@ from typing import Callable
 
 import torch
 
-ARCHITECTURES = ("qwen3", "qwen3_moe", "qwen3_5_moe", "llama", "mistral", "gemma2", "gemma3", "gpt_oss")
+ARCHITECTURES = (
+    "qwen3", "qwen3_moe", "qwen3_5_moe", "llama", "mistral", "gemma2", "gemma3", "gpt_oss", "qwen2", "phi3",
+    "olmo2", "smollm3", "mixtral", "qwen2_moe", "olmoe", "deepseek_v3", "qwen3_next", "lfm2",
+)  # fmt: skip
+
+# Tiny configs of architectures export_llm refuses (a cache layer kind with no
+# static form here), kept so that the refusal stays tested. tiny_model builds
+# them too; the command does not offer them.
+REFUSED_ARCHITECTURES = ("falcon_h1", "deepseek_v32")
 
 # Small enough to export in seconds, with every structural feature of the
 # real model: grouped KV heads, q/k norms, routed and shared experts, and
@@ -98,6 +106,156 @@ def _gpt_oss():
     return GptOssForCausalLM(config)
 
 
+# Special tokens inside the tiny vocabulary: several configs default to ids
+# of the real one (Phi-3's pad 32000, OLMo's eos 50279), which an embedding
+# of 256 rows cannot hold.
+_TOKENS = dict(bos_token_id=1, eos_token_id=2, pad_token_id=0)
+
+# Where the default initialisation (0.02) leaves a tiny model repeating one
+# token, which could not tell a wrong cache from a right one: a wider spread.
+_VARIED = dict(initializer_range=0.04)
+
+
+def _qwen2():
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    # q/k/v biases; the layers from max_window_layers on slide, as in Qwen2's config.
+    config = Qwen2Config(
+        **_COMMON, **_VARIED, intermediate_size=128, num_hidden_layers=2, use_sliding_window=True,
+        sliding_window=SLIDING_WINDOW, max_window_layers=1,
+    )  # fmt: skip
+    return Qwen2ForCausalLM(config)
+
+
+def _phi3():
+    from transformers import Phi3Config, Phi3ForCausalLM
+
+    # Fused qkv and gate/up projections, partial rotary, and a sliding window (Phi-3 mini's is 2047).
+    config = Phi3Config(
+        **_COMMON, **_TOKENS, intermediate_size=128, num_hidden_layers=2, sliding_window=SLIDING_WINDOW,
+        partial_rotary_factor=0.5,
+    )  # fmt: skip
+    return Phi3ForCausalLM(config)
+
+
+def _olmo2():
+    from transformers import Olmo2Config, Olmo2ForCausalLM
+
+    # Norms after attention and MLP, q/k norms over all heads.
+    return Olmo2ForCausalLM(Olmo2Config(**_COMMON, **_TOKENS, **_VARIED, intermediate_size=128, num_hidden_layers=2))
+
+
+def _smollm3():
+    from transformers import SmolLM3Config, SmolLM3ForCausalLM
+
+    # Every second layer without rotary embeddings (NoPE; the real model skips every fourth).
+    # Untied: with a tied lm_head the tiny model echoes its last input token.
+    config = SmolLM3Config(
+        **_COMMON, **_TOKENS, intermediate_size=128, num_hidden_layers=2, no_rope_layer_interval=2,
+        tie_word_embeddings=False,
+    )  # fmt: skip
+    return SmolLM3ForCausalLM(config)
+
+
+def _mixtral():
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    # Routed experts and a sliding window (Mistral's).
+    config = MixtralConfig(
+        **_COMMON, intermediate_size=32, num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2,
+        sliding_window=SLIDING_WINDOW,
+    )  # fmt: skip
+    return MixtralForCausalLM(config)
+
+
+def _qwen2_moe():
+    from transformers import Qwen2MoeConfig, Qwen2MoeForCausalLM
+
+    # Routed experts beside a gated shared expert.
+    config = Qwen2MoeConfig(
+        **_COMMON, **_VARIED, intermediate_size=128, moe_intermediate_size=32, shared_expert_intermediate_size=32,
+        num_hidden_layers=2, num_experts=8, num_experts_per_tok=2,
+    )  # fmt: skip
+    return Qwen2MoeForCausalLM(config)
+
+
+def _olmoe():
+    from transformers import OlmoeConfig, OlmoeForCausalLM
+
+    config = OlmoeConfig(
+        **_COMMON, **_TOKENS, intermediate_size=32, num_hidden_layers=2, num_experts=8, num_experts_per_tok=2,
+    )  # fmt: skip
+    return OlmoeForCausalLM(config)
+
+
+def _deepseek_v3():
+    from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
+
+    # Multi-head latent attention (the cache holds the compressed latents), a
+    # dense first layer, then grouped routing over experts beside a shared one.
+    # As many KV heads as heads, as in the real model: the latents expand to
+    # keys for every head, which grouped heads would mismatch.
+    common = {**{k: v for k, v in _COMMON.items() if k != "head_dim"}, "num_key_value_heads": 4}
+    config = DeepseekV3Config(
+        **common, **_TOKENS, intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=2,
+        n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2, n_group=2, topk_group=1,
+        first_k_dense_replace=1, kv_lora_rank=16, q_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=16,
+        v_head_dim=16,
+    )  # fmt: skip
+    return DeepseekV3ForCausalLM(config)
+
+
+def _qwen3_next():
+    from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
+
+    # Qwen 3.5's predecessor: gated delta-rule linear attention beside full attention, routed and shared experts.
+    config = Qwen3NextConfig(
+        **_COMMON, intermediate_size=128, moe_intermediate_size=32, shared_expert_intermediate_size=32,
+        num_experts=8, num_experts_per_tok=2, num_hidden_layers=2, layer_types=["linear_attention", "full_attention"],
+        linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=16, linear_value_head_dim=16,
+        linear_conv_kernel_dim=4,
+    )  # fmt: skip
+    return Qwen3NextForCausalLM(config)
+
+
+def _lfm2():
+    from transformers import Lfm2Config, Lfm2ForCausalLM
+
+    # Short gated convolutions (a conv state per layer) beside full attention.
+    # Untied: with a tied lm_head the tiny model echoes its last input token.
+    config = Lfm2Config(
+        **_COMMON, **_TOKENS, intermediate_size=128, num_hidden_layers=2, layer_types=["conv", "full_attention"],
+        block_auto_adjust_ff_dim=False, tie_word_embeddings=False,
+    )  # fmt: skip
+    return Lfm2ForCausalLM(config)
+
+
+def _falcon_h1():
+    from transformers import FalconH1Config, FalconH1ForCausalLM
+
+    # Every layer runs a Mamba-2 mixer beside attention: transformers' "hybrid" cache layer.
+    config = FalconH1Config(
+        **_COMMON, **_TOKENS, intermediate_size=128, num_hidden_layers=2, mamba_d_ssm=64, mamba_n_heads=4,
+        mamba_d_state=16, mamba_d_conv=4, mamba_chunk_size=16,
+    )  # fmt: skip
+    return FalconH1ForCausalLM(config)
+
+
+def _deepseek_v32():
+    from transformers import DeepseekV32Config, DeepseekV32ForCausalLM
+
+    # DeepSeek-V3's latent attention with a lightning indexer picking the keys
+    # each query attends to: transformers' "indexed_attention" cache layer.
+    common = {**{k: v for k, v in _COMMON.items() if k != "head_dim"}, "num_key_value_heads": 4}
+    config = DeepseekV32Config(
+        **common, **_TOKENS, intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=2,
+        n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2, n_group=2, topk_group=1,
+        first_k_dense_replace=1, kv_lora_rank=16, q_lora_rank=32, qk_rope_head_dim=8, qk_nope_head_dim=16,
+        v_head_dim=16, index_topk=8, index_head_dim=16, index_n_heads=2,
+    )  # fmt: skip
+    return DeepseekV32ForCausalLM(config)
+
+
 _BUILDERS: dict[str, Callable[[], torch.nn.Module]] = {
     "qwen3": _qwen3,
     "qwen3_moe": _qwen3_moe,
@@ -107,15 +265,31 @@ _BUILDERS: dict[str, Callable[[], torch.nn.Module]] = {
     "gemma2": _gemma2,
     "gemma3": _gemma3,
     "gpt_oss": _gpt_oss,
+    "qwen2": _qwen2,
+    "phi3": _phi3,
+    "olmo2": _olmo2,
+    "smollm3": _smollm3,
+    "mixtral": _mixtral,
+    "qwen2_moe": _qwen2_moe,
+    "olmoe": _olmoe,
+    "deepseek_v3": _deepseek_v3,
+    "qwen3_next": _qwen3_next,
+    "lfm2": _lfm2,
+    "falcon_h1": _falcon_h1,
+    "deepseek_v32": _deepseek_v32,
 }
 
 
 def tiny_model(architecture: str, seed: int = 0) -> torch.nn.Module:
     """A transformers causal LM of ``architecture`` (one of
-    :data:`ARCHITECTURES`) with random weights drawn from ``seed``, in eval
+    :data:`ARCHITECTURES`, or of :data:`REFUSED_ARCHITECTURES`, which
+    export_llm refuses) with random weights drawn from ``seed``, in eval
     mode, ready to export (:func:`prepare`)."""
     if architecture not in _BUILDERS:
-        raise ValueError(f"et_copy.llm.tiny_model: architecture must be one of {ARCHITECTURES}, got {architecture!r}")
+        raise ValueError(
+            f"et_copy.llm.tiny_model: architecture must be one of {ARCHITECTURES + REFUSED_ARCHITECTURES}, "
+            f"got {architecture!r}"
+        )
     generator_state = torch.random.get_rng_state()
     try:
         torch.manual_seed(seed)
