@@ -57,6 +57,11 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/src/external_tensors.*", (T_BACKEND,)),
     # Sessions serve et_copy.runtime's methods; the tracer's test drives them in C++.
     ("runtime/*/sessions.*", (T_TRACER, *PY_RUNTIME)),
+    # The one way to run a method: its gtest, then et_copy.runtime's checks through the bindings.
+    ("runtime/*/loaded_method.*", ("cpp:et_copy_test_loaded_method", *PY_RUNTIME)),
+    ("runtime/*/loaded_program.*", ("cpp:et_copy_test_loaded_method", *PY_RUNTIME)),
+    ("runtime/*/failure_report.*", ("cpp:et_copy_test_loaded_method", "py:tests/python/test_errors.py")),
+    ("runtime/*/log_capture.*", ("py:tests/python/test_quiet.py", "py:tests/python/test_errors.py")),
     # ---- python/bindings/: pytest against the development package ------------------
     ("python/bindings/allocators.*", (P_MEMORY, P_FIELDS)),
     ("python/bindings/cuda.*", ("py:tests/python/test_cuda.py",)),

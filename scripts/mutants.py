@@ -279,21 +279,21 @@ MUTANTS: list[Mutant] = [
       'describe_tensor(self, false, op, "out", specs[0]);', *PY_BINDINGS),
     M("copies-16-dims-too-many", COPIES, "  if (rank > kMaxDims) {\n    throw Failure(",
       "  if (rank >= kMaxDims) {\n    throw Failure(", *PY_BINDINGS),
-    M("program-output-copy-exact-capacity-refused", PROGRAM, "if (t.nbytes() > io.outputs[i].nbytes) {",
-      "if (t.nbytes() >= io.outputs[i].nbytes) {", *PY_RUNTIME),
+    M("program-output-copy-exact-capacity-refused", "runtime/src/loaded_method.cpp",
+      "if (t.nbytes() > outputs[i].nbytes) {", "if (t.nbytes() >= outputs[i].nbytes) {", *PY_RUNTIME),
     # ---- et_copy.runtime's input and output checks: python/bindings/method_io.cpp -----
     M("io-input-device-index-unchecked", METHOD_IO,
-      "if (spec.device_type != slot.device_type || spec.device_index != slot.device_index) {\n"
+      "if (spec.device_type != device_type(slot) || spec.device_index != device_index(slot)) {\n"
       "    const std::string planned",
-      "if (spec.device_type != slot.device_type) {\n    const std::string planned", *PY_RUNTIME),
-    M("io-input-dtype-unchecked", METHOD_IO, "  if (spec.dtype != slot.dtype) {\n    throw py::type_error(",
+      "if (spec.device_type != device_type(slot)) {\n    const std::string planned", *PY_RUNTIME),
+    M("io-input-dtype-unchecked", METHOD_IO, "  if (spec.dtype != dtype_code(slot)) {\n    throw py::type_error(",
       "  if (false) {\n    throw py::type_error(", *PY_RUNTIME),
     M("io-freed-input-unchecked", METHOD_IO, "  if (p != ReadProblem::kNone) {\n    describe_tensor(o, false,",
       "  if (p != ReadProblem::kNone && p != ReadProblem::kFreed) {\n    describe_tensor(o, false,", *PY_RUNTIME),
     M("io-output-device-unchecked", METHOD_IO,
-      "if (spec.dtype != slot.dtype || spec.device_type != slot.device_type || "
-      "spec.device_index != slot.device_index) {",
-      "if (spec.dtype != slot.dtype) {", *PY_RUNTIME),
+      "if (spec.dtype != dtype_code(slot) || spec.device_type != device_type(slot) ||\n"
+      "      spec.device_index != device_index(slot)) {",
+      "if (spec.dtype != dtype_code(slot) || spec.device_type != device_type(slot) ||\n      false) {", *PY_RUNTIME),
     M("io-freed-output-unchecked", METHOD_IO, "  if (read_tensor(o, true, spec) != ReadProblem::kNone) {",
       "  if (const ReadProblem q = read_tensor(o, true, spec); q != ReadProblem::kNone && q != ReadProblem::kFreed) {",
       *PY_RUNTIME),
