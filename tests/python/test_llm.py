@@ -437,8 +437,8 @@ def test_generate_command_reuses_its_programs_and_no_cache_exports_again(tmp_pat
 
     def generate(*extra):
         proc = subprocess.run(
-            [sys.executable, "-m", "et_copy", "generate", "--arch", "qwen3", "--pick", "host", "--tokens", "4", "--max-seq-len", "16",
-             *extra],
+            [sys.executable, "-m", "et_copy", "generate", "--arch", "qwen3", "--pick", "host", "--tokens", "4",
+             "--max-seq-len", "16", *extra],
             capture_output=True, text=True, timeout=600, env=_command_env(tmp_path),
         )  # fmt: skip
         assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
