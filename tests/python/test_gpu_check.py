@@ -47,7 +47,8 @@ def test_the_llm_step_skips_naming_what_is_missing_without_a_gpu(tmp_path):
     assert not any(line.startswith(("PASS", "FAIL")) for line in lines), proc.stdout
 
 
-@pytest.mark.slow
+# A minute of export: in the costly tier (.ci/run-slow), beside the docs' slow blocks.
+@pytest.mark.costly
 def test_the_dry_run_exports_through_the_simulated_partitioner_and_generates_transformers_tokens(tmp_path):
     # llama at max_seq_len 8: the quickest tiny LLM (about 25 s here, 60 s on a loaded machine).
     proc = run(

@@ -234,7 +234,7 @@ def test_generate_command_takes_a_local_checkpoint_and_its_tokenizer(tmp_path):
     words.save(str(tmp_path / "tokenizer.json"))
     proc = subprocess.run(
         [sys.executable, "-m", "et_copy", "generate", "--checkpoint", str(tmp_path), "--text", "w5 w17 w3",
-         "--tokens", "4", "--max-seq-len", "16", "--no-baseline"],
+         "--tokens", "4", "--max-seq-len", "16", "--no-baseline", "--pick", "host"],
         capture_output=True, text=True, timeout=600, env=_command_env(tmp_path / "cache"),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
@@ -438,7 +438,7 @@ def test_generate_command_reuses_its_programs_and_no_cache_exports_again(tmp_pat
     def generate(*extra):
         proc = subprocess.run(
             [sys.executable, "-m", "et_copy", "generate", "--arch", "qwen3", "--pick", "host", "--tokens", "4",
-             "--max-seq-len", "16", *extra],
+             "--max-seq-len", "16", "--no-baseline", *extra],
             capture_output=True, text=True, timeout=600, env=_command_env(tmp_path),
         )  # fmt: skip
         assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
@@ -449,9 +449,9 @@ def test_generate_command_reuses_its_programs_and_no_cache_exports_again(tmp_pat
     first, tokens = generate()
     assert "exported it in" in first
     stored = sorted(cache.iterdir())
-    assert len(stored) == 2  # the device-state program and the host-state baseline
+    assert len(stored) == 1  # the device-state program (--no-baseline: no host-state baseline to store)
     second, tokens_again = generate()
     assert "reused the program exported before" in second and tokens_again == tokens
-    third, tokens_third = generate("--no-cache", "--no-baseline")
+    third, tokens_third = generate("--no-cache")
     assert "exported it in" in third and tokens_third == tokens
     assert sorted(cache.iterdir()) == stored  # --no-cache stores nothing
