@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "generate.h"
+#include "host_outputs.h"
 
 #include <et_copy/copy_ops.h>
 #include <et_copy/counting_device_allocator.h>
@@ -436,15 +437,9 @@ int run(const Options& opt) {
   // writes it there, or et_copy copies it out (a device output through the
   // DeviceAllocator).
   const auto& slots = (*method)->io().outputs;
-  std::vector<std::vector<uint8_t>> host(slots.size());
-  std::vector<et_copy::MethodOutput> outs(slots.size());
-  for (size_t i = 0; i < slots.size(); ++i) {
-    if (slots[i].tensor) {
-      host[i].resize(slots[i].nbytes);
-      outs[i].data = host[i].data();
-      outs[i].nbytes = host[i].size();
-    }
-  }
+  HostOutputs held(**method);
+  std::vector<std::vector<uint8_t>>& host = held.memory;
+  std::vector<et_copy::MethodOutput>& outs = held.outputs;
   if ((*method)->execute({inputs.data(), inputs.size()}, {outs.data(), outs.size()}, &report) != Error::Ok) {
     return fail("running method '" + opt.method + "'", report);
   }

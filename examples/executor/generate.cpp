@@ -1,4 +1,5 @@
 #include "generate.h"
+#include "host_outputs.h"
 
 #include <algorithm>
 #include <chrono>
@@ -67,15 +68,9 @@ Error step(Sequence& s, et_copy::LoadedMethod& method, const std::vector<int64_t
   const EValue inputs[] = {EValue(id_view.tensor()), EValue(position_view.tensor())};
   // Host memory for each tensor output, at its upper-bound size.
   const auto& slots = method.io().outputs;
-  std::vector<std::vector<uint8_t>> memory(slots.size());
-  std::vector<et_copy::MethodOutput> outputs(slots.size());
-  for (size_t i = 0; i < slots.size(); ++i) {
-    if (slots[i].tensor) {
-      memory[i].resize(slots[i].nbytes);
-      outputs[i].data = memory[i].data();
-      outputs[i].nbytes = memory[i].size();
-    }
-  }
+  HostOutputs held(method);
+  std::vector<std::vector<uint8_t>>& memory = held.memory;
+  std::vector<et_copy::MethodOutput>& outputs = held.outputs;
   if (slots.empty() || !slots[0].tensor) {
     report->error = Error::InvalidProgram;
     report->step = "reading the token";
