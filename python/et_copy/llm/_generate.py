@@ -140,22 +140,16 @@ class Session:
         self._sampling = _GREEDY
 
     def _run(self, method, kind: str, ids: Sequence[int], inputs: list, pick) -> Step:
-        import et_copy
-
         n = len(ids)
         if self.position + n > self.max_seq_len:
             raise ValueError(
                 f"et_copy.llm: the sequence would reach {self.position + n} tokens; the program holds "
                 f"{self.max_seq_len} (export_llm's max_seq_len)"
             )
-        before = et_copy.allocator_stats()
-        start = time.perf_counter()
-        out = method.execute(inputs)[0]
-        seconds = time.perf_counter() - start
-        after = et_copy.allocator_stats()
+        out, seconds, moved = _measured(method, inputs)
         self.position += n
         token = int(out[0]) if self.picks_on_device else pick(out[0], self.position - 1)
-        return Step(kind, n, token, seconds, *(after[k] - before[k] for k in _COUNTERS))
+        return Step(kind, n, token, seconds, *moved)
 
     def _run_ids(self, method, kind: str, ids: Sequence[int], pick) -> Step:
         inputs = [torch.tensor([list(ids)]), torch.arange(self.position, self.position + len(ids))]
@@ -246,20 +240,27 @@ class Session:
         return _Sampling(float(temperature), top_k or 0, seed)
 
     def _set_sampling(self, sampling: _Sampling) -> Step:
-        import et_copy
-
         inputs = [
             torch.tensor([sampling.temperature], dtype=torch.float32),
             torch.tensor([sampling.top_k]),
             torch.tensor([sampling.seed]),
         ]
-        before = et_copy.allocator_stats()
-        start = time.perf_counter()
-        self.set_sampling_method.execute(inputs)
-        seconds = time.perf_counter() - start
-        after = et_copy.allocator_stats()
+        _, seconds, moved = _measured(self.set_sampling_method, inputs)
         self._sampling = sampling
-        return Step(SET_SAMPLING, 0, -1, seconds, *(after[k] - before[k] for k in _COUNTERS))
+        return Step(SET_SAMPLING, 0, -1, seconds, *moved)
+
+
+def _measured(method, inputs: list):
+    """``method.execute(inputs)``'s first output, its seconds, and the
+    (h2d, d2h) bytes the allocator counted during it."""
+    import et_copy
+
+    before = et_copy.allocator_stats()
+    start = time.perf_counter()
+    out = method.execute(inputs)[0]
+    seconds = time.perf_counter() - start
+    after = et_copy.allocator_stats()
+    return out, seconds, tuple(after[k] - before[k] for k in _COUNTERS)
 
 
 def _greedy(logits: torch.Tensor, position: int = 0) -> int:
