@@ -172,9 +172,15 @@ def test_bench_llm_section_times_a_decode_step_on_both_runtimes_against_a_plain_
         "the same .pte's decode_next on et_copy.runtime",
         "caller-held state .pte on executorch.runtime",
         "plain host .pte (no device) on executorch.runtime",
+        "plain host .pte's decode_next on executorch.runtime",
     }
     assert section["baseline"] == "plain host .pte (no device) on executorch.runtime"
     assert section["pipeline"] == "the same .pte's decode_next on et_copy.runtime"
+    # The pipeline is held against the same steps without a device: decode_next in both.
+    assert section["pipeline_baseline"] == "plain host .pte's decode_next on executorch.runtime"
+    # Loading uploads the weights: more than the state crosses, and the time is reported.
+    assert section["load"]["h2d_bytes"] > 2 * section["state_nbytes"]
+    assert section["load"]["seconds"] > 0 and section["load"]["plain_seconds"] > 0
     # The state stays on the device, and so does the token: the device pipeline's decode step moves
     # nothing in and the 8-byte token out, never the caches.
     assert section["state_nbytes"] > 0
@@ -186,6 +192,7 @@ def test_bench_llm_section_times_a_decode_step_on_both_runtimes_against_a_plain_
     (pipeline,) = [t for t in doc["targets"] if "device pipeline (" in t["name"]]
     assert pipeline["unit"] == "x the plain host program" and pipeline["target"] == "<= 1.05"
     assert "LLM decode step" in proc.stdout
+    assert "weights uploaded" in proc.stdout
 
 
 def test_device_to_device_probe_copies_through_the_registered_allocator_and_counts_it():

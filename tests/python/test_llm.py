@@ -8,6 +8,7 @@ a reset reproduces the first run; state starts through counted h2d copies."""
 from __future__ import annotations
 
 import gc
+import re
 
 import pytest
 import torch
@@ -219,6 +220,15 @@ def test_generate_command_prints_device_state_beside_host_state_and_eager_all_eq
     assert device[2:] == ["0", "8", "True"], proc.stdout  # nothing in (decode_next), the token out, = eager
     assert host[-1] == "True" and int(host[2]) > 100 * 16, proc.stdout  # the whole state crosses, same tokens
     assert "Failed to load" not in proc.stderr and "cpuinfo" not in proc.stderr, proc.stderr  # quiet by default
+    # The load is timed, and what it uploaded is the weights and one session's state.
+    (load,) = [line for line in proc.stdout.splitlines() if line.startswith("load: ")]
+    state = int(re.search(r"(\d+) B of state per session", proc.stdout)[1])
+    uploaded, weights = map(int, re.search(r"(\d+) B uploaded \(the weights, (\d+) B", load).groups())
+    params = sum(p.numel() * p.element_size() for p in llm.tiny_model("qwen3_moe").parameters())
+    assert uploaded - weights == state and abs(weights - params) <= params // 100, (
+        load,
+        params,
+    )  # once, not per method
 
 
 def test_generate_command_takes_a_local_checkpoint_and_its_tokenizer(tmp_path):

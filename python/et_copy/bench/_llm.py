@@ -14,8 +14,15 @@ left with: the caches cross to the device and back every step).
 the rest of the cache holds (executorch.runtime never writes the state's
 start value), and the bench checks that they do before timing.
 ``decode_next`` runs at the positions after it, restarted at position 0
-(untimed) before it reaches the end of the cache: with a static cache, a
-step computes the same at every position."""
+(untimed) before it reaches the end of the cache; the plain host program
+has a ``decode_next`` too (its methods share their mutable buffers, as
+executorch's multi-method LLM exports do), run through the same positions
+and checked to pick the same tokens: the device pipeline's baseline. (A
+step at a later position costs more than one at position 0, so comparing
+``decode_next`` with ``decode`` at 0 would charge the pipeline for it.)
+
+The load is timed too: ``et_copy.runtime.load`` and the first method's
+load, which is when the device backend uploads the weights (counted)."""
 
 from __future__ import annotations
 
@@ -28,7 +35,9 @@ ET_COPY_RUNTIME = "the same .pte on et_copy.runtime"
 DECODE_NEXT = "the same .pte's decode_next on et_copy.runtime"
 HOST_STATE = "caller-held state .pte on executorch.runtime"
 PLAIN_HOST = "plain host .pte (no device) on executorch.runtime"
+PLAIN_NEXT = "plain host .pte's decode_next on executorch.runtime"
 BASELINE = PLAIN_HOST
+STEPS_CHECKED = 8  # decode_next picks compared with the plain program's before timing
 ARCHITECTURE = "qwen3_moe"  # attention only: position 0 reads no state it did not write
 
 
@@ -48,10 +57,13 @@ def decode_step(config: Config, *, max_seq_len: int = 64, progress=None) -> dict
         progress(f"llm: exporting a tiny {ARCHITECTURE} three ways (device state, host state, plain host)")
     device_pte = llm.export_llm(model, max_seq_len=max_seq_len, pick="device").buffer
     host_pte = llm.export_llm(model, max_seq_len=max_seq_len, pick="device", state_on_device=False).buffer
+    plain_pte = _plain_host_program(model, max_seq_len)  # kept: the loaded Program reads these bytes
+    # First, while no loaded program holds the weights (the backend shares them by content).
+    load = _timed_load(device_pte, plain_pte)
     theirs = Runtime.get().load_program(device_pte).load_method(llm.DECODE)
     host = Runtime.get().load_program(host_pte).load_method(llm.DECODE)
-    plain_pte = _plain_host_program(model, max_seq_len)  # kept: the loaded Program reads these bytes
-    plain = Runtime.get().load_program(plain_pte).load_method(llm.DECODE)
+    plain_program = Runtime.get().load_program(plain_pte)
+    plain, plain_next = plain_program.load_method(llm.DECODE), plain_program.load_method(llm.DECODE_NEXT)
     session = et_copy_runtime.load(device_pte).new_session()
     ours = session.load_method(llm.DECODE)
     following = session.load_method(llm.DECODE_NEXT)
@@ -66,7 +78,15 @@ def decode_step(config: Config, *, max_seq_len: int = 64, progress=None) -> dict
             raise RuntimeError(
                 f"et_copy bench: {name} picked token {got}, the host-state run {expected}; not timing it"
             )
-    ours.execute([token, pos])
+    picks = {}
+    for name, (first, then) in {DECODE_NEXT: (ours, following), PLAIN_NEXT: (plain, plain_next)}.items():
+        picks[name] = [int(first.execute([token, pos])[0][0])]
+        picks[name] += [int(then.execute([])[0][0]) for _ in range(STEPS_CHECKED)]
+    if picks[DECODE_NEXT] != picks[PLAIN_NEXT]:
+        raise RuntimeError(
+            f"et_copy bench: decode_next picked {picks[DECODE_NEXT]} on the device pipeline and "
+            f"{picks[PLAIN_NEXT]} in the plain host program; not timing it"
+        )
     s0 = et_copy.allocator_stats()
     following.execute([])
     s1 = et_copy.allocator_stats()
@@ -79,6 +99,7 @@ def decode_step(config: Config, *, max_seq_len: int = 64, progress=None) -> dict
             DECODE_NEXT: _decode_next_sampler(ours, following, token, pos, max_seq_len),
             HOST_STATE: python_sampler(lambda: host.execute(host_inputs)),
             PLAIN_HOST: python_sampler(lambda: plain.execute([token, pos])),
+            PLAIN_NEXT: _decode_next_sampler(plain, plain_next, token, pos, max_seq_len),
         },
         config,
     )
@@ -88,8 +109,10 @@ def decode_step(config: Config, *, max_seq_len: int = 64, progress=None) -> dict
         "state_nbytes": session.state_nbytes,
         "host_state_nbytes": sum(t.numel() * t.element_size() for t in state),
         "bytes_per_step": {"h2d": s1["h2d_bytes"] - s0["h2d_bytes"], "d2h": s1["d2h_bytes"] - s0["d2h_bytes"]},
+        "load": load,
         "baseline": BASELINE,
         "pipeline": DECODE_NEXT,
+        "pipeline_baseline": PLAIN_NEXT,
         "runtimes": [DEVICE_STATE, ET_COPY_RUNTIME],
         "results": results,
     }
@@ -100,7 +123,7 @@ def _decode_next_sampler(decode, decode_next, token, pos, max_seq_len: int):
     cache, a ``decode`` at position 0 (untimed) starts it over."""
     import time
 
-    position = [1]  # decode at 0 ran before timing
+    position = [max_seq_len]  # starts with a decode at 0
 
     def sample(iters: int) -> float:
         clock, total = time.perf_counter_ns, 0
@@ -117,18 +140,53 @@ def _decode_next_sampler(decode, decode_next, token, pos, max_seq_len: int):
     return sample
 
 
+def _timed_load(pte: bytes, plain_pte: bytes) -> dict:
+    """Seconds to load ``pte`` and its decode method on et_copy.runtime (the
+    device backend uploads the weights then) and the bytes that crossed,
+    beside the plain host program's load on executorch.runtime: one sample
+    each, as a user's load is."""
+    import time
+
+    from executorch.runtime import Runtime
+
+    import et_copy
+    from et_copy import llm
+    from et_copy import runtime as et_copy_runtime
+
+    s0, start = et_copy.allocator_stats(), time.perf_counter()
+    et_copy_runtime.load(pte).new_session().load_method(llm.DECODE)
+    seconds = time.perf_counter() - start
+    s1 = et_copy.allocator_stats()
+    start = time.perf_counter()
+    Runtime.get().load_program(plain_pte).load_method(llm.DECODE)
+    plain_seconds = time.perf_counter() - start
+    return {"seconds": seconds, "h2d_bytes": s1["h2d_bytes"] - s0["h2d_bytes"], "plain_seconds": plain_seconds}
+
+
 def _plain_host_program(model, max_seq_len: int) -> bytes:
-    """The decode step as ExecuTorch exports an LLM for the CPU: its caches
-    (and the sampler's state) host mutable buffers updated in place, no
-    device and no et_copy op; the token picked as on the device."""
+    """The decode steps as ExecuTorch exports an LLM for the CPU: ``decode``
+    and ``decode_next`` sharing their mutable buffers (the caches and the
+    sampler's state, updated in place), no device and no et_copy op; the
+    token picked as on the device."""
     import warnings
 
     from executorch.exir import ExecutorchBackendConfig, to_edge
+    from executorch.exir.passes import MemoryPlanningPass
 
     from et_copy import llm
 
+    from .._exir_fixes import lifted_constants_in_signature_order
+    from ..export import _entry
+
     step = llm.StatefulCausalLM(model, max_seq_len, pick="device").eval()
-    exported = torch.export.export(step, (torch.tensor([[0]]), torch.tensor([0])), strict=True)
-    with warnings.catch_warnings():
+    decode = torch.export.export(step, (torch.tensor([[0]]), torch.tensor([0])), strict=True)
+    with _entry(step, "decode_next"):
+        decode_next = torch.export.export(step, (), strict=True)
+    config = ExecutorchBackendConfig(
+        run_reinplace_pass=True,
+        memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=True),
+        emit_mutable_buffer_names=True,
+    )
+    with warnings.catch_warnings(), lifted_constants_in_signature_order():
         warnings.filterwarnings("ignore", "Mutation on a buffer in the model is detected", UserWarning)
-        return to_edge({llm.DECODE: exported}).to_executorch(ExecutorchBackendConfig(run_reinplace_pass=True)).buffer
+        return to_edge({llm.DECODE: decode, llm.DECODE_NEXT: decode_next}).to_executorch(config).buffer

@@ -78,8 +78,11 @@ def main(argv: list[str]) -> int:
     how = f"reused the program exported before ({program.path})" if program.hit else "exported it"
     print(f"model: {name}; {how} in {time.perf_counter() - start:.1f} s ({len(program.buffer)} B)")
     et_copy.use_simulated_device()
+    loading, start = et_copy.allocator_stats(), time.perf_counter()
     device = llm.DeviceLLM(program.buffer)
     session = device.new_session()
+    load_ms = (time.perf_counter() - start) * 1e3
+    uploaded = et_copy.allocator_stats()["h2d_bytes"] - loading["h2d_bytes"]
     before = et_copy.allocator_stats()["bytes_outstanding"]
     for _ in range(2):  # the first run warms up; the second is reported
         session.reset()
@@ -115,6 +118,10 @@ def main(argv: list[str]) -> int:
             f"decode ms/token, device state / host state: {ms:.2f} / {base_ms:.2f} = {ms / base_ms:.2f}x; "
             f"bytes per token {base_moved / moved:.0f}x fewer"
         )
+    print(
+        f"load: {load_ms:.1f} ms on et_copy.runtime, {uploaded} B uploaded (the weights, "
+        f"{uploaded - session.state_nbytes} B, once per program, and the first session's state)"
+    )
     print(
         f"device memory: {session.state_nbytes} B of state per session; a second session added {extra} B "
         f"(the scratch, {device.program.device_scratch_nbytes} B, and the weights are shared)"
