@@ -17,9 +17,8 @@ start value), and the bench checks that they do before timing.
 (untimed) before it reaches the end of the cache; the plain host program
 has a ``decode_next`` too (its methods share their mutable buffers, as
 executorch's multi-method LLM exports do), run through the same positions
-and checked to pick the same tokens: the device pipeline's baseline. (A
-step at a later position costs more than one at position 0, so comparing
-``decode_next`` with ``decode`` at 0 would charge the pipeline for it.)
+and checked to pick the same tokens: the device pipeline's baseline, the
+same steps with no device.
 
 The load is timed too: ``et_copy.runtime.load`` and the first method's
 load, which is when the device backend uploads the weights (counted)."""
