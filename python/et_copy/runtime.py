@@ -33,7 +33,6 @@ import enum
 import functools
 import operator
 import os
-from dataclasses import dataclass
 from typing import Any, Sequence, Union
 
 import torch
@@ -46,15 +45,12 @@ from ._tensors import DeviceTensor, empty
 
 __all__ = [
     "BackendRegistry",
-    "BufferMeta",
     "Method",
-    "MethodMeta",
     "MethodMetadata",
     "OperatorRegistry",
     "Program",
     "Runtime",
     "Session",
-    "TensorMeta",
     "TensorMetadata",
     "Verification",
     "load",
@@ -97,9 +93,14 @@ def _verification(value: Any) -> Verification:
 
 
 class TensorMetadata:
-    """A tensor's metadata with executorch.runtime's ``TensorInfo``
-    accessors: ``sizes()``, ``dtype()`` (ExecuTorch's ScalarType code),
-    ``is_memory_planned()``, ``nbytes()``."""
+    """A tensor input, output or attribute of a method, as the program
+    declares it, with executorch.runtime's ``TensorInfo`` accessors:
+    ``sizes()`` (the upper bound, for a dynamic shape), ``dtype()``
+    (ExecuTorch's ScalarType code), ``is_memory_planned()`` (in the method's
+    planned memory, else bound per call), ``nbytes()``; and what a device
+    program needs besides: ``device()`` ("cpu" or "cuda:N"), ``dim_order()``,
+    ``torch_dtype()`` (None for a ScalarType torch has no dtype for) and
+    ``name()``."""
 
     def __init__(self, d: dict) -> None:
         self._d = d
@@ -110,6 +111,9 @@ class TensorMetadata:
     def dtype(self) -> int:
         return self._d["dtype"]
 
+    def torch_dtype(self) -> torch.dtype | None:
+        return _DTYPES.get(self._d["dtype"])
+
     def is_memory_planned(self) -> bool:
         return self._d["memory_planned"]
 
@@ -119,9 +123,15 @@ class TensorMetadata:
     def name(self) -> str:
         return self._d["name"]
 
+    def device(self) -> str:
+        return str(Device(self._d["device_type"], self._d["device_index"]))
+
+    def dim_order(self) -> tuple[int, ...]:
+        return tuple(self._d["dim_order"])
+
     def __repr__(self) -> str:
         return (
-            f"TensorInfo(sizes={list(self.sizes())}, dtype={self.dtype()}, "
+            f"TensorMetadata(sizes={list(self.sizes())}, dtype={self.dtype()}, device={self.device()}, "
             f"is_memory_planned={self.is_memory_planned()}, nbytes={self.nbytes()})"
         )
 
@@ -132,7 +142,10 @@ class MethodMetadata:
     ``num_attributes()``, ``input_tensor_meta(i)``, ``output_tensor_meta(i)``,
     ``attribute_tensor_meta(i)`` (IndexError out of range, ValueError for a
     value that is not a tensor), ``num_memory_planned_buffers()``,
-    ``memory_planned_buffer_size(i)``."""
+    ``memory_planned_buffer_size(i)``; and, for a device program,
+    ``memory_planned_buffer_device(i)``, ``input_tag(i)`` / ``output_tag(i)``
+    (ExecuTorch's EValue Tag code of an input or output that is not a
+    tensor, None for a tensor)."""
 
     def __init__(self, d: dict) -> None:
         self._d = d
@@ -149,14 +162,21 @@ class MethodMetadata:
     def num_attributes(self) -> int:
         return len(self._d.get("attributes", ()))
 
-    def _tensor(self, kind: str, index: int) -> TensorMetadata:
+    def _entry(self, kind: str, index: int) -> dict | None:
         entries = self._d[kind]
         if not 0 <= index < len(entries):
             raise IndexError(f"{self.name()}: {kind[:-1]} {index} out of range (it has {len(entries)})")
-        entry = entries[index]
+        return entries[index]
+
+    def _tensor(self, kind: str, index: int) -> TensorMetadata:
+        entry = self._entry(kind, index)
         if entry is None or "tag" in entry:
             raise ValueError(f"{self.name()}: {kind[:-1]} {index} is not a tensor")
         return TensorMetadata(entry)
+
+    def _tag(self, kind: str, index: int) -> int | None:
+        entry = self._entry(kind, index)
+        return None if entry is None or "tag" not in entry else entry["tag"]
 
     def input_tensor_meta(self, index: int) -> TensorMetadata:
         return self._tensor("inputs", index)
@@ -167,14 +187,24 @@ class MethodMetadata:
     def attribute_tensor_meta(self, index: int) -> TensorMetadata:
         return self._tensor("attributes", index)
 
+    def input_tag(self, index: int) -> int | None:
+        return self._tag("inputs", index)
+
+    def output_tag(self, index: int) -> int | None:
+        return self._tag("outputs", index)
+
     def num_memory_planned_buffers(self) -> int:
         return len(self._d["planned_buffers"])
 
     def memory_planned_buffer_size(self, index: int) -> int:
         return self._d["planned_buffers"][index]["nbytes"]
 
+    def memory_planned_buffer_device(self, index: int) -> str:
+        b = self._d["planned_buffers"][index]
+        return str(Device(b["device_type"], b["device_index"]))
+
     def __repr__(self) -> str:
-        return f"MethodMeta(name={self.name()}, num_inputs={self.num_inputs()}, num_outputs={self.num_outputs()})"
+        return f"MethodMetadata(name={self.name()}, num_inputs={self.num_inputs()}, num_outputs={self.num_outputs()})"
 
 
 _DTYPES = {code: dtype for dtype, code in SCALAR_TYPE_CODES.items()}
@@ -197,81 +227,18 @@ def _load_wheel_libraries() -> None:
     _loaded_wheel_libraries = True
 
 
-@dataclass(frozen=True)
-class TensorMeta:
-    """A tensor input or output of a method, as the program declares it."""
-
-    name: str
-    dtype: torch.dtype | None  # None for a ScalarType torch has no dtype for
-    shape: tuple[int, ...]  # the upper bound, for a dynamic shape
-    dim_order: tuple[int, ...]
-    device: str  # "cpu" or "cuda:N"
-    memory_planned: bool  # lives in the method's planned memory (else bound per call)
-    nbytes: int
-
-
-@dataclass(frozen=True)
-class ValueMeta:
-    """A non-tensor input or output (int, float, bool, None)."""
-
-    tag: int  # ExecuTorch's EValue Tag code
-
-
-@dataclass(frozen=True)
-class BufferMeta:
-    """A memory-planned buffer of a method and the device it was allocated on."""
-
-    device: str
-    nbytes: int
-
-
-@dataclass(frozen=True)
-class MethodMeta:
-    name: str
-    inputs: tuple[TensorMeta | ValueMeta, ...]
-    outputs: tuple[TensorMeta | ValueMeta, ...]
-    planned_buffers: tuple[BufferMeta, ...]
-
-
-def _entry(d: dict) -> TensorMeta | ValueMeta:
-    if "tag" in d:
-        return ValueMeta(d["tag"])
-    return TensorMeta(
-        d["name"],
-        _DTYPES.get(d["dtype"]),
-        tuple(d["shape"]),
-        tuple(d["dim_order"]),
-        str(Device(d["device_type"], d["device_index"])),
-        d["memory_planned"],
-        d["nbytes"],
-    )
-
-
-def _meta(raw: dict) -> MethodMeta:
-    return MethodMeta(
-        raw["name"],
-        tuple(_entry(d) for d in raw["inputs"]),
-        tuple(_entry(d) for d in raw["outputs"]),
-        tuple(
-            BufferMeta(str(Device(b["device_type"], b["device_index"])), b["nbytes"]) for b in raw["planned_buffers"]
-        ),
-    )
-
-
 AnyTensor = Union[torch.Tensor, DeviceTensor]
 
 
 class Method:
-    """A loaded method: :attr:`meta` and :meth:`execute`. Not thread-safe: one
-    call at a time per Method (as ExecuTorch's Method)."""
+    """A loaded method: :attr:`metadata` and :meth:`execute`. Not
+    thread-safe: one call at a time per Method (as ExecuTorch's Method)."""
 
     def __init__(self, core: Any) -> None:
         self._core = core
         self.name: str = core.name
-        raw = core.meta()
-        self.meta: MethodMeta = _meta(raw)
-        self.metadata = MethodMetadata(raw)  # executorch.runtime's accessors
-        self._makers = [_maker(m) for m in self.meta.outputs]
+        self.metadata = MethodMetadata(core.meta())
+        self._makers = [_maker(self.metadata, i) for i in range(self.metadata.num_outputs())]
 
     def execute(self, inputs: Sequence[Any], *, outputs: Sequence[AnyTensor | None] | None = None) -> list[Any]:
         """Runs the method on ``inputs`` (torch tensors, DeviceTensors, Python
@@ -298,16 +265,18 @@ class Method:
         return [value if out is None else out for out, value in zip(outs, result)]
 
 
-def _maker(m: TensorMeta | ValueMeta):
-    """What makes a fresh tensor for an output on each call (None: not a
-    tensor). The bindings refused, at load, the outputs none can be made for."""
-    if not isinstance(m, TensorMeta):
+def _maker(metadata: MethodMetadata, index: int):
+    """What makes a fresh tensor for output ``index`` on each call (None: not
+    a tensor). The bindings refused, at load, the outputs none can be made for."""
+    if metadata.output_tag(index) is not None:
         return None
-    if m.device != "cpu":
-        return functools.partial(empty, m.shape, m.dtype, m.device, dynamic=True, dim_order=m.dim_order)
-    if list(m.dim_order) == sorted(m.dim_order):
-        return functools.partial(torch.empty, m.shape, dtype=m.dtype)
-    return functools.partial(torch.empty_permuted, m.shape, m.dim_order, dtype=m.dtype)
+    m = metadata.output_tensor_meta(index)
+    shape, dtype, dim_order, device = m.sizes(), m.torch_dtype(), m.dim_order(), m.device()
+    if device != "cpu":
+        return functools.partial(empty, shape, dtype, device, dynamic=True, dim_order=dim_order)
+    if list(dim_order) == sorted(dim_order):
+        return functools.partial(torch.empty, shape, dtype=dtype)
+    return functools.partial(torch.empty_permuted, shape, dim_order, dtype=dtype)
 
 
 class Session:

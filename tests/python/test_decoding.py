@@ -45,9 +45,9 @@ def test_resident_decoding_equals_eager_and_moves_only_token_position_and_logits
     et_copy.use_simulated_device()
     start = et_copy.allocator_stats()["bytes_outstanding"]
     method = et_copy.runtime.load(programs[0].buffer).load_method()
-    meta = method.meta
-    assert [m.device for m in meta.inputs] == ["cpu", "cpu", "cuda:0", "cuda:0"]
-    assert [m.device for m in meta.outputs] == ["cpu", "cuda:0", "cuda:0"]
+    meta = method.metadata
+    assert [meta.input_tensor_meta(i).device() for i in range(4)] == ["cpu", "cpu", "cuda:0", "cuda:0"]
+    assert [meta.output_tensor_meta(i).device() for i in range(3)] == ["cpu", "cuda:0", "cuda:0"]
     run = decoding.decode_resident(method, model, PROMPT, TOKENS)
     assert run.tokens == eager and len(run.tokens) == TOKENS
     logits = model.config.vocab * 4

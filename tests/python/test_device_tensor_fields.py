@@ -307,7 +307,7 @@ def test_a_quantized_tensor_in_a_permuted_layout_comes_back_with_its_shape_and_b
 
 
 def test_device_codes_are_executorchs_and_name_the_device_in_method_metadata():
-    # TensorMeta.device (et_copy.runtime) is str(Device(type, index)) of a program's codes.
+    # TensorMetadata.device() (et_copy.runtime) is str(Device(type, index)) of a program's codes.
     from et_copy import _device
     from executorch.exir.schema import DeviceType
 

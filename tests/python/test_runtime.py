@@ -50,19 +50,36 @@ def test_program_loads_from_a_path_or_bytes_and_lists_its_methods(programs):
         assert runtime.load(source).method_names == {"forward"}
 
 
-def test_meta_gives_each_input_output_and_planned_buffer_with_its_device(programs):
-    meta = runtime.load(programs / "stage_a.pte").load_method("forward").meta
-    (inp,), (out,) = meta.inputs, meta.outputs
-    assert (inp.dtype, inp.shape, inp.device, inp.memory_planned) == (torch.float32, (2, 8), "cuda:0", False)
-    assert (out.dtype, out.shape, out.device, out.memory_planned) == (torch.float32, (2, 16), "cuda:0", False)
-    meta = runtime.load(programs / "affine.pte").load_method("forward").meta
-    assert [m.device for m in meta.inputs] == ["cpu", "cpu"]
-    assert [(m.dtype, m.shape, m.device) for m in meta.outputs] == [
+def test_metadata_gives_each_input_output_and_planned_buffer_with_its_device(programs):
+    meta = runtime.load(programs / "stage_a.pte").load_method("forward").metadata
+    assert (meta.num_inputs(), meta.num_outputs()) == (1, 1)
+    inp, out = meta.input_tensor_meta(0), meta.output_tensor_meta(0)
+    assert (inp.torch_dtype(), inp.sizes(), inp.device(), inp.is_memory_planned()) == (
+        torch.float32,
+        (2, 8),
+        "cuda:0",
+        False,
+    )
+    assert (out.torch_dtype(), out.sizes(), out.device(), out.is_memory_planned()) == (
+        torch.float32,
+        (2, 16),
+        "cuda:0",
+        False,
+    )
+    assert "device=cuda:0" in repr(inp) and repr(meta).startswith("MethodMetadata(name=forward,")
+    meta = runtime.load(programs / "affine.pte").load_method("forward").metadata
+    assert [meta.input_tensor_meta(i).device() for i in range(meta.num_inputs())] == ["cpu", "cpu"]
+    outs = [meta.output_tensor_meta(i) for i in range(meta.num_outputs())]
+    assert [(m.torch_dtype(), m.sizes(), m.device()) for m in outs] == [
         (torch.float32, (3, 4), "cpu"),
         (torch.float32, (), "cpu"),
     ]
-    assert {b.device for b in meta.planned_buffers} == {"cpu", "cuda:0"}
-    assert all(b.nbytes > 0 for b in meta.planned_buffers if b.device == "cuda:0")
+    buffers = [
+        (meta.memory_planned_buffer_device(i), meta.memory_planned_buffer_size(i))
+        for i in range(meta.num_memory_planned_buffers())
+    ]
+    assert {device for device, _ in buffers} == {"cpu", "cuda:0"}
+    assert all(nbytes > 0 for device, nbytes in buffers if device == "cuda:0")
 
 
 def test_arithmetic_between_the_copies_equals_eager_with_one_copy_per_input_and_output(programs, data):

@@ -57,7 +57,7 @@ def refused(before: dict) -> None:
 
 def test_a_device_input_on_another_device_index_than_planned_is_refused_naming_it(programs, data, two_devices):
     method = runtime.load(programs / "stage_a.pte").load_method()
-    assert method.meta.inputs[0].device == "cuda:0"
+    assert method.metadata.input_tensor_meta(0).device() == "cuda:0"
     on_1 = et_copy.h2d_copy(data["stage"], device="cuda:1")
     before = counters()
     with pytest.raises(ValueError, match=r"input 0 .*is planned on cuda:0, got a tensor on cuda:1"):
@@ -156,7 +156,8 @@ def test_a_host_output_no_device_copy_fills_is_copied_out_into_a_tensor_of_exact
     x, y = data["affine"]
     pte = to_edge(torch.export.export(Affine(), (x, y), strict=False)).to_executorch().buffer
     method = runtime.load(pte).load_method()
-    assert method.meta.outputs[0].memory_planned and method.meta.outputs[0].device == "cpu"
+    out = method.metadata.output_tensor_meta(0)
+    assert out.is_memory_planned() and out.device() == "cpu"
     exact = torch.zeros(3, 4)
     (got,) = method.execute([x, y], outputs=[exact])
     assert got is exact

@@ -94,7 +94,7 @@ def test_a_method_that_only_writes_state_and_one_with_no_input_share_it():
     et_copy.use_simulated_device()
     session = et_copy.runtime.load(program.buffer).new_session()
     set_, step = session.load_method("forward"), session.load_method("step")
-    assert step.meta.inputs == ()
+    assert step.metadata.num_inputs() == 0
     assert int(set_.execute([torch.tensor([3])])[0][0]) == 4
     before = et_copy.allocator_stats()
     assert [int(step.execute([])[0][0]) for _ in range(3)] == [60, 70, 80]

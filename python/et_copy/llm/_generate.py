@@ -118,8 +118,7 @@ class Session:
         self._core = core
         self.prefill_method = core.load_method(PREFILL)
         self.decode_method = core.load_method(DECODE)
-        out = self.decode_method.meta.outputs[0]
-        self.picks_on_device = out.dtype == torch.int64
+        self.picks_on_device = self.decode_method.metadata.output_tensor_meta(0).torch_dtype() == torch.int64
         # Programs of export_llm(pick="device") decode their own last pick and sample on the device.
         self.decode_next_method = core.load_method(DECODE_NEXT) if DECODE_NEXT in methods else None
         self.set_sampling_method = core.load_method(SET_SAMPLING) if SET_SAMPLING in methods else None
