@@ -104,24 +104,25 @@ _GREEDY = _Sampling()  # what a fresh or reset device state holds
 
 
 class Session:
-    """One sequence: its state on the device, its position, and
+    """One sequence: an :class:`et_copy.runtime.Session` (its state on the
+    device) with the LLM's methods loaded on it, its position, and
     :meth:`generate`. :meth:`reset` starts over."""
 
     def __init__(
         self,
-        core: Any,
+        session: Any,
         max_seq_len: int,
         max_prompt_len: int,
         max_top_k: int | None = None,
         methods: frozenset[str] = frozenset(),
     ) -> None:
-        self._core = core
-        self.prefill_method = core.load_method(PREFILL)
-        self.decode_method = core.load_method(DECODE)
+        self._session = session
+        self.prefill_method = session.load_method(PREFILL)
+        self.decode_method = session.load_method(DECODE)
         self.picks_on_device = self.decode_method.metadata.output_tensor_meta(0).torch_dtype() == torch.int64
         # Programs of export_llm(pick="device") decode their own last pick and sample on the device.
-        self.decode_next_method = core.load_method(DECODE_NEXT) if DECODE_NEXT in methods else None
-        self.set_sampling_method = core.load_method(SET_SAMPLING) if SET_SAMPLING in methods else None
+        self.decode_next_method = session.load_method(DECODE_NEXT) if DECODE_NEXT in methods else None
+        self.set_sampling_method = session.load_method(SET_SAMPLING) if SET_SAMPLING in methods else None
         self.max_top_k = max_top_k
         self.max_prompt_len = max_prompt_len
         self.max_seq_len = max_seq_len
@@ -130,11 +131,11 @@ class Session:
 
     @property
     def state_nbytes(self) -> int:
-        return self._core.state_nbytes
+        return self._session.state_nbytes
 
     def reset(self) -> None:
         """Back to an empty sequence: the state's start, through counted h2d copies."""
-        self._core.reset()
+        self._session.reset()
         self.position = 0
         self._sampling = _GREEDY
 
