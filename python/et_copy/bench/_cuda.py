@@ -76,7 +76,7 @@ def _worker(out_path: str, params: dict) -> int:
 
     import et_copy
 
-    from . import _loops
+    from .._C import loops as _loops
 
     et_copy.use_cuda()
     config = Config(repeats=params["repeats"], sample_s=params["sample_s"])
@@ -157,7 +157,7 @@ def _worker(out_path: str, params: dict) -> int:
         dev.free()
         del pageable, pinned, host_out, pinned_out, dev, tdev
     how = (
-        "et_copy.bench._loops.cuda_raw_memcpy (static cudart)"
+        "et_copy._C.loops.cuda_raw_memcpy (static cudart)"
         if raw is not None
         else "ctypes, torch's libcudart"
         if cudart is not None
