@@ -287,6 +287,7 @@ class Method:
         every value before anything runs.
         """
         makers = self._makers
+        outs: Sequence[AnyTensor | None]
         if outputs is None:
             outs = [make() if make is not None else None for make in makers]
         elif isinstance(outputs, (list, tuple)) and len(outputs) == len(makers):
@@ -303,6 +304,7 @@ def _maker(m: TensorMeta | ValueMeta):
     tensor). The bindings refused, at load, the outputs none can be made for."""
     if not isinstance(m, TensorMeta):
         return None
+    assert m.dtype is not None  # the bindings refused, at load, an output whose dtype torch lacks
     if m.device != "cpu":
         return functools.partial(empty, m.shape, m.dtype, m.device, dynamic=True, dim_order=m.dim_order)
     if list(m.dim_order) == sorted(m.dim_order):
@@ -472,7 +474,7 @@ class Runtime:
         EtCopyError (InvalidProgram, ...) for a malformed program and
         TypeError for what is none of these."""
         level = int(_verification(verification))
-        options = {
+        options: dict[str, Any] = {
             "verification": level,
             "data_path": None if data_path is None else os.fspath(data_path),
             "enable_etdump": bool(enable_etdump),

@@ -104,6 +104,7 @@ def _worker(out_path: str, params: dict) -> int:
         if raw is not None:
             name = "h2d" if kind == CUDA_MEMCPY_HOST_TO_DEVICE else "d2h"
             return lambda: raw(dst, src, n, name)
+        assert cudart is not None  # loaded whenever raw is None
 
         def call():
             err = cudart.cudaMemcpy(ctypes.c_void_p(dst), ctypes.c_void_p(src), n, kind)
