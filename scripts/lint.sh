@@ -9,5 +9,7 @@ cd "$(dirname "$0")/.."
 ruff check .
 ruff format --check .
 git ls-files '*.cpp' '*.h' | xargs clang-format --dry-run -Werror
-"${PYTHON:-python3}" -m mypy
+python="${PYTHON:-python3}"
+"$python" -c "import mypy" 2>/dev/null || { echo "lint: $python has no mypy: pip install '.[test]', or set PYTHON"; exit 1; }
+"$python" -m mypy
 echo "lint: clean"
