@@ -31,7 +31,7 @@ import time
 import et_copy
 import torch
 from et_copy import cuda as _cuda
-from et_copy.bench import _loops
+from et_copy._C import loops as _loops
 
 UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 

@@ -19,6 +19,7 @@
 // changed; the allocator counted exactly the copies that happened.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
@@ -339,8 +340,19 @@ extern "C" void et_pal_emit_log_message(et_timestamp_t, et_pal_log_level_t, cons
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   executorch::runtime::runtime_init();
-  et_copy::register_kernels();
-  et_copy::use_simulated_device();
+  // Without the kernels or the simulated device every input would only be rejected: stop instead.
+  for (const auto& r : et_copy::register_kernels()) {
+    if (r.outcome == et_copy::Registration::kFailed) {
+      std::fprintf(stderr, "et_copy fuzz: cannot register %s\n", r.op_name);
+      std::abort();
+    }
+  }
+  const et_copy::Registration device = et_copy::use_simulated_device();
+  if (device != et_copy::Registration::kRegistered && device != et_copy::Registration::kAlreadyOurs) {
+    std::fprintf(stderr, "et_copy fuzz: cannot serve CUDA with the simulated device (%s)\n",
+                 et_copy::registration_name(device));
+    std::abort();
+  }
   return 0;
 }
 

@@ -197,7 +197,7 @@ class Runner:
         installed = Path(spec.origin).parent
         dst = self.pkg / "et_copy"
         shutil.copytree(self.tree / "python" / "et_copy", dst, dirs_exist_ok=True)
-        for so in list(installed.glob("_C*.so")) + list((installed / "bench").glob("_loops*.so")):
+        for so in installed.glob("_C*.so"):
             target = dst / so.relative_to(installed)
             if not target.exists() or target.read_bytes() != so.read_bytes():
                 shutil.copy2(so, target)

@@ -14,6 +14,7 @@
 #include "cuda.h"
 #endif
 #include "failure.h"
+#include "loops.h"
 #include "program.h"
 
 namespace py = pybind11;
@@ -156,4 +157,8 @@ PYBIND11_MODULE(_C, m) {
 #ifdef ET_COPY_WITH_CUDA
   bind_cuda(m);
 #endif
+  // In _C, not an extension of its own: a second extension would link a
+  // second copy of the runtime (registry lock, served() cache, kernels).
+  py::module_ loops = m.def_submodule("loops");
+  bind_loops(loops);
 }

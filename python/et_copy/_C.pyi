@@ -1,11 +1,20 @@
 """Type stub for et_copy's compiled core (use the et_copy package instead)."""
 
-from typing import Any, Sequence, TypeVar
+from types import ModuleType
+from typing import Literal, Sequence, TypeAlias, TypedDict, TypeVar, final
 
 import torch
-from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12
+from typing_extensions import (
+    Buffer,  # collections.abc.Buffer from Python 3.12
+    CapsuleType,  # types.CapsuleType from Python 3.13
+)
+
+from ._device import Device
 
 _T = TypeVar("_T", bound="DeviceTensor")
+# What the copies read (python/bindings/tensor_reader.cpp), and out, which they return.
+_Tensor: TypeAlias = "torch.Tensor | DeviceTensor"
+_Out = TypeVar("_Out", bound="torch.Tensor | DeviceTensor")
 
 H2D_COPY_OUT: str
 D2H_COPY_OUT: str
@@ -27,20 +36,38 @@ class EtCopyError(RuntimeError):
     ) -> None: ...
 
 # The copies read torch tensors and et_copy.DeviceTensors themselves
-# (python/bindings/tensor_reader.cpp) and return out.
-def h2d_copy(self: Any, out: Any, dynamic_out: bool) -> Any: ...
-def d2h_copy(self: Any, out: Any, dynamic_out: bool) -> Any: ...
-def run_registered(op: str, self: Any, out: Any, dynamic_out: bool) -> Any: ...
-def dense_strides(sizes: list[int], dim_order: list[int]) -> list[int]: ...
-def dim_order_of(strides: tuple[int, ...] | list[int]) -> list[int]: ...
-def dtype_codes() -> dict[Any, int]: ...
+# (python/bindings/tensor_reader.cpp) and return out. Raw METH_FASTCALL
+# functions: positional arguments only.
+def h2d_copy(self: _Tensor, out: _Out, dynamic_out: bool, /) -> _Out: ...
+def d2h_copy(self: _Tensor, out: _Out, dynamic_out: bool, /) -> _Out: ...
+def run_registered(op: str, self: _Tensor, out: _Out, dynamic_out: bool) -> _Out: ...
+def dense_strides(sizes: Sequence[int], dim_order: Sequence[int]) -> list[int]: ...
+def dim_order_of(strides: Sequence[int]) -> list[int]: ...
+def dtype_codes() -> dict[torch.dtype, int]: ...
 def unsupported_dtype_message(dtype: object, op: str, arg: str) -> str: ...
-def register_kernels() -> list[tuple[str, str, str]]: ...
-def kernel_owner(op: str) -> str: ...
-def use_simulated_device(device_count: int, host_readable: bool | None) -> str: ...
-def register_simulated_device_backend() -> str: ...
+
+# et_copy::registration_name's words.
+_Outcome = Literal["registered", "already et_copy", "already other", "failed", "absent"]
+
+# (op name, outcome, ExecuTorch Error name) per kernel.
+def register_kernels() -> list[tuple[str, _Outcome, str]]: ...
+def kernel_owner(op: str) -> Literal["already et_copy", "already other", "absent"]: ...
+def use_simulated_device(device_count: int, host_readable: bool | None) -> Literal["registered", "already et_copy"]: ...
+def register_simulated_device_backend() -> Literal["registered", "already et_copy"]: ...
 def describe_allocator(device_type: int) -> str: ...
-def allocator_info(device_type: int) -> dict[str, Any] | None: ...
+
+@final
+class AllocatorInfo(TypedDict):
+    owner: Literal["et_copy", "other"]
+    name: str  # "simulated", "cuda"; "unknown" for another library's
+    device_count: int | None
+    device_count_error: str | None  # the Error name when counting failed
+    host_readable: bool | None  # the simulated device's mode for new allocations; None for others
+
+def allocator_info(device_type: int) -> AllocatorInfo | None: ...
+
+# allocations, deallocations, live_allocations, bytes_outstanding,
+# peak_bytes_outstanding, h2d/d2h/d2d _copies and _bytes, failed_calls.
 def allocator_stats(device_type: int) -> dict[str, int]: ...
 
 # SimulatedDeviceAllocator::kDefaultHostReadable: the simulated device's one default mode.
@@ -57,16 +84,41 @@ def simulated_device_write(ptr: int, data: Buffer, device_index: int) -> None: .
 # Present only when built with the CUDA toolkit (WITH_CUDA is then True).
 WITH_CUDA: bool
 
-def cuda_status() -> dict[str, Any]: ...
-def cuda_device_properties(index: int) -> dict[str, Any]: ...
-def use_cuda() -> str: ...
-def cuda_copy_config() -> dict[str, Any]: ...
+@final
+class CudaStatus(TypedDict):
+    runtime_version: int
+    driver_version: int  # 0: no driver
+    device_count: int | None  # None when CUDA is unusable
+    error: str | None  # the ExecuTorch Error name
+    cuda_error: str | None  # e.g. "cudaErrorInsufficientDriver"
+    message: str
+
+@final
+class CudaDeviceProperties(TypedDict):
+    index: int
+    name: str
+    compute_capability: tuple[int, int]
+    total_memory: int
+    pci_bus_id: str
+
+@final
+class CudaCopyConfig(TypedDict):
+    pageable: Literal["staged", "direct"]
+    staging_threshold: int
+    chunk_bytes: int
+
+def cuda_status() -> CudaStatus: ...
+def cuda_device_properties(index: int) -> CudaDeviceProperties: ...
+def use_cuda() -> Literal["registered", "already et_copy"]: ...
+def cuda_copy_config() -> CudaCopyConfig: ...
 def set_cuda_copy_config(pageable: str, staging_threshold: int, chunk_bytes: int) -> None: ...
 def cuda_register_host(ptr: int, nbytes: int) -> None: ...
 def cuda_unregister_host(ptr: int) -> None: ...
+
+# A DLPack capsule over CUDA memory that keeps `owner` alive until the consumer frees it.
 def cuda_dlpack(
-    owner: object, ptr: int, device: int, shape: list[int], strides: list[int], code: int, bits: int
-) -> Any: ...
+    owner: object, ptr: int, device: int, shape: Sequence[int], strides: Sequence[int], code: int, bits: int
+) -> CapsuleType: ...
 
 class DeviceBuffer:
     def __init__(self, nbytes: int, device_type: int, device_index: int, alignment: int) -> None: ...
@@ -89,7 +141,7 @@ class DeviceTensor:
         cls: type[_T],
         buffer: DeviceBuffer,
         dtype: torch.dtype,
-        device: tuple[int, int],
+        device: Device,
         shape: Sequence[int],
         dim_order: Sequence[int] | None,
         dynamic: bool,
@@ -99,7 +151,7 @@ class DeviceTensor:
         cls: type[_T],
         shape: Sequence[int],
         dtype: torch.dtype,
-        device: tuple[int, int],
+        device: Device,
         dim_order: Sequence[int] | None,
         dynamic: bool,
         alignment: int,
@@ -111,7 +163,7 @@ class DeviceTensor:
     @property
     def dtype(self) -> torch.dtype: ...
     @property
-    def device(self) -> tuple[int, int]: ...  # the tuple it was made with: et_copy's Device
+    def device(self) -> Device: ...  # the (type, index) tuple it was made with
     @property
     def dim_order(self) -> tuple[int, ...]: ...
     @property
@@ -131,6 +183,54 @@ class DeviceTensor:
     def data_ptr(self) -> int: ...
     def free(self) -> None: ...
 
+# A method's metadata (python/bindings/program.cpp): each tensor's TensorInfo,
+# a {"tag": EValue Tag code} for any other value (-1: unreadable), and the
+# planned buffers with the device the program names.
+@final
+class TensorInfo(TypedDict):
+    name: str
+    dtype: int  # ExecuTorch ScalarType code
+    shape: list[int]
+    dim_order: list[int]
+    nbytes: int
+    memory_planned: bool
+
+@final
+class LoadedTensorInfo(TypedDict):  # TensorInfo and the device the loaded method holds the tensor on
+    name: str
+    dtype: int
+    shape: list[int]
+    dim_order: list[int]
+    nbytes: int
+    memory_planned: bool
+    device_type: int
+    device_index: int
+
+@final
+class ValueInfo(TypedDict):
+    tag: int
+
+@final
+class PlannedBufferInfo(TypedDict):
+    device_type: int
+    device_index: int
+    nbytes: int
+
+@final
+class ProgramMethodMeta(TypedDict):  # Program.method_meta: read from the program alone
+    name: str
+    inputs: list[TensorInfo | ValueInfo | None]  # None: a tensor whose TensorInfo is unreadable
+    outputs: list[TensorInfo | ValueInfo | None]
+    attributes: list[TensorInfo]
+    planned_buffers: list[PlannedBufferInfo]
+
+@final
+class MethodMeta(TypedDict):  # Method.meta: as loaded
+    name: str
+    inputs: list[LoadedTensorInfo | ValueInfo]
+    outputs: list[LoadedTensorInfo | ValueInfo]
+    planned_buffers: list[PlannedBufferInfo]
+
 # et_copy.runtime's core (python/bindings/program.cpp); use et_copy.runtime.
 class Program:
     @property
@@ -140,7 +240,7 @@ class Program:
     @property
     def device_scratch_nbytes(self) -> int: ...
     def new_session(self) -> Session: ...
-    def method_meta(self, name: str) -> dict[str, Any]: ...
+    def method_meta(self, name: str) -> ProgramMethodMeta: ...
     # The ETDump profile recorded since the last write (loaded with enable_etdump=True).
     def write_etdump(self, path: str, debug_buffer_path: str | None = None) -> None: ...
 
@@ -156,9 +256,15 @@ class Session:
 class Method:
     @property
     def name(self) -> str: ...
-    def meta(self) -> dict[str, Any]: ...
+    def meta(self) -> MethodMeta: ...
     # Checks every value first (method_io.cpp): TypeError, ValueError or EtCopyError.
-    def execute(self, inputs: list[Any] | tuple[Any, ...], outputs: list[Any] | tuple[Any, ...]) -> list[Any]: ...
+    # outputs: per output None (not a tensor) or the tensor that receives it. Returns
+    # per tensor output None, per other output its value.
+    def execute(
+        self,
+        inputs: list[_Tensor | int | float | bool] | tuple[_Tensor | int | float | bool, ...],
+        outputs: list[_Tensor | None] | tuple[_Tensor | None, ...],
+    ) -> list[int | float | bool | None]: ...
 
 # verification: 0 Minimal, 1 InternalConsistency; data_path: a .ptd file; enable_etdump: an ETDump
 # profile of every method, with debug_buffer_size bytes for the host tensors it logs.
@@ -189,3 +295,25 @@ def device_backends() -> list[str]: ...
 def operator_names() -> set[str]: ...
 def backend_names() -> list[str]: ...
 def set_forwarded_log_levels(info_and_debug: bool) -> bool: ...
+
+# The benchmark's C++ timing loops and the tests' device probes
+# (python/bindings/loops.cpp): the submodule et_copy._C.loops, reached as an
+# attribute (`from et_copy._C import loops`), not importable by its dotted name.
+class _Loops(ModuleType):
+    @staticmethod
+    def bench_kernel(
+        kind: str, nbytes: int, iters: int, repeats: int, host: int = 0, device: int = 0
+    ) -> list[float]: ...
+    @staticmethod
+    def bench_memcpy(dst: int, src: int, nbytes: int, iters: int, repeats: int) -> list[float]: ...
+    @staticmethod
+    def device_to_device(dst: int, src: int, nbytes: int, device_index: int) -> None: ...
+    @staticmethod
+    def kernel_address(kind: str) -> int: ...
+    # Present only when built with the CUDA toolkit.
+    @staticmethod
+    def cuda_raw_memcpy(dst: int, src: int, nbytes: int, kind: str) -> None: ...
+    @staticmethod
+    def cuda_pointer_device(ptr: int) -> int: ...
+
+loops: _Loops

@@ -10,7 +10,7 @@ CUDA = 1
 
 class Device(NamedTuple):
     type: int  # ExecuTorch DeviceType code
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index on purpose: torch.device spells it .index
 
     def __str__(self) -> str:
         return "cpu" if self.type == CPU else f"cuda:{self.index}"

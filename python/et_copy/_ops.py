@@ -5,7 +5,7 @@ argument."""
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Sequence, TypeVar, Union, overload
 
 import torch
 
@@ -19,8 +19,15 @@ D2H_COPY_OUT = "et_copy::_d2h_copy.out"
 _MAX_DIMS = 16  # ExecuTorch's kTensorDimensionLimit
 
 AnyTensor = Union[torch.Tensor, DeviceTensor]
+_Out = TypeVar("_Out", torch.Tensor, DeviceTensor)
 
 
+@overload
+def h2d_copy(
+    self: AnyTensor, *, out: None = None, device: str = "cuda:0", dynamic_out: bool = False
+) -> DeviceTensor: ...
+@overload
+def h2d_copy(self: AnyTensor, *, out: _Out, device: str = "cuda:0", dynamic_out: bool = False) -> _Out: ...
 def h2d_copy(
     self: AnyTensor, *, out: AnyTensor | None = None, device: str = "cuda:0", dynamic_out: bool = False
 ) -> AnyTensor:
@@ -39,6 +46,7 @@ def h2d_copy(
 
 def _device_tensor_like(self: object, device: str) -> DeviceTensor:
     op = H2D_COPY_OUT
+    order: Sequence[int]
     if isinstance(self, DeviceTensor):
         order = self.dim_order  # the kernel then rejects the direction, by name
     elif isinstance(self, torch.Tensor):

@@ -42,7 +42,7 @@ def register_kernels() -> dict[str, str]:
     wheel_kernels = _wheel_library("libexecutorch_kernels_optimized.so")
     if wheel_kernels is not None:
         ctypes.CDLL(wheel_kernels, mode=ctypes.RTLD_GLOBAL)
-    result = {}
+    result: dict[str, str] = {}
     for op, outcome, error in _C.register_kernels():
         if outcome == "failed":
             raise EtCopyError(f"et_copy.register_kernels: ExecuTorch refused to register {op}", error=error)
@@ -114,7 +114,7 @@ def allocator_stats(device: str = "cuda") -> dict[str, int]:
     return dict(_C.allocator_stats(CUDA))
 
 
-def allocator_info(device: str = "cuda") -> dict | None:
+def allocator_info(device: str = "cuda") -> _C.AllocatorInfo | None:
     """Who serves ``device``: None, or a dict with owner ("et_copy" or
     "other"), name, device_count (or device_count_error), and host_readable:
     the simulated device's mode for new allocations (see

@@ -28,6 +28,7 @@ finds it already loaded instead of defining the namespace again.
 
 from __future__ import annotations
 
+import importlib.abc
 import importlib.machinery
 import importlib.util
 import os
@@ -168,7 +169,7 @@ def _load_executorch_registry() -> bool:
     return True
 
 
-class _AdoptedRegistryFinder:
+class _AdoptedRegistryFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Answers the first import of executorch's registry with the module
     ensure_registered already ran; declines every other name."""
 

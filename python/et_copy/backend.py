@@ -164,6 +164,8 @@ class _ArenaPlanningPass(MemoryPlanningPass):
     the state: every mutable buffer goes to its offset in ``layout`` in one
     extra buffer at the end (the arena), whose size is ``arena_nbytes``."""
 
+    alloc_mutable_buffers: bool  # MemoryPlanningPass's option; run() switches it per graph
+
     def __init__(self, layout: dict[str, StateSlot], arena_nbytes: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.layout, self.arena_nbytes = layout, arena_nbytes

@@ -86,7 +86,7 @@ def cuda_status() -> dict[str, Any]:
             "message": _NOT_BUILT,
             "devices": [],
         }
-    status = dict(_C.cuda_status())
+    status: dict[str, Any] = dict(_C.cuda_status())
     status["built"] = True
     status["devices"] = [dict(_C.cuda_device_properties(i)) for i in range(status["device_count"] or 0)]
     return status

@@ -18,10 +18,11 @@ takes seconds: ``import et_copy`` does not import this module.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import torch
 from executorch.exir import (
@@ -120,6 +121,8 @@ class DevicePlanningPass(MemoryPlanningPass):
     memory: that works with et_copy's simulated device (host memory) only. On
     a real GPU keep the program copy-only, or use a delegate.
     """
+
+    alloc_mutable_buffers: bool  # MemoryPlanningPass's option; run() switches it per graph
 
     def __init__(
         self,
@@ -277,7 +280,7 @@ def _keep_resident(
         node.meta["spec"].device, node.meta["spec"].device_index = spec.device, spec.device_index
         _drop_copy(graph_module, copy, node)
     out_node = graph_module.graph.output_node()
-    results = list(out_node.args[0])
+    results = list(cast(Sequence[torch.fx.Node], out_node.args[0]))  # the output node's one argument
     user = [k for k, s in enumerate(signature.output_specs) if s.kind == OutputKind.USER_OUTPUT]
     for j in outputs:
         copy = results[user[j]]
@@ -286,6 +289,7 @@ def _keep_resident(
                 f"{op}: resident output {j} is not a device backend's output, so it has no device to stay on"
             )
         source = copy.args[0]
+        assert isinstance(source, torch.fx.Node)  # a d2h copy's self
         results[user[j]] = source
         out_node.args = (tuple(results),)
         if not copy.users:
@@ -571,7 +575,9 @@ def _export_through_backend(
     executorch's PropagateDevicePass copies around it. None when the
     partitioner delegated nothing (a module with nothing to compute)."""
     exported = {
-        name: _stage(op, name, "export", strict, lambda i=inputs: _export(module, i, i.dynamic_shapes, strict))
+        name: _stage(
+            op, name, "export", strict, functools.partial(_export, module, inputs, inputs.dynamic_shapes, strict)
+        )
         for name, inputs in methods.items()
     }
     edge = _stage(
@@ -637,7 +643,7 @@ def _export_copy_only(
             if insert_copies:
                 shapes = _boundary_dynamic_shapes(module, shapes, len(inputs.args), list(inputs.kwargs))
             exported[name] = _stage(
-                op, name, "export", strict, lambda i=inputs, d=shapes: _export(wrapped, i, d, strict, entry="forward")
+                op, name, "export", strict, functools.partial(_export, wrapped, inputs, shapes, strict, entry="forward")
             )
     edge = _stage(
         op,
@@ -734,7 +740,7 @@ def _stage(op: str, method: str | None, stage: str, strict: bool, run: Callable[
 def _keep_initial_state(edge) -> None:
     """Stores each state buffer's export-time value in the program, as named
     data, where it is not all zeros (the runtime zero-fills the others)."""
-    seen = set()
+    seen: set[str] = set()
     for ep in (edge.exported_program(name) for name in edge.methods):
         values = {**ep.state_dict, **ep.constants}
         for fqn in set(ep.graph_signature.buffers_to_mutate.values()) - seen:

@@ -254,6 +254,7 @@ class Method:
         every value before anything runs.
         """
         makers = self._makers
+        outs: Sequence[AnyTensor | None]
         if outputs is None:
             outs = [make() if make is not None else None for make in makers]
         elif isinstance(outputs, (list, tuple)) and len(outputs) == len(makers):
@@ -272,6 +273,7 @@ def _maker(metadata: MethodMetadata, index: int):
         return None
     m = metadata.output_tensor_meta(index)
     shape, dtype, dim_order, device = m.sizes(), m.torch_dtype(), m.dim_order(), m.device()
+    assert dtype is not None  # the bindings refused, at load, an output whose dtype torch lacks
     if device != "cpu":
         return functools.partial(empty, shape, dtype, device, dynamic=True, dim_order=dim_order)
     if list(dim_order) == sorted(dim_order):
@@ -441,7 +443,7 @@ class Runtime:
         EtCopyError (InvalidProgram, ...) for a malformed program and
         TypeError for what is none of these."""
         level = int(_verification(verification))
-        options = {
+        options: dict[str, Any] = {
             "verification": level,
             "data_path": None if data_path is None else os.fspath(data_path),
             "enable_etdump": bool(enable_etdump),

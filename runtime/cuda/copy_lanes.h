@@ -29,7 +29,7 @@ struct Lane {
 
   /// Makes (or remakes, for a new size) the pinned staging buffers. The
   /// lane's device must be current.
-  Error ensure_staging(size_t chunk);
+  ET_NODISCARD Error ensure_staging(size_t chunk);
 };
 
 /// The lanes of one device. At most `max_lanes` exist; callers beyond that
@@ -39,7 +39,7 @@ class LanePool {
   explicit LanePool(int max_lanes) : max_lanes_(max_lanes) {}
 
   /// A free lane of `device` (made on first need). `device` must be current.
-  Result<Lane*> acquire(int device);
+  ET_NODISCARD Result<Lane*> acquire(int device);
 
   /// Returns a lane. `healthy` false (its stream could not be drained after
   /// a failure) drops it instead: its staging may still be in flight.

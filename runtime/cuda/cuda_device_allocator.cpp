@@ -33,7 +33,7 @@ const char* last_byte(const void* p, size_t nbytes) {
 }
 
 // Where a pointer lives, as cudaPointerGetAttributes reports it.
-Result<cudaPointerAttributes> attributes(const void* p) {
+ET_NODISCARD Result<cudaPointerAttributes> attributes(const void* p) {
   cudaPointerAttributes attr{};
   Error err = check(cudaPointerGetAttributes(&attr, p), "cudaPointerGetAttributes");
   if (err != Error::Ok) {
@@ -44,7 +44,7 @@ Result<cudaPointerAttributes> attributes(const void* p) {
 
 // InvalidArgument unless both ends of [p, p+nbytes) are device memory of
 // `device` (or managed memory, which any device may address).
-Error check_device_range(const void* p, size_t nbytes, int device, const char* what, const char* arg) {
+ET_NODISCARD Error check_device_range(const void* p, size_t nbytes, int device, const char* what, const char* arg) {
   for (const void* q : {p, static_cast<const void*>(last_byte(p, nbytes))}) {
     auto attr = attributes(q);
     if (!attr.ok()) {
@@ -66,7 +66,7 @@ Error check_device_range(const void* p, size_t nbytes, int device, const char* w
 
 // True when the whole host range may be DMA'd directly (pinned, registered
 // or managed), false for pageable memory; InvalidArgument for device memory.
-Result<bool> host_range_is_pinned(const void* p, size_t nbytes, const char* what, const char* arg) {
+ET_NODISCARD Result<bool> host_range_is_pinned(const void* p, size_t nbytes, const char* what, const char* arg) {
   bool pinned = true;
   for (const void* q : {p, static_cast<const void*>(last_byte(p, nbytes))}) {
     auto attr = attributes(q);
@@ -94,7 +94,7 @@ namespace {
 // Chunked, double-buffered host->pinned->device: the host memcpy of chunk
 // i+1 overlaps the DMA of chunk i; a buffer is refilled only after the
 // event recorded after its last DMA has fired.
-Error staged_h2d(Lane& lane, char* dst, const char* src, size_t nbytes) {
+ET_NODISCARD Error staged_h2d(Lane& lane, char* dst, const char* src, size_t nbytes) {
   const size_t chunk = lane.chunk_bytes;
   size_t i = 0;
   for (size_t off = 0; off < nbytes; off += chunk, ++i) {
@@ -121,7 +121,7 @@ Error staged_h2d(Lane& lane, char* dst, const char* src, size_t nbytes) {
 
 // Device->pinned->host: two chunks in flight; chunk i+2 reuses chunk i's
 // buffer only after chunk i has been copied out of it.
-Error staged_d2h(Lane& lane, char* dst, const char* src, size_t nbytes) {
+ET_NODISCARD Error staged_d2h(Lane& lane, char* dst, const char* src, size_t nbytes) {
   const size_t chunk = lane.chunk_bytes;
   const size_t chunks = (nbytes + chunk - 1) / chunk;
   auto issue = [&](size_t i) {
@@ -191,8 +191,8 @@ struct CudaDeviceAllocator::Impl {
     return *lanes[device];
   }
 
-  Error run_copy(const CudaDeviceAllocator& self, CopyKind kind, void* dst, const void* src, size_t nbytes,
-                 DeviceIndex index);
+  ET_NODISCARD Error run_copy(const CudaDeviceAllocator& self, CopyKind kind, void* dst, const void* src, size_t nbytes,
+                              DeviceIndex index);
 };
 
 CudaDeviceAllocator::CudaDeviceAllocator() : impl_(new Impl()) {}
@@ -210,8 +210,7 @@ Result<int> CudaDeviceAllocator::count_devices() const {
     impl_->count_message = s.message;
   });
   if (impl_->count_error != Error::Ok) {
-    fail(impl_->count_error, "%s", impl_->count_message.c_str());
-    return impl_->count_error;
+    return fail(impl_->count_error, "%s", impl_->count_message.c_str());
   }
   return impl_->count;
 }
@@ -219,7 +218,7 @@ Result<int> CudaDeviceAllocator::count_devices() const {
 namespace {
 
 // -1 becomes the calling thread's current device; any index must exist.
-Result<int> resolve(const CudaDeviceAllocator& a, DeviceIndex index, const char* what) {
+ET_NODISCARD Result<int> resolve(const CudaDeviceAllocator& a, DeviceIndex index, const char* what) {
   auto count = a.device_count();
   if (!count.ok()) {
     return count.error();
@@ -273,16 +272,19 @@ CountingDeviceAllocator::Released CudaDeviceAllocator::release_bytes(void* ptr, 
     std::lock_guard<std::mutex> lock(impl_->mutex);
     auto it = impl_->live.find(ptr);
     if (it == impl_->live.end()) {
-      fail(Error::InvalidArgument,
-           "cuda: deallocate: %p was not allocated by et_copy's CUDA allocator (or was freed already)", ptr);
+      // Recorded for failure_message(): a deallocation returns no Error.
+      (void)fail(Error::InvalidArgument,
+                 "cuda: deallocate: %p was not allocated by et_copy's CUDA allocator (or was freed already)", ptr);
       return {};
     }
     a = it->second;
     impl_->live.erase(it);
   }
   if (index != -1 && index != a.device) {
-    fail(Error::InvalidArgument, "cuda: deallocate: %p belongs to device %d, freed as device %d; freeing it on %d", ptr,
-         a.device, static_cast<int>(index), a.device);
+    // Recorded for failure_message(); the memory is still freed, on its own device.
+    (void)fail(Error::InvalidArgument,
+               "cuda: deallocate: %p belongs to device %d, freed as device %d; freeing it on %d", ptr, a.device,
+               static_cast<int>(index), a.device);
   }
   const Error err = with_device(a.device, [&] { return check(cudaFree(ptr), "cudaFree", a.device); });
   const cudaError_t cuda_err = last_cuda_error();

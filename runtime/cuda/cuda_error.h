@@ -13,18 +13,18 @@ namespace cuda_internal {
 using executorch::runtime::Error;
 
 /// The ExecuTorch Error a CUDA result stands for (Ok for cudaSuccess).
-Error map_cuda_error(cudaError_t e);
+ET_NODISCARD Error map_cuda_error(cudaError_t e);
 
 /// Ok for cudaSuccess. Otherwise logs "cuda: <call> on device <device>
 /// failed: <cudaGetErrorString> (<cudaGetErrorName>)", stores it as the
 /// thread's last message and last CUDA error, and returns the mapped Error.
 /// `device` < 0 leaves the device out of the message. While the runtime is
 /// unloading (process exit) nothing is logged: that failure is expected.
-Error check(cudaError_t e, const char* call, int device = -1);
+ET_NODISCARD Error check(cudaError_t e, const char* call, int device = -1);
 
 /// Formats, logs and stores a failure that has no CUDA result behind it
 /// (e.g. an index out of range); returns `error`.
-Error fail(Error error, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+ET_NODISCARD Error fail(Error error, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /// The last CUDA result check() saw fail on this thread.
 cudaError_t last_cuda_error();

@@ -12,7 +12,7 @@ namespace cuda_internal {
 /// Makes `device` current, runs `work()` (which returns an Error), restores
 /// the previous device (switching only when it differs). Returns work's error, else the restore's error.
 template <typename Work>
-Error with_device(int device, Work&& work) {
+ET_NODISCARD Error with_device(int device, Work&& work) {
   int previous = -1;
   Error err = check(cudaGetDevice(&previous), "cudaGetDevice");
   if (err != Error::Ok) {

@@ -76,7 +76,7 @@ class Parser {
  public:
   Parser(const uint8_t* data, size_t size, std::string* what) : p_(data), n_(size), what_(what) {}
 
-  Result<DelegateRecord> parse() {
+  ET_NODISCARD Result<DelegateRecord> parse() {
     std::string_view line;
     if (!next_line(&line)) {
       return fail("the record has no version line (" + std::to_string(n_) + " bytes)");
@@ -207,13 +207,13 @@ class Parser {
     return true;
   }
 
-  Error fail(const std::string& why, std::string_view line) {
+  ET_NODISCARD Error fail(const std::string& why, std::string_view line) {
     return fail_at("line " + std::to_string(line_) + " ('" + show(line) + "'): " + why);
   }
-  Error fail(const std::string& why) {
+  ET_NODISCARD Error fail(const std::string& why) {
     return fail_at(line_ == 0 ? why : "line " + std::to_string(line_) + ": " + why);
   }
-  Error fail_at(std::string message) {
+  ET_NODISCARD Error fail_at(std::string message) {
     message = "delegate record: " + message;
     ET_LOG(Error, "%s", message.c_str());
     if (what_ != nullptr) {

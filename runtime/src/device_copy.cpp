@@ -30,7 +30,7 @@ const char* op_name(Direction d) {
 }
 
 // Formats "op: <message>" into diag and returns `error`.
-Error reject(CopyDiagnostic* diag, Direction d, Error error, const char* fmt, ...) {
+ET_NODISCARD Error reject(CopyDiagnostic* diag, Direction d, Error error, const char* fmt, ...) {
   if (diag != nullptr) {
     int n = std::snprintf(diag->message, sizeof(diag->message), "%s: ", op_name(d));
     if (n < 0 || static_cast<size_t>(n) >= sizeof(diag->message)) {
@@ -125,7 +125,7 @@ Problem tensor_problem(const Tensor& t, uint64_t* nbytes) {
 }
 
 // Checks one tensor's own metadata; `arg` is "self" or "out".
-Error check_tensor(Direction d, const char* arg, const Tensor& t, uint64_t* nbytes, CopyDiagnostic* diag) {
+ET_NODISCARD Error check_tensor(Direction d, const char* arg, const Tensor& t, uint64_t* nbytes, CopyDiagnostic* diag) {
   switch (tensor_problem(t, nbytes)) {
     case Problem::kNone:
       break;
@@ -353,8 +353,8 @@ Error device_copy(Direction d, const Tensor& self, Tensor& out, CopyDiagnostic* 
       // The allocator's own words (CUDA's error string) when it keeps them.
       const CountingDeviceAllocator* counting = server.counting;
       const char* why = counting != nullptr ? counting->failure_message() : "";
-      reject(diag, d, err, "the device allocator failed the %zu-byte copy (error 0x%x)%s%s", nbytes,
-             static_cast<unsigned>(err), why[0] != '\0' ? ": " : "", why);
+      err = reject(diag, d, err, "the device allocator failed the %zu-byte copy (error 0x%x)%s%s", nbytes,
+                   static_cast<unsigned>(err), why[0] != '\0' ? ": " : "", why);
     }
   }
   if (err != Error::Ok && resize) {

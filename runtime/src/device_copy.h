@@ -9,7 +9,7 @@ namespace internal {
 
 enum class Direction { kHostToDevice, kDeviceToHost };
 
-Error device_copy(Direction direction, const Tensor& self, Tensor& out, CopyDiagnostic* diag);
+ET_NODISCARD Error device_copy(Direction direction, const Tensor& self, Tensor& out, CopyDiagnostic* diag);
 
 // The kernel-API form: device_copy, logging the diagnostic and failing ctx
 // on an error. Returns out.

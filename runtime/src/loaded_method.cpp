@@ -22,7 +22,7 @@ namespace et = executorch::runtime::etensor;
 
 namespace {
 
-Error fail(FailureReport* report, Error e, std::string step, std::string detail = "") {
+ET_NODISCARD Error fail(FailureReport* report, Error e, std::string step, std::string detail = "") {
   if (report != nullptr) {
     report->error = e;
     report->step = std::move(step);
@@ -85,11 +85,11 @@ Result<LoadedMethod*> Session::load(const std::string& name, executorch::runtime
   std::lock_guard<std::mutex> lock(pool_->execution_lock()); // loading may write the state
   auto m = method(name, &failed, &lm->tracer_);
   if (!m.ok()) {
-    fail(report, m.error(), step, failed);
+    const Error e = fail(report, m.error(), step, failed);
     if (report != nullptr) {
       report->log = capture.lines();
     }
-    return m.error(); // method() keeps no method it failed to load, so none holds the tracer
+    return e; // method() keeps no method it failed to load, so none holds the tracer
   }
   lm->method_ = *m;
   // From here the method holds lm's tracer: lm lives as long as the session.
@@ -259,7 +259,7 @@ Error LoadedMethod::execute(Span<const EValue> inputs, Span<MethodOutput> output
     }
   }
   if (err != Error::Ok) {
-    fail(report, err, step);
+    err = fail(report, err, step);
     if (report != nullptr) {
       report->instruction = std::move(instruction);
       report->op = std::move(op);

@@ -15,8 +15,8 @@ using executorch::runtime::Result;
 
 namespace {
 
-Error fail(FailureReport* report, Error e, std::string step, std::string detail = "",
-           std::vector<std::string> log = {}) {
+ET_NODISCARD Error fail(FailureReport* report, Error e, std::string step, std::string detail = "",
+                        std::vector<std::string> log = {}) {
   if (report != nullptr) {
     report->error = e;
     report->step = std::move(step);
@@ -26,7 +26,7 @@ Error fail(FailureReport* report, Error e, std::string step, std::string detail 
   return e;
 }
 
-Result<std::unique_ptr<DataLoader>> mmap_file(const std::string& path, FailureReport* report) {
+ET_NODISCARD Result<std::unique_ptr<DataLoader>> mmap_file(const std::string& path, FailureReport* report) {
   auto loader = MmapDataLoader::from(path.c_str(), MmapDataLoader::MlockConfig::NoMlock);
   if (!loader.ok()) {
     return fail(report, loader.error(), "mapping " + path, "missing, unreadable or empty");

@@ -9,7 +9,7 @@ using executorch::runtime::Result;
 
 namespace {
 
-Error fail(std::string* what, std::string message) {
+ET_NODISCARD Error fail(std::string* what, std::string message) {
   if (what != nullptr) {
     *what = "et_copy program record: " + std::move(message);
   }

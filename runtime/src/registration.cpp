@@ -55,7 +55,7 @@ OpFunction find_fallback(const char* op_name) {
   return nullptr;
 }
 
-Registration owner_locked(const char* op_name) {
+ET_NODISCARD Registration owner_locked(const char* op_name) {
   const OpFunction fn = find_fallback(op_name);
   if (fn == nullptr) {
     return Registration::kAbsent;

@@ -37,7 +37,7 @@ std::string device_name(et::Device d) {
   }
 }
 
-Error fail(Error e, std::string* what, std::string message) {
+ET_NODISCARD Error fail(Error e, std::string* what, std::string message) {
   if (what != nullptr) {
     *what = std::move(message);
   }
@@ -46,7 +46,7 @@ Error fail(Error e, std::string* what, std::string message) {
 
 // Host bytes into `dst` on `device`: the DeviceAllocator's counted h2d copy
 // for a device, memcpy for the host.
-Error copy_in(et::Device device, void* dst, const void* src, size_t nbytes) {
+ET_NODISCARD Error copy_in(et::Device device, void* dst, const void* src, size_t nbytes) {
   if (nbytes == 0) {
     return Error::Ok;
   }
@@ -66,7 +66,8 @@ Error copy_in(et::Device device, void* dst, const void* src, size_t nbytes) {
 namespace {
 
 // Planned buffer `i` of a method, allocated on the device the program names.
-Result<PlannedBuffer> planned_buffer(const executorch::runtime::MethodMeta& meta, size_t i, std::string* what) {
+ET_NODISCARD Result<PlannedBuffer> planned_buffer(const executorch::runtime::MethodMeta& meta, size_t i,
+                                                  std::string* what) {
   auto size = meta.memory_planned_buffer_size(i);
   auto device = meta.memory_planned_buffer_device(i);
   if (!size.ok() || !device.ok() || *size < 0) {

@@ -55,7 +55,7 @@ constexpr const char* kName = "SimulatedDeviceBackend";
 // the object.
 class DeviceBlock {
  public:
-  static Result<std::unique_ptr<DeviceBlock>> create(size_t nbytes, et::DeviceIndex index) {
+  ET_NODISCARD static Result<std::unique_ptr<DeviceBlock>> create(size_t nbytes, et::DeviceIndex index) {
     if (nbytes == 0) {
       // An empty planned buffer (everything bound in place): no device memory to take.
       return std::unique_ptr<DeviceBlock>(new DeviceBlock(nullptr, nullptr, 0, index));
@@ -81,7 +81,7 @@ class DeviceBlock {
   DeviceBlock& operator=(const DeviceBlock&) = delete;
 
   // Host bytes in at `offset`, through the allocator's counted h2d copy.
-  Error write(size_t offset, const void* src, size_t nbytes) {
+  ET_NODISCARD Error write(size_t offset, const void* src, size_t nbytes) {
     if (nbytes == 0) {
       return Error::Ok;
     }
@@ -115,7 +115,7 @@ struct Arena {
   };
   std::map<std::string, State> states;
 
-  Error write_start() {
+  ET_NODISCARD Error write_start() {
     std::vector<uint8_t> zeros(block->nbytes(), 0);
     Error e = block->write(0, zeros.data(), zeros.size());
     for (const auto& [name, s] : states) {
@@ -166,7 +166,7 @@ class WeightDataMap final : public NamedDataMap {
   };
   std::map<std::string, Entry, std::less<>> entries;
 
-  Result<const TensorLayout> get_tensor_layout(std::string_view key) const override {
+  ET_NODISCARD Result<const TensorLayout> get_tensor_layout(std::string_view key) const override {
     auto e = find(key);
     if (e == nullptr) {
       return Error::NotFound;
@@ -175,14 +175,14 @@ class WeightDataMap final : public NamedDataMap {
                                 Span<const uint8_t>(e->layout.dim_order.data(), e->layout.dim_order.size()),
                                 e->layout.scalar_type);
   }
-  Result<FreeableBuffer> get_data(std::string_view key) const override {
+  ET_NODISCARD Result<FreeableBuffer> get_data(std::string_view key) const override {
     auto e = find(key);
     if (e == nullptr) {
       return Error::NotFound;
     }
     return FreeableBuffer(e->block->alias(), e->block->nbytes(), nullptr); // not owned: the handle keeps it
   }
-  Error load_data_into(std::string_view key, void* buffer, size_t size) const override {
+  ET_NODISCARD Error load_data_into(std::string_view key, void* buffer, size_t size) const override {
     auto e = find(key);
     if (e == nullptr) {
       return Error::NotFound;
@@ -193,10 +193,10 @@ class WeightDataMap final : public NamedDataMap {
     std::memcpy(buffer, e->block->alias(), size);
     return Error::Ok;
   }
-  Result<uint32_t> get_num_keys() const override {
+  ET_NODISCARD Result<uint32_t> get_num_keys() const override {
     return static_cast<uint32_t>(entries.size());
   }
-  Result<const char*> get_key(uint32_t index) const override {
+  ET_NODISCARD Result<const char*> get_key(uint32_t index) const override {
     if (index >= entries.size()) {
       return Error::InvalidArgument;
     }
@@ -239,7 +239,7 @@ std::string device_name(et::DeviceType type, et::DeviceIndex index) {
 }
 
 // Logs "SimulatedDeviceBackend: method 'm': <message>" and returns `e`.
-Error fail(Error e, const std::string& method, const std::string& message) {
+ET_NODISCARD Error fail(Error e, const std::string& method, const std::string& message) {
   ET_LOG(Error, "%s: method '%s': %s", kName, method.c_str(), message.c_str());
   return e;
 }
@@ -253,7 +253,7 @@ size_t layout_nbytes(const internal::ExternalTensor& t) {
 }
 
 // The weights of `h`, from the cache or uploaded from the outer named data.
-Error bind_weights(Handle& h, const NamedDataMap* outer) {
+ET_NODISCARD Error bind_weights(Handle& h, const NamedDataMap* outer) {
   auto layouts = internal::external_tensors(h.program_bytes.data(), h.program_bytes.size());
   if (!layouts.ok()) {
     return fail(Error::DelegateInvalidCompatibility, h.method_name, "the nested program cannot be read");
@@ -331,7 +331,7 @@ Error bind_weights(Handle& h, const NamedDataMap* outer) {
 
 // The state arena `h` binds: the session's (created on first use), with
 // each state line's initial value written once.
-Error bind_arena(Handle& h, BackendInitContext& context, size_t arena_size) {
+ET_NODISCARD Error bind_arena(Handle& h, BackendInitContext& context, size_t arena_size) {
   ArenaKey key;
   auto session = context.get_runtime_spec<int>(kSessionSpec);
   if (session.ok()) {
@@ -414,7 +414,7 @@ Error bind_arena(Handle& h, BackendInitContext& context, size_t arena_size) {
 }
 
 // The scratch of `h`: the pool's for this nested program, or its own.
-Error bind_scratch(Handle& h, BackendInitContext& context, const std::vector<size_t>& sizes) {
+ET_NODISCARD Error bind_scratch(Handle& h, BackendInitContext& context, const std::vector<size_t>& sizes) {
   auto pool = context.get_runtime_spec<int>(kPoolSpec);
   if (!pool.ok() && pool.error() != Error::NotFound) {
     return fail(Error::InvalidArgument, h.method_name, "runtime spec 'pool' must be an int");
@@ -450,8 +450,8 @@ Error bind_scratch(Handle& h, BackendInitContext& context, const std::vector<siz
   return Error::Ok;
 }
 
-Result<Handle*> init_handle(BackendInitContext& context, FreeableBuffer* processed,
-                            ArrayRef<CompileSpec> compile_specs) {
+ET_NODISCARD Result<Handle*> init_handle(BackendInitContext& context, FreeableBuffer* processed,
+                                         ArrayRef<CompileSpec> compile_specs) {
   auto h = std::make_unique<Handle>();
   h->method_name = context.get_method_name() != nullptr ? context.get_method_name() : "?";
   if (processed == nullptr) {
@@ -591,7 +591,7 @@ std::string refuse(const Tensor& t, size_t nbytes, const DelegateRecord& r) {
   return {};
 }
 
-Error execute_handle(Handle& h, Span<EValue*> args) {
+ET_NODISCARD Error execute_handle(Handle& h, Span<EValue*> args) {
   Method& m = *h.method;
   const size_t n_in = m.inputs_size();
   const size_t n_out = m.outputs_size();

@@ -196,11 +196,11 @@ def test_bench_llm_section_times_a_decode_step_on_both_runtimes_against_a_plain_
 
 
 def test_device_to_device_probe_copies_through_the_registered_allocator_and_counts_it():
-    """et_copy.bench._loops.device_to_device (tests' and benchmarks' probe,
-    kept out of et_copy._C) reaches et_copy._C's allocator through
+    """et_copy._C.loops.device_to_device (tests' and benchmarks' probe)
+    reaches the allocator use_simulated_device() registered through
     ExecuTorch's registry: its copies land in allocator_stats()."""
     import et_copy
-    from et_copy.bench import _loops
+    from et_copy._C import loops as _loops
 
     et_copy.use_simulated_device()
     x = torch.arange(64, dtype=torch.uint8)

@@ -22,8 +22,8 @@ import pytest
 import torch
 from et_copy import _C
 from et_copy import cuda as _cuda
+from et_copy._C import loops as _loops
 from et_copy._device import CUDA
-from et_copy.bench import _loops
 
 
 def run_fresh(code: str, *args: str) -> subprocess.CompletedProcess:

@@ -39,9 +39,18 @@ def test_extension_links_libtorch_as_executorchs_pybindings_do_and_no_shared_cud
 
 
 def test_the_extension_users_import_carries_no_benchmark_code():
-    """The timing loops live in et_copy.bench._loops, built apart."""
+    """The timing loops live in the submodule et_copy._C.loops, not beside
+    the functions et_copy wraps."""
     benchy = [n for n in dir(ext) if n.startswith("bench") or n == "cuda_raw_memcpy"]
     assert benchy == []
-    from et_copy.bench import _loops
+    assert callable(ext.loops.bench_kernel) and callable(ext.loops.bench_memcpy)
 
-    assert callable(_loops.bench_kernel) and callable(_loops.bench_memcpy)
+
+def test_the_package_holds_one_extension():
+    """One runtime per process: every compiled piece of et_copy is in _C. A
+    second extension would link its own copy of the static runtime (a second
+    registry lock, served() cache and set of kernels)."""
+    from pathlib import Path
+
+    package = Path(ext.__file__).parent
+    assert [p.relative_to(package).as_posix() for p in package.rglob("*.so")] == [Path(ext.__file__).name]

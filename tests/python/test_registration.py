@@ -92,6 +92,27 @@ def test_register_kernels_reports_the_wheel_kernels_and_is_idempotent():
     assert result == [expected, expected]
 
 
+def test_one_runtime_per_process_the_benchmark_loops_see_the_kernel_the_bindings_registered():
+    """et_copy._C.loops and the bindings share one copy of et-copy's runtime:
+    the kernel _C registers is, to the address, the one the loops link, so
+    "is this kernel ours" (kernel_owner) and the registry lock and served()
+    cache beside it exist once. An extension linking its own copy would see
+    the registry's entry as another library's kernel."""
+    result = last_json(
+        run_fresh("""
+        import json
+        from et_copy import _C
+        registered = [outcome for _, outcome, _ in _C.register_kernels()]
+        owners = [_C.kernel_owner(op) for op in (_C.H2D_COPY_OUT, _C.D2H_COPY_OUT)]
+        same = [_C.loops.kernel_address("registry_" + d) == _C.loops.kernel_address("et_copy_" + d)
+                for d in ("h2d", "d2h")]
+        print(json.dumps([registered, owners, same]))
+    """)
+    )
+    # No kernel library is loaded in this process, so et_copy's kernels are the registry's.
+    assert result == [["registered", "registered"], ["already et_copy", "already et_copy"], [True, True]]
+
+
 def test_without_an_allocator_copies_fail_with_not_found():
     result = last_json(
         run_fresh("""

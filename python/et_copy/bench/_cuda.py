@@ -76,7 +76,7 @@ def _worker(out_path: str, params: dict) -> int:
 
     import et_copy
 
-    from . import _loops
+    from .._C import loops as _loops
 
     et_copy.use_cuda()
     config = Config(repeats=params["repeats"], sample_s=params["sample_s"])
@@ -104,6 +104,7 @@ def _worker(out_path: str, params: dict) -> int:
         if raw is not None:
             name = "h2d" if kind == CUDA_MEMCPY_HOST_TO_DEVICE else "d2h"
             return lambda: raw(dst, src, n, name)
+        assert cudart is not None  # loaded whenever raw is None
 
         def call():
             err = cudart.cudaMemcpy(ctypes.c_void_p(dst), ctypes.c_void_p(src), n, kind)
@@ -157,7 +158,7 @@ def _worker(out_path: str, params: dict) -> int:
         dev.free()
         del pageable, pinned, host_out, pinned_out, dev, tdev
     how = (
-        "et_copy.bench._loops.cuda_raw_memcpy (static cudart)"
+        "et_copy._C.loops.cuda_raw_memcpy (static cudart)"
         if raw is not None
         else "ctypes, torch's libcudart"
         if cudart is not None

@@ -43,6 +43,7 @@ def describe() -> dict:
 
     import et_copy
 
+    usable: int | None
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:

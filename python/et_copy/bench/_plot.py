@@ -36,10 +36,10 @@ def write_plot(doc: dict, path: str) -> None:
 
     from ._throughput import size_label
 
-    panels = [("simulated device (this machine's host memory)", doc.get("throughput"))]
+    candidates = [("simulated device (this machine's host memory)", doc.get("throughput"))]
     if doc.get("cuda"):
-        panels.append((f"CUDA ({doc['cuda'].get('gpu', 'GPU')})", doc["cuda"]))
-    panels = [(title, section) for title, section in panels if section and section.get("rows")]
+        candidates.append((f"CUDA ({doc['cuda'].get('gpu', 'GPU')})", doc["cuda"]))
+    panels = [(title, section) for title, section in candidates if section and section.get("rows")]
     fig, axes = plt.subplots(1, len(panels), figsize=(9 * len(panels), 6), squeeze=False)
     for ax, (title, section) in zip(axes[0], panels):
         for name, (xs, med, lo, hi) in _series(section).items():

@@ -15,11 +15,14 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ._export import export_llm
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 _SUFFIX = ".pte"
 
@@ -42,7 +45,7 @@ def default_cache_dir() -> Path:
 
 
 def export_llm_cached(
-    model: torch.nn.Module, *, cache_dir: str | os.PathLike | None = None, use_cache: bool = True, **settings: Any
+    model: PreTrainedModel, *, cache_dir: str | os.PathLike | None = None, use_cache: bool = True, **settings: Any
 ) -> CachedProgram:
     """:func:`export_llm` ``(model, **settings)``, reusing the program a
     previous call stored in ``cache_dir`` (default :func:`default_cache_dir`)
@@ -72,7 +75,7 @@ def export_llm_cached(
     return CachedProgram(data, path, False)
 
 
-def cache_key(model: torch.nn.Module, settings: dict[str, Any]) -> str:
+def cache_key(model: PreTrainedModel, settings: dict[str, Any]) -> str:
     """The hex digest that names a program in the cache: the model's class,
     config and every parameter and buffer (name, dtype, shape, bytes), the
     export settings, and the versions of et-copy (and its Python sources),

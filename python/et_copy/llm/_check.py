@@ -13,12 +13,15 @@ output differs when the logits do.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import torch
 from transformers import DynamicCache
 
 from ._state import StatefulCausalLM, UnsupportedModelError, _SlidingIndexPutLayer, architecture_of, layer_kind
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 DECODE_STEPS = 3  # decodes after each prompt: the first reads what the prefill wrote, the rest what decode wrote
 
@@ -87,7 +90,7 @@ def tolerance(reference: torch.Tensor) -> float:
     return 256 * eps * max(1.0, float(reference.abs().max()))
 
 
-def _check_sequence(wrapper: StatefulCausalLM, model: torch.nn.Module, layers, steps: list[int]) -> None:
+def _check_sequence(wrapper: StatefulCausalLM, model: PreTrainedModel, layers, steps: list[int]) -> None:
     wrapper.reset()
     cache = DynamicCache(config=model.config)
     generator = torch.Generator().manual_seed(len(steps))  # the model's vocabulary, not the caller's RNG
@@ -155,7 +158,7 @@ def _first_difference(ours: list[torch.Tensor], theirs: list[torch.Tensor]) -> i
     return None
 
 
-def _decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+def _decoder_layers(model: PreTrainedModel) -> list[torch.nn.Module]:
     """The model's decoder layers, in order, to tell which one differs first
     (an empty list when they cannot be found: the error then names no layer)."""
     n = getattr(model.config.get_text_config(decoder=True), "num_hidden_layers", None)

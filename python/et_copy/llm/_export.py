@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from ..export import MethodInputs, export_device_methods
 from ._check import check_wrapper
 from ._state import DEFAULT_MAX_TOP_K, HostStateStep, StatefulCausalLM, static_prefill_chunks
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 PREFILL, DECODE = "prefill", "decode"
 DECODE_NEXT = "decode_next"  # pick="device": decode the last pick, no input
@@ -17,7 +22,7 @@ MAX_TOP_K = "get_max_top_k"  # pick="device": the largest top_k set_sampling kee
 
 
 def export_llm(
-    model: torch.nn.Module,
+    model: PreTrainedModel,
     *,
     max_seq_len: int = 64,
     max_prompt_len: int | None = None,

@@ -6,12 +6,15 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import torch
 
 from ._export import DECODE, DECODE_NEXT, MAX_PROMPT_LEN, MAX_SEQ_LEN, MAX_TOP_K, PREFILL, SET_SAMPLING
 from ._sampling import host_pick
+
+if TYPE_CHECKING:
+    from transformers import GenerationMixin, PreTrainedModel
 
 _MAX_SEED = 2**63 - 1
 
@@ -275,14 +278,14 @@ def _host_sampler(sampling: _Sampling):
     return pick
 
 
-def eager_generate(model: torch.nn.Module, prompt: Sequence[int], max_new_tokens: int) -> list[int]:
+def eager_generate(model: PreTrainedModel, prompt: Sequence[int], max_new_tokens: int) -> list[int]:
     """transformers' own greedy ``generate()``, the reference: ``max_new_tokens``
     tokens through the end-of-sequence token, as :meth:`Session.generate`
     without ``eos_token_id``. (``min_new_tokens`` would instead forbid that
     token, which a greedy pick does not: tiny Gemma 2, whose end token is 1,
     picks it.)"""
     with torch.no_grad():
-        out = model.generate(
+        out = cast("GenerationMixin", model).generate(
             torch.tensor([list(prompt)]), max_new_tokens=max_new_tokens, eos_token_id=None, do_sample=False
         )
     return out[0, len(prompt) :].tolist()

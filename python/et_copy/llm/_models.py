@@ -5,9 +5,12 @@ local checkpoint."""
 from __future__ import annotations
 
 import os
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 ARCHITECTURES = (
     "qwen3", "qwen3_moe", "qwen3_5_moe", "llama", "mistral", "gemma2", "gemma3", "gpt_oss", "qwen2", "phi3",
@@ -22,7 +25,7 @@ REFUSED_ARCHITECTURES = ("falcon_h1", "deepseek_v32")
 # Small enough to export in seconds, with every structural feature of the
 # real model: grouped KV heads, q/k norms, routed and shared experts, and
 # Qwen 3.5's linear-attention layers beside full attention.
-_COMMON = dict(
+_COMMON: dict[str, Any] = dict(
     vocab_size=256, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
     max_position_embeddings=256,
 )  # fmt: skip
@@ -98,7 +101,7 @@ def _gpt_oss():
 
     # Sliding and full layers, attention sinks, routed experts. The YaRN rotary
     # factor (32) is the ratio of these two lengths, as in the real model.
-    common = {**_COMMON, "max_position_embeddings": 32 * 4096}
+    common: dict[str, Any] = {**_COMMON, "max_position_embeddings": 32 * 4096}
     config = GptOssConfig(
         **common, intermediate_size=32, num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2,
         sliding_window=SLIDING_WINDOW,
@@ -109,11 +112,11 @@ def _gpt_oss():
 # Special tokens inside the tiny vocabulary: several configs default to ids
 # of the real one (Phi-3's pad 32000, OLMo's eos 50279), which an embedding
 # of 256 rows cannot hold.
-_TOKENS = dict(bos_token_id=1, eos_token_id=2, pad_token_id=0)
+_TOKENS: dict[str, Any] = dict(bos_token_id=1, eos_token_id=2, pad_token_id=0)
 
 # Where the default initialisation (0.02) leaves a tiny model repeating one
 # token, which could not tell a wrong cache from a right one: a wider spread.
-_VARIED = dict(initializer_range=0.04)
+_VARIED: dict[str, Any] = dict(initializer_range=0.04)
 
 
 def _qwen2():
@@ -131,7 +134,9 @@ def _phi3():
     from transformers import Phi3Config, Phi3ForCausalLM
 
     # Fused qkv and gate/up projections, partial rotary, and a sliding window (Phi-3 mini's is 2047).
-    config = Phi3Config(
+    # transformers 5.24's typed signature omits partial_rotary_factor, which it takes at run time
+    # (folding it into rope_parameters and keeping the attribute).
+    config = Phi3Config(  # type: ignore[call-arg]
         **_COMMON, **_TOKENS, intermediate_size=128, num_hidden_layers=2, sliding_window=SLIDING_WINDOW,
         partial_rotary_factor=0.5,
     )  # fmt: skip
@@ -195,7 +200,7 @@ def _deepseek_v3():
     # dense first layer, then grouped routing over experts beside a shared one.
     # As many KV heads as heads, as in the real model: the latents expand to
     # keys for every head, which grouped heads would mismatch.
-    common = {**{k: v for k, v in _COMMON.items() if k != "head_dim"}, "num_key_value_heads": 4}
+    common: dict[str, Any] = {**{k: v for k, v in _COMMON.items() if k != "head_dim"}, "num_key_value_heads": 4}
     config = DeepseekV3Config(
         **common, **_TOKENS, intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=2,
         n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2, n_group=2, topk_group=1,
@@ -246,7 +251,7 @@ def _deepseek_v32():
 
     # DeepSeek-V3's latent attention with a lightning indexer picking the keys
     # each query attends to: transformers' "indexed_attention" cache layer.
-    common = {**{k: v for k, v in _COMMON.items() if k != "head_dim"}, "num_key_value_heads": 4}
+    common: dict[str, Any] = {**{k: v for k, v in _COMMON.items() if k != "head_dim"}, "num_key_value_heads": 4}
     config = DeepseekV32Config(
         **common, **_TOKENS, intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=2,
         n_routed_experts=8, n_shared_experts=1, num_experts_per_tok=2, n_group=2, topk_group=1,
@@ -256,7 +261,7 @@ def _deepseek_v32():
     return DeepseekV32ForCausalLM(config)
 
 
-_BUILDERS: dict[str, Callable[[], torch.nn.Module]] = {
+_BUILDERS: dict[str, Callable[[], PreTrainedModel]] = {
     "qwen3": _qwen3,
     "qwen3_moe": _qwen3_moe,
     "qwen3_5_moe": _qwen3_5_moe,
@@ -280,7 +285,7 @@ _BUILDERS: dict[str, Callable[[], torch.nn.Module]] = {
 }
 
 
-def tiny_model(architecture: str, seed: int = 0) -> torch.nn.Module:
+def tiny_model(architecture: str, seed: int = 0) -> PreTrainedModel:
     """A transformers causal LM of ``architecture`` (one of
     :data:`ARCHITECTURES`, or of :data:`REFUSED_ARCHITECTURES`, which
     export_llm refuses) with random weights drawn from ``seed``, in eval
@@ -300,7 +305,7 @@ def tiny_model(architecture: str, seed: int = 0) -> torch.nn.Module:
     return prepare(model)
 
 
-def load_model(path: str | os.PathLike) -> torch.nn.Module:
+def load_model(path: str | os.PathLike) -> PreTrainedModel:
     """A causal LM from a local checkpoint directory (``config.json`` and
     safetensors weights) or, for a ``.json`` file, a config alone (random
     weights, seed 0). Nothing is downloaded."""
@@ -320,7 +325,7 @@ def load_model(path: str | os.PathLike) -> torch.nn.Module:
     return prepare(model)
 
 
-def prepare(model: torch.nn.Module) -> torch.nn.Module:
+def prepare(model: PreTrainedModel) -> PreTrainedModel:
     """Puts ``model`` in eval mode and picks the MoE expert implementation
     that exports: ``batched_mm`` gathers the top-k experts' weights with
     static shapes (``eager`` is data-dependent; ``grouped_mm`` uses
@@ -331,7 +336,7 @@ def prepare(model: torch.nn.Module) -> torch.nn.Module:
     return model.eval()
 
 
-def _randomize_zero_routers(model: torch.nn.Module, seed: int) -> None:
+def _randomize_zero_routers(model: PreTrainedModel, seed: int) -> None:
     # Some MoE classes initialise their router to zero: every expert ties and
     # the choice then depends on the order of a sort, not on the input.
     generator = torch.Generator().manual_seed(seed)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from typing import TYPE_CHECKING
 
 import torch
 from transformers.cache_utils import (
@@ -25,6 +26,9 @@ from transformers.cache_utils import (
 )
 
 from ._sampling import pick_token
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 DEFAULT_MAX_TOP_K = 64  # the largest top_k a program honours by default (its topk takes a constant k)
 
@@ -51,7 +55,7 @@ def architecture_of(model: torch.nn.Module) -> str:
     return f"{type(model).__name__} (model_type {model_type})" if model_type else type(model).__name__
 
 
-def layer_kind(model: torch.nn.Module, index: int) -> str:
+def layer_kind(model: PreTrainedModel, index: int) -> str:
     """Layer ``index``'s kind in transformers' words: its ``layer_types``
     entry, as transformers infers it when the config has none
     (``'sliding_attention'`` for a config with a ``sliding_window``)."""
@@ -136,9 +140,15 @@ class StatefulCausalLM(torch.nn.Module):
         ("sampling_top_k", (1,), torch.int64),
         ("sampling_seed", (1,), torch.int64),
     )
+    # Registered as buffers when pick="device".
+    next_token: torch.Tensor
+    next_position: torch.Tensor
+    sampling_temperature: torch.Tensor
+    sampling_top_k: torch.Tensor
+    sampling_seed: torch.Tensor
 
     def __init__(
-        self, model: torch.nn.Module, max_seq_len: int, *, pick: str = "host", max_top_k: int = DEFAULT_MAX_TOP_K
+        self, model: PreTrainedModel, max_seq_len: int, *, pick: str = "host", max_top_k: int = DEFAULT_MAX_TOP_K
     ) -> None:
         super().__init__()
         if pick not in self.PICKS:
@@ -327,12 +337,12 @@ def static_prefill_chunks(model: torch.nn.Module, max_tokens: int):
         rule = getattr(module, "torch_chunk_gated_delta_rule", None)
         if rule is not None:
             patched.append((module, rule))
-            module.torch_chunk_gated_delta_rule = _padded_rule(rule, max_tokens)
+            setattr(module, "torch_chunk_gated_delta_rule", _padded_rule(rule, max_tokens))
     try:
         yield
     finally:
         for module, rule in patched:
-            module.torch_chunk_gated_delta_rule = rule
+            setattr(module, "torch_chunk_gated_delta_rule", rule)
 
 
 def _padded_rule(rule, max_tokens: int):

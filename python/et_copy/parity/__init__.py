@@ -151,7 +151,7 @@ def main(argv: list[str]) -> int:
     )
     args = parser.parse_args(argv)
 
-    from .programs import PROGRAMS
+    from .programs import PROGRAMS, Program
 
     cases = select(all_cases(), args.cases)
     programs = [] if args.no_programs else select(PROGRAMS, args.cases)
@@ -159,8 +159,9 @@ def main(argv: list[str]) -> int:
         print(f"et_copy parity: no case matches {args.cases!r} (see --list)", file=sys.stderr)
         return 2
     if args.list:
-        for case in [*cases, *programs]:
-            print(f"{case.name:<64} {case.describe()}")
+        listed: list[Case | Program] = [*cases, *programs]
+        for item in listed:
+            print(f"{item.name:<64} {item.describe()}")
         return 0
 
     import torch

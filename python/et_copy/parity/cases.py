@@ -12,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 import math
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Protocol, TypeVar
 
 import torch
 
@@ -59,10 +59,12 @@ class Case:
             if getattr(self, key) is None:
                 object.__setattr__(self, key, value)
         if self.out_dim_order is None:
+            out_shape = self.out_shape
+            assert out_shape is not None  # set just above
             object.__setattr__(
                 self,
                 "out_dim_order",
-                tuple(range(len(self.out_shape))) if len(self.out_shape) != len(self.shape) else self.dim_order,
+                tuple(range(len(out_shape))) if len(out_shape) != len(self.shape) else self.dim_order,
             )
         h2d = self.direction == "h2d"
         if not self.self_on:
@@ -85,14 +87,17 @@ class Case:
         return self.shape
 
     def out_base_shape(self) -> tuple[int, ...]:
+        shape = self.out_shape
+        assert shape is not None  # __post_init__ set it
         if self.out_strided:
-            return (*self.out_shape[:-1], self.out_shape[-1] * 2)
-        return self.out_shape
+            return (*shape[:-1], shape[-1] * 2)
+        return shape
 
     def self_nbytes(self) -> int:
         return math.prod(self.self_base_shape()) * self.dtype.itemsize
 
     def out_nbytes(self) -> int:
+        assert self.out_dtype is not None  # __post_init__ set it
         return math.prod(self.out_base_shape()) * self.out_dtype.itemsize
 
     def describe(self) -> str:
@@ -114,6 +119,9 @@ class Case:
         return f"{self.direction}: self {s} -> out {o}" + (f" ({self.reason})" if self.reason else "")
 
     def to_json(self) -> dict:
+        # __post_init__ set them.
+        assert self.dim_order is not None and self.out_dtype is not None
+        assert self.out_shape is not None and self.out_dim_order is not None
         return {
             "name": self.name,
             "direction": self.direction,
@@ -313,13 +321,22 @@ def all_cases() -> list[Case]:
     return [*_valid_cases(), *_invalid_cases()]
 
 
-def select(cases: list[Case], spec: str | None) -> list[Case]:
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_Selectable = TypeVar("_Selectable", bound=_Named)
+
+
+def select(cases: list[_Selectable], spec: str | None) -> list[_Selectable]:
     """The cases ``spec`` selects: comma-separated globs on case names, any
     of which may match; a pattern without ``*?[`` matches as a substring; a
     pattern starting with ``!`` excludes. Only exclusions: start from all."""
     if not spec:
         return list(cases)
-    include, exclude = [], []
+    include: list[str] = []
+    exclude: list[str] = []
     for part in (p.strip() for p in spec.split(",")):
         if not part:
             continue

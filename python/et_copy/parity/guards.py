@@ -97,8 +97,12 @@ class Guarded:
     guard: int
     body_nbytes: int
     initial: torch.Tensor  # what the whole region held before the call
+    tensor: torch.Tensor | _tensors.DeviceTensor  # the body, as the op under test sees it
 
     def _read(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def free(self) -> None:
         raise NotImplementedError
 
     def body(self) -> torch.Tensor:
@@ -141,6 +145,8 @@ class GuardedHost(Guarded):
     """A host tensor of ``shape`` (laid out in ``dim_order``) inside a guarded
     torch buffer. ``fill`` is the body's initial bytes; ``view`` optionally
     derives the tensor handed out from the dense one (e.g. a strided slice)."""
+
+    tensor: torch.Tensor
 
     def __init__(
         self,

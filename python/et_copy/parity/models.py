@@ -101,6 +101,7 @@ def _convnet():
     m = ConvNetBN().eval()
     with torch.no_grad():  # non-trivial running statistics
         for bn in (m.features[1], m.features[4]):
+            assert isinstance(bn, torch.nn.BatchNorm2d) and bn.running_mean is not None and bn.running_var is not None
             bn.running_mean.uniform_(-0.5, 0.5)
             bn.running_var.uniform_(0.5, 1.5)
     return m, (_randn("conv/ex", 2, 3, 16, 16),), (_randn("conv", 2, 3, 16, 16),), None

@@ -160,7 +160,7 @@ def render(
         out.append("")
 
     if findings_lines:
-        per_impl = defaultdict(int)
+        per_impl: defaultdict[str, int] = defaultdict(int)
         for case_name, impl in footnotes:
             per_impl[LABELS.get(impl, impl)] += 1
         summary = ", ".join(f"{k}: {v}" for k, v in per_impl.items())
@@ -175,8 +175,8 @@ def render(
         if oob:
             out.append("")
             out.append("out-of-bounds writes (caught in guard bytes; the process was not harmed):")
-            for c, i, r in oob:
-                what = "; ".join(f.message for f in r.findings if f.kind == "out_of_bounds_write")
+            for c, i, res in oob:
+                what = "; ".join(f.message for f in res.findings if f.kind == "out_of_bounds_write")
                 out.append(f"  {_who(i, env)}: {c.name}: {what}")
     else:
         out.append("findings: none")

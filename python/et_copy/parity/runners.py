@@ -21,6 +21,7 @@ import tempfile
 import traceback
 import zlib
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 
@@ -158,6 +159,7 @@ class Inputs:
                 "self", case.dtype, case.shape, guard, fill, dim_order=case.dim_order, device_index=case.device_index
             )
         shape = out_shape or case.out_base_shape()
+        assert case.out_dtype is not None  # Case.__post_init__ set it
         out_fill = pattern(int(torch.Size(shape).numel()) * case.out_dtype.itemsize, 3)
         if out_on == "host":
             self.out_buf: Guarded = GuardedHost(
@@ -207,6 +209,7 @@ def _out_values(inputs: Inputs, case: Case) -> torch.Tensor:
     out = inputs.out
     if isinstance(out, torch.Tensor):
         return out.clone()
+    assert case.out_dtype is not None  # Case.__post_init__ set it
     body = inputs.out_buf.body()[: out.nbytes].view(case.out_dtype)
     return body.as_strided(tuple(out.shape), contiguous_strides(tuple(out.shape), out.dim_order))
 
@@ -242,7 +245,8 @@ def run_case(case: Case, capture: CapturedStderr, reference: dict | None = None)
 _QUANTIZED_AS = {torch.qint8: torch.int8, torch.quint8: torch.uint8, torch.qint32: torch.int32}
 
 
-def _aot_view(t: torch.Tensor) -> torch.Tensor:
+def _aot_view(t: torch.Tensor | DeviceTensor) -> torch.Tensor:
+    assert isinstance(t, torch.Tensor)  # the AOT op gets host tensors only: Inputs(host_only=True)
     return t.view(_QUANTIZED_AS[t.dtype]) if t.dtype in _QUANTIZED_AS else t
 
 
@@ -256,6 +260,7 @@ def _run_aot(case: Case, capture: CapturedStderr, ref: dict) -> Result:
     try:
         with capture:
             result = _aot_op(case, "default")(_aot_view(inputs.self))
+            assert isinstance(inputs.self, torch.Tensor)
             if case.dtype in _QUANTIZED_AS:
                 result = result.view(case.dtype)
         r.log = capture.text
@@ -276,7 +281,7 @@ def _run_aot(case: Case, capture: CapturedStderr, ref: dict) -> Result:
             f"returned {dtype_name(result.dtype)}{list(result.shape)}, expected "
             f"{dtype_name(case.dtype)}{list(case.shape)}",
         )
-    elif not _layout_matches(result, case.shape, case.dim_order):
+    elif case.dim_order is not None and not _layout_matches(result, case.shape, case.dim_order):
         r.add("wrong_layout", f"returned strides {list(result.stride())}, not dim order {list(case.dim_order)}")
     elif not torch.equal(raw_bytes(result), expected):
         r.add("wrong_bytes", "returned bytes that differ from self's")
@@ -308,7 +313,8 @@ class _NotOut(Exception):
 
 
 def _et_copy_kernel(case: Case, inputs: Inputs) -> None:
-    copy = h2d_copy if case.direction == "h2d" else d2h_copy
+    # Invalid cases hand the copies what they must refuse (a device out for d2h, ...).
+    copy: Callable[..., object] = h2d_copy if case.direction == "h2d" else d2h_copy
     copy(inputs.self, out=inputs.out, dynamic_out=inputs.dynamic_torch_out)
 
 
@@ -404,6 +410,8 @@ def _judge_invalid(r, case, inputs, raised, body, before, shape_after, kernel) -
 
 def _classify(case: Case, inputs: Inputs, body: torch.Tensor, shape_after: tuple[int, ...], kernel: bool) -> str:
     """What an implementation that accepted an invalid case wrote."""
+    assert case.out_dtype is not None and case.out_dim_order is not None  # Case.__post_init__ set them
+    assert case.dim_order is not None
     parts = []
     if shape_after != inputs.out_shape_before:
         parts.append(f"resizes out to {list(shape_after)}")

@@ -51,11 +51,11 @@ struct CopyDiagnostic {
  *
  * Threading: safe to call concurrently on distinct `out` tensors.
  */
-Error h2d_copy(const Tensor& self, Tensor& out, CopyDiagnostic* diag = nullptr);
+ET_NODISCARD Error h2d_copy(const Tensor& self, Tensor& out, CopyDiagnostic* diag = nullptr);
 
 /// The mirror of h2d_copy: device tensor `self` (device from its metadata)
 /// into host tensor `out`. Same errors, same guarantees, same threading.
-Error d2h_copy(const Tensor& self, Tensor& out, CopyDiagnostic* diag = nullptr);
+ET_NODISCARD Error d2h_copy(const Tensor& self, Tensor& out, CopyDiagnostic* diag = nullptr);
 
 /// Kernel-API forms: run h2d_copy / d2h_copy; on failure they log the
 /// diagnostic (ET_LOG Error) and fail `ctx` with its Error. Always return

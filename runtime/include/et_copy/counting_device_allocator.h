@@ -52,20 +52,20 @@ enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
  */
 class CountingDeviceAllocator : public DeviceAllocator {
  public:
-  Result<void*> allocate(size_t nbytes, DeviceIndex index, size_t alignment = kDefaultAlignment) final;
+  ET_NODISCARD Result<void*> allocate(size_t nbytes, DeviceIndex index, size_t alignment = kDefaultAlignment) final;
   /// nullptr is a no-op; a pointer the allocator did not hand out is
   /// refused (counted in failed_calls).
   void deallocate(void* ptr, DeviceIndex index) final;
-  Error copy_host_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) final;
-  Error copy_device_to_host(void* dst, const void* src, size_t nbytes, DeviceIndex index) final;
+  ET_NODISCARD Error copy_host_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index) final;
+  ET_NODISCARD Error copy_device_to_host(void* dst, const void* src, size_t nbytes, DeviceIndex index) final;
   /// Copies nbytes between two buffers of device `index`.
-  Error copy_device_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index);
+  ET_NODISCARD Error copy_device_to_device(void* dst, const void* src, size_t nbytes, DeviceIndex index);
 
   /// Number of devices this allocator serves, or the Error that prevented
   /// counting them (e.g. no CUDA driver). Once a subclass has counted them
   /// it is an atomic load, not a virtual call: the copy kernels ask on
   /// every call.
-  Result<int> device_count() const {
+  ET_NODISCARD Result<int> device_count() const {
     const int known = known_device_count_.load(std::memory_order_relaxed);
     if (known > 0) {
       return known;
@@ -101,22 +101,23 @@ class CountingDeviceAllocator : public DeviceAllocator {
   };
 
   /// Counts the devices (device_count() remembers a successful answer).
-  virtual Result<int> count_devices() const = 0;
+  ET_NODISCARD virtual Result<int> count_devices() const = 0;
   /// A new device count, for allocators whose count changes.
   void set_known_device_count(int count) {
     known_device_count_.store(count, std::memory_order_relaxed);
   }
 
   /// The memory of allocate(); an Error when there is none to give.
-  virtual Result<void*> allocate_bytes(size_t nbytes, DeviceIndex index, size_t alignment) = 0;
+  ET_NODISCARD virtual Result<void*> allocate_bytes(size_t nbytes, DeviceIndex index, size_t alignment) = 0;
   /// Frees `ptr` (never nullptr).
   virtual Released release_bytes(void* ptr, DeviceIndex index) = 0;
   /// Moves the bytes of one copy, complete on return.
-  virtual Error move_bytes(CopyKind kind, void* dst, const void* src, size_t nbytes, DeviceIndex index) = 0;
+  ET_NODISCARD virtual Error move_bytes(CopyKind kind, void* dst, const void* src, size_t nbytes,
+                                        DeviceIndex index) = 0;
 
  private:
   mutable std::atomic<int> known_device_count_{0};
-  Error counted_copy(CopyKind kind, void* dst, const void* src, size_t nbytes, DeviceIndex index);
+  ET_NODISCARD Error counted_copy(CopyKind kind, void* dst, const void* src, size_t nbytes, DeviceIndex index);
 
   std::atomic<uint64_t> allocations_{0};
   std::atomic<uint64_t> deallocations_{0};

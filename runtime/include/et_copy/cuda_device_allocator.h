@@ -110,8 +110,8 @@ class CudaDeviceAllocator final : public CountingDeviceAllocator {
   /// CPU arena) with cudaHostRegister, so copies to and from it take the
   /// direct DMA path. Pair with unregister_host_memory() before freeing it.
   /// InvalidArgument if already registered or not host memory.
-  Error register_host_memory(void* ptr, size_t nbytes);
-  Error unregister_host_memory(void* ptr);
+  ET_NODISCARD Error register_host_memory(void* ptr, size_t nbytes);
+  ET_NODISCARD Error unregister_host_memory(void* ptr);
 
   /// The copy tuning in force for pageable host memory (CudaCopyConfig),
   /// and the setting that changes it for the process: the best path depends
@@ -120,7 +120,7 @@ class CudaDeviceAllocator final : public CountingDeviceAllocator {
   /// under 64 KiB or above 1 GiB or an unknown mode. Copies already running
   /// keep the configuration they started with; thread-safe.
   CudaCopyConfig copy_config() const;
-  Error set_copy_config(const CudaCopyConfig& config);
+  ET_NODISCARD Error set_copy_config(const CudaCopyConfig& config);
 
   /// The calling thread's last CUDA failure in words ("" if none yet).
   static const char* last_error_message();
@@ -129,10 +129,10 @@ class CudaDeviceAllocator final : public CountingDeviceAllocator {
   }
 
  private:
-  Result<int> count_devices() const override;
-  Result<void*> allocate_bytes(size_t nbytes, DeviceIndex index, size_t alignment) override;
+  ET_NODISCARD Result<int> count_devices() const override;
+  ET_NODISCARD Result<void*> allocate_bytes(size_t nbytes, DeviceIndex index, size_t alignment) override;
   Released release_bytes(void* ptr, DeviceIndex index) override;
-  Error move_bytes(CopyKind kind, void* dst, const void* src, size_t nbytes, DeviceIndex index) override;
+  ET_NODISCARD Error move_bytes(CopyKind kind, void* dst, const void* src, size_t nbytes, DeviceIndex index) override;
 
   struct Impl;
   Impl* impl_; // never freed: the allocator outlives every static
@@ -151,18 +151,18 @@ CudaDeviceAllocator& cuda_device_allocator();
  * CudaDeviceAllocator::last_error_message(). Python's et_copy.use_cuda() is
  * this call. Threading as register_allocator().
  */
-Registration use_cuda(Error* error = nullptr);
+ET_NODISCARD Registration use_cuda(Error* error = nullptr);
 
 /// Versions and device count, without creating a context or registering
 /// anything. Safe on machines with no driver.
 CudaRuntimeStatus cuda_runtime_status();
 
 /// Properties of device `index`; InvalidArgument for a missing device.
-Result<CudaDeviceProperties> cuda_device_properties(int index);
+ET_NODISCARD Result<CudaDeviceProperties> cuda_device_properties(int index);
 
 /// The device that owns `ptr` (>= 0) for device or managed memory, -1 for
 /// host memory (pinned or pageable). Used to tell real device memory apart
 /// from simulated memory. NotFound when CUDA is unusable.
-Result<int> cuda_pointer_device(const void* ptr);
+ET_NODISCARD Result<int> cuda_pointer_device(const void* ptr);
 
 } // namespace et_copy

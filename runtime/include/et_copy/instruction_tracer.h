@@ -89,19 +89,19 @@ class InstructionTracer final : public executorch::runtime::EventTracer {
   executorch::runtime::AllocatorID track_allocator(const char* name) override;
   /// Not forwarded (returns false) for a tensor, or tensor list, on a
   /// device: a tracer copies a logged tensor's bytes with a host memcpy.
-  executorch::runtime::Result<bool> log_evalue(const executorch::runtime::EValue& evalue,
-                                               executorch::runtime::LoggedEValueType evalue_type) override;
-  executorch::runtime::Result<bool> log_intermediate_output_delegate(
+  ET_NODISCARD executorch::runtime::Result<bool> log_evalue(const executorch::runtime::EValue& evalue,
+                                                            executorch::runtime::LoggedEValueType evalue_type) override;
+  ET_NODISCARD executorch::runtime::Result<bool> log_intermediate_output_delegate(
       const char* name, executorch::runtime::DelegateDebugIntId delegate_debug_index,
       const executorch::aten::Tensor& output) override;
-  executorch::runtime::Result<bool> log_intermediate_output_delegate(
+  ET_NODISCARD executorch::runtime::Result<bool> log_intermediate_output_delegate(
       const char* name, executorch::runtime::DelegateDebugIntId delegate_debug_index,
       const executorch::runtime::ArrayRef<executorch::aten::Tensor> output) override;
-  executorch::runtime::Result<bool> log_intermediate_output_delegate(
+  ET_NODISCARD executorch::runtime::Result<bool> log_intermediate_output_delegate(
       const char* name, executorch::runtime::DelegateDebugIntId delegate_debug_index, const int& output) override;
-  executorch::runtime::Result<bool> log_intermediate_output_delegate(
+  ET_NODISCARD executorch::runtime::Result<bool> log_intermediate_output_delegate(
       const char* name, executorch::runtime::DelegateDebugIntId delegate_debug_index, const bool& output) override;
-  executorch::runtime::Result<bool> log_intermediate_output_delegate(
+  ET_NODISCARD executorch::runtime::Result<bool> log_intermediate_output_delegate(
       const char* name, executorch::runtime::DelegateDebugIntId delegate_debug_index, const double& output) override;
   void set_delegation_intermediate_output_filter(
       executorch::runtime::EventTracerFilterBase* event_tracer_filter) override;

@@ -113,10 +113,11 @@ class LoadedMethod {
   LoadedMethod(SessionPool* pool, std::string name, executorch::runtime::EventTracer* profiler)
       : pool_(pool), name_(std::move(name)), tracer_(profiler) {}
   // Reads the slots of the loaded method_ (InvalidProgram if it cannot).
-  executorch::runtime::Error describe(FailureReport* report);
+  ET_NODISCARD executorch::runtime::Error describe(FailureReport* report);
   // Checks inputs and outputs against the slots (InvalidArgument).
-  executorch::runtime::Error check(executorch::runtime::Span<const executorch::runtime::EValue> inputs,
-                                   executorch::runtime::Span<MethodOutput> outputs, FailureReport* report) const;
+  ET_NODISCARD executorch::runtime::Error check(executorch::runtime::Span<const executorch::runtime::EValue> inputs,
+                                                executorch::runtime::Span<MethodOutput> outputs,
+                                                FailureReport* report) const;
 
   SessionPool* pool_;
   std::string name_;

@@ -39,11 +39,11 @@ struct KernelRegistration {
  * here; must not race with registrations done by other libraries (e.g. a
  * kernel library being dlopen'ed on another thread).
  */
-std::array<KernelRegistration, 2> register_kernels();
+ET_NODISCARD std::array<KernelRegistration, 2> register_kernels();
 
 /// Who provides the kernel for `op_name` now: kAlreadyOurs, kAlreadyOther or
 /// kAbsent. Registers nothing and never fails. Threading as register_kernels().
-Registration kernel_owner(const char* op_name);
+ET_NODISCARD Registration kernel_owner(const char* op_name);
 
 /**
  * Registers `alloc` for its device type unless an allocator is already
@@ -52,7 +52,7 @@ Registration kernel_owner(const char* op_name);
  * a null `alloc`. `alloc` must have static lifetime (the registry keeps the
  * pointer and cannot unregister). Threading as register_kernels().
  */
-Registration register_allocator(executorch::runtime::DeviceAllocator* alloc);
+ET_NODISCARD Registration register_allocator(executorch::runtime::DeviceAllocator* alloc);
 
 /**
  * et-copy's kernels for one method: pass the result to
@@ -86,7 +86,7 @@ executorch::runtime::Span<const executorch::runtime::Kernel> method_kernels();
  * outside 1..127. Python's et_copy.use_simulated_device() is this call.
  * Threading as register_kernels().
  */
-Registration use_simulated_device(int device_count = 1, executorch::runtime::Error* error = nullptr);
+ET_NODISCARD Registration use_simulated_device(int device_count = 1, executorch::runtime::Error* error = nullptr);
 
 /**
  * Registers et_copy::SimulatedDeviceBackend (simulated_device_backend.h)
@@ -98,6 +98,6 @@ Registration use_simulated_device(int device_count = 1, executorch::runtime::Err
  * simulated allocator serving CUDA at load (use_simulated_device()).
  * Threading as register_kernels().
  */
-Registration register_simulated_device_backend(executorch::runtime::Error* error = nullptr);
+ET_NODISCARD Registration register_simulated_device_backend(executorch::runtime::Error* error = nullptr);
 
 } // namespace et_copy

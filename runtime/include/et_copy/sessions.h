@@ -70,7 +70,8 @@ class PlannedBuffer {
  public:
   /// Allocates `nbytes` on `device`. Fails with the allocator's error (or
   /// NotFound when no DeviceAllocator serves the device type).
-  static executorch::runtime::Result<PlannedBuffer> create(size_t nbytes, executorch::runtime::etensor::Device device);
+  ET_NODISCARD static executorch::runtime::Result<PlannedBuffer> create(size_t nbytes,
+                                                                        executorch::runtime::etensor::Device device);
   executorch::runtime::Span<uint8_t> span() const {
     return span_;
   }
@@ -150,7 +151,7 @@ class SessionPool {
     std::vector<PlannedBuffer> buffers; // all but the arena
   };
   // The scratch of `name`, allocated on first use. Writes what failed to `what`.
-  executorch::runtime::Result<MethodScratch*> scratch(const std::string& name, std::string* what);
+  ET_NODISCARD executorch::runtime::Result<MethodScratch*> scratch(const std::string& name, std::string* what);
 
   executorch::runtime::Span<const uint8_t> program_bytes_;
   const executorch::runtime::Program* program_;
@@ -182,9 +183,9 @@ class Session {
   /// or with another profiler, and InvalidProgram when its inputs and
   /// outputs cannot be read. Takes the pool's execution_lock() (loading may
   /// write the state): do not hold it.
-  executorch::runtime::Result<LoadedMethod*> load(const std::string& name,
-                                                  executorch::runtime::EventTracer* profiler = nullptr,
-                                                  FailureReport* report = nullptr);
+  ET_NODISCARD executorch::runtime::Result<LoadedMethod*> load(const std::string& name,
+                                                               executorch::runtime::EventTracer* profiler = nullptr,
+                                                               FailureReport* report = nullptr);
 
   /// The method `name`, loaded on first use into this session's state
   /// (which is then initialised, if it was not). On failure, returns the
@@ -198,14 +199,14 @@ class Session {
   /// it has, and another tracer fails with InvalidArgument: a loaded
   /// method's tracer cannot change (forward through an InstructionTracer to
   /// switch profiles on and off).
-  executorch::runtime::Result<executorch::runtime::Method*> method(
+  ET_NODISCARD executorch::runtime::Result<executorch::runtime::Method*> method(
       const std::string& name, std::string* what = nullptr, executorch::runtime::EventTracer* event_tracer = nullptr);
 
   /// Puts the state back to its start (zeros, then the program's named
   /// initial values) through the device's h2d copy, in the program's state
   /// arena and in a device backend's (reset_device_state). NotSupported for
   /// a program with neither; no-op before any method is loaded.
-  executorch::runtime::Error reset(std::string* what = nullptr);
+  ET_NODISCARD executorch::runtime::Error reset(std::string* what = nullptr);
 
   /// Bytes of the state arena, the program's plus a device backend's (0
   /// before a method with state is loaded).
@@ -234,7 +235,7 @@ class Session {
   };
   // Writes the initial value of every named state tensor of `m` not yet
   // written since the last reset.
-  executorch::runtime::Error initialize(executorch::runtime::Method& m, std::string* what);
+  ET_NODISCARD executorch::runtime::Error initialize(executorch::runtime::Method& m, std::string* what);
 
   SessionPool* pool_;
   const int id_;

@@ -116,10 +116,10 @@ class SimulatedDeviceAllocator final : public CountingDeviceAllocator {
   }
 
  private:
-  Result<int> count_devices() const override;
-  Result<void*> allocate_bytes(size_t nbytes, DeviceIndex index, size_t alignment) override;
+  ET_NODISCARD Result<int> count_devices() const override;
+  ET_NODISCARD Result<void*> allocate_bytes(size_t nbytes, DeviceIndex index, size_t alignment) override;
   Released release_bytes(void* ptr, DeviceIndex index) override;
-  Error move_bytes(CopyKind kind, void* dst, const void* src, size_t nbytes, DeviceIndex index) override;
+  ET_NODISCARD Error move_bytes(CopyKind kind, void* dst, const void* src, size_t nbytes, DeviceIndex index) override;
 
   struct Allocation {
     size_t nbytes;
@@ -133,8 +133,8 @@ class SimulatedDeviceAllocator final : public CountingDeviceAllocator {
   // on `device`, else null. Caller holds mutex_.
   uint8_t* find(const void* ptr, size_t nbytes, int device) const;
   // Checks a copy's device side and gives its alias (nullptr for nbytes 0).
-  Error check_copy(const char* what, const void* device_ptr, const void* other_ptr, size_t nbytes, DeviceIndex index,
-                   uint8_t** alias) const;
+  ET_NODISCARD Error check_copy(const char* what, const void* device_ptr, const void* other_ptr, size_t nbytes,
+                                DeviceIndex index, uint8_t** alias) const;
   // First fit of `size` bytes (a multiple of the page size) in the
   // reservation, made on first use; its offset, or SIZE_MAX when full.
   // Caller holds mutex_.

@@ -42,7 +42,8 @@ inline constexpr size_t kMaxTensorDims = executorch::runtime::kTensorDimensionLi
  * Pure: callable from any thread.
  */
 template <typename Size, typename Order, typename Stride>
-executorch::runtime::Error dense_strides(const Size* sizes, const Order* dim_order, size_t rank, Stride* strides) {
+ET_NODISCARD executorch::runtime::Error dense_strides(const Size* sizes, const Order* dim_order, size_t rank,
+                                                      Stride* strides) {
   static_assert(std::is_integral_v<Size> && std::is_integral_v<Order> && std::is_integral_v<Stride>,
                 "dense_strides takes integer sizes, dim order and strides");
   using executorch::runtime::Error;
@@ -130,7 +131,7 @@ class TensorImplView {
    * beyond int32); or resize_tensor's error when current_sizes do not fit
    * the capacity or the dynamism forbids the resize.
    */
-  executorch::runtime::Error reset(const Spec& spec);
+  ET_NODISCARD executorch::runtime::Error reset(const Spec& spec);
 
   /// Whether reset() last succeeded.
   bool ok() const {

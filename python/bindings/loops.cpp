@@ -1,10 +1,11 @@
-// et_copy.bench._loops: timing loops for `python -m et_copy bench`, the C++
+// et_copy._C.loops: timing loops for `python -m et_copy bench`, the C++
 // side of the call overhead and throughput figures, run with no Python in
-// the loop, and the probes tests and benchmarks use on device memory. An
-// extension of its own, so nothing of the benchmark or the tests ships in
-// et_copy._C. It links the same kernels et_copy._C does (et_copy_runtime,
-// same flags), and reaches the allocators and the kernel registry through
-// libexecutorch.so, which both extensions share.
+// the loop, and the probes tests and benchmarks use on device memory. A
+// submodule of _C rather than an extension of its own, so the process holds
+// one copy of et-copy's runtime: one registry lock, one served() cache, and
+// one h2d_copy_out_boxed for "is this kernel ours" to compare against.
+#include "loops.h"
+
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -17,6 +18,7 @@
 
 #include <et_copy/copy_ops.h>
 #include <et_copy/counting_device_allocator.h>
+#include <et_copy/failure_report.h>
 #include <executorch/runtime/core/device_allocator.h>
 #include <executorch/runtime/core/device_memory_buffer.h>
 #include <executorch/runtime/core/evalue.h>
@@ -31,7 +33,7 @@
 
 namespace py = pybind11;
 
-namespace et_copy::bench {
+namespace et_copy::bindings {
 
 namespace {
 
@@ -191,12 +193,6 @@ std::vector<double> bench_memcpy(uintptr_t dst, uintptr_t src, size_t nbytes, in
   });
 }
 
-// "InvalidArgument" for Error::InvalidArgument, as et_copy's errors name them.
-std::string error_name(Error err) {
-  const std::string s = executorch::runtime::to_string(err);
-  return s.rfind("Error::", 0) == 0 ? s.substr(7) : s;
-}
-
 // Copies nbytes between two buffers of one device through the allocator
 // ExecuTorch's registry holds for CUDA, which must be et-copy's (simulated
 // or CUDA): its device-to-device path, counted in et_copy.allocator_stats().
@@ -205,8 +201,7 @@ void device_to_device(uintptr_t dst, uintptr_t src, size_t nbytes, int device_in
   if (device_index < -1 || device_index > 127) {
     throw py::value_error("device index " + std::to_string(device_index) + " is out of range");
   }
-  // The registry's allocator lives in et_copy._C: the cast compares type
-  // names across the two extensions, and refuses anyone else's allocator.
+  // The cast refuses anyone else's allocator.
   auto* alloc =
       dynamic_cast<et_copy::CountingDeviceAllocator*>(executorch::runtime::get_device_allocator(et::DeviceType::CUDA));
   if (alloc == nullptr) {
@@ -219,7 +214,8 @@ void device_to_device(uintptr_t dst, uintptr_t src, size_t nbytes, int device_in
                                        static_cast<et::DeviceIndex>(device_index));
   }
   if (err != Error::Ok) {
-    throw std::runtime_error(error_name(err) + ": device-to-device copy failed: " + alloc->failure_message());
+    throw std::runtime_error(std::string(error_name(err)) +
+                             ": device-to-device copy failed: " + alloc->failure_message());
   }
 }
 
@@ -228,7 +224,7 @@ void device_to_device(uintptr_t dst, uintptr_t src, size_t nbytes, int device_in
 int cuda_pointer_device(uintptr_t ptr) {
   const auto d = et_copy::cuda_pointer_device(reinterpret_cast<const void*>(ptr));
   if (!d.ok()) {
-    throw std::runtime_error(error_name(d.error()) +
+    throw std::runtime_error(std::string(error_name(d.error())) +
                              ": cannot query the pointer: " + et_copy::CudaDeviceAllocator::last_error_message());
   }
   return *d;
@@ -257,12 +253,17 @@ void cuda_raw_memcpy(uintptr_t dst, uintptr_t src, size_t nbytes, const std::str
 }
 #endif
 
+// The kernel bench_kernel(kind) runs: its address, so a test can tell the
+// registry's entry from the kernel this module links (one runtime, one
+// address).
+uintptr_t kernel_address(const std::string& kind) {
+  bool h2d = true;
+  return reinterpret_cast<uintptr_t>(resolve(kind, &h2d));
+}
+
 } // namespace
 
-} // namespace et_copy::bench
-
-PYBIND11_MODULE(_loops, m) {
-  using namespace et_copy::bench;
+void bind_loops(py::module_& m) {
   m.doc() = "Timing loops of python -m et_copy bench, and device probes for tests (not part of et_copy's API).";
   m.def("bench_kernel", &bench_kernel, py::arg("kind"), py::arg("nbytes"), py::arg("iters"), py::arg("repeats"),
         py::arg("host") = 0, py::arg("device") = 0,
@@ -272,6 +273,8 @@ PYBIND11_MODULE(_loops, m) {
   m.def("device_to_device", &device_to_device, py::arg("dst"), py::arg("src"), py::arg("nbytes"),
         py::arg("device_index"),
         "Copies nbytes between two buffers of one device through et-copy's allocator registered for CUDA.");
+  m.def("kernel_address", &kernel_address, py::arg("kind"),
+        "The address of the kernel bench_kernel(kind) runs: et_copy_h2d/d2h or registry_h2d/d2h.");
 #ifdef ET_COPY_WITH_CUDA
   m.def("cuda_raw_memcpy", &cuda_raw_memcpy, py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("kind"),
         "One synchronous cudaMemcpy (the CUDA baseline).");
@@ -279,3 +282,5 @@ PYBIND11_MODULE(_loops, m) {
         "The CUDA device owning ptr, or -1 for host memory.");
 #endif
 }
+
+} // namespace et_copy::bindings
