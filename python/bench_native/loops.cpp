@@ -17,6 +17,8 @@
 
 #include <et_copy/copy_ops.h>
 #include <et_copy/counting_device_allocator.h>
+#include <et_copy/failure_report.h>
+#include <et_copy/limits.h>
 #include <executorch/runtime/core/device_allocator.h>
 #include <executorch/runtime/core/device_memory_buffer.h>
 #include <executorch/runtime/core/evalue.h>
@@ -191,18 +193,12 @@ std::vector<double> bench_memcpy(uintptr_t dst, uintptr_t src, size_t nbytes, in
   });
 }
 
-// "InvalidArgument" for Error::InvalidArgument, as et_copy's errors name them.
-std::string error_name(Error err) {
-  const std::string s = executorch::runtime::to_string(err);
-  return s.rfind("Error::", 0) == 0 ? s.substr(7) : s;
-}
-
 // Copies nbytes between two buffers of one device through the allocator
 // ExecuTorch's registry holds for CUDA, which must be et-copy's (simulated
 // or CUDA): its device-to-device path, counted in et_copy.allocator_stats().
 // RuntimeError "<Error name>: <why>" when the allocator refuses.
 void device_to_device(uintptr_t dst, uintptr_t src, size_t nbytes, int device_index) {
-  if (device_index < -1 || device_index > 127) {
+  if (device_index < -1 || device_index > kMaxDeviceIndex) {
     throw py::value_error("device index " + std::to_string(device_index) + " is out of range");
   }
   // The registry's allocator lives in et_copy._C: the cast compares type
@@ -219,7 +215,8 @@ void device_to_device(uintptr_t dst, uintptr_t src, size_t nbytes, int device_in
                                        static_cast<et::DeviceIndex>(device_index));
   }
   if (err != Error::Ok) {
-    throw std::runtime_error(error_name(err) + ": device-to-device copy failed: " + alloc->failure_message());
+    throw std::runtime_error(std::string(error_name(err)) +
+                             ": device-to-device copy failed: " + alloc->failure_message());
   }
 }
 
@@ -228,7 +225,7 @@ void device_to_device(uintptr_t dst, uintptr_t src, size_t nbytes, int device_in
 int cuda_pointer_device(uintptr_t ptr) {
   const auto d = et_copy::cuda_pointer_device(reinterpret_cast<const void*>(ptr));
   if (!d.ok()) {
-    throw std::runtime_error(error_name(d.error()) +
+    throw std::runtime_error(std::string(error_name(d.error())) +
                              ": cannot query the pointer: " + et_copy::CudaDeviceAllocator::last_error_message());
   }
   return *d;

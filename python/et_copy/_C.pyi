@@ -10,6 +10,15 @@ _T = TypeVar("_T", bound="DeviceTensor")
 H2D_COPY_OUT: str
 D2H_COPY_OUT: str
 
+# The core's limits (runtime/include/et_copy/limits.h) and its device names.
+MAX_TENSOR_DIMS: int
+MAX_DEVICES: int
+MIN_DEVICE_INDEX: int
+MAX_DEVICE_INDEX: int
+DEVICE_ALIGNMENT: int
+
+def device_name(device_type: int, device_index: int) -> str: ...
+
 # The exception every et_copy failure raises (et_copy.EtCopyError is this class).
 class EtCopyError(RuntimeError):
     error: str
