@@ -221,10 +221,10 @@ def test_exit_status_is_1_when_a_program_fails(tmp_path):
     # Counters that never move: the copies cannot match the plan.
     code = """
         import sys
-        import et_copy
+        from et_copy import _registration
         from et_copy.parity import main
-        frozen = et_copy.allocator_stats
-        et_copy.allocator_stats = lambda *a: {k: 0 for k in frozen()}
+        frozen = _registration.allocator_stats  # what et_copy.counting() reads
+        _registration.allocator_stats = lambda *a: {k: 0 for k in frozen()}
         sys.exit(main(sys.argv[1:]))
     """
     proc, result = run_parity("--cases", "program/dynamic_rows/device", tmp_path=tmp_path, code=code)

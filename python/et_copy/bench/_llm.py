@@ -67,9 +67,8 @@ def decode_step(config: Config, *, max_seq_len: int = 64, progress=None) -> dict
                 f"et_copy bench: {name} picked token {got}, the host-state run {expected}; not timing it"
             )
     ours.execute([token, pos])
-    s0 = et_copy.allocator_stats()
-    following.execute([])
-    s1 = et_copy.allocator_stats()
+    with et_copy.counting() as step:
+        following.execute([])
     if progress is not None:
         progress("llm: timing one decode step")
     results = measure(
@@ -87,7 +86,7 @@ def decode_step(config: Config, *, max_seq_len: int = 64, progress=None) -> dict
         "max_seq_len": max_seq_len,
         "state_nbytes": session.state_nbytes,
         "host_state_nbytes": sum(t.numel() * t.element_size() for t in state),
-        "bytes_per_step": {"h2d": s1["h2d_bytes"] - s0["h2d_bytes"], "d2h": s1["d2h_bytes"] - s0["d2h_bytes"]},
+        "bytes_per_step": {"h2d": step.h2d_bytes, "d2h": step.d2h_bytes},
         "baseline": BASELINE,
         "pipeline": DECODE_NEXT,
         "runtimes": [DEVICE_STATE, ET_COPY_RUNTIME],
