@@ -334,6 +334,21 @@ def test_judge_calls_a_rejection_that_touched_out_a_finding(device):
     assert [f.kind for f in result.findings] == ["touched_out_on_reject"]
 
 
+# --- the program section's models ----------------------------------------------------------
+
+
+def test_program_models_build_the_same_weights_every_time_and_leave_the_callers_rng_alone():
+    from et_copy.parity.models import MODELS
+
+    torch.manual_seed(1234)
+    state = torch.get_rng_state()
+    for model in MODELS:
+        first, second = model.build()[0], model.build()[0]
+        for (name, a), (_, b) in zip(first.state_dict().items(), second.state_dict().items()):
+            assert torch.equal(a, b), f"{model.name}: {name} differs between builds"
+    assert torch.equal(torch.get_rng_state(), state)
+
+
 # --- the case matrix ------------------------------------------------------------------------
 
 
