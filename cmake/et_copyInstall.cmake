@@ -61,6 +61,7 @@ set(_et_copy_headers
   counting_device_allocator.h
   failure_report.h
   instruction_tracer.h
+  limits.h
   loaded_method.h
   loaded_program.h
   log_capture.h

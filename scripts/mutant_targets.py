@@ -52,6 +52,8 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/*/program_record.*", (T_RECORD, T_BACKEND)),
     ("runtime/*/instruction_tracer.*", (T_TRACER,)),
     ("runtime/*/tensor_layout.*", (T_LAYOUT, T_KERNELS)),
+    # Its constants are checked against ExecuTorch's at compile time, and pinned through _C.
+    ("runtime/include/et_copy/limits.h", (T_SIM, "py:tests/python/test_limits.py", P_FIELDS)),
     ("runtime/*/delegate_record.*", (T_DELEGATE, T_BACKEND)),
     ("runtime/*/simulated_device_backend.*", (T_BACKEND, "py:tests/python/test_runtime_checks.py")),
     ("runtime/src/external_tensors.*", (T_BACKEND,)),

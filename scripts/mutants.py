@@ -89,8 +89,8 @@ PY_RUNTIME = (P_RUNTIME,) + tuple(
 # fmt: off
 MUTANTS: list[Mutant] = [
     # ---- the kernels: runtime/src/device_copy.cpp, op_*.cpp ------------------
-    M("kernel-rank-limit-off-by-one", KERNEL, "dim > static_cast<ssize_t>(kTensorDimensionLimit)) {",
-      "dim >= static_cast<ssize_t>(kTensorDimensionLimit)) {", T_KERNELS),
+    M("kernel-rank-limit-off-by-one", KERNEL, "dim > static_cast<ssize_t>(kMaxTensorDims)) {",
+      "dim >= static_cast<ssize_t>(kMaxTensorDims)) {", T_KERNELS),
     M("kernel-dim-order-repeat-allowed", KERNEL, "if (d >= dim || (seen >> d) & 1u) {", "if (d >= dim) {",
       T_KERNELS),
     M("kernel-negative-size-allowed", KERNEL, "if (size < 0 || __builtin_mul_overflow(n,",
@@ -243,15 +243,18 @@ MUTANTS: list[Mutant] = [
     M("filled-input-allowed", CHECK, "filled[o] = first[o] == 1 && !named(inputs) && !named(listed);",
       "filled[o] = first[o] == 1 && !named(listed);", T_CHECK),
     # ---- the bindings: DeviceTensor, its reader, dense strides, copies, program --
-    M("dtensor-16-dims-too-many", DTENSOR, "if (rank > kMaxDims) {", "if (rank >= kMaxDims) {", *PY_BINDINGS),
+    M("dtensor-16-dims-too-many", DTENSOR, "if (rank > kMaxTensorDims) {", "if (rank >= kMaxTensorDims) {",
+      *PY_BINDINGS),
     M("dtensor-dim-order-length-unchecked", DTENSOR, "if (ones.rank != rank || !all_fit || !dense_strides(ones)) {",
       "if (!all_fit || !dense_strides(ones)) {", *PY_BINDINGS),
     M("dtensor-shape-beyond-memory-accepted", DTENSOR, "if (l.nbytes > memory->nbytes()) {", "if (false) {",
       *PY_BINDINGS),
-    M("dtensor-device-index-narrowed", DTENSOR, "if (type != kCuda || index < -128 || index > 127) {",
-      "if (type != kCuda) {", *PY_BINDINGS),
-    M("dtensor-device-type-unchecked", DTENSOR, "if (type != kCuda || index < -128 || index > 127) {",
-      "if (index < -128 || index > 127) {", *PY_BINDINGS),
+    M("dtensor-device-index-narrowed", DTENSOR,
+      "if (type != kCuda || index < kMinDeviceIndex || index > kMaxDeviceIndex) {", "if (type != kCuda) {",
+      *PY_BINDINGS),
+    M("dtensor-device-type-unchecked", DTENSOR,
+      "if (type != kCuda || index < kMinDeviceIndex || index > kMaxDeviceIndex) {",
+      "if (index < kMinDeviceIndex || index > kMaxDeviceIndex) {", *PY_BINDINGS),
     M("dtensor-freed-buffer-accepted", DTENSOR, "if (memory->freed()) {", "if (false) {", *PY_BINDINGS),
     M("dtensor-dynamic-flag-inverted", DTENSOR, "t->spec.dynamism = dynamic ? 1 : 0;",
       "t->spec.dynamism = dynamic ? 0 : 1;", *PY_BINDINGS),
@@ -277,8 +280,8 @@ MUTANTS: list[Mutant] = [
       'describe_tensor(out, false, op, "out", specs[1]);', *PY_BINDINGS),
     M("copies-self-named-out", COPIES, 'describe_tensor(self, false, op, "self", specs[0]);',
       'describe_tensor(self, false, op, "out", specs[0]);', *PY_BINDINGS),
-    M("copies-16-dims-too-many", COPIES, "  if (rank > kMaxDims) {\n    throw Failure(",
-      "  if (rank >= kMaxDims) {\n    throw Failure(", *PY_BINDINGS),
+    M("copies-16-dims-too-many", COPIES, "  if (rank > kMaxTensorDims) {\n    throw Failure(",
+      "  if (rank >= kMaxTensorDims) {\n    throw Failure(", *PY_BINDINGS),
     M("program-output-copy-exact-capacity-refused", "runtime/src/loaded_method.cpp",
       "if (t.nbytes() > outputs[i].nbytes) {", "if (t.nbytes() >= outputs[i].nbytes) {", *PY_RUNTIME),
     # ---- et_copy.runtime's input and output checks: python/bindings/method_io.cpp -----
@@ -314,7 +317,8 @@ MUTANTS: list[Mutant] = [
     # ---- _tensors and _device (Python) --------------------------------------------
     M("tensors-empty-drops-dynamic", TENSORS, "dim_order, dynamic, _ALIGNMENT)", "dim_order, False, _ALIGNMENT)",
       *PY_BINDINGS),
-    M("device-index-127-refused", DEVICE, "int(index) > 127:", "int(index) >= 127:", *PY_BINDINGS),
+    M("device-index-127-refused", DEVICE, "int(index) > _C.MAX_DEVICE_INDEX:", "int(index) >= _C.MAX_DEVICE_INDEX:",
+      *PY_BINDINGS),
     M("tensors-quantized-permutation-not-inverted", TENSORS,
       ".permute([order.index(d) for d in range(len(order))])", ".permute(list(order))", *PY_BINDINGS),
 ]

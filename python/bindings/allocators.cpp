@@ -4,7 +4,9 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cinttypes>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -12,6 +14,7 @@
 #include <string>
 
 #include <et_copy/counting_device_allocator.h>
+#include <et_copy/limits.h>
 #include <et_copy/registration.h>
 #include <et_copy/simulated_device_allocator.h>
 #include <et_copy/simulated_device_backend.h>
@@ -74,7 +77,7 @@ void* checked_alias(const char* op, uintptr_t ptr, size_t nbytes, int device_ind
   const auto* p = reinterpret_cast<const void*>(ptr);
   SimulatedDeviceAllocator& sim = simulated_device_allocator();
   const bool empty_null = p == nullptr && nbytes == 0;
-  if (device_index < -1 || device_index > 127 ||
+  if (device_index < -1 || device_index > kMaxDeviceIndex ||
       (!empty_null && !sim.is_device_memory(p, nbytes, static_cast<DeviceIndex>(device_index)))) {
     char at[32];
     std::snprintf(at, sizeof(at), "%#" PRIxPTR, ptr);
@@ -118,7 +121,7 @@ DeviceBuffer::DeviceBuffer(size_t nbytes, int device_type, int device_index, siz
   if (type == DeviceType::CPU) {
     throw Failure(Error::InvalidArgument, "device memory cannot be on the CPU device");
   }
-  if (device_index < -1 || device_index > 127) {
+  if (device_index < -1 || device_index > kMaxDeviceIndex) {
     throw Failure(Error::InvalidArgument, "device index " + std::to_string(device_index) + " is out of range");
   }
   if (get_device_allocator(type) == nullptr) {
@@ -166,11 +169,17 @@ void bind_allocators(py::module_& m) {
 
   m.def(
       "use_simulated_device",
-      [](int device_count, std::optional<bool> host_readable) {
+      [](int64_t device_count, std::optional<bool> host_readable) {
+        const std::string op = "et_copy.use_simulated_device";
         Error err = Error::Ok;
-        std::string outcome =
-            registration_result(use_simulated_device(device_count, &err), err, "et_copy.use_simulated_device",
-                                "device_count must be in 1..127, got " + std::to_string(device_count));
+        // Saturated, not wrapped: a count beyond int is refused by the core like any other.
+        const Registration r =
+            use_simulated_device(static_cast<int>(std::clamp<int64_t>(device_count, INT_MIN, INT_MAX)), &err);
+        if (r == Registration::kFailed && err == Error::InvalidArgument) { // the core's range check
+          throw py::value_error(op + ": device_count must be in 1.." + std::to_string(kMaxDevices) + ", got " +
+                                std::to_string(device_count));
+        }
+        std::string outcome = registration_result(r, err, op, "ExecuTorch refused the simulated allocator");
         if (host_readable.has_value()) { // only once the allocator is the one serving CUDA
           simulated_device_allocator().set_host_readable(*host_readable);
         }

@@ -38,7 +38,7 @@ py::object run(const char* op, PyObject* self, PyObject* out, bool dynamic_out, 
   TensorView self_view(specs[0]);
   TensorView out_view(specs[1]);
   const auto sizes = out_view.tensor().sizes(); // a view: follows a resize
-  executorch::aten::SizesType before[kMaxDims];
+  executorch::aten::SizesType before[kMaxTensorDims];
   std::copy(sizes.begin(), sizes.end(), before);
   if (self_view.tensor().nbytes() >= kReleaseGilFromBytes) {
     py::gil_scoped_release release;
@@ -72,9 +72,9 @@ PyObject* copy_fastcall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 }
 
 void check_rank(size_t rank) {
-  if (rank > kMaxDims) {
+  if (rank > kMaxTensorDims) {
     throw Failure(Error::InvalidArgument, "tensor has " + std::to_string(rank) + " dims; ExecuTorch supports at most " +
-                                              std::to_string(kMaxDims));
+                                              std::to_string(kMaxTensorDims));
   }
 }
 

@@ -101,7 +101,7 @@ int64_t int64_of(py::handle v, bool* fits = nullptr) {
 }
 
 // Every rule a DeviceTensor's shape, dtype and dim order obey, each refused
-// by name: sizes that are negative, beyond int32 or more than 16; a dtype
+// by name: sizes that are negative, beyond int32 or more than kMaxTensorDims; a dtype
 // et_copy does not move; a dim order that is no permutation (None: the
 // natural order); a byte count beyond 64 bits; strides beyond int64.
 Layout check_layout(const std::string& op, py::handle shape_arg, py::handle dtype, py::handle order_arg) {
@@ -123,9 +123,9 @@ Layout check_layout(const std::string& op, py::handle shape_arg, py::handle dtyp
                           " elements)");
   }
   const size_t rank = shape.size();
-  if (rank > kMaxDims) {
+  if (rank > kMaxTensorDims) {
     throw Failure(Error::InvalidArgument, op + ": shape " + shape_text + " has " + std::to_string(rank) +
-                                              " dims; ExecuTorch supports at most " + std::to_string(kMaxDims));
+                                              " dims; ExecuTorch supports at most " + std::to_string(kMaxTensorDims));
   }
   Layout l;
   l.shape_text = shape_text;
@@ -148,7 +148,7 @@ Layout check_layout(const std::string& op, py::handle shape_arg, py::handle dtyp
     // (whose strides cannot overflow).
     TensorSpec ones;
     ones.rank = order.size();
-    bool all_fit = ones.rank <= kMaxDims;
+    bool all_fit = ones.rank <= kMaxTensorDims;
     for (size_t i = 0; all_fit && i < ones.rank; ++i) {
       ones.sizes[i] = 1;
       ones.dim_order[i] = int64_of(order[i], &all_fit);
@@ -202,9 +202,10 @@ void check_device(const std::string& op, py::handle device, TensorSpec& s) {
   }
   const int64_t type = int64_of(PyTuple_GET_ITEM(d, 0));
   const int64_t index = int64_of(PyTuple_GET_ITEM(d, 1));
-  if (type != kCuda || index < -128 || index > 127) {
+  if (type != kCuda || index < kMinDeviceIndex || index > kMaxDeviceIndex) {
     throw py::value_error(op + ": device " + repr_of(device) +
-                          " must be a CUDA device (type 1) with an index ExecuTorch can hold (-128..127)");
+                          " must be a CUDA device (type 1) with an index ExecuTorch can hold (" +
+                          std::to_string(kMinDeviceIndex) + ".." + std::to_string(kMaxDeviceIndex) + ")");
   }
   s.device_type = static_cast<int>(type);
   s.device_index = static_cast<int>(index);

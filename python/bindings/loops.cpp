@@ -19,6 +19,7 @@
 #include <et_copy/copy_ops.h>
 #include <et_copy/counting_device_allocator.h>
 #include <et_copy/failure_report.h>
+#include <et_copy/limits.h>
 #include <executorch/runtime/core/device_allocator.h>
 #include <executorch/runtime/core/device_memory_buffer.h>
 #include <executorch/runtime/core/evalue.h>
@@ -198,7 +199,7 @@ std::vector<double> bench_memcpy(uintptr_t dst, uintptr_t src, size_t nbytes, in
 // or CUDA): its device-to-device path, counted in et_copy.allocator_stats().
 // RuntimeError "<Error name>: <why>" when the allocator refuses.
 void device_to_device(uintptr_t dst, uintptr_t src, size_t nbytes, int device_index) {
-  if (device_index < -1 || device_index > 127) {
+  if (device_index < -1 || device_index > kMaxDeviceIndex) {
     throw py::value_error("device index " + std::to_string(device_index) + " is out of range");
   }
   // The cast refuses anyone else's allocator.

@@ -56,13 +56,6 @@ std::string input_arg(const MethodIo& io, size_t i) {
 
 } // namespace
 
-std::string device_str(int device_type, int device_index) {
-  if (device_type == 0) {
-    return "cpu";
-  }
-  return (device_type == 1 ? "cuda:" : "device" + std::to_string(device_type) + ":") + std::to_string(device_index);
-}
-
 MethodIo read_method_io(const et_copy::LoadedMethod& m) {
   MethodIo io;
   static_cast<et_copy::MethodIo&>(io) = m.io();
@@ -80,7 +73,7 @@ MethodIo read_method_io(const et_copy::LoadedMethod& m) {
     if (device_type(s) != 0 && s.planned) {
       // Its memory is the method's, overwritten by the next call, and only a
       // device copy could hand it out.
-      throw Failure(Error::NotSupported, arg + " is memory-planned on " + device_str(device_type(s), device_index(s)) +
+      throw Failure(Error::NotSupported, arg + " is memory-planned on " + device_name(device_type(s), device_index(s)) +
                                              "; et_copy.runtime returns device outputs in memory the caller owns: "
                                              "export with alloc_graph_output=False");
     }
@@ -117,18 +110,18 @@ bool read_input(const MethodIo& io, size_t i, PyObject* o, TensorSpec& spec, EVa
                          ", got " + dtype_str(spec.dtype));
   }
   if (spec.device_type != device_type(slot) || spec.device_index != device_index(slot)) {
-    const std::string planned = device_str(device_type(slot), device_index(slot));
+    const std::string planned = device_name(device_type(slot), device_index(slot));
     const std::string hint =
         device_type(slot) == 0 ? "pass a CPU torch tensor"
                                : "pass an et_copy.DeviceTensor on " + planned +
                                      " (et_copy.h2d_copy(x)); a host tensor would be copied into device memory with a "
                                      "host memcpy";
     throw py::value_error(io.where + ": " + input_arg(io, i) + " is planned on " + planned + ", got a tensor on " +
-                          device_str(spec.device_type, spec.device_index) + ": " + hint);
+                          device_name(spec.device_type, spec.device_index) + ": " + hint);
   }
   if (slot.planned && device_type(slot) != 0) {
     throw Failure(Error::NotSupported, io.where + ": " + input_arg(io, i) + " is memory-planned on " +
-                                           device_str(device_type(slot), device_index(slot)) +
+                                           device_name(device_type(slot), device_index(slot)) +
                                            ", which ExecuTorch fills with a host memcpy; export with "
                                            "alloc_graph_input=False");
   }
@@ -150,8 +143,8 @@ bool read_output(const MethodIo& io, size_t i, PyObject* o, TensorSpec& spec) {
   if (spec.dtype != dtype_code(slot) || spec.device_type != device_type(slot) ||
       spec.device_index != device_index(slot)) {
     throw py::value_error(io.where + ": " + arg + " must be " + dtype_str(dtype_code(slot)) + " on " +
-                          device_str(device_type(slot), device_index(slot)) + ", got " + dtype_str(spec.dtype) +
-                          " on " + device_str(spec.device_type, spec.device_index));
+                          device_name(device_type(slot), device_index(slot)) + ", got " + dtype_str(spec.dtype) +
+                          " on " + device_name(spec.device_type, spec.device_index));
   }
   // Dense in its dim order, sized for the output's upper bound: what a kernel
   // writing the output as the program lays it out may fill.

@@ -31,9 +31,6 @@ struct MethodIo : et_copy::MethodIo {
 /// output in memory the method owns.
 MethodIo read_method_io(const et_copy::LoadedMethod& m);
 
-/// "cpu" or "cuda:N".
-std::string device_str(int device_type, int device_index);
-
 /// Input `i`: a tensor for a tensor slot (read into `spec`, returns true),
 /// else a Python scalar (written to `value`, returns false). Throws for a
 /// value the slot cannot take.

@@ -6,6 +6,8 @@
 #include <cstring>
 
 #include <et_copy/copy_ops.h>
+#include <et_copy/failure_report.h>
+#include <et_copy/limits.h>
 
 #include "allocators.h"
 #include "copies.h"
@@ -150,6 +152,15 @@ PYBIND11_MODULE(_C, m) {
 
   m.attr("H2D_COPY_OUT") = et_copy::kH2dCopyOutName;
   m.attr("D2H_COPY_OUT") = et_copy::kD2hCopyOutName;
+  // The core's limits and names (et_copy/limits.h, failure_report.h), so
+  // Python spells none of them again.
+  m.attr("MAX_TENSOR_DIMS") = et_copy::kMaxTensorDims;
+  m.attr("MAX_DEVICES") = et_copy::kMaxDevices;
+  m.attr("MIN_DEVICE_INDEX") = et_copy::kMinDeviceIndex;
+  m.attr("MAX_DEVICE_INDEX") = et_copy::kMaxDeviceIndex;
+  m.attr("DEVICE_ALIGNMENT") = et_copy::kDeviceAlignment;
+  m.def("device_name", &et_copy::device_name, py::arg("device_type"), py::arg("device_index"),
+        "'cpu', 'cuda:N' or 'device type T:N': how et-copy names a device everywhere.");
   bind_allocators(m);
   bind_device_tensor(m);
   bind_copies(m);

@@ -505,7 +505,6 @@ void bind_program(py::module_& m) {
       .def("new_session", &new_session)
       .def("method_meta", &program_method_meta, py::arg("name"))
       .def("write_etdump", &write_etdump, py::arg("path"), py::arg("debug_buffer_path") = py::none())
-      .def_property_readonly("nbytes", [](const LoadedProgram& lp) { return lp.core->bytes().size(); })
       .def_property_readonly("device_scratch_nbytes",
                              [](const LoadedProgram& lp) { return lp.core->pool().device_scratch_nbytes(); });
   py::class_<LoadedSession, std::shared_ptr<LoadedSession>>(m, "Session")

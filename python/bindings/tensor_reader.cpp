@@ -78,7 +78,7 @@ void describe_tensor(PyObject* o, bool dynamic, const char* op, const char* arg,
     }
     case ReadProblem::kTooManyDims:
       throw Failure(Error::InvalidArgument, who + " has " + std::to_string(s.rank) +
-                                                " dims; ExecuTorch supports at most " + std::to_string(kMaxDims));
+                                                " dims; ExecuTorch supports at most " + std::to_string(kMaxTensorDims));
   }
 }
 

@@ -18,7 +18,7 @@ enum class ReadProblem {
   kFreed,       ///< a DeviceTensor whose memory was freed
   kDevice,      ///< a torch tensor on a device et-copy does not move
   kDtype,       ///< a dtype et-copy does not move
-  kTooManyDims, ///< more than ExecuTorch's 16 dims
+  kTooManyDims, ///< more than kMaxTensorDims (ExecuTorch's limit)
 };
 
 /// Reads `o` into `s`. `dynamic`: a torch tensor's shape is a capacity the

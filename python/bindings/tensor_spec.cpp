@@ -7,7 +7,7 @@ void dim_order_from_strides(TensorSpec& spec) {
   for (size_t i = 0; i < spec.rank; ++i) {
     order[i] = static_cast<int64_t>(i);
   }
-  // Insertion sort: stable, and at most 16 dims.
+  // Insertion sort: stable, and at most kMaxTensorDims dims.
   for (size_t i = 1; i < spec.rank; ++i) {
     const int64_t d = order[i];
     size_t j = i;

@@ -6,22 +6,21 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace et_copy::bindings {
+#include <et_copy/limits.h>
 
-/// ExecuTorch's kTensorDimensionLimit (tensor_view.cpp checks they agree).
-constexpr size_t kMaxDims = 16;
+namespace et_copy::bindings {
 
 struct TensorSpec {
   uintptr_t data = 0;
   int dtype = 0; ///< ExecuTorch ScalarType code
   size_t rank = 0;
-  int64_t sizes[kMaxDims] = {};
-  int64_t strides[kMaxDims] = {}; ///< in elements
-  int64_t dim_order[kMaxDims] = {};
+  int64_t sizes[kMaxTensorDims] = {};
+  int64_t strides[kMaxTensorDims] = {}; ///< in elements
+  int64_t dim_order[kMaxTensorDims] = {};
   /// The shape the memory was sized for (dynamic-bound tensors); when
   /// false, the same as sizes.
   bool has_capacity = false;
-  int64_t capacity[kMaxDims] = {};
+  int64_t capacity[kMaxTensorDims] = {};
   int dynamism = 0; ///< TensorShapeDynamism
   int device_type = 0;
   int device_index = 0;

@@ -16,7 +16,7 @@ namespace et = executorch::runtime::etensor;
 
 // Copies `n` values into `out`, each checked to fit T.
 template <typename T>
-void narrow(const int64_t* values, size_t n, std::array<T, kMaxDims>& out, const char* what) {
+void narrow(const int64_t* values, size_t n, std::array<T, kMaxTensorDims>& out, const char* what) {
   for (size_t i = 0; i < n; ++i) {
     const int64_t v = values[i];
     if (v < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
@@ -41,14 +41,15 @@ bool movable(int code) {
 
 TensorView::TensorView(const TensorSpec& spec) {
   const size_t rank = spec.rank;
-  if (rank > kMaxDims) {
-    throw Failure(Error::InvalidArgument,
-                  "tensor has " + std::to_string(rank) + " dims; ExecuTorch supports at most 16");
+  if (rank > kMaxTensorDims) {
+    throw Failure(Error::InvalidArgument, "tensor has " + std::to_string(rank) + " dims; ExecuTorch supports at most " +
+                                              std::to_string(kMaxTensorDims));
   }
   if (!movable(spec.dtype)) { // TensorImpl aborts on a code it lacks
     throw Failure(Error::InvalidArgument, "unsupported dtype code " + std::to_string(spec.dtype));
   }
-  if (spec.device_type < 0 || spec.device_type > 127 || spec.device_index < -128 || spec.device_index > 127) {
+  if (spec.device_type < 0 || spec.device_type > std::numeric_limits<int8_t>::max() ||
+      spec.device_index < kMinDeviceIndex || spec.device_index > kMaxDeviceIndex) {
     throw Failure(Error::InvalidArgument, "device type or index out of range");
   }
   rank_ = rank;
@@ -59,10 +60,10 @@ TensorView::TensorView(const TensorSpec& spec) {
                     "negative size " + std::to_string(initial[i] < 0 ? initial[i] : spec.sizes[i]));
     }
   }
-  std::array<executorch::aten::SizesType, kMaxDims> sizes{};
-  std::array<executorch::aten::DimOrderType, kMaxDims> dim_order{};
-  std::array<executorch::aten::StridesType, kMaxDims> strides{};
-  std::array<executorch::aten::SizesType, kMaxDims> current{};
+  std::array<executorch::aten::SizesType, kMaxTensorDims> sizes{};
+  std::array<executorch::aten::DimOrderType, kMaxTensorDims> dim_order{};
+  std::array<executorch::aten::StridesType, kMaxTensorDims> strides{};
+  std::array<executorch::aten::SizesType, kMaxTensorDims> current{};
   narrow(initial, rank, sizes, "size");
   narrow(spec.dim_order, rank, dim_order, "dim_order");
   narrow(spec.strides, rank, strides, "stride");

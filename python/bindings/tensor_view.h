@@ -10,8 +10,6 @@
 
 namespace et_copy::bindings {
 
-static_assert(kMaxDims == et_copy::kMaxTensorDims, "TensorSpec holds ExecuTorch's dims");
-
 /// The metadata arrays live inline (no heap allocation per view): this sits
 /// on every et_copy.h2d_copy call.
 class TensorView {

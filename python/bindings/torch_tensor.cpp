@@ -65,7 +65,7 @@ TorchRead read_torch_tensor(PyObject* o, TensorSpec& s) {
     return TorchRead::kDtype;
   }
   const auto sizes = t.sizes();
-  if (sizes.size() > kMaxDims) {
+  if (sizes.size() > kMaxTensorDims) {
     s.rank = sizes.size();
     return TorchRead::kTooManyDims;
   }

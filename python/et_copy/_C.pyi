@@ -19,6 +19,15 @@ _Out = TypeVar("_Out", bound="torch.Tensor | DeviceTensor")
 H2D_COPY_OUT: str
 D2H_COPY_OUT: str
 
+# The core's limits (runtime/include/et_copy/limits.h) and its device names.
+MAX_TENSOR_DIMS: int
+MAX_DEVICES: int
+MIN_DEVICE_INDEX: int
+MAX_DEVICE_INDEX: int
+DEVICE_ALIGNMENT: int
+
+def device_name(device_type: int, device_index: int) -> str: ...
+
 # The exception every et_copy failure raises (et_copy.EtCopyError is this class).
 class EtCopyError(RuntimeError):
     error: str
@@ -235,8 +244,6 @@ class MethodMeta(TypedDict):  # Method.meta: as loaded
 class Program:
     @property
     def method_names(self) -> list[str]: ...
-    @property
-    def nbytes(self) -> int: ...
     @property
     def device_scratch_nbytes(self) -> int: ...
     def new_session(self) -> Session: ...

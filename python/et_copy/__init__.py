@@ -12,6 +12,7 @@ definition when it is installed: :func:`ensure_registered`.
 
 from __future__ import annotations
 
+from ._counting import Counts, counting
 from ._dtypes import SUPPORTED_DTYPES
 from ._errors import EtCopyError
 from ._ops import D2H_COPY_OUT, H2D_COPY_OUT, d2h_copy, h2d_copy, run_registered
@@ -48,6 +49,7 @@ except EtCopyError:
 
 
 __all__ = [
+    "Counts",
     "D2H_COPY_OUT",
     "DeviceTensor",
     "EtCopyError",
@@ -55,6 +57,7 @@ __all__ = [
     "SUPPORTED_DTYPES",
     "allocator_info",
     "allocator_stats",
+    "counting",
     "d2h_copy",
     "empty",
     "ensure_registered",

@@ -1,10 +1,10 @@
 """``python -m et_copy <command>``: a thin layer over the Python API.
 
 Each command lives in its own module with a ``main(argv) -> int``; this
-file only dispatches, importing the one module it runs. The commands in
-QUIET run inside ``_quiet.quiet()``, which keeps third-party warnings and
-info lines off the output unless the command line has ``-v``/``--verbose``
-(each of them takes it).
+file only dispatches, importing the one module it runs. Every command runs
+inside ``_quiet.quiet()``, which keeps third-party warnings and info lines
+off the output unless the command line has ``-v``/``--verbose`` (each of
+them takes it).
 """
 
 from __future__ import annotations
@@ -19,9 +19,6 @@ COMMANDS = {
     "bench": ("et_copy.bench", "measure call overhead and throughput against torch and memcpy"),
     "generate": ("et_copy.llm._cli", "an LLM with its state on the device, beside executorch.runtime and eager"),
 }
-
-
-QUIET = frozenset({"demo", "parity", "doctor", "bench", "generate"})
 
 
 def _usage() -> str:
@@ -49,8 +46,6 @@ def main(argv: list[str] | None = None) -> int:
     if command is None:
         print(f"et_copy: unknown command {argv[0]!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    if argv[0] not in QUIET:
-        return _run(command[0], argv[1:])
     from ._quiet import quiet
 
     # Decided before the command's own parser runs: the noise comes from

@@ -8,6 +8,7 @@ import argparse
 import torch
 
 from . import _registration
+from ._counting import counting
 from ._dtypes import SUPPORTED_DTYPES
 from ._ops import d2h_copy, h2d_copy
 
@@ -15,6 +16,10 @@ from ._ops import d2h_copy, h2d_copy
 def _sample(dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
     raw = torch.randint(0, 256, (torch.Size(shape).numel() * dtype.itemsize,), dtype=torch.uint8)
     return raw.view(dtype).reshape(shape)
+
+
+def _bytes(t: torch.Tensor) -> bytes:
+    return bytes(t.view(torch.uint8).reshape(-1).numpy())
 
 
 def main(argv: list[str]) -> int:
@@ -25,30 +30,25 @@ def main(argv: list[str]) -> int:
     shape = tuple(args.shape)
 
     _registration.use_simulated_device()
-    before = _registration.allocator_stats()
     print(f"round trip of shape {shape} through the simulated CUDA device (et_copy kernels)")
     print(f"{'dtype':<16}{'bytes':>8}  {'h2d':>5} {'d2h':>5}  same bytes")
     ok = True
-    for dtype in SUPPORTED_DTYPES:
-        host = _sample(dtype, shape)
-        s0 = _registration.allocator_stats()
-        device = h2d_copy(host)
-        back = d2h_copy(device)
-        s1 = _registration.allocator_stats()
-        same = bytes(host.view(torch.uint8).reshape(-1).numpy()) == bytes(back.view(torch.uint8).reshape(-1).numpy())
-        ok &= same
-        name = str(dtype).removeprefix("torch.")
-        print(
-            f"{name:<16}{host.nbytes:>8}  {s1['h2d_bytes'] - s0['h2d_bytes']:>5} "
-            f"{s1['d2h_bytes'] - s0['d2h_bytes']:>5}  {'yes' if same else 'NO'}"
-        )
-        device.free()
-    after = _registration.allocator_stats()
-    moved = {k: after[k] - before[k] for k in ("allocations", "h2d_copies", "h2d_bytes", "d2h_copies", "d2h_bytes")}
+    with counting() as total:
+        for dtype in SUPPORTED_DTYPES:
+            host = _sample(dtype, shape)
+            with counting() as trip:
+                device = h2d_copy(host)
+                back = d2h_copy(device)
+            same = _bytes(host) == _bytes(back)
+            ok &= same
+            name = str(dtype).removeprefix("torch.")
+            print(f"{name:<16}{host.nbytes:>8}  {trip.h2d_bytes:>5} {trip.d2h_bytes:>5}  {'yes' if same else 'NO'}")
+            device.free()
+    moved = {k: total.as_dict()[k] for k in ("allocations", "h2d_copies", "h2d_bytes", "d2h_copies", "d2h_bytes")}
     print(
         "allocator: "
         + ", ".join(f"{k}={v}" for k, v in moved.items())
-        + f", bytes_outstanding={after['bytes_outstanding']}"
+        + f", bytes_outstanding={_registration.allocator_stats()['bytes_outstanding']}"
     )
     print("all round trips returned the same bytes" if ok else "SOME ROUND TRIPS CHANGED BYTES")
     return 0 if ok else 1

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from . import _C
+
 CPU = 0
 CUDA = 1
 
@@ -13,7 +15,7 @@ class Device(NamedTuple):
     index: int  # type: ignore[assignment]  # shadows tuple.index on purpose: torch.device spells it .index
 
     def __str__(self) -> str:
-        return "cpu" if self.type == CPU else f"cuda:{self.index}"
+        return _C.device_name(self.type, self.index)
 
 
 def parse_device(device: object, *, op: str, arg: str = "device") -> Device:
@@ -24,6 +26,8 @@ def parse_device(device: object, *, op: str, arg: str = "device") -> Device:
         raise ValueError(f"{op}: {arg} must be 'cuda' or 'cuda:N', got {text!r}")
     if not index:
         return Device(CUDA, 0)
-    if not index.isdigit() or int(index) > 127:
+    # Checked here, not left to the allocator: some devices never reach C++
+    # (an export's target device).
+    if not index.isdigit() or int(index) > _C.MAX_DEVICE_INDEX:
         raise ValueError(f"{op}: {arg} has a bad device index in {text!r}")
     return Device(CUDA, int(index))

@@ -16,7 +16,6 @@ from ._tensors import DeviceTensor, dim_order_of, empty, host_tensor_like
 
 H2D_COPY_OUT = "et_copy::_h2d_copy.out"
 D2H_COPY_OUT = "et_copy::_d2h_copy.out"
-_MAX_DIMS = 16  # ExecuTorch's kTensorDimensionLimit
 
 AnyTensor = Union[torch.Tensor, DeviceTensor]
 _Out = TypeVar("_Out", torch.Tensor, DeviceTensor)
@@ -50,10 +49,12 @@ def _device_tensor_like(self: object, device: str) -> DeviceTensor:
     if isinstance(self, DeviceTensor):
         order = self.dim_order  # the kernel then rejects the direction, by name
     elif isinstance(self, torch.Tensor):
-        scalar_type_code(self.dtype, op=op, arg="self")  # before any memory is allocated
-        if self.dim() > _MAX_DIMS:
+        # Before any memory is allocated, so the error names this op, not et_copy.empty.
+        scalar_type_code(self.dtype, op=op, arg="self")
+        if self.dim() > _C.MAX_TENSOR_DIMS:
             raise EtCopyError(
-                f"{op}: self has {self.dim()} dims; ExecuTorch supports at most 16", error="InvalidArgument"
+                f"{op}: self has {self.dim()} dims; ExecuTorch supports at most {_C.MAX_TENSOR_DIMS}",
+                error="InvalidArgument",
             )
         order = dim_order_of(self)
     else:

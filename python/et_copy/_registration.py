@@ -59,7 +59,8 @@ def use_simulated_device(device_count: int = 1, *, host_readable: bool | None = 
     """Serves DeviceType CUDA with a simulated device (no GPU needed).
 
     Registers et_copy's simulated allocator for CUDA, reporting
-    ``device_count`` devices (1..127). Returns "registered" or "already
+    ``device_count`` devices (1 to ``_C.MAX_DEVICES``, the core's limit;
+    ValueError outside it). Returns "registered" or "already
     et_copy". Idempotent: a later call changes the device count and, when
     ``host_readable`` is given, the mode of allocations made after it
     (live ones keep theirs). Raises EtCopyError("RegistrationAlreadyRegistered")
@@ -85,8 +86,6 @@ def use_simulated_device(device_count: int = 1, *, host_readable: bool | None = 
     op = "et_copy.use_simulated_device"
     if not isinstance(device_count, int) or isinstance(device_count, bool):
         raise TypeError(f"{op}: device_count must be an int, got {type(device_count).__name__}")
-    if not 1 <= device_count <= 127:
-        raise ValueError(f"{op}: device_count must be in 1..127, got {device_count}")
     if host_readable is not None and not isinstance(host_readable, bool):
         raise TypeError(f"{op}: host_readable must be a bool or None, got {type(host_readable).__name__}")
     outcome = _C.use_simulated_device(device_count, host_readable)

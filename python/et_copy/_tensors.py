@@ -12,9 +12,9 @@ from . import _C, cuda
 from ._device import parse_device
 from ._dtypes import QUANTIZED_DTYPES
 
-# cudaMalloc aligns to 256 bytes; the simulated device matches it so code
-# that tests well here behaves the same on a GPU.
-_ALIGNMENT = 256
+# cudaMalloc's alignment, asked of the simulated device too, so code that
+# tests well here behaves the same on a GPU (the core's kDeviceAlignment).
+_ALIGNMENT = _C.DEVICE_ALIGNMENT
 
 
 def contiguous_strides(shape: Sequence[int], dim_order: Sequence[int]) -> list[int]:
@@ -97,7 +97,7 @@ def empty(
     contiguous. Raises ValueError for a negative size, one beyond
     ExecuTorch's int32 sizes, a dim order that is no permutation or a byte
     count beyond 64 bits, TypeError for a dtype et_copy does not move,
-    EtCopyError("InvalidArgument") for more than 16 dims,
+    EtCopyError("InvalidArgument") for more than ``_C.MAX_TENSOR_DIMS`` dims,
     EtCopyError("NotFound") when no allocator is registered for CUDA, and
     the allocator's error for a bad device index.
     """

@@ -240,11 +240,6 @@ def _verify_schemas(outcome: str) -> None:
         )
 
 
-def registration() -> str | None:
-    """The outcome of :func:`ensure_registered` so far, or None before it ran."""
-    return _outcome
-
-
 def h2d_copy_op() -> torch._ops.OpOverload:
     """``torch.ops.et_copy._h2d_copy.default`` (registering first)."""
     ensure_registered()

@@ -20,7 +20,8 @@ using namespace cuda_internal;
 
 namespace {
 
-constexpr int kMaxDevices = 128; // DeviceIndex is int8_t
+// One copy-lane pool per device index DeviceIndex can hold.
+constexpr int kDeviceSlots = kMaxDeviceIndex + 1;
 constexpr size_t kMinChunk = size_t{64} << 10;
 constexpr size_t kMaxChunk = size_t{1} << 30;
 
@@ -183,8 +184,8 @@ struct CudaDeviceAllocator::Impl {
   std::unordered_map<void*, Allocation> live;
   CudaCopyConfig config;
 
-  std::array<std::unique_ptr<LanePool>, kMaxDevices> lanes;
-  std::once_flag lanes_once[kMaxDevices];
+  std::array<std::unique_ptr<LanePool>, kDeviceSlots> lanes;
+  std::once_flag lanes_once[kDeviceSlots];
 
   LanePool& pool(int device) {
     std::call_once(lanes_once[device], [&] { lanes[device] = std::make_unique<LanePool>(kMaxLanesPerDevice); });

@@ -4,6 +4,7 @@
 #include <set>
 #include <string_view>
 
+#include <et_copy/limits.h>
 #include <executorch/runtime/platform/log.h>
 
 namespace et_copy {
@@ -110,8 +111,8 @@ class Parser {
         if (f[1] != "cuda") {
           return fail("device type '" + std::string(f[1]) + "' is not one this backend serves (cuda)", line);
         }
-        if (!parse_size(f[2], &index) || index > 127) {
-          return fail("device index is not in 0..127", line);
+        if (!parse_size(f[2], &index) || index > static_cast<size_t>(kMaxDeviceIndex)) {
+          return fail("device index is not in 0.." + std::to_string(kMaxDeviceIndex), line);
         }
         has_device = true;
         r.device_type = et::DeviceType::CUDA;

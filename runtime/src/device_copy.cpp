@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include <et_copy/counting_device_allocator.h>
+#include <et_copy/limits.h>
 #include <executorch/runtime/core/device_allocator.h>
 #include <executorch/runtime/core/event_tracer_hooks.h>
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
@@ -20,7 +21,6 @@ namespace {
 using executorch::aten::SizesType;
 using executorch::runtime::DeviceAllocator;
 using executorch::runtime::get_device_allocator;
-using executorch::runtime::kTensorDimensionLimit;
 using executorch::runtime::TensorShapeDynamism;
 using executorch::runtime::etensor::DeviceType;
 using executorch::runtime::etensor::kNumDeviceTypes;
@@ -81,7 +81,7 @@ enum class Problem { kNone, kDims, kNoSizes, kDimOrder, kSize, kNotDense };
 // of it assumes. `nbytes` is its exact byte count (needed for the copy).
 Problem tensor_problem(const Tensor& t, uint64_t* nbytes) {
   const ssize_t dim = t.dim();
-  if (dim < 0 || dim > static_cast<ssize_t>(kTensorDimensionLimit)) {
+  if (dim < 0 || dim > static_cast<ssize_t>(kMaxTensorDims)) {
     return Problem::kDims;
   }
   const SizesType* sizes = t.sizes().data();
@@ -131,7 +131,7 @@ ET_NODISCARD Error check_tensor(Direction d, const char* arg, const Tensor& t, u
       break;
     case Problem::kDims:
       return reject(diag, d, Error::InvalidArgument, "%s has %zd dims; at most %zu are supported", arg, t.dim(),
-                    kTensorDimensionLimit);
+                    kMaxTensorDims);
     case Problem::kNoSizes:
       return reject(diag, d, Error::InvalidArgument, "%s has no sizes", arg);
     case Problem::kDimOrder:
@@ -169,7 +169,7 @@ bool same_sizes(const Tensor& a, const Tensor& b) {
 }
 
 // The common case, in one pass over both tensors: known device types, same
-// dtype, rank (1..16) and dim order, the dim order a permutation, sizes
+// dtype, rank (1..kMaxTensorDims) and dim order, the dim order a permutation, sizes
 // non-negative with byte counts that fit 64 bits, both dense; and whether
 // out already has self's sizes. False at any doubt, and then the checks in
 // device_copy run one by one and name the problem: this is a shortcut
@@ -177,7 +177,7 @@ bool same_sizes(const Tensor& a, const Tensor& b) {
 // never a different rule.
 bool common_case(const Tensor& self, const Tensor& out, uint64_t* nbytes, bool* same_shape) {
   const ssize_t dim = self.dim();
-  if (dim != out.dim() || dim < 1 || dim > static_cast<ssize_t>(kTensorDimensionLimit) ||
+  if (dim != out.dim() || dim < 1 || dim > static_cast<ssize_t>(kMaxTensorDims) ||
       self.scalar_type() != out.scalar_type() || !valid_device_type(self.device_type()) ||
       !valid_device_type(out.device_type())) {
     return false;
@@ -325,7 +325,7 @@ Error device_copy(Direction d, const Tensor& self, Tensor& out, CopyDiagnostic* 
   }
 
   // Capacity: out takes self's shape, within what its dynamism allows.
-  SizesType old_sizes[kTensorDimensionLimit];
+  SizesType old_sizes[kMaxTensorDims];
   const size_t rank = static_cast<size_t>(out.dim());
   const bool resize = !same_shape;
   if (resize) {

@@ -2,12 +2,25 @@
 
 #include <cstring>
 
+#include <executorch/runtime/core/portable_type/device.h>
+
 namespace et_copy {
 
 const char* error_name(executorch::runtime::Error e) {
   const char* full = executorch::runtime::to_string(e);
   constexpr char kPrefix[] = "Error::";
   return std::strncmp(full, kPrefix, sizeof(kPrefix) - 1) == 0 ? full + sizeof(kPrefix) - 1 : full;
+}
+
+std::string device_name(int device_type, int device_index) {
+  const std::string index = std::to_string(device_index);
+  if (device_type == static_cast<int>(executorch::runtime::etensor::DeviceType::CPU)) {
+    return "cpu";
+  }
+  if (device_type == static_cast<int>(executorch::runtime::etensor::DeviceType::CUDA)) {
+    return "cuda:" + index;
+  }
+  return "device type " + std::to_string(device_type) + ":" + index;
 }
 
 std::string FailureReport::message() const {

@@ -35,10 +35,7 @@ ET_NODISCARD Error fail(FailureReport* report, Error e, std::string step, std::s
 }
 
 std::string device_str(et::Device d) {
-  const std::string index = std::to_string(static_cast<int>(d.index()));
-  return d.type() == et::DeviceType::CPU    ? "cpu"
-         : d.type() == et::DeviceType::CUDA ? "cuda:" + index
-                                            : "device" + std::to_string(static_cast<int>(d.type())) + ":" + index;
+  return device_name(static_cast<int>(d.type()), static_cast<int>(d.index()));
 }
 
 bool same_device(et::Device a, et::Device b) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include <et_copy/counting_device_allocator.h>
+#include <et_copy/failure_report.h>
 
 namespace et_copy {
 
@@ -460,10 +461,7 @@ struct Place {
     return kind == o.kind && (kind != kDevice || (type == o.type && index == o.index));
   }
   std::string device_name() const {
-    const std::string t = type == static_cast<int>(DeviceType::CPU)    ? "cpu"
-                          : type == static_cast<int>(DeviceType::CUDA) ? "cuda"
-                                                                       : "device type " + std::to_string(type);
-    return t + ":" + std::to_string(index);
+    return et_copy::device_name(type, index);
   }
   // "planned on cuda:0", "a constant of the program"...
   std::string where() const {

@@ -7,13 +7,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <limits>
 
 #include <executorch/runtime/platform/log.h>
 
 namespace et_copy {
 
 namespace {
-constexpr int kMaxDevices = 127; // DeviceIndex is int8_t
+static_assert(kMaxDevices == std::numeric_limits<DeviceIndex>::max(), "every device below the count has a DeviceIndex");
 
 // The unit of host-unreadable memory: whole pages (madvise works on pages),
 // and at least kMaxAlignment, so every offset is aligned for any request.
@@ -46,7 +47,7 @@ SimulatedDeviceAllocator::~SimulatedDeviceAllocator() {
 
 Error SimulatedDeviceAllocator::set_device_count(int count) {
   if (count < 1 || count > kMaxDevices) {
-    ET_LOG(Error, "simulated device: device count %d is not in 1..127", count);
+    ET_LOG(Error, "simulated device: device count %d is not in 1..%d", count, kMaxDevices);
     return Error::InvalidArgument;
   }
   device_count_.store(count);

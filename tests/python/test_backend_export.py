@@ -2,7 +2,7 @@
 a program (one delegate with a target_device spec, copies around it from
 executorch's PropagateDevicePass, weights stored once, one state layout for
 every method), read from the program itself. Running such programs is
-test_backend_run.py's job."""
+test_end_to_end.py's job (and test_state_export.py's, for state)."""
 
 from __future__ import annotations
 

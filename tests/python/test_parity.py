@@ -221,10 +221,10 @@ def test_exit_status_is_1_when_a_program_fails(tmp_path):
     # Counters that never move: the copies cannot match the plan.
     code = """
         import sys
-        import et_copy
+        from et_copy import _registration
         from et_copy.parity import main
-        frozen = et_copy.allocator_stats
-        et_copy.allocator_stats = lambda *a: {k: 0 for k in frozen()}
+        frozen = _registration.allocator_stats  # what et_copy.counting() reads
+        _registration.allocator_stats = lambda *a: {k: 0 for k in frozen()}
         sys.exit(main(sys.argv[1:]))
     """
     proc, result = run_parity("--cases", "program/dynamic_rows/device", tmp_path=tmp_path, code=code)
@@ -332,6 +332,21 @@ def test_judge_calls_a_rejection_that_touched_out_a_finding(device):
     finally:
         inputs.free()
     assert [f.kind for f in result.findings] == ["touched_out_on_reject"]
+
+
+# --- the program section's models ----------------------------------------------------------
+
+
+def test_program_models_build_the_same_weights_every_time_and_leave_the_callers_rng_alone():
+    from et_copy.parity.models import MODELS
+
+    torch.manual_seed(1234)
+    state = torch.get_rng_state()
+    for model in MODELS:
+        first, second = model.build()[0], model.build()[0]
+        for (name, a), (_, b) in zip(first.state_dict().items(), second.state_dict().items()):
+            assert torch.equal(a, b), f"{model.name}: {name} differs between builds"
+    assert torch.equal(torch.get_rng_state(), state)
 
 
 # --- the case matrix ------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The one way tensors cross into the bindings (python/bindings/
-tensor_reader.cpp): torch tensors through at::Tensor, DeviceTensors from
-their slots. Layouts, dtypes, shapes and every argument error, as users
-meet them through et_copy.h2d_copy/d2h_copy/run_registered."""
+tensor_reader.cpp): torch tensors through at::Tensor, DeviceTensors from the
+C++ struct their type holds (device_tensor.h). Layouts, dtypes, shapes and
+every argument error, as users meet them through
+et_copy.h2d_copy/d2h_copy/run_registered."""
 
 from __future__ import annotations
 

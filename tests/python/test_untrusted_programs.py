@@ -40,7 +40,7 @@ EXPECTED = {
     ),
     "device_dim_order_swapped": "et_copy::_h2d_copy.out: dim order mismatch between self and out",
     # Refused at load by the device-access check, before the kernel could refuse it.
-    "h2d_writes_host_output": "(et_copy::_h2d_copy.out): argument 1 (out) (value 2) is planned on cpu:0, "
+    "h2d_writes_host_output": "(et_copy::_h2d_copy.out): argument 1 (out) (value 2) is planned on cpu, "
     "but a host-to-device copy's out must be device memory",
     "d2h_reads_host_input": "et_copy::_d2h_copy.out: self must be a device tensor, got a CPU tensor",
     "h2d_missing_argument": "et_copy::_h2d_copy.out: expected arguments (Tensor self, Tensor out)",

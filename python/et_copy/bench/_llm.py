@@ -86,9 +86,8 @@ def decode_step(config: Config, *, max_seq_len: int = 64, progress=None) -> dict
             f"et_copy bench: decode_next picked {picks[DECODE_NEXT]} on the device pipeline and "
             f"{picks[PLAIN_NEXT]} in the plain host program; not timing it"
         )
-    s0 = et_copy.allocator_stats()
-    following.execute([])
-    s1 = et_copy.allocator_stats()
+    with et_copy.counting() as step:
+        following.execute([])
     if progress is not None:
         progress("llm: timing one decode step")
     results = measure(
@@ -107,7 +106,7 @@ def decode_step(config: Config, *, max_seq_len: int = 64, progress=None) -> dict
         "max_seq_len": max_seq_len,
         "state_nbytes": session.state_nbytes,
         "host_state_nbytes": sum(t.numel() * t.element_size() for t in state),
-        "bytes_per_step": {"h2d": s1["h2d_bytes"] - s0["h2d_bytes"], "d2h": s1["d2h_bytes"] - s0["d2h_bytes"]},
+        "bytes_per_step": {"h2d": step.h2d_bytes, "d2h": step.d2h_bytes},
         "load": load,
         "baseline": BASELINE,
         "pipeline": DECODE_NEXT,
@@ -152,14 +151,14 @@ def _timed_load(pte: bytes, plain_pte: bytes) -> dict:
     from et_copy import llm
     from et_copy import runtime as et_copy_runtime
 
-    s0, start = et_copy.allocator_stats(), time.perf_counter()
-    et_copy_runtime.load(pte).new_session().load_method(llm.DECODE)
-    seconds = time.perf_counter() - start
-    s1 = et_copy.allocator_stats()
+    with et_copy.counting() as moved:
+        start = time.perf_counter()
+        et_copy_runtime.load(pte).new_session().load_method(llm.DECODE)
+        seconds = time.perf_counter() - start
     start = time.perf_counter()
     Runtime.get().load_program(plain_pte).load_method(llm.DECODE)
     plain_seconds = time.perf_counter() - start
-    return {"seconds": seconds, "h2d_bytes": s1["h2d_bytes"] - s0["h2d_bytes"], "plain_seconds": plain_seconds}
+    return {"seconds": seconds, "h2d_bytes": moved.h2d_bytes, "plain_seconds": plain_seconds}
 
 
 def _plain_host_program(model, max_seq_len: int) -> bytes:

@@ -60,19 +60,18 @@ def program_level(config: Config, shapes=DEFAULT_SHAPES, progress=None) -> dict:
             progress(f"program: exporting {list(shape)} float32 twice")
         device_pte = export_device_program(module, (x,), device="cuda:0").buffer
         host_pte = _host_only_program(module, (x,))
-        before = et_copy.allocator_stats()
-        device_program, device_method = _load(runtime, device_pte)
-        host_program, host_method = _load(runtime, host_pte)
-        ours = et_copy_runtime.load(device_pte).load_method("forward")
-        planned = et_copy.allocator_stats()["bytes_outstanding"] - before["bytes_outstanding"]
+        with et_copy.counting() as loading:
+            device_program, device_method = _load(runtime, device_pte)
+            host_program, host_method = _load(runtime, host_pte)
+            ours = et_copy_runtime.load(device_pte).load_method("forward")
+        planned = loading.bytes_outstanding
         expected = module(x)
         for method in (device_method, host_method, ours):
             got = method.execute([x])[0]
             if not torch.equal(got, expected):
                 raise RuntimeError(f"et_copy bench: the {list(shape)} program returned wrong values; not timing it")
-        s0 = et_copy.allocator_stats()
-        device_method.execute([x])
-        s1 = et_copy.allocator_stats()
+        with et_copy.counting() as one:
+            device_method.execute([x])
         if progress is not None:
             progress(f"program: timing {list(shape)}")
         results = measure(
@@ -89,8 +88,8 @@ def program_level(config: Config, shapes=DEFAULT_SHAPES, progress=None) -> dict:
                 "nbytes": nbytes,
                 "device_planned_bytes": planned,
                 "copies_per_execution": {
-                    "h2d": s1["h2d_copies"] - s0["h2d_copies"],
-                    "d2h": s1["d2h_copies"] - s0["d2h_copies"],
+                    "h2d": one.h2d_copies,
+                    "d2h": one.d2h_copies,
                 },
                 "results": results,
             }

@@ -78,18 +78,19 @@ def main(argv: list[str]) -> int:
     how = f"reused the program exported before ({program.path})" if program.hit else "exported it"
     print(f"model: {name}; {how} in {time.perf_counter() - start:.1f} s ({len(program.buffer)} B)")
     et_copy.use_simulated_device()
-    loading, start = et_copy.allocator_stats(), time.perf_counter()
-    device = llm.DeviceLLM(program.buffer)
-    session = device.new_session()
-    load_ms = (time.perf_counter() - start) * 1e3
-    uploaded = et_copy.allocator_stats()["h2d_bytes"] - loading["h2d_bytes"]
-    before = et_copy.allocator_stats()["bytes_outstanding"]
-    for _ in range(2):  # the first run warms up; the second is reported
-        session.reset()
-        run = session.generate(prompt, args.tokens, temperature=args.temperature, top_k=args.top_k, seed=args.seed)
-    other = device.new_session()
-    other.generate(prompt[:1], 1)
-    extra = et_copy.allocator_stats()["bytes_outstanding"] - before
+    with et_copy.counting() as loading:
+        start = time.perf_counter()
+        device = llm.DeviceLLM(program.buffer)
+        session = device.new_session()
+        load_ms = (time.perf_counter() - start) * 1e3
+    uploaded = loading.h2d_bytes
+    with et_copy.counting() as held:
+        for _ in range(2):  # the first run warms up; the second is reported
+            session.reset()
+            run = session.generate(prompt, args.tokens, temperature=args.temperature, top_k=args.top_k, seed=args.seed)
+        other = device.new_session()
+        other.generate(prompt[:1], 1)
+    extra = held.bytes_outstanding
 
     decode = lambda ids: tokenizer.decode(ids) if tokenizer else " ".join(map(str, ids))  # noqa: E731
     print(f"prompt ({len(prompt)} tokens): {decode(prompt)}")
@@ -148,23 +149,13 @@ def _baseline(model, prompt, args):
     token = None
     for pos in range(len(prompt) + args.tokens - 1):
         tok = prompt[pos] if pos < len(prompt) else token
-        before = et_copy.allocator_stats()
-        start = time.perf_counter()
-        out, *state = method.execute([torch.tensor([[tok]]), torch.tensor([pos]), *state])
-        seconds = time.perf_counter() - start
-        after = et_copy.allocator_stats()
+        with et_copy.counting() as moved:
+            start = time.perf_counter()
+            out, *state = method.execute([torch.tensor([[tok]]), torch.tensor([pos]), *state])
+            seconds = time.perf_counter() - start
         token = int(out[0]) if out.dtype == torch.int64 else int(out[0].argmax())
         kind = llm.PREFILL if pos < len(prompt) - 1 else llm.DECODE
-        result.steps.append(
-            llm.Step(
-                kind,
-                1,
-                token,
-                seconds,
-                after["h2d_bytes"] - before["h2d_bytes"],
-                after["d2h_bytes"] - before["d2h_bytes"],
-            )
-        )
+        result.steps.append(llm.Step(kind, 1, token, seconds, moved.h2d_bytes, moved.d2h_bytes))
         if pos >= len(prompt) - 1:
             result.tokens.append(token)
     return result

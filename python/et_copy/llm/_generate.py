@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import torch
 
+from .._counting import counting
 from ._export import DECODE, DECODE_NEXT, MAX_PROMPT_LEN, MAX_SEQ_LEN, MAX_TOP_K, PREFILL, SET_SAMPLING
 from ._sampling import host_pick
 
@@ -17,8 +18,6 @@ if TYPE_CHECKING:
     from transformers import GenerationMixin, PreTrainedModel
 
 _MAX_SEED = 2**63 - 1
-
-_COUNTERS = ("h2d_bytes", "d2h_bytes")
 
 
 @dataclass
@@ -256,14 +255,11 @@ class Session:
 def _measured(method, inputs: list):
     """``method.execute(inputs)``'s first output, its seconds, and the
     (h2d, d2h) bytes the allocator counted during it."""
-    import et_copy
-
-    before = et_copy.allocator_stats()
-    start = time.perf_counter()
-    out = method.execute(inputs)[0]
-    seconds = time.perf_counter() - start
-    after = et_copy.allocator_stats()
-    return out, seconds, tuple(after[k] - before[k] for k in _COUNTERS)
+    with counting() as moved:
+        start = time.perf_counter()
+        out = method.execute(inputs)[0]
+        seconds = time.perf_counter() - start
+    return out, seconds, (moved.h2d_bytes, moved.d2h_bytes)
 
 
 def _greedy(logits: torch.Tensor, position: int = 0) -> int:

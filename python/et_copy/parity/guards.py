@@ -21,8 +21,8 @@ import torch
 from .. import _C, _tensors
 from .._device import CUDA, Device
 
-# Guards and bodies start on 256-byte boundaries, like cudaMalloc's.
-ALIGN = 256
+# Guards and bodies start on the boundaries device allocations do (cudaMalloc's).
+ALIGN = _C.DEVICE_ALIGNMENT
 
 
 # Slack on top of the worst byte copy, for writes that start at the wrong
@@ -34,7 +34,7 @@ def guard_size(self_nbytes: int, out_nbytes: int) -> int:
     """Guard bytes per side for a case copying between buffers of these
     sizes. A byte copy into out writes at most max(self, out) bytes, so it
     passes out's end by at most ``self - out``; the guard holds that plus
-    slack (min(largest buffer, 64 KiB) + 256), rounded up to 256."""
+    slack (min(largest buffer, 64 KiB) + ALIGN), rounded up to ALIGN."""
     need = max(self_nbytes - out_nbytes, 0) + min(max(self_nbytes, out_nbytes), _SLACK) + ALIGN
     return (need + ALIGN - 1) // ALIGN * ALIGN
 

@@ -5,6 +5,7 @@ torch.export dynamic shapes (or None)."""
 
 from __future__ import annotations
 
+import functools
 import zlib
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -18,6 +19,22 @@ def _gen(name: str) -> torch.Generator:
 
 def _randn(name: str, *shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     return torch.randn(*shape, generator=_gen(name)).to(dtype)
+
+
+def _seeded(seed: int):
+    """Runs a builder with the global RNG seeded, since module initialisation
+    draws from it, and restores the caller's RNG state afterwards."""
+
+    def wrap(build):
+        @functools.wraps(build)
+        def run():
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                return build()
+
+        return run
+
+    return wrap
 
 
 class ConvNetBN(torch.nn.Module):
@@ -96,8 +113,8 @@ class Model:
     control: bool = True  # has compute to compare with a plain export (a passthrough has none)
 
 
+@_seeded(0)
 def _convnet():
-    torch.manual_seed(0)
     m = ConvNetBN().eval()
     with torch.no_grad():  # non-trivial running statistics
         for bn in (m.features[1], m.features[4]):
@@ -107,19 +124,19 @@ def _convnet():
     return m, (_randn("conv/ex", 2, 3, 16, 16),), (_randn("conv", 2, 3, 16, 16),), None
 
 
+@_seeded(1)
 def _encoder():
-    torch.manual_seed(1)
     m = torch.nn.TransformerEncoderLayer(32, 4, dim_feedforward=64, dropout=0.0, batch_first=True).eval()
     return m, (_randn("enc/ex", 2, 6, 32),), (_randn("enc", 2, 6, 32),), None
 
 
+@_seeded(2)
 def _attention():
-    torch.manual_seed(2)
     return Attention().eval(), (_randn("mha/ex", 2, 5, 32),), (_randn("mha", 2, 5, 32),), None
 
 
+@_seeded(3)
 def _recurrent():
-    torch.manual_seed(3)
     return Recurrent().eval(), (_randn("lstm/ex", 2, 7, 8),), (_randn("lstm", 2, 7, 8),), None
 
 
@@ -139,8 +156,8 @@ def _dtypes():
     return MixedDtypes(), inputs("dtypes/ex"), inputs("dtypes"), None
 
 
+@_seeded(4)
 def _dynamic():
-    torch.manual_seed(4)
     m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)).eval()
     rows = torch.export.Dim("rows", min=1, max=16)
     return m, (_randn("dyn/ex", 8, 8),), (_randn("dyn", 5, 8),), ({0: rows},)

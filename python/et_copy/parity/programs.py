@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .._counting import counting
 from .models import MODELS, Model
 from .runners import CapturedStderr, Finding
 
@@ -175,31 +176,25 @@ def _compare(got: list, want: list) -> str | None:
     return None
 
 
-def _stats() -> dict:
-    import et_copy
-
-    return et_copy.allocator_stats()
-
-
 def _run_column(column: str, pte: bytes, inputs: list) -> tuple[list, dict, int]:
     """(outputs, counter deltas of the execution, device bytes still held
     once the method is dropped) on one runtime."""
-    start = _stats()["bytes_outstanding"]
-    if column in ("executorch.runtime", CONTROL):
-        from executorch.runtime import Runtime
+    with counting() as held:
+        if column in ("executorch.runtime", CONTROL):
+            from executorch.runtime import Runtime
 
-        method = Runtime.get().load_program(pte).load_method("forward")
-        before = _stats()
-        outputs = [torch.clone(o) for o in method.execute(list(inputs))]
-    else:
-        from .. import runtime
+            method = Runtime.get().load_program(pte).load_method("forward")
+            with counting() as moved:
+                outputs = [torch.clone(o) for o in method.execute(list(inputs))]
+        else:
+            from .. import runtime
 
-        method = runtime.load(pte).load_method("forward")
-        before = _stats()
-        outputs = method.execute(list(inputs))
-    after = _stats()
-    del method
-    return outputs, {k: after[k] - before[k] for k in COUNTERS}, _stats()["bytes_outstanding"] - start
+            method = runtime.load(pte).load_method("forward")
+            with counting() as moved:
+                outputs = method.execute(list(inputs))
+        del method
+    copies = moved.as_dict()
+    return outputs, {k: copies[k] for k in COUNTERS}, held.bytes_outstanding
 
 
 def _run_valid(program: Program, result: ProgramResult) -> None:

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include <et_copy/counting_device_allocator.h>
+#include <et_copy/limits.h>
 #include <et_copy/registration.h>
 
 namespace et_copy {
@@ -77,8 +78,9 @@ struct CudaDeviceProperties {
  */
 class CudaDeviceAllocator final : public CountingDeviceAllocator {
  public:
-  /// What cudaMalloc guarantees; larger alignments give NotSupported.
-  static constexpr size_t kMaxAlignment = 256;
+  /// What cudaMalloc guarantees (kDeviceAlignment); larger alignments give
+  /// NotSupported.
+  static constexpr size_t kMaxAlignment = kDeviceAlignment;
   /// Concurrent copies per device (each lane: a stream, two pinned buffers).
   static constexpr int kMaxLanesPerDevice = 4;
 
@@ -98,7 +100,7 @@ class CudaDeviceAllocator final : public CountingDeviceAllocator {
   }
 
   // allocate(): cudaMalloc. Zero bytes still returns a unique pointer that
-  // deallocate() accepts. `alignment` must be a power of two <= 256.
+  // deallocate() accepts. `alignment` must be a power of two <= kMaxAlignment.
   // deallocate(): cudaFree of a pointer allocate() returned. Unknown
   // pointers are refused (logged, counted as failures); during process
   // exit, when the runtime is already unloading, the memory is gone with

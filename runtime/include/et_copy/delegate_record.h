@@ -3,7 +3,7 @@
 // text lines separated by '\n', fields by '\t', then the nested program:
 //
 //   et_copy.delegate 1
-//   device <type> <index>                          exactly once ("cuda", 0..127)
+//   device <type> <index>                          exactly once ("cuda", 0..kMaxDeviceIndex)
 //   weight <fqn> <content key> <nbytes>            one per external constant
 //   state  <name> <offset> <nbytes> <initial key or ->
 //   arena  <nested buffer index> <nbytes>           at most once; absent: no state
@@ -65,7 +65,7 @@ struct DelegateRecord {
  * `what` when not null, for: another magic or version; an unknown kind of
  * line; a line without its '\n'; a field count other than the kind's; a
  * number that is not plain decimal or overflows; an empty name or key; a
- * device type other than "cuda" or an index outside 0..127; a second device,
+ * device type other than "cuda" or an index outside 0..kMaxDeviceIndex; a second device,
  * arena or program line; two weights with one fqn or two states with one
  * name; a state without an arena line or outside the arena; no device or no
  * program line; a program size other than the bytes after its line.

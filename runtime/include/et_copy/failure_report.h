@@ -37,4 +37,11 @@ struct FailureReport {
 /// without its "Error::" prefix.
 const char* error_name(executorch::runtime::Error e);
 
+/// How et-copy names a device in messages and metadata: "cpu" (whatever the
+/// index), "cuda:<index>", or "device type <type>:<index>" for a type
+/// ExecuTorch knows and et-copy does not serve. Takes the codes as ints so
+/// values read from a program or from Python need no cast first. Python's
+/// et_copy Device prints through this (et_copy._C.device_name).
+std::string device_name(int device_type, int device_index);
+
 } // namespace et_copy

@@ -79,11 +79,12 @@ executorch::runtime::Span<const executorch::runtime::Kernel> method_kernels();
 
 /**
  * Serves DeviceType::CUDA with the process-wide simulated allocator
- * (simulated_device_allocator()) reporting `device_count` devices (1..127).
+ * (simulated_device_allocator()) reporting `device_count` devices
+ * (1..kMaxDevices, et_copy/limits.h).
  * Idempotent: when it is registered already, only the count changes
  * (kAlreadyOurs). kAlreadyOther, changing nothing, when another allocator
  * holds CUDA; kFailed with `*error` (when given) InvalidArgument for a count
- * outside 1..127. Python's et_copy.use_simulated_device() is this call.
+ * outside that range. Python's et_copy.use_simulated_device() is this call.
  * Threading as register_kernels().
  */
 ET_NODISCARD Registration use_simulated_device(int device_count = 1, executorch::runtime::Error* error = nullptr);

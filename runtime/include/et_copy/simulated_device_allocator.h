@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include <et_copy/counting_device_allocator.h>
+#include <et_copy/limits.h>
 
 namespace et_copy {
 
@@ -74,9 +75,9 @@ class SimulatedDeviceAllocator final : public CountingDeviceAllocator {
   SimulatedDeviceAllocator(const SimulatedDeviceAllocator&) = delete;
   SimulatedDeviceAllocator& operator=(const SimulatedDeviceAllocator&) = delete;
 
-  /// Changes how many devices the simulation reports (1..127). Allocations
-  /// on devices that no longer exist stay valid until freed. Returns
-  /// InvalidArgument for a count outside 1..127.
+  /// Changes how many devices the simulation reports (1..kMaxDevices,
+  /// et_copy/limits.h). Allocations on devices that no longer exist stay
+  /// valid until freed. Returns InvalidArgument for a count outside that.
   ET_NODISCARD Error set_device_count(int count);
 
   /// Whether allocations made from now on are host-readable (true: host

@@ -17,10 +17,12 @@
 #include <executorch/runtime/core/portable_type/tensor_impl.h>
 #include <executorch/runtime/core/span.h>
 
+#include <et_copy/limits.h>
+
 namespace et_copy {
 
-/// The most dims a tensor may have: ExecuTorch's kTensorDimensionLimit.
-inline constexpr size_t kMaxTensorDims = executorch::runtime::kTensorDimensionLimit;
+static_assert(kMaxTensorDims == executorch::runtime::kTensorDimensionLimit,
+              "et_copy/limits.h: kMaxTensorDims is ExecuTorch's kTensorDimensionLimit");
 
 /**
  * The dense-strides rule: writes to `strides[0, rank)` the element strides

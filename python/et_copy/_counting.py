@@ -1,0 +1,109 @@
+"""``et_copy.counting()``: what et_copy's allocator counted during a block,
+the one way et_copy's own tools measure copies and device memory."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+from . import _registration
+
+
+class Counts:
+    """The change in :func:`et_copy.allocator_stats` over a
+    ``with et_copy.counting() as c:`` block, one attribute per counter.
+
+    Read while the block runs, an attribute is the change so far; once the
+    block has exited (normally or by an exception) it is the change over the
+    whole block and no longer moves. ``peak_bytes_outstanding`` is how far
+    the peak rose; ``bytes_outstanding`` and ``live_allocations`` fall when
+    the block frees more than it allocates. The allocator's counters are
+    process-wide, so copies made by other threads meanwhile are counted too.
+    """
+
+    __slots__ = ("_device", "_start", "_end")
+
+    def __init__(self, device: str) -> None:
+        self._device = device
+        self._start = _registration.allocator_stats(device)
+        self._end: dict[str, int] | None = None
+
+    def _finish(self) -> None:
+        self._end = _registration.allocator_stats(self._device)
+
+    def as_dict(self) -> dict[str, int]:
+        """Every counter's change, keyed as :func:`et_copy.allocator_stats`."""
+        now = self._end if self._end is not None else _registration.allocator_stats(self._device)
+        return {k: now[k] - v for k, v in self._start.items()}
+
+    def _delta(self, key: str) -> int:
+        return self.as_dict()[key]
+
+    @property
+    def allocations(self) -> int:
+        return self._delta("allocations")
+
+    @property
+    def deallocations(self) -> int:
+        return self._delta("deallocations")
+
+    @property
+    def live_allocations(self) -> int:
+        return self._delta("live_allocations")
+
+    @property
+    def bytes_outstanding(self) -> int:
+        return self._delta("bytes_outstanding")
+
+    @property
+    def peak_bytes_outstanding(self) -> int:
+        return self._delta("peak_bytes_outstanding")
+
+    @property
+    def h2d_copies(self) -> int:
+        return self._delta("h2d_copies")
+
+    @property
+    def h2d_bytes(self) -> int:
+        return self._delta("h2d_bytes")
+
+    @property
+    def d2h_copies(self) -> int:
+        return self._delta("d2h_copies")
+
+    @property
+    def d2h_bytes(self) -> int:
+        return self._delta("d2h_bytes")
+
+    @property
+    def d2d_copies(self) -> int:
+        return self._delta("d2d_copies")
+
+    @property
+    def d2d_bytes(self) -> int:
+        return self._delta("d2d_bytes")
+
+    @property
+    def failed_calls(self) -> int:
+        return self._delta("failed_calls")
+
+    def __repr__(self) -> str:
+        state = "" if self._end is not None else ", so far"
+        changed = ", ".join(f"{k}={v}" for k, v in self.as_dict().items() if v)
+        return f"Counts({changed or 'nothing'}{state})"
+
+
+@contextlib.contextmanager
+def counting(device: str = "cuda") -> Iterator[Counts]:
+    """Counts what et_copy's allocator serving ``device`` does inside the
+    block: ``with et_copy.counting() as c: ...`` then ``c.h2d_bytes``,
+    ``c.d2h_copies``, ``c.bytes_outstanding`` (see :class:`Counts`). Blocks
+    nest, each counting from its own start. An exception inside the block
+    propagates, and ``c`` still holds the counts up to it. Raises what
+    :func:`et_copy.allocator_stats` raises when et_copy's allocator does not
+    serve ``device``."""
+    counts = Counts(device)
+    try:
+        yield counts
+    finally:
+        counts._finish()
