@@ -13,10 +13,10 @@ import importlib
 import sys
 
 COMMANDS = {
-    "demo": ("et_copy._demo", "round-trip tensors through the simulated device and show what moved"),
-    "parity": ("et_copy.parity", "check the AOT ops against the runtime kernels, byte for byte"),
-    "doctor": ("et_copy.doctor", "show versions, registered kernels and allocators, and CUDA devices"),
-    "bench": ("et_copy.bench", "measure call overhead and throughput against torch and memcpy"),
+    "demo": ("et_copy.tools.demo", "round-trip tensors through the simulated device and show what moved"),
+    "parity": ("et_copy.tools.parity", "check the AOT ops against the runtime kernels, byte for byte"),
+    "doctor": ("et_copy.tools.doctor", "show versions, registered kernels and allocators, and CUDA devices"),
+    "bench": ("et_copy.tools.bench", "measure call overhead and throughput against torch and memcpy"),
     "generate": ("et_copy.llm._cli", "an LLM with its state on the device, beside executorch.runtime and eager"),
 }
 

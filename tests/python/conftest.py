@@ -31,7 +31,7 @@ _leak_report: list[str] = []
 
 @pytest.fixture(scope="session")
 def exported_programs(tmp_path_factory) -> Path:
-    """A real device-planned program (original.pte, et_copy.models.RoundTrip)
+    """A real device-planned program (original.pte, et_copy.tools.models.RoundTrip)
     and tampered copies of it (tamper_programs.py), written by a child
     process because exporting imports executorch.exir."""
     out = tmp_path_factory.mktemp("programs")

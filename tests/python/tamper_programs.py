@@ -3,7 +3,7 @@
     python tamper_programs.py OUT_DIR
     python tamper_programs.py --run-on-wheel OUT_DIR   (after the above)
 
-Writes et_copy.parity.tamper's programs: et_copy.models.RoundTrip (x ->
+Writes et_copy.tools.parity.tamper's programs: et_copy.tools.models.RoundTrip (x ->
 _h2d_copy -> _d2h_copy) exported with et_copy.export.export_device_program,
 and copies with one malformation each. Run in a child process: it imports executorch.exir.
 Prints the names of the files written, one per line.
@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from et_copy.parity.tamper import original_program, tampered_programs
+from et_copy.tools.parity.tamper import original_program, tampered_programs
 
 WHEEL_RUN = """
 import sys, torch, et_copy

@@ -69,7 +69,7 @@ def test_extension_links_no_shared_cuda_runtime():
 
 
 def test_import_prints_nothing_and_registers_nothing():
-    quiet = run_fresh("import et_copy, et_copy.cuda, et_copy.doctor")
+    quiet = run_fresh("import et_copy, et_copy.cuda, et_copy.tools.doctor")
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
     out = last_json(
         run_fresh("""

@@ -12,7 +12,7 @@ import torch
 pytest.importorskip("executorch.exir")
 
 import et_copy  # noqa: E402
-from et_copy import _C, EtCopyError, models  # noqa: E402
+from et_copy import _C, EtCopyError  # noqa: E402
 from et_copy.export import (  # noqa: E402
     DeviceBoundary,
     MethodInputs,
@@ -20,6 +20,7 @@ from et_copy.export import (  # noqa: E402
     export_device_program,
     lower_to_device,
 )
+from et_copy.tools import models  # noqa: E402
 
 
 def refusal(program: bytes, backends: list[str] | None = None) -> str:

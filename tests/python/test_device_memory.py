@@ -158,7 +158,7 @@ def test_the_hook_refuses_freed_memory_and_host_memory(unreadable):
 
 def test_the_bench_memcpy_baseline_reaches_unreadable_memory_through_the_alias(unreadable):
     from et_copy._C import loops as _loops
-    from et_copy.bench import _throughput
+    from et_copy.tools.bench import _throughput
 
     dev = et_copy.empty((64,), torch.uint8)
     src = torch.full((64,), 0x5A, dtype=torch.uint8)

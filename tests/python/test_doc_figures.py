@@ -37,19 +37,19 @@ def executorch_scalar_types() -> int:
 
 
 def parity_cases() -> int:
-    from et_copy.parity.cases import all_cases
+    from et_copy.tools.parity.cases import all_cases
 
     return len(all_cases())
 
 
 def parity_implementations() -> int:
-    from et_copy.parity.runners import IMPLEMENTATIONS
+    from et_copy.tools.parity.runners import IMPLEMENTATIONS
 
     return len(IMPLEMENTATIONS)
 
 
 def parity_programs() -> int:
-    from et_copy.parity.programs import PROGRAMS
+    from et_copy.tools.parity.programs import PROGRAMS
 
     return len(PROGRAMS)
 
@@ -59,7 +59,7 @@ def seed_corpus() -> int:
 
 
 def bench_sizes() -> str:
-    from et_copy.bench._throughput import DEFAULT_SIZES
+    from et_copy.tools.bench._throughput import DEFAULT_SIZES
 
     def kib(n: int) -> str:
         return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
@@ -115,7 +115,7 @@ def test_recorded_runs_name_their_date_and_command():
 
 
 def test_parity_doc_names_every_kind_of_invalid_case():
-    from et_copy.parity.cases import all_cases
+    from et_copy.tools.parity.cases import all_cases
 
     kinds = {c.name.split("/")[2] for c in all_cases() if c.name.startswith("invalid/")}
     section = (REPO / "docs/parity.md").read_text().split("- invalid cases:", 1)[1].split("\n\n", 1)[0]

@@ -220,7 +220,7 @@ def test_costly_blocks_run_as_written_in_a_copy_of_the_checkout(doc, tmp_path):
 
 
 def test_benchmarks_doc_quotes_the_defaults_the_code_uses():
-    from et_copy.bench._timing import Config
+    from et_copy.tools.bench._timing import Config
 
     text = (REPO / "docs" / "benchmarks.md").read_text()
     assert f"samples per case (default {Config.repeats})" in text

@@ -23,7 +23,7 @@ from torch.export import Dim
 pytest.importorskip("executorch.exir")
 
 from et_copy.export import export_device_program  # noqa: E402
-from et_copy.models import RoundTrip  # noqa: E402
+from et_copy.tools.models import RoundTrip  # noqa: E402
 from executorch.exir.schema import DeviceType  # noqa: E402
 
 RUNNER = r"""

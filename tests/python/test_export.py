@@ -16,7 +16,7 @@ from et_copy.export import (  # noqa: E402
     lower_to_device,
     with_target_device,
 )
-from et_copy.models import AffineOnDevice, RoundTrip  # noqa: E402
+from et_copy.tools.models import AffineOnDevice, RoundTrip  # noqa: E402
 from executorch.exir.backend.compile_spec_schema import CompileSpec  # noqa: E402
 from executorch.exir.schema import DeviceType, Tensor  # noqa: E402
 

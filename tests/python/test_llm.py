@@ -180,7 +180,7 @@ def test_a_sequence_longer_than_the_program_holds_is_refused_before_running(expo
 
 def test_a_program_without_prefill_and_decode_is_refused():
     from et_copy.export import export_device_program
-    from et_copy.models import RoundTrip
+    from et_copy.tools.models import RoundTrip
 
     program = export_device_program(RoundTrip(), RoundTrip.example_inputs(), insert_copies=False)
     with pytest.raises(ValueError, match="must have methods 'prefill' and 'decode'"):

@@ -54,3 +54,19 @@ def test_the_package_holds_one_extension():
 
     package = Path(ext.__file__).parent
     assert [p.relative_to(package).as_posix() for p in package.rglob("*.so")] == [Path(ext.__file__).name]
+
+
+def test_running_programs_imports_no_tool():
+    """What a user imports to export and run programs (the library) holds
+    no fixture, demo, parity harness or benchmark: those live in
+    et_copy.tools, which nothing in the library imports."""
+    import sys
+
+    code = (
+        "import sys, et_copy, et_copy.runtime, et_copy.export, et_copy.backend, et_copy.cuda\n"
+        "import et_copy.llm\n"
+        "print(sorted(m for m in sys.modules if m.startswith('et_copy.tools')))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "[]"

@@ -11,9 +11,9 @@ import textwrap
 import et_copy
 import pytest
 import torch
-from et_copy.parity import cases as parity_cases
-from et_copy.parity import guards, runners
-from et_copy.parity.guards import GuardedDevice, GuardedHost, guard_size, pattern
+from et_copy.tools.parity import cases as parity_cases
+from et_copy.tools.parity import guards, runners
+from et_copy.tools.parity.guards import GuardedDevice, GuardedHost, guard_size, pattern
 
 SHARP_EDGE = "invalid/{}/dtype_mismatch/float64_into_float32"  # docs/design.md, sharp edge 3
 
@@ -156,7 +156,7 @@ def test_exit_status_is_1_when_et_copys_kernel_has_a_finding(tmp_path):
     # Swap the wheel's kernel in for et-copy's: the harness must fail the run.
     code = """
         import sys
-        from et_copy.parity import main, runners
+        from et_copy.tools.parity import main, runners
         runners._RUNNERS["et_copy"] = runners._run_kernel("et_copy", runners._registry_kernel)
         sys.exit(main(sys.argv[1:]))
     """
@@ -172,7 +172,7 @@ def test_exit_status_is_1_when_et_copys_kernel_has_a_finding(tmp_path):
 
 @pytest.mark.slow
 def test_program_section_runs_real_models_on_both_runtimes_equal_to_eager_with_exact_copies(default_run):
-    from et_copy.parity.models import MODELS
+    from et_copy.tools.parity.models import MODELS
 
     _, result = default_run
     programs = {p["name"]: p for p in result["programs"]}
@@ -188,7 +188,7 @@ def test_program_section_runs_real_models_on_both_runtimes_equal_to_eager_with_e
         model = name.split("/")[1]
         if next(m for m in MODELS if m.name == model).control:
             assert p["cells"]["control"] == {"text": "= eager", "ok": True}, (name, p["cells"])
-    from et_copy.parity.models import PROGRAM_DTYPES
+    from et_copy.tools.parity.models import PROGRAM_DTYPES
 
     every_dtype = programs["program/copy_only_all_dtypes/device"]["details"]["expected_copies"]
     assert every_dtype["h2d_copies"] == every_dtype["d2h_copies"] == len(PROGRAM_DTYPES)
@@ -222,7 +222,7 @@ def test_exit_status_is_1_when_a_program_fails(tmp_path):
     code = """
         import sys
         from et_copy import _registration
-        from et_copy.parity import main
+        from et_copy.tools.parity import main
         frozen = _registration.allocator_stats  # what et_copy.counting() reads
         _registration.allocator_stats = lambda *a: {k: 0 for k in frozen()}
         sys.exit(main(sys.argv[1:]))
@@ -338,7 +338,7 @@ def test_judge_calls_a_rejection_that_touched_out_a_finding(device):
 
 
 def test_program_models_build_the_same_weights_every_time_and_leave_the_callers_rng_alone():
-    from et_copy.parity.models import MODELS
+    from et_copy.tools.parity.models import MODELS
 
     torch.manual_seed(1234)
     state = torch.get_rng_state()

@@ -119,7 +119,7 @@ def test_strict_export_of_any_module_and_keyword_inputs():
 
 
 def test_a_session_of_a_program_without_a_state_arena_cannot_be_reset():
-    from et_copy.models import RoundTrip
+    from et_copy.tools.models import RoundTrip
 
     et_copy.use_simulated_device()
     program = et_copy.runtime.load(

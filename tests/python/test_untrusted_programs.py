@@ -2,7 +2,7 @@
 fails to run with a clear error under et-copy's kernels, instead of
 corrupting memory.
 
-The programs are a real export (et_copy.models.RoundTrip through
+The programs are a real export (et_copy.tools.models.RoundTrip through
 et_copy.export) edited through executorch's flatbuffer (de)serializer
 (tamper_programs.py). They run in examples/executor, a C++ executor whose
 registry holds et-copy's kernels only (the wheel's Python runtime would

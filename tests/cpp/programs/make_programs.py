@@ -5,7 +5,7 @@
 They are committed, so the C++ tests need no Python; run this again only to
 change them. Imports executorch.exir (seconds).
 
-- roundtrip.pte: et_copy.models.RoundTrip (x -> _h2d_copy -> _d2h_copy),
+- roundtrip.pte: et_copy.tools.models.RoundTrip (x -> _h2d_copy -> _d2h_copy),
   float32[2, 3, 4], the device tensor planned on CUDA.
 - d2h_fails.pte: the same with its host output retyped to Half, so
   et-copy's d2h kernel (instruction 0:1) fails with a dtype mismatch.
@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 from et_copy.export import DeviceBoundary, export_device_program, lower_to_device
-from et_copy.parity.tamper import original_program, tampered_programs
+from et_copy.tools.parity.tamper import original_program, tampered_programs
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 from executorch.exir import ExecutorchBackendConfig, to_edge
 from executorch.exir.passes import MemoryPlanningPass

@@ -7,10 +7,10 @@ import argparse
 
 import torch
 
-from . import _registration
-from ._counting import counting
-from ._dtypes import SUPPORTED_DTYPES
-from ._ops import d2h_copy, h2d_copy
+from .. import _registration
+from .._counting import counting
+from .._dtypes import SUPPORTED_DTYPES
+from .._ops import d2h_copy, h2d_copy
 
 
 def _sample(dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:

@@ -7,8 +7,8 @@ import torch
 
 import et_copy
 
-from .. import _C
-from .._C import loops as _loops
+from ... import _C
+from ..._C import loops as _loops
 from ._timing import Config, Sampler, Stats, measure, python_sampler
 
 KIB = 1024

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .._counting import counting
+from ..._counting import counting
 from .models import MODELS, Model
 from .runners import CapturedStderr, Finding
 
@@ -96,7 +96,7 @@ class ProgramResult:
 
 
 def _export(model: Model, route: str):
-    from ..export import export_device_program
+    from ...export import export_device_program
 
     module, example, inputs, dynamic_shapes = model.build()
     manager = export_device_program(module, example, dynamic_shapes=dynamic_shapes)
@@ -117,7 +117,7 @@ def _export_control(model: Model, route: str) -> bytes:
 
 def _nbytes(t) -> int:
     """Bytes of a plan's tensor value at its planned sizes."""
-    from .._dtypes import SCALAR_TYPE_CODES
+    from ..._dtypes import SCALAR_TYPE_CODES
 
     dtype = {code: d for d, code in SCALAR_TYPE_CODES.items()}[int(t.scalar_type)]
     return math.prod(t.sizes) * dtype.itemsize
@@ -187,7 +187,7 @@ def _run_column(column: str, pte: bytes, inputs: list) -> tuple[list, dict, int]
             with counting() as moved:
                 outputs = [torch.clone(o) for o in method.execute(list(inputs))]
         else:
-            from .. import runtime
+            from ... import runtime
 
             method = runtime.load(pte).load_method("forward")
             with counting() as moved:
@@ -294,8 +294,8 @@ def _wheel_on_tampered(paths: list[str]) -> dict[str, dict]:
 
 
 def _run_tampered(programs: list[Program], results: dict[str, ProgramResult]) -> None:
-    from .. import runtime
-    from .._errors import EtCopyError
+    from ... import runtime
+    from ..._errors import EtCopyError
     from .tamper import original_program, tampered_programs
 
     data = tampered_programs(original_program())

@@ -7,7 +7,7 @@ import torch
 
 import et_copy
 
-from .._C import loops as _loops
+from ..._C import loops as _loops
 from ._throughput import host_address
 from ._timing import Config, Stats, measure, python_sampler
 

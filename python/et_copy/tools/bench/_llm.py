@@ -173,8 +173,8 @@ def _plain_host_program(model, max_seq_len: int) -> bytes:
 
     from et_copy import llm
 
-    from .._exir_fixes import lifted_constants_in_signature_order
-    from ..export import _entry
+    from ..._exir_fixes import lifted_constants_in_signature_order
+    from ...export import _entry
 
     step = llm.StatefulCausalLM(model, max_seq_len, pick="device").eval()
     decode = torch.export.export(step, (torch.tensor([[0]]), torch.tensor([0])), strict=True)

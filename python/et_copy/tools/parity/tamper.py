@@ -1,4 +1,4 @@
-"""Tampered device-planned programs: a real export of et_copy.models.RoundTrip
+"""Tampered device-planned programs: a real export of et_copy.tools.models.RoundTrip
 (x -> _h2d_copy -> _d2h_copy) with one malformation each, made through
 executorch's own (de)serializer. They are what an untrusted .pte can hold;
 a runtime must reject each cleanly. Imports executorch.exir (seconds).
@@ -98,7 +98,8 @@ TAMPERS = [
 
 def original_program() -> bytes:
     """The untampered program: RoundTrip exported by export_device_program."""
-    from .. import export, models
+    from ... import export
+    from .. import models
 
     module = models.RoundTrip()
     return bytes(export.export_device_program(module, module.example_inputs(), insert_copies=False).buffer)

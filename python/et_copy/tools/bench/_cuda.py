@@ -1,7 +1,7 @@
 """CUDA rows: et_copy's CUDA allocator against torch ``.to('cuda')`` /
 ``.cpu()`` and raw ``cudaMemcpy``, pageable and pinned host memory.
 
-They run in a child process (``python -m et_copy.bench._cuda OUT.json``):
+They run in a child process (``python -m et_copy.tools.bench._cuda OUT.json``):
 ExecuTorch keeps one allocator per device type for the life of a process,
 and the parent already gave CUDA to the simulated device."""
 
@@ -42,7 +42,7 @@ def run(sizes: tuple[int, ...], config: Config, timeout_s: float = 600) -> dict:
         args = [
             sys.executable,
             "-m",
-            "et_copy.bench._cuda",
+            "et_copy.tools.bench._cuda",
             out,
             json.dumps({"sizes": list(sizes), "repeats": config.repeats, "sample_s": config.sample_s}),
         ]
@@ -76,7 +76,7 @@ def _worker(out_path: str, params: dict) -> int:
 
     import et_copy
 
-    from .._C import loops as _loops
+    from ..._C import loops as _loops
 
     et_copy.use_cuda()
     config = Config(repeats=params["repeats"], sample_s=params["sample_s"])

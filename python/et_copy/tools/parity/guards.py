@@ -18,8 +18,8 @@ from typing import Callable, Sequence
 
 import torch
 
-from .. import _C, _tensors
-from .._device import CUDA, Device
+from ... import _C, _tensors
+from ..._device import CUDA, Device
 
 # Guards and bodies start on the boundaries device allocations do (cudaMalloc's).
 ALIGN = _C.DEVICE_ALIGNMENT

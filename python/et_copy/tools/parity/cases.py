@@ -16,7 +16,7 @@ from typing import Iterable, Protocol, TypeVar
 
 import torch
 
-from .._dtypes import SUPPORTED_DTYPES
+from ..._dtypes import SUPPORTED_DTYPES
 
 CHANNELS_LAST = (0, 2, 3, 1)
 

@@ -16,11 +16,11 @@ from typing import Any
 
 import torch
 
-from . import _C
-from ._errors import EtCopyError
-from ._ops import D2H_COPY_OUT, H2D_COPY_OUT
-from ._registration import allocator_info, kernel_owner, register_kernels
-from .cuda import cuda_status, use_cuda
+from .. import _C
+from .._errors import EtCopyError
+from .._ops import D2H_COPY_OUT, H2D_COPY_OUT
+from .._registration import allocator_info, kernel_owner, register_kernels
+from ..cuda import cuda_status, use_cuda
 
 _OWNERS = {
     "already et_copy": "et_copy",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from . import aot
+from .. import aot
 
 
 class RoundTrip(torch.nn.Module):

@@ -62,7 +62,7 @@ def _environment(host_readable: bool | None = None) -> dict:
     from et_copy import aot
 
     env["aot_namespace"] = aot.ensure_registered()
-    from .. import _C
+    from ... import _C
 
     if host_readable is None:
         host_readable = _C.SIMULATED_DEVICE_DEFAULT_HOST_READABLE
@@ -109,7 +109,7 @@ def run(cases: list[Case], programs: list | None = None, *, progress: bool = Fal
             results.append(run_case(case, capture))
         program_results = run_programs(programs, lambda i, name: bar.update(len(cases) + i, name))
         if programs:
-            from .. import _C
+            from ... import _C
 
             env["program_device_memory"] = _memory_words(_C.SIMULATED_DEVICE_DEFAULT_HOST_READABLE)
         bar.update(total, "done")

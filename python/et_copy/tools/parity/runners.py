@@ -25,9 +25,9 @@ from typing import Callable
 
 import torch
 
-from .._errors import EtCopyError
-from .._ops import d2h_copy, h2d_copy, run_registered
-from .._tensors import DeviceTensor, contiguous_strides
+from ..._errors import EtCopyError
+from ..._ops import d2h_copy, h2d_copy, run_registered
+from ..._tensors import DeviceTensor, contiguous_strides
 from .cases import Case, dtype_name
 from .guards import Guarded, GuardedDevice, GuardedHost, guard_size, pattern, raw_bytes
 
