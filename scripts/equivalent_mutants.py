@@ -58,6 +58,10 @@ EQUIVALENT: list[Equivalent] = [
                "vector() writes instr_at on every path before anything reads it"),
     Equivalent("runtime/src/simulated_device_backend.cpp", "rel", "for (size_t i = 0; i < meta->num_inputs(); ++i) {",
                "input_tensor_meta(num_inputs()) returns an error, and the loop skips an entry it cannot read"),
+    Equivalent("runtime/src/simulated_device_backend.cpp", "drop-exit",
+               "return Error::InvalidArgument; // not from Method: it asks for the layout's size, which init matched",
+               "Method calls load_data_into only after checking the tensor against get_tensor_layout, for that "
+               "layout's nbytes, and init refuses a weight whose block differs from the layout in size"),
     Equivalent("runtime/src/sessions.cpp", "rel", "for (size_t i = 0; i < meta.num_attributes(); ++i) {",
                "attribute_tensor_meta(num_attributes()) returns an error, and the loop skips an entry it cannot read"),
     Equivalent("runtime/src/simulated_device_allocator.cpp", "eq", "if (kind == CopyKind::kDeviceToDevice) {",

@@ -575,13 +575,13 @@ TEST(OutputsFilledByD2hCopy, AnInstructionWithNoTypeIsNoCallWhateverItsValueHold
   Plan p;
   p.operator_names = {{"et_copy::_d2h_copy", "out"}, {"aten::add", "out"}};
   p.outputs = {2, 3};
-  // A kernel call's arguments under no instruction type (NONE, the field left
-  // out), then add writing output 2: the first call to name output 2 is add's.
-  p.instructions = {{0, 0, 0, {1, 2, 2}}, {1, 1, 0, {1, 1, 2}}};
-  EXPECT_EQ(filled(build(p)), (std::vector<bool>{false, false}));
-  // The same arguments typed as a kernel call are the d2h copy filling it.
-  p.instructions[0].tag = 1;
+  // Call arguments naming output 2 under no instruction type (NONE, the field
+  // left out), then the d2h copy into it: the copy is the first call to name it.
+  p.instructions = {{0, 1, 0, {2, 1, 2}}, {1, 0, 0, {1, 2, 2}}};
   EXPECT_EQ(filled(build(p)), (std::vector<bool>{true, false}));
+  // The same arguments typed as a kernel call (add reading output 2) name it first.
+  p.instructions[0].tag = 1;
+  EXPECT_EQ(filled(build(p)), (std::vector<bool>{false, false}));
 }
 
 TEST(OutputsFilledByD2hCopy, NotForAMethodInputNorAListItem) {
