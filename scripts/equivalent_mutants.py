@@ -31,11 +31,37 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("python/et_copy/export.py", "logic", "if isinstance(out, torch.fx.Node) and not out.users:",
                "every copy here is an out-variant node whose out is an alloc node only that copy reads, so once "
                "the copy is erased both conditions hold"),
+    Equivalent("python/et_copy/llm/_cli.py", "int+1", "other.generate(prompt[:1], 1)",
+               "the second session runs only so that its methods and state are allocated before `extra` is read; "
+               "another token or prompt id runs in memory planned at load and allocates nothing that outlives it"),
+    Equivalent("python/et_copy/llm/_state.py", "int-1", "self.cumulative_length.add_(key_states.shape[-2])",
+               "StatefulCausalLM sets every layer's cumulative_length from cache_position before each step (_step), "
+               "and masks are sized before the layers run, so the count update() leaves behind is never read"),
+    Equivalent("python/et_copy/llm/_state.py", "int+1", "self.cumulative_length.add_(key_states.shape[-2])",
+               "as int-1 on this line: the count update() leaves behind is overwritten before it is read"),
+    Equivalent("python/et_copy/llm/_state.py", "int-1",
+               "def padded(query, key, value, g, beta, chunk_size: int = 64, **kwargs):",
+               "transformers calls the rule with its default chunk size, and the chunked gated-delta rule computes "
+               "the same recurrence whatever the chunk: another default moves only the zero padding and the chunk "
+               "edges, so results agree up to float rounding (the reference itself fixes no summation order)"),
+    Equivalent("python/et_copy/llm/_state.py", "int+1",
+               "def padded(query, key, value, g, beta, chunk_size: int = 64, **kwargs):",
+               "as int-1 on this line: the chunk length moves only the zero padding and the chunk edges"),
+    Equivalent("runtime/include/et_copy/delegate_record.h", "int+1", "size_t offset = 0;",
+               "the parser is the only maker of a DelegateState, and it sets offset from the line or refuses it"),
     Equivalent("runtime/src/device_copy.cpp", "int+1", "n = 0;",
                "unreachable: the prefix is one of two short op names, so snprintf neither fails nor fills the buffer"),
     Equivalent("runtime/src/device_copy.cpp", "rel", "for (ssize_t i = 0; i < t.dim() && used < len; ++i) {",
                "at used == len the extra snprintf gets size 0 and writes nothing; used then passes len and the "
                "loop ends as it would have", site=1),
+    Equivalent("runtime/src/program_check.cpp", "int+1", "size_t instr_at = 0;",
+               "vector() writes instr_at on every path before anything reads it"),
+    Equivalent("runtime/src/simulated_device_backend.cpp", "rel", "for (size_t i = 0; i < meta->num_inputs(); ++i) {",
+               "input_tensor_meta(num_inputs()) returns an error, and the loop skips an entry it cannot read"),
+    Equivalent("runtime/src/simulated_device_backend.cpp", "drop-exit",
+               "return Error::InvalidArgument; // not from Method: it asks for the layout's size, which init matched",
+               "Method calls load_data_into only after checking the tensor against get_tensor_layout, for that "
+               "layout's nbytes, and init refuses a weight whose block differs from the layout in size"),
     Equivalent("runtime/src/sessions.cpp", "rel", "for (size_t i = 0; i < meta.num_attributes(); ++i) {",
                "attribute_tensor_meta(num_attributes()) returns an error, and the loop skips an entry it cannot read"),
     Equivalent("runtime/src/simulated_device_allocator.cpp", "eq", "if (kind == CopyKind::kDeviceToDevice) {",

@@ -34,6 +34,47 @@ T_RECORD = "cpp:et_copy_test_program_record"
 T_THREADS = "cpp:et_copy_test_threads"
 P_API = "py:tests/python/test_runtime_api.py"
 P_MEMORY = "py:tests/python/test_device_memory.py"
+P_REGISTRY_OURS = (
+    "py:tests/python/test_registration.py::"
+    "test_run_registered_dispatches_et_copys_own_kernels_when_the_registry_holds_them"
+)
+P_SAMPLING = "py:tests/python/test_sampling.py"
+P_LLM = "py:tests/python/test_llm.py"
+# No export: tiny models, the wrapper run eagerly, checks made before exporting (~1 min).
+P_LLM_UNITS = "py:tests/python/test_llm_units.py"
+P_LLM_EAGER = tuple(
+    P_LLM + "::" + t
+    for t in (
+        "test_tiny_model_rejects_an_unknown_architecture_and_leaves_the_rng_alone",
+        "test_export_llm_refuses_a_model_its_wrapper_computes_differently_naming_the_layer",
+        "test_a_cache_layer_kind_with_no_static_form_is_refused_by_name",
+        "test_the_wrapper_run_eagerly_gives_transformers_tokens_within_and_past_the_sliding_window",
+    )
+)
+P_LLM_COVERS = (
+    "py:tests/python/test_llm_breadth.py::"
+    "test_the_expectations_cover_every_tiny_architecture_and_what_the_issue_asks_for"
+)
+P_LLM_NOT_LLM = P_LLM + "::test_a_program_without_prefill_and_decode_is_refused"
+P_LLM_CACHE_DIR = P_LLM + "::test_the_program_cache_lives_under_xdg_cache_home_or_the_home_cache"
+P_LLM_CACHED = P_LLM + "::test_export_llm_cached_reuses_a_program_only_for_the_same_model_weights_and_settings"
+P_LLM_CLI_ARCHS = P_LLM + "::test_the_command_offers_every_tiny_architecture"
+P_LLM_CLI = P_LLM + "::test_generate_command_prints_device_state_beside_host_state_and_eager_all_equal"
+# One exported program (tests/python/llm_programs.py memoizes it across these):
+# the dense qwen3 returning logits, run through every session rule test_llm.py checks.
+P_LLM_QWEN3 = tuple(
+    P_LLM + "::" + t + "[qwen3-host]"
+    for t in (
+        "test_tokens_equal_transformers_generate_and_decode_moves_only_the_pick",
+        "test_state_starts_through_one_counted_h2d_copy_and_a_session_costs_its_state",
+        "test_interleaved_sessions_each_equal_their_own_eager_run",
+        "test_reset_reproduces_the_first_run_and_is_counted",
+        "test_sampling_is_seeded_and_equals_the_eager_sampler_and_a_device_pick_costs_its_8_bytes",
+        "test_bad_sampling_settings_are_refused_before_anything_runs",
+        "test_a_sequence_longer_than_the_program_holds_is_refused_before_running",
+        "test_the_weights_reach_the_device_once_when_the_program_loads_and_every_method_and_session_shares_them",
+    )
+)
 
 # fmt: off
 FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
@@ -55,7 +96,10 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # Its constants are checked against ExecuTorch's at compile time, and pinned through _C.
     ("runtime/include/et_copy/limits.h", (T_SIM, "py:tests/python/test_limits.py", P_FIELDS)),
     ("runtime/*/delegate_record.*", (T_DELEGATE, T_BACKEND)),
-    ("runtime/*/simulated_device_backend.*", (T_BACKEND, "py:tests/python/test_runtime_checks.py")),
+    # test_state_export.py runs delegated programs whose state starts at zero or at a stored value.
+    ("runtime/*/simulated_device_backend.*", (
+        T_BACKEND, "py:tests/python/test_runtime_checks.py", "py:tests/python/test_state_export.py",
+    )),
     ("runtime/src/external_tensors.*", (T_BACKEND,)),
     # Sessions serve et_copy.runtime's methods; the tracer's test drives them in C++.
     ("runtime/*/sessions.*", (T_TRACER, *PY_RUNTIME)),
@@ -72,12 +116,29 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/bindings/module.cpp", ("py:tests/python/test_registration.py", P_FIELDS)),
     ("python/bindings/method_io.*", (*PY_RUNTIME, P_API)),
     ("python/bindings/program.*", (*PY_RUNTIME, P_API)),
+    # run_registered dispatches the registry's kernel: et_copy's own only where the wheel's library is not loaded.
+    ("python/bindings/kernels.*", (P_REGISTRY_OURS, *PY_BINDINGS, P_COPY)),
     ("python/bindings/*", (*PY_BINDINGS, P_COPY)),
     # ---- the package's Python -------------------------------------------------------
     ("python/et_copy/runtime.py", (P_API, *PY_RUNTIME)),
-    # test_backend_export.py holds the resident inputs/outputs (_keep_resident, _drop_copy).
-    ("python/et_copy/export.py", ("py:tests/python/test_export.py", "py:tests/python/test_backend_export.py")),
-    ("python/et_copy/llm/*", ("py:tests/python/test_llm.py",)),
+    # test_backend_export.py holds the resident inputs/outputs (_keep_resident, _drop_copy);
+    # test_state_export.py the mutable buffers planned on the device and the state arena.
+    ("python/et_copy/export.py", (
+        "py:tests/python/test_export.py", "py:tests/python/test_state_export.py",
+        "py:tests/python/test_backend_export.py",
+    )),
+    # llm/: each file's own rules first, then one exported program (qwen3 with
+    # host picks, ~45 s to export) only where a rule shows in a run; never the
+    # whole of test_llm.py, which exports several models (many minutes).
+    ("python/et_copy/llm/_sampling.py", (P_SAMPLING,)),
+    ("python/et_copy/llm/_check.py", (P_LLM_UNITS, *P_LLM_EAGER, *P_LLM_QWEN3)),
+    ("python/et_copy/llm/_state.py", (P_LLM_UNITS, *P_LLM_EAGER, *P_LLM_QWEN3)),
+    ("python/et_copy/llm/_models.py", (P_LLM_UNITS, *P_LLM_EAGER, P_LLM_COVERS, *P_LLM_QWEN3)),
+    ("python/et_copy/llm/_export.py", (P_LLM_UNITS, P_LLM_NOT_LLM, *P_LLM_QWEN3)),
+    ("python/et_copy/llm/_generate.py", (P_LLM_UNITS, *P_LLM_QWEN3)),
+    ("python/et_copy/llm/_cache.py", (P_LLM_CACHE_DIR, P_LLM_CACHED)),
+    ("python/et_copy/llm/_cli.py", (P_LLM_UNITS, P_LLM_CLI_ARCHS, P_LLM_CLI)),
+    ("python/et_copy/llm/__init__.py", (P_LLM_UNITS, *P_LLM_EAGER)),
     # Outside the core's scope; --smoke draws its generated mutants here (fast tests).
     ("python/et_copy/_device.py", PY_BINDINGS),
     ("python/et_copy/_tensors.py", PY_BINDINGS),

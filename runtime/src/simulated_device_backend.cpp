@@ -188,7 +188,7 @@ class WeightDataMap final : public NamedDataMap {
       return Error::NotFound;
     }
     if (size != e->block->nbytes()) {
-      return Error::InvalidArgument;
+      return Error::InvalidArgument; // not from Method: it asks for the layout's size, which init matched
     }
     std::memcpy(buffer, e->block->alias(), size);
     return Error::Ok;

@@ -281,11 +281,13 @@ std::vector<uint8_t> build(const Plan& p) {
     const Plan::Instr& in = p.instructions[i];
     const size_t e = f.table(2);
     f.link(instrs + 4 * i, e);
-    f.scalar(e, 0, in.tag);
+    if (in.tag != 0) {
+      f.scalar(e, 0, in.tag); // NONE (0) is the default, which a flatbuffer writer leaves out
+    }
     const size_t call = f.table(2);
     f.link(f.field(e, 1), call);
     f.scalar(call, 0, in.first);
-    if (in.tag == 1 || in.tag == 2) {
+    if (in.tag == 1 || in.tag == 2 || !in.args.empty()) {
       f.values<int32_t>(call, 1, in.args);
     } else {
       f.scalar(call, 1, in.second);
@@ -567,6 +569,19 @@ TEST(OutputsFilledByD2hCopy, OnlyWhenTheCopyIntoItIsTheFirstInstructionToNameIt)
   EXPECT_EQ(filled(plan({{5, 2}, {1, 0, 0, {1, 2, 2}}})), (std::vector<bool>{false, false}));
   // A jump anywhere: instructions may not run in the order they are listed.
   EXPECT_EQ(filled(plan({{1, 0, 0, {1, 2, 2}}, {4, 0, 0}})), (std::vector<bool>{false, false}));
+}
+
+TEST(OutputsFilledByD2hCopy, AnInstructionWithNoTypeIsNoCallWhateverItsValueHolds) {
+  Plan p;
+  p.operator_names = {{"et_copy::_d2h_copy", "out"}, {"aten::add", "out"}};
+  p.outputs = {2, 3};
+  // Call arguments naming output 2 under no instruction type (NONE, the field
+  // left out), then the d2h copy into it: the copy is the first call to name it.
+  p.instructions = {{0, 1, 0, {2, 1, 2}}, {1, 0, 0, {1, 2, 2}}};
+  EXPECT_EQ(filled(build(p)), (std::vector<bool>{true, false}));
+  // The same arguments typed as a kernel call (add reading output 2) name it first.
+  p.instructions[0].tag = 1;
+  EXPECT_EQ(filled(build(p)), (std::vector<bool>{false, false}));
 }
 
 TEST(OutputsFilledByD2hCopy, NotForAMethodInputNorAListItem) {

@@ -42,6 +42,33 @@ TEST(SimulatedDeviceAllocator, ServesCudaWithOneDeviceByDefault) {
   EXPECT_STREQ(a.name(), "simulated");
 }
 
+// A default-constructed snapshot is "nothing counted", so a caller may use
+// one as the baseline of a difference; a fresh allocator reports exactly that.
+TEST(SimulatedDeviceAllocator, AFreshAllocatorsStatsEqualADefaultSnapshot) {
+  const DeviceAllocatorStats zero;
+  const DeviceAllocatorStats s = SimulatedDeviceAllocator().stats();
+  const auto fields = [](const DeviceAllocatorStats& x) {
+    return std::vector<uint64_t>{
+        x.allocations, x.deallocations, x.live_allocations, x.bytes_outstanding, x.peak_bytes_outstanding,
+        x.h2d_copies,  x.h2d_bytes,     x.d2h_copies,       x.d2h_bytes,         x.d2d_copies,
+        x.d2d_bytes,   x.failed_calls};
+  };
+  EXPECT_EQ(fields(zero), std::vector<uint64_t>(12, 0));
+  EXPECT_EQ(fields(s), fields(zero));
+}
+
+// The constructor cannot fail: a count outside 1..127 is taken to the nearest end.
+TEST(SimulatedDeviceAllocator, ConstructedWithACountOutsideTheRangeServesTheNearestEnd) {
+  for (int n : {0, -1, -300}) {
+    SimulatedDeviceAllocator a(n);
+    ASSERT_TRUE(a.device_count().ok());
+    EXPECT_EQ(a.device_count().get(), 1) << n;
+  }
+  EXPECT_EQ(SimulatedDeviceAllocator(2).device_count().get(), 2);
+  EXPECT_EQ(SimulatedDeviceAllocator(127).device_count().get(), 127);
+  EXPECT_EQ(SimulatedDeviceAllocator(128).device_count().get(), 127);
+}
+
 TEST(SimulatedDeviceAllocator, FreshAllocationIsFilledWithFreshByte) {
   SimulatedDeviceAllocator a;
   auto* p = static_cast<uint8_t*>(must_allocate(a, 100));

@@ -324,6 +324,23 @@ TEST_F(SimulatedDeviceBackendTest, HostTensorArgumentIsRefused) {
   EXPECT_EQ(d.execute({&edin}), Error::InvalidArgument) << "argument count";
 }
 
+TEST_F(SimulatedDeviceBackendTest, AnOutputThatIsNotATensorOrOfAnotherDtypeIsRefused) {
+  const auto record = read_file("linear.record");
+  FixtureData data(record);
+  Delegate d("linear", &data);
+  ASSERT_TRUE(d.ok());
+  DeviceBytes in(8 * sizeof(float)), out(6 * sizeof(float));
+  TestTensor tin(ScalarType::Float, {2, 4}, in.ptr, on_device()), tout(ScalarType::Float, {2, 3}, out.ptr, on_device());
+  EValue ein(tin.t()), eout(tout.t()), number(int64_t(3));
+  // The nested method writes its output by pointer: an int in the output slot has none.
+  EXPECT_EQ(d.execute({&ein, &number}), Error::InvalidArgument);
+  // The nested output is float32: an int32 output of the same size would get its bits.
+  TestTensor tint(ScalarType::Int, {2, 3}, out.ptr, on_device());
+  EValue eint(tint.t());
+  EXPECT_EQ(d.execute({&ein, &eint}), Error::InvalidArgument);
+  EXPECT_EQ(d.execute({&ein, &eout}), Error::Ok);
+}
+
 TEST_F(SimulatedDeviceBackendTest, DeviceIndexMismatchIsRefused) {
   const auto record = read_file("linear.record");
   FixtureData data(record);

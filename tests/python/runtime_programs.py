@@ -23,7 +23,7 @@ EXPORT = r"""
 import json, sys
 from pathlib import Path
 import torch
-from et_copy.export import export_device_program, lower_to_device
+from et_copy.export import MethodInputs, export_device_methods, export_device_program, lower_to_device
 
 out = Path(sys.argv[1])
 torch.manual_seed(0)
@@ -36,6 +36,9 @@ class Affine(torch.nn.Module):
 
 x, y = torch.randn(3, 4), torch.randn(3, 4)
 (out / "affine.pte").write_bytes(export_device_program(Affine(), (x, y)).buffer)
+# A method whose output is not a tensor (a constant method, as an LLM's get_max_seq_len).
+(out / "constant.pte").write_bytes(export_device_methods(
+    Affine(), {"forward": MethodInputs((x, y))}, constant_methods={"rows": 3}).buffer)
 
 
 class Greater(torch.nn.Module):

@@ -160,6 +160,8 @@ def test_bad_sampling_settings_are_refused_before_anything_runs(exported):
         session.generate(PROMPT, 2, temperature=float("nan"))
     with pytest.raises(ValueError, match="seed must be in 0..2\\*\\*63-1"):
         session.generate(PROMPT, 2, temperature=1.0, seed=-1)
+    with pytest.raises(ValueError, match="seed must be in 0..2\\*\\*63-1, got 9223372036854775808"):
+        session.generate(PROMPT, 2, temperature=1.0, seed=2**63)
     with pytest.raises(ValueError, match="top_k must be in"):
         session.generate(PROMPT, 2, temperature=1.0, top_k=0)
     if pick == "device":
@@ -167,6 +169,8 @@ def test_bad_sampling_settings_are_refused_before_anything_runs(exported):
         with pytest.raises(ValueError, match="top_k must be in 1..64 \\(export_llm's max_top_k\\)"):
             session.generate(PROMPT, 2, temperature=1.0, top_k=65)
     assert session.position == 0
+    # The seed's bound is int64's: the largest one samples.
+    assert len(session.generate(PROMPT, 2, temperature=1.0, seed=2**63 - 1).tokens) == 2
 
 
 def test_a_sequence_longer_than_the_program_holds_is_refused_before_running(exported):

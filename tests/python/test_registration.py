@@ -183,3 +183,30 @@ def test_run_registered_with_no_kernel_is_operator_missing():
     """)
     )
     assert result == "OperatorMissing"
+
+
+def test_run_registered_dispatches_et_copys_own_kernels_when_the_registry_holds_them():
+    # A process that never loads the wheel's kernel library: the registry then
+    # holds et_copy's boxed kernels (registered through the private binding, as
+    # tests/python/fuzz_registry_child.py does), and run_registered must hand
+    # them the op's whole argument stack (self, out, and the returned out).
+    result = last_json(
+        run_fresh("""
+        import json, torch, et_copy
+        et_copy._C.register_kernels()
+        et_copy.use_simulated_device()
+        owners = [et_copy.kernel_owner(op) for op in (et_copy.H2D_COPY_OUT, et_copy.D2H_COPY_OUT)]
+        host = torch.arange(6, dtype=torch.int64)
+        device = et_copy.empty((6,), torch.int64)
+        et_copy.run_registered(et_copy.H2D_COPY_OUT, host, device)
+        back = torch.zeros(6, dtype=torch.int64)
+        et_copy.run_registered(et_copy.D2H_COPY_OUT, device, back)
+        try:
+            et_copy.run_registered(et_copy.D2H_COPY_OUT, device, torch.zeros(6, dtype=torch.int32))
+            refused = None
+        except et_copy.EtCopyError as e:
+            refused = e.error
+        print(json.dumps([owners, back.tolist(), refused]))
+    """)
+    )
+    assert result == [["already et_copy", "already et_copy"], [0, 1, 2, 3, 4, 5], "InvalidArgument"]

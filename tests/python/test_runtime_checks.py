@@ -105,6 +105,16 @@ def test_a_device_tensor_for_a_host_output_is_refused_naming_it(programs, data):
     assert torch.equal(wrong.cpu(), torch.full((3, 4), 5.0))
 
 
+def test_an_output_that_is_not_a_tensor_takes_none_and_refuses_a_tensor(programs):
+    method = runtime.load(programs / "constant.pte").load_method("rows")
+    assert method.execute([]) == [3]
+    assert method.execute([], outputs=[None]) == [3]
+    given = torch.zeros(1, dtype=torch.int64)
+    with pytest.raises(ValueError, match=r"output 0 is not a tensor; pass None for it"):
+        method.execute([], outputs=[given])
+    assert torch.equal(given, torch.zeros(1, dtype=torch.int64))
+
+
 def test_a_freed_output_is_refused_naming_it(programs, data):
     method = runtime.load(programs / "stage_a.pte").load_method()
     x = et_copy.h2d_copy(data["stage"])

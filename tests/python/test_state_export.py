@@ -131,3 +131,70 @@ def test_a_session_of_a_program_without_a_state_arena_cannot_be_reset():
     with pytest.raises(et_copy.EtCopyError, match="cannot be reset") as info:
         session.reset()
     assert info.value.error == "NotSupported"
+
+
+class Tally(torch.nn.Module):
+    """A count that starts at zero (the program stores no value for it)
+    beside one that starts elsewhere (stored)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("count", torch.zeros(2, dtype=torch.int64))
+        self.register_buffer("base", torch.full((2,), 7, dtype=torch.int64))
+
+    def forward(self, x):
+        self.count.add_(x)
+        self.base.add_(0)
+        return self.count + self.base
+
+
+def test_state_with_no_stored_start_starts_at_zero_in_every_session_and_after_reset():
+    # Fresh device memory holds a fill pattern, never zeros: the zero start is written.
+    et_copy.use_simulated_device()
+    program = et_copy.runtime.load(
+        export_device_methods(
+            Tally(), {"forward": MethodInputs((torch.ones(2, dtype=torch.int64),))}, strict=True
+        ).buffer
+    )
+    one = torch.ones(2, dtype=torch.int64)
+    session = program.new_session()
+    step = session.load_method("forward")
+    assert step.execute([one])[0].tolist() == [8, 8]
+    assert step.execute([one])[0].tolist() == [9, 9]
+    assert program.new_session().load_method("forward").execute([one])[0].tolist() == [8, 8]
+    session.reset()
+    assert step.execute([one])[0].tolist() == [8, 8]
+
+
+class Steps(torch.nn.Module):
+    """A copy-only program's state: a count the method bumps, beside its copies."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("count", torch.zeros(3, dtype=torch.int64))
+
+    def forward(self, x):
+        self.count.add_(1)
+        return x * 2.0
+
+
+def test_a_copy_only_programs_state_is_planned_on_the_device_in_an_arena_that_holds_it():
+    from et_copy.export import DeviceBoundary
+    from executorch.exir.schema import Tensor
+
+    # One method: the state arena is laid out from that method's specs alone.
+    program = export_device_methods(
+        DeviceBoundary(Steps()), {"forward": MethodInputs((torch.ones(2),))}, insert_copies=False, strict=True
+    )
+    (plan,) = program.executorch_program.execution_plan
+    devices = {d.buffer_idx: (int(d.device_type), d.device_index) for d in plan.non_const_buffer_device or []}
+    states = [
+        v.val
+        for v in plan.values
+        if isinstance(v.val, Tensor) and list(v.val.sizes) == [3] and int(v.val.scalar_type) == 4  # int64
+    ]
+    assert states, "the state tensor is not in the plan"
+    for t in states:
+        buffer = t.allocation_info.memory_id
+        assert devices.get(buffer) == (1, 0), (buffer, devices)  # CUDA, index 0
+        assert plan.non_const_buffer_sizes[buffer] >= t.allocation_info.memory_offset_low + 3 * 8

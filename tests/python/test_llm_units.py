@@ -1,0 +1,197 @@
+"""et_copy.llm's rules that need no exported program: the tiny models, the
+wrapper run eagerly against transformers, the settings export_llm,
+StatefulCausalLM and the generate command refuse before exporting. Seconds,
+not minutes: scripts/mutant_targets.py runs these first for llm/'s mutants,
+before the tests that export (test_llm.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("executorch.exir")
+pytest.importorskip("transformers")
+
+from et_copy import llm  # noqa: E402
+
+PROMPT = [5, 17, 3, 9]
+
+
+def _wrapper_tokens(wrapper, prompt, n):
+    """Greedy tokens from a host-picking StatefulCausalLM run eagerly: a
+    prefill of the prompt, then one decode per token."""
+    wrapper.reset()
+    with torch.no_grad():
+        tokens = [int(wrapper(torch.tensor([prompt]), torch.arange(len(prompt))).argmax())]
+        for position in range(len(prompt), len(prompt) + n - 1):
+            tokens.append(int(wrapper(torch.tensor([[tokens[-1]]]), torch.tensor([position])).argmax()))
+    return tokens
+
+
+@pytest.mark.parametrize("arch", llm.ARCHITECTURES)
+def test_every_tiny_architecture_run_through_the_wrapper_gives_transformers_tokens(arch):
+    model = llm.tiny_model(arch)
+    wrapper = llm.StatefulCausalLM(model, 16).eval()
+    expected = llm.eager_generate(model, PROMPT, 6)
+    assert _wrapper_tokens(wrapper, PROMPT, 6) == expected
+    # A second sequence after reset() starts from the zero state again.
+    assert _wrapper_tokens(wrapper, PROMPT, 6) == expected
+
+
+def test_a_device_picking_wrapper_feeds_back_its_own_picks_and_decodes_with_no_input():
+    model = llm.tiny_model("qwen3_5_moe")  # linear-attention states beside a KV cache
+    wrapper = llm.StatefulCausalLM(model, 16, pick="device").eval()
+    expected = llm.eager_generate(model, PROMPT, 5)
+    with torch.no_grad():
+        first = wrapper(torch.tensor([PROMPT]), torch.arange(len(PROMPT)))
+        assert first.dtype == torch.int64 and first.shape == (1,)
+        tokens = [int(first[0])] + [int(wrapper.decode_next()[0]) for _ in range(4)]
+    assert tokens == expected
+    assert int(wrapper.next_position[0]) == len(PROMPT) + 4  # the position after the last pick
+
+
+def test_the_wrapper_refuses_settings_it_cannot_honour_and_takes_the_smallest_it_can():
+    model = llm.tiny_model("qwen3")
+    with pytest.raises(ValueError, match="pick must be one of"):
+        llm.StatefulCausalLM(model, 16, pick="cpu")
+    with pytest.raises(ValueError, match="max_seq_len must be at least 2, got 1"):
+        llm.StatefulCausalLM(model, 1)
+    assert llm.StatefulCausalLM(model, 2).max_seq_len == 2
+    with pytest.raises(ValueError, match="max_top_k must be at least 1, got 0"):
+        llm.StatefulCausalLM(model, 16, pick="device", max_top_k=0)
+    assert llm.StatefulCausalLM(model, 16, pick="device", max_top_k=1).max_top_k == 1
+
+
+def test_a_device_pick_keeps_64_top_k_by_default_and_never_more_than_the_vocabulary():
+    model = llm.tiny_model("qwen3")  # vocabulary 256
+    assert llm.StatefulCausalLM(model, 16, pick="device").max_top_k == 64
+    assert llm.StatefulCausalLM(model, 16, pick="device", max_top_k=256).max_top_k == 256
+    assert llm.StatefulCausalLM(model, 16, pick="device", max_top_k=257).max_top_k == 256
+
+
+def test_export_llm_refuses_a_prompt_bound_outside_2_to_max_seq_len_before_exporting():
+    model = llm.tiny_model("qwen3")
+    for bad in (1, 17):
+        with pytest.raises(ValueError, match=f"max_prompt_len must be in 2..max_seq_len \\(16\\), got {bad}"):
+            llm.export_llm(model, max_seq_len=16, max_prompt_len=bad)
+
+
+MOE = ("qwen3_moe", "qwen3_5_moe", "gpt_oss", "mixtral", "qwen2_moe", "olmoe", "deepseek_v3", "qwen3_next")
+
+
+@pytest.mark.parametrize("arch", MOE)
+def test_a_tiny_moe_routes_by_its_input_and_keeps_the_rest_of_its_classs_initialisation(arch):
+    # A zero router ties every expert: the choice would follow a sort's order, not the input.
+    model = llm.tiny_model(arch)
+    routers = [(n, p) for n, p in model.named_parameters() if n.endswith(("mlp.gate.weight", "router.weight"))]
+    assert routers, arch
+    for name, p in routers:
+        assert bool(p.ne(0).any()), name
+    # Only a zero router is drawn again: every other weight is the class's own,
+    # so a norm's weight keeps its constant start (ones, or zeros for 1 + w norms).
+    norms = [(n, p.detach()) for n, p in model.named_parameters() if n.endswith("norm.weight")]
+    assert norms, arch
+    for name, p in norms:
+        assert bool((p == p.reshape(-1)[0]).all()) and float(p.reshape(-1)[0]) in (0.0, 1.0), name
+
+
+# The families whose real models run a shared expert beside the routed ones
+# (export_llm refuses deepseek_v32, and its tiny model keeps that refusal tested).
+SHARED_EXPERTS = ("qwen2_moe", "qwen3_5_moe", "qwen3_next", "deepseek_v3", "deepseek_v32")
+
+
+@pytest.mark.parametrize("arch", SHARED_EXPERTS)
+def test_a_tiny_model_of_a_family_with_shared_experts_has_a_shared_expert_with_weights(arch):
+    model = llm.tiny_model(arch)
+    shared = [(n, m) for n, m in model.named_modules() if n.endswith(("mlp.shared_expert", "mlp.shared_experts"))]
+    assert shared, arch
+    for name, module in shared:
+        weights = list(module.parameters())
+        assert weights and all(p.numel() > 0 for p in weights), name
+
+
+def test_tiny_model_weights_are_a_function_of_the_seed():
+    def weights(model):
+        return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+    a, b, c = llm.tiny_model("qwen3_moe"), llm.tiny_model("qwen3_moe"), llm.tiny_model("qwen3_moe", seed=1)
+    assert torch.equal(weights(a), weights(b))
+    assert not torch.equal(weights(a), weights(c))
+
+
+def test_a_generations_rates_and_bytes_per_token_count_each_kind_of_step_apart():
+    steps = [
+        llm.Step(llm.SET_SAMPLING, 0, -1, 0.5, 12, 8),
+        llm.Step(llm.PREFILL, 3, 4, 0.25, 48, 1024),
+        llm.Step(llm.DECODE, 1, 5, 0.5, 16, 1024),
+        llm.Step(llm.DECODE, 1, 6, 1.5, 0, 8),
+    ]
+    run = llm.Generation([1, 2, 3], tokens=[4, 5, 6], steps=steps)
+    assert run.prefill_tokens_per_second == 3 / 0.25  # prompt tokens over the prefills' time
+    assert run.decode_tokens_per_second == 2 / 2.0  # one token per decode step
+    assert run.decode_bytes_per_token() == (8.0, 516.0)  # the decode steps' mean, nothing else's
+    nothing = llm.Generation([1])
+    assert nothing.decode_bytes_per_token() == (0.0, 0.0)
+    assert nothing.prefill_tokens_per_second != nothing.prefill_tokens_per_second  # NaN: no time measured
+
+
+class _Exported(Exception):
+    """Raised in place of exporting: the command got past its argument checks."""
+
+
+def _command(monkeypatch, capsys, *argv):
+    """`python -m et_copy generate` in this process, up to the export: its
+    exit code and stderr, or "exported" when it went on to export."""
+    from et_copy.llm import _cli
+
+    def export(*args, **kwargs):
+        raise _Exported
+
+    monkeypatch.setattr(llm, "export_llm_cached", export)
+    try:
+        code = _cli.main(["--arch", "qwen3", *argv])
+    except _Exported:
+        return "exported"
+    return code, capsys.readouterr().err
+
+
+def test_the_command_takes_prompt_ids_within_the_vocabulary_only(monkeypatch, capsys):
+    assert _command(monkeypatch, capsys, "--prompt", "0", "255") == "exported"  # tiny qwen3: 256 ids
+    assert _command(monkeypatch, capsys, "--prompt", "3", "256") == (
+        2,
+        "et_copy generate: prompt ids must be in 0..255\n",
+    )
+    assert _command(monkeypatch, capsys, "--prompt", "-1")[0] == 2
+
+
+def test_the_command_generates_16_tokens_by_default_and_needs_room_for_them(monkeypatch, capsys):
+    # The default prompt holds 4 ids: 4 + 16 tokens fit 20 positions, not 19.
+    assert _command(monkeypatch, capsys, "--max-seq-len", "20") == "exported"
+    code, err = _command(monkeypatch, capsys, "--max-seq-len", "19")
+    assert code == 2 and "prompt + tokens must be at most --max-seq-len (19)" in err
+    assert _command(monkeypatch, capsys, "--max-seq-len", "19", "--tokens", "15") == "exported"
+
+
+class _StaticCacheQuirk(torch.nn.Module):
+    """A decoder layer that computes differently when the cache is static
+    (what export_llm's check is there to catch)."""
+
+    def __init__(self, layer: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = layer
+
+    def forward(self, hidden_states, *args, **kwargs):
+        from transformers import StaticCache
+
+        out = self.inner(hidden_states, *args, **kwargs)
+        return out + 0.5 if isinstance(kwargs.get("cache"), StaticCache) else out
+
+
+def test_the_refusal_names_the_layer_at_fault_when_the_decoder_does_not_call_its_layers_layers():
+    # Not every architecture's decoder has a `layers` list (GPT-2's is `h`):
+    # the layer list is then the one with as many entries as the config has layers.
+    model = llm.tiny_model("llama")
+    model.model.layers[1] = _StaticCacheQuirk(model.model.layers[1])
+    model.get_decoder = lambda: model  # the causal LM itself: no `layers` attribute
+    with pytest.raises(llm.UnsupportedModelError, match="the first decoder layer whose output differs is layer 1"):
+        llm.export_llm(model, max_seq_len=16)
