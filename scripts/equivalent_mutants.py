@@ -31,9 +31,6 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("python/et_copy/export.py", "logic", "if isinstance(out, torch.fx.Node) and not out.users:",
                "every copy here is an out-variant node whose out is an alloc node only that copy reads, so once "
                "the copy is erased both conditions hold"),
-    Equivalent("python/et_copy/llm/_cli.py", "int+1", "other.generate(prompt[:1], 1)",
-               "the second session runs only so that its methods and state are allocated before `extra` is read; "
-               "another token or prompt id runs in memory planned at load and allocates nothing that outlives it"),
     Equivalent("python/et_copy/llm/_state.py", "int-1", "self.cumulative_length.add_(key_states.shape[-2])",
                "StatefulCausalLM sets every layer's cumulative_length from cache_position before each step (_step), "
                "and masks are sized before the layers run, so the count update() leaves behind is never read"),

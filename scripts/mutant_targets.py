@@ -137,7 +137,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/et_copy/llm/_export.py", (P_LLM_UNITS, P_LLM_NOT_LLM, *P_LLM_QWEN3)),
     ("python/et_copy/llm/_generate.py", (P_LLM_UNITS, *P_LLM_QWEN3)),
     ("python/et_copy/llm/_cache.py", (P_LLM_CACHE_DIR, P_LLM_CACHED)),
-    ("python/et_copy/llm/_cli.py", (P_LLM_UNITS, P_LLM_CLI_ARCHS, P_LLM_CLI)),
+    ("python/et_copy/tools/generate.py", (P_LLM_UNITS, P_LLM_CLI_ARCHS, P_LLM_CLI)),
     ("python/et_copy/llm/__init__.py", (P_LLM_UNITS, *P_LLM_EAGER)),
     # Outside the core's scope; --smoke draws its generated mutants here (fast tests).
     ("python/et_copy/_device.py", PY_BINDINGS),

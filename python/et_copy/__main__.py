@@ -17,7 +17,7 @@ COMMANDS = {
     "parity": ("et_copy.tools.parity", "check the AOT ops against the runtime kernels, byte for byte"),
     "doctor": ("et_copy.tools.doctor", "show versions, registered kernels and allocators, and CUDA devices"),
     "bench": ("et_copy.tools.bench", "measure call overhead and throughput against torch and memcpy"),
-    "generate": ("et_copy.llm._cli", "an LLM with its state on the device, beside executorch.runtime and eager"),
+    "generate": ("et_copy.tools.generate", "an LLM with its state on the device, beside executorch.runtime and eager"),
 }
 
 

@@ -142,7 +142,7 @@ class _Exported(Exception):
 def _command(monkeypatch, capsys, *argv):
     """`python -m et_copy generate` in this process, up to the export: its
     exit code and stderr, or "exported" when it went on to export."""
-    from et_copy.llm import _cli
+    from et_copy.tools import generate as _cli
 
     def export(*args, **kwargs):
         raise _Exported

@@ -172,7 +172,7 @@ def test_exit_status_is_1_when_et_copys_kernel_has_a_finding(tmp_path):
 
 @pytest.mark.slow
 def test_program_section_runs_real_models_on_both_runtimes_equal_to_eager_with_exact_copies(default_run):
-    from et_copy.tools.parity.models import MODELS
+    from et_copy.tools.parity.architectures import MODELS
 
     _, result = default_run
     programs = {p["name"]: p for p in result["programs"]}
@@ -188,7 +188,7 @@ def test_program_section_runs_real_models_on_both_runtimes_equal_to_eager_with_e
         model = name.split("/")[1]
         if next(m for m in MODELS if m.name == model).control:
             assert p["cells"]["control"] == {"text": "= eager", "ok": True}, (name, p["cells"])
-    from et_copy.tools.parity.models import PROGRAM_DTYPES
+    from et_copy.tools.parity.architectures import PROGRAM_DTYPES
 
     every_dtype = programs["program/copy_only_all_dtypes/device"]["details"]["expected_copies"]
     assert every_dtype["h2d_copies"] == every_dtype["d2h_copies"] == len(PROGRAM_DTYPES)
@@ -338,7 +338,7 @@ def test_judge_calls_a_rejection_that_touched_out_a_finding(device):
 
 
 def test_program_models_build_the_same_weights_every_time_and_leave_the_callers_rng_alone():
-    from et_copy.tools.parity.models import MODELS
+    from et_copy.tools.parity.architectures import MODELS
 
     torch.manual_seed(1234)
     state = torch.get_rng_state()

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..._counting import counting
-from .models import MODELS, Model
+from .architectures import MODELS, Model
 from .runners import CapturedStderr, Finding
 
 ROUTES = ("device",)  # export_device_program: the compute in the simulated device's backend

@@ -1,22 +1,24 @@
 """``python -m et_copy generate``: an LLM on the (simulated) device, beside
 the same model with its state on the host under executorch.runtime, and
-eager transformers."""
+eager transformers.
+
+Four steps, each its own function: :func:`_parser` reads the command line,
+:func:`_inputs` builds the model and checks the prompt, :func:`_measure`
+exports, loads, generates and runs the baselines, and :func:`_render`
+prints what was measured."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
-
-# et_copy.llm.ARCHITECTURES, spelled here so that --help need not import
-# transformers; a test checks that the two agree.
-ARCHITECTURES = (
-    "qwen3", "qwen3_moe", "qwen3_5_moe", "llama", "mistral", "gemma2", "gemma3", "gpt_oss", "qwen2", "phi3",
-    "olmo2", "smollm3", "mixtral", "qwen2_moe", "olmoe", "deepseek_v3", "qwen3_next", "lfm2",
-)  # fmt: skip
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 
 def _parser() -> argparse.ArgumentParser:
+    from et_copy.llm import ARCHITECTURES  # the one list (this imports transformers, as the command does)
+
     p = argparse.ArgumentParser(
         prog="python -m et_copy generate",
         description="Generate tokens with an LLM whose KV caches and recurrent states stay on the device, beside "
@@ -45,9 +47,19 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
-    import et_copy
+@dataclass
+class _Inputs:
+    model: Any
+    name: str
+    prompt: list[int]
+    decode: Callable[[list[int]], str]  # token ids as text (the tokenizer's, or the ids)
+
+
+class _UsageError(Exception):
+    """A command line the command cannot run: its message goes to stderr, exit 2."""
+
+
+def _inputs(args: argparse.Namespace) -> _Inputs:
     from et_copy import llm
 
     tokenizer = None
@@ -60,78 +72,118 @@ def main(argv: list[str]) -> int:
         model, name = llm.tiny_model(args.arch, seed=args.seed), f"tiny {args.arch} (seed {args.seed})"
     if args.text is not None:
         if tokenizer is None:
-            print("et_copy generate: --text needs --checkpoint with a tokenizer.json", file=sys.stderr)
-            return 2
+            raise _UsageError("--text needs --checkpoint with a tokenizer.json")
         prompt = tokenizer.encode(args.text).ids
     else:
         prompt = args.prompt
     vocab = model.config.get_text_config().vocab_size
     if not prompt or any(not 0 <= t < vocab for t in prompt):
-        print(f"et_copy generate: prompt ids must be in 0..{vocab - 1}", file=sys.stderr)
-        return 2
+        raise _UsageError(f"prompt ids must be in 0..{vocab - 1}")
     if len(prompt) + args.tokens > args.max_seq_len:
-        print(f"et_copy generate: prompt + tokens must be at most --max-seq-len ({args.max_seq_len})", file=sys.stderr)
-        return 2
+        raise _UsageError(f"prompt + tokens must be at most --max-seq-len ({args.max_seq_len})")
+    decode = (lambda ids: tokenizer.decode(ids)) if tokenizer else (lambda ids: " ".join(map(str, ids)))
+    return _Inputs(model, name, list(prompt), decode)
+
+
+@dataclass
+class _Measured:
+    export_note: str  # how the program was had, and its size
+    run: Any  # the device-state Generation
+    rows: list[tuple[str, Any]] = field(default_factory=list)  # (label, Generation or _EagerRow), the run first
+    eager_tokens: list[int] | None = None
+    load_ms: float = 0.0
+    uploaded: int = 0  # h2d bytes of the load: the weights and the first session's state
+    state_nbytes: int = 0
+    second_session_nbytes: int = 0
+    scratch_nbytes: int = 0
+
+
+def _measure(args: argparse.Namespace, inputs: _Inputs) -> _Measured:
+    import et_copy
+    from et_copy import llm
 
     start = time.perf_counter()
-    program = llm.export_llm_cached(model, use_cache=not args.no_cache, max_seq_len=args.max_seq_len, pick=args.pick)
+    program = llm.export_llm_cached(
+        inputs.model, use_cache=not args.no_cache, max_seq_len=args.max_seq_len, pick=args.pick
+    )
     how = f"reused the program exported before ({program.path})" if program.hit else "exported it"
-    print(f"model: {name}; {how} in {time.perf_counter() - start:.1f} s ({len(program.buffer)} B)")
+    export_note = f"{how} in {time.perf_counter() - start:.1f} s ({len(program.buffer)} B)"
     et_copy.use_simulated_device()
     with et_copy.counting() as loading:
         start = time.perf_counter()
         device = llm.DeviceLLM(program.buffer)
         session = device.new_session()
         load_ms = (time.perf_counter() - start) * 1e3
-    uploaded = loading.h2d_bytes
+    sampling = dict(temperature=args.temperature, top_k=args.top_k, seed=args.seed)
     with et_copy.counting() as held:
         for _ in range(2):  # the first run warms up; the second is reported
             session.reset()
-            run = session.generate(prompt, args.tokens, temperature=args.temperature, top_k=args.top_k, seed=args.seed)
+            run = session.generate(inputs.prompt, args.tokens, **sampling)
         other = device.new_session()
-        other.generate(prompt[:1], 1)
-    extra = held.bytes_outstanding
-
-    decode = lambda ids: tokenizer.decode(ids) if tokenizer else " ".join(map(str, ids))  # noqa: E731
-    print(f"prompt ({len(prompt)} tokens): {decode(prompt)}")
-    print(f"generated ({len(run.tokens)} tokens): {decode(run.tokens)}")
-    rows = [("et_copy.runtime, device state", run)]
-    eager_tokens = None
+        other.generate(inputs.prompt[:1], 1)
+    m = _Measured(
+        export_note,
+        run,
+        rows=[("et_copy.runtime, device state", run)],
+        load_ms=load_ms,
+        uploaded=loading.h2d_bytes,
+        state_nbytes=session.state_nbytes,
+        second_session_nbytes=held.bytes_outstanding,
+        scratch_nbytes=device.program.device_scratch_nbytes,
+    )
     if not args.no_baseline:
-        rows.append(("executorch.runtime, host state", _baseline(model, prompt, args)))
-        eager_tokens, eager_row = _eager(model, prompt, args.tokens)
-        rows.append(("eager transformers", eager_row))
+        m.rows.append(("executorch.runtime, host state", _host_state_run(inputs.model, inputs.prompt, args)))
+        m.eager_tokens, eager_row = _eager(inputs.model, inputs.prompt, args.tokens)
+        m.rows.append(("eager transformers", eager_row))
+    return m
+
+
+def _render(m: _Measured, inputs: _Inputs, args: argparse.Namespace) -> None:
+    print(f"prompt ({len(inputs.prompt)} tokens): {inputs.decode(inputs.prompt)}")
+    print(f"generated ({len(m.run.tokens)} tokens): {inputs.decode(m.run.tokens)}")
     print(
         f"\n{'run':<32} {'prefill tok/s':>13} {'decode tok/s':>12} {'h2d B/tok':>10} {'d2h B/tok':>10} {'= eager':>8}"
     )
-    for label, r in rows:
+    for label, r in m.rows:
         h2d, d2h = r.decode_bytes_per_token() if hasattr(r, "decode_bytes_per_token") else (float("nan"),) * 2
-        same = "-" if eager_tokens is None or args.temperature else str(r.tokens == eager_tokens)
+        same = "-" if m.eager_tokens is None or args.temperature else str(r.tokens == m.eager_tokens)
         print(
             f"{label:<32} {r.prefill_tokens_per_second:>13.0f} {r.decode_tokens_per_second:>12.0f} "
             f"{h2d:>10.0f} {d2h:>10.0f} {same:>8}"
         )
-    if len(rows) > 1:
-        base = rows[1][1]
-        moved, base_moved = sum(run.decode_bytes_per_token()), sum(base.decode_bytes_per_token())
-        ms, base_ms = 1e3 / run.decode_tokens_per_second, 1e3 / base.decode_tokens_per_second
+    if len(m.rows) > 1:
+        base = m.rows[1][1]
+        moved, base_moved = sum(m.run.decode_bytes_per_token()), sum(base.decode_bytes_per_token())
+        ms, base_ms = 1e3 / m.run.decode_tokens_per_second, 1e3 / base.decode_tokens_per_second
         print(
             f"decode ms/token, device state / host state: {ms:.2f} / {base_ms:.2f} = {ms / base_ms:.2f}x; "
             f"bytes per token {base_moved / moved:.0f}x fewer"
         )
     print(
-        f"load: {load_ms:.1f} ms on et_copy.runtime, {uploaded} B uploaded (the weights, "
-        f"{uploaded - session.state_nbytes} B, once per program, and the first session's state)"
+        f"load: {m.load_ms:.1f} ms on et_copy.runtime, {m.uploaded} B uploaded (the weights, "
+        f"{m.uploaded - m.state_nbytes} B, once per program, and the first session's state)"
     )
     print(
-        f"device memory: {session.state_nbytes} B of state per session; a second session added {extra} B "
-        f"(the scratch, {device.program.device_scratch_nbytes} B, and the weights are shared)"
+        f"device memory: {m.state_nbytes} B of state per session; a second session added "
+        f"{m.second_session_nbytes} B (the scratch, {m.scratch_nbytes} B, and the weights are shared)"
     )
-    ok = eager_tokens is None or args.temperature or all(r.tokens == eager_tokens for _, r in rows)
-    return 0 if ok else 1
 
 
-def _baseline(model, prompt, args):
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        inputs = _inputs(args)
+    except _UsageError as e:
+        print(f"et_copy generate: {e}", file=sys.stderr)
+        return 2
+    m = _measure(args, inputs)
+    print(f"model: {inputs.name}; {m.export_note}")
+    _render(m, inputs, args)
+    same = m.eager_tokens is None or args.temperature or all(r.tokens == m.eager_tokens for _, r in m.rows)
+    return 0 if same else 1
+
+
+def _host_state_run(model, prompt: list[int], args: argparse.Namespace):
     """The same model with its state on the host, on executorch.runtime: the
     prompt goes in one token at a time (its decode is the only method)."""
     import torch
@@ -166,7 +218,7 @@ class _EagerRow:
         self.tokens, self.prefill_tokens_per_second, self.decode_tokens_per_second = tokens, prefill_tps, decode_tps
 
 
-def _eager(model, prompt, n):
+def _eager(model, prompt: list[int], n: int):
     import torch
 
     from et_copy import llm
