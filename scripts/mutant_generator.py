@@ -1,6 +1,6 @@
 """Generated mutants: a fixed operator set applied to every site of a file.
 
-scripts/mutants.py holds hand-picked slips; this module produces the
+scripts/listed_mutants.py holds hand-picked slips; this module produces the
 mechanical ones, so a score is a sample of every site rather than of the
 sites someone thought of. The operators (OPERATORS) are:
 

@@ -1,6 +1,6 @@
 """Which tests a generated mutant of each file runs (scripts/mutant_generator.py).
 
-A hand-written mutant names its own tests (scripts/mutants.py); a generated
+A hand-written mutant names its own tests (scripts/listed_mutants.py); a generated
 one takes its file's row here: the first pattern (fnmatch) that matches.
 List the narrowest suites that assert what the file does, fastest first
 (pytest runs with -x, so a killed mutant stops at the first failure; only a
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatch
 
-from mutants import (
+from listed_mutants import (
     P_COPY,
     P_FIELDS,
     PY_BINDINGS,

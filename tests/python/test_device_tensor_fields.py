@@ -315,3 +315,10 @@ def test_device_codes_are_executorchs_and_name_the_device_in_method_metadata():
     assert str(Device(DeviceType.CPU.value, -1)) == "cpu"
     assert str(Device(DeviceType.CUDA.value, 0)) == "cuda:0"
     assert str(_device.parse_device("cuda:3", op="t")) == "cuda:3"
+
+
+def test_cuda_without_an_index_is_device_0_as_in_torch():
+    from et_copy import _device
+
+    assert _device.parse_device("cuda", op="t") == Device(_device.CUDA, 0)
+    assert str(et_copy.empty((2,), torch.float32, device="cuda").device) == "cuda:0"
