@@ -20,6 +20,7 @@ import et_copy  # noqa: E402
 import et_copy.runtime  # noqa: E402
 from et_copy import llm  # noqa: E402
 from llm_programs import exported as exported_program  # noqa: E402
+from llm_quirks import StaticCacheQuirk  # noqa: E402
 
 PROMPT = [5, 17, 3, 9, 42]
 TOKENS = 16
@@ -356,24 +357,9 @@ def test_a_sliding_window_program_generates_transformers_tokens_within_and_past_
         assert all(s.h2d_bytes == in_bytes for s in run.steps if s.kind == llm.DECODE)
 
 
-class _StaticCacheQuirk(torch.nn.Module):
-    """A decoder layer that computes differently when the cache is static:
-    the kind of architecture quirk export_llm's check is there to catch."""
-
-    def __init__(self, layer: torch.nn.Module) -> None:
-        super().__init__()
-        self.inner = layer
-
-    def forward(self, hidden_states, *args, **kwargs):
-        from transformers import StaticCache
-
-        out = self.inner(hidden_states, *args, **kwargs)
-        return out + 0.5 if isinstance(kwargs.get("cache"), StaticCache) else out
-
-
 def test_export_llm_refuses_a_model_its_wrapper_computes_differently_naming_the_layer():
     model = llm.tiny_model("llama")
-    model.model.layers[1] = _StaticCacheQuirk(model.model.layers[1])
+    model.model.layers[1] = StaticCacheQuirk(model.model.layers[1])
     with pytest.raises(llm.UnsupportedModelError, match=r"LlamaForCausalLM \(model_type llama\)") as info:
         llm.export_llm(model, max_seq_len=MAX_SEQ)
     error = info.value

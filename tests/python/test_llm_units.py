@@ -13,6 +13,7 @@ pytest.importorskip("executorch.exir")
 pytest.importorskip("transformers")
 
 from et_copy import llm  # noqa: E402
+from llm_quirks import StaticCacheQuirk  # noqa: E402
 
 PROMPT = [5, 17, 3, 9]
 
@@ -172,26 +173,11 @@ def test_the_command_generates_16_tokens_by_default_and_needs_room_for_them(monk
     assert _command(monkeypatch, capsys, "--max-seq-len", "19", "--tokens", "15") == "exported"
 
 
-class _StaticCacheQuirk(torch.nn.Module):
-    """A decoder layer that computes differently when the cache is static
-    (what export_llm's check is there to catch)."""
-
-    def __init__(self, layer: torch.nn.Module) -> None:
-        super().__init__()
-        self.inner = layer
-
-    def forward(self, hidden_states, *args, **kwargs):
-        from transformers import StaticCache
-
-        out = self.inner(hidden_states, *args, **kwargs)
-        return out + 0.5 if isinstance(kwargs.get("cache"), StaticCache) else out
-
-
 def test_the_refusal_names_the_layer_at_fault_when_the_decoder_does_not_call_its_layers_layers():
     # Not every architecture's decoder has a `layers` list (GPT-2's is `h`):
     # the layer list is then the one with as many entries as the config has layers.
     model = llm.tiny_model("llama")
-    model.model.layers[1] = _StaticCacheQuirk(model.model.layers[1])
+    model.model.layers[1] = StaticCacheQuirk(model.model.layers[1])
     model.get_decoder = lambda: model  # the causal LM itself: no `layers` attribute
     with pytest.raises(llm.UnsupportedModelError, match="the first decoder layer whose output differs is layer 1"):
         llm.export_llm(model, max_seq_len=16)
