@@ -19,8 +19,8 @@ pytest.importorskip("transformers")
 import et_copy  # noqa: E402
 import et_copy.runtime  # noqa: E402
 from et_copy import llm  # noqa: E402
+from llm_eager import StaticCacheQuirk, wrapper_tokens  # noqa: E402
 from llm_programs import exported as exported_program  # noqa: E402
-from llm_quirks import StaticCacheQuirk  # noqa: E402
 
 PROMPT = [5, 17, 3, 9, 42]
 TOKENS = 16
@@ -300,16 +300,6 @@ SLIDING = ["mistral", "gemma2", "gemma3", "gpt_oss"]
 WINDOW_RUNS = [([5, 17, 3], 4), ([5, 17, 3], TOKENS), ([5, 17, 3, 9, 42, 7, 8, 11, 12, 13], TOKENS)]
 
 
-def _wrapper_generate(wrapper, prompt, n):
-    """Greedy tokens from StatefulCausalLM run eagerly: a prefill, then decodes."""
-    wrapper.reset()
-    with torch.no_grad():
-        tokens = [int(wrapper(torch.tensor([prompt]), torch.arange(len(prompt))).argmax())]
-        for position in range(len(prompt), len(prompt) + n - 1):
-            tokens.append(int(wrapper(torch.tensor([[tokens[-1]]]), torch.tensor([position])).argmax()))
-    return tokens
-
-
 def _mistral_default_window():
     from transformers import MistralConfig, MistralForCausalLM
 
@@ -328,7 +318,7 @@ def test_the_wrapper_run_eagerly_gives_transformers_tokens_within_and_past_the_s
     wrapper = llm.StatefulCausalLM(model, MAX_SEQ).eval()
     assert wrapper.cache.is_sliding.count(True) >= 1
     for prompt, n in WINDOW_RUNS:
-        assert _wrapper_generate(wrapper, prompt, n) == llm.eager_generate(model, prompt, n), (prompt, n)
+        assert wrapper_tokens(wrapper, prompt, n) == llm.eager_generate(model, prompt, n), (prompt, n)
 
 
 @pytest.fixture(

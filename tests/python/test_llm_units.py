@@ -13,20 +13,9 @@ pytest.importorskip("executorch.exir")
 pytest.importorskip("transformers")
 
 from et_copy import llm  # noqa: E402
-from llm_quirks import StaticCacheQuirk  # noqa: E402
+from llm_eager import StaticCacheQuirk, wrapper_tokens  # noqa: E402
 
 PROMPT = [5, 17, 3, 9]
-
-
-def _wrapper_tokens(wrapper, prompt, n):
-    """Greedy tokens from a host-picking StatefulCausalLM run eagerly: a
-    prefill of the prompt, then one decode per token."""
-    wrapper.reset()
-    with torch.no_grad():
-        tokens = [int(wrapper(torch.tensor([prompt]), torch.arange(len(prompt))).argmax())]
-        for position in range(len(prompt), len(prompt) + n - 1):
-            tokens.append(int(wrapper(torch.tensor([[tokens[-1]]]), torch.tensor([position])).argmax()))
-    return tokens
 
 
 @pytest.mark.parametrize("arch", llm.ARCHITECTURES)
@@ -34,9 +23,9 @@ def test_every_tiny_architecture_run_through_the_wrapper_gives_transformers_toke
     model = llm.tiny_model(arch)
     wrapper = llm.StatefulCausalLM(model, 16).eval()
     expected = llm.eager_generate(model, PROMPT, 6)
-    assert _wrapper_tokens(wrapper, PROMPT, 6) == expected
+    assert wrapper_tokens(wrapper, PROMPT, 6) == expected
     # A second sequence after reset() starts from the zero state again.
-    assert _wrapper_tokens(wrapper, PROMPT, 6) == expected
+    assert wrapper_tokens(wrapper, PROMPT, 6) == expected
 
 
 def test_a_device_picking_wrapper_feeds_back_its_own_picks_and_decodes_with_no_input():
