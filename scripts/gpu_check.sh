@@ -74,7 +74,7 @@ if [[ $DRY_RUN == 1 ]]; then
   # the LLM export and generation, on the simulated device.
   step "dry run: no build; et_copy from $($PY -c 'import et_copy, os; print(os.path.dirname(et_copy.__file__))')"
   echo "would: install $WHEELS/*.whl into $SITE; pip install --no-build-isolation this tree with CUDA"
-  echo "would: pytest tests/python/test_cuda.py; pytest tests/python/test_end_to_end.py -m gpu"
+  echo "would: pytest tests/python/test_cuda.py -m gpu; pytest tests/python/test_end_to_end.py -m gpu"
   echo "would: $PY scripts/gpu_llm_check.py (CudaPartitioner, use_cuda); benchmarks/cuda_copy_bench.py"
   step "LLM on the simulated device (the GPU step's --dry-run)"
   set +e
@@ -94,19 +94,18 @@ command -v nvcc >/dev/null && nvcc --version | tail -1 || echo "nvcc: not on PAT
 "$PY" -c "import torch; print('torch', torch.__version__, '| CUDA', torch.version.cuda, '| devices', torch.cuda.device_count())"
 
 step "install the carried wheels into $SITE"
-wheels=()
-for name in executorch scikit_build_core pybind11 cmake ninja pathspec packaging; do
-  found=$(ls "$WHEELS"/"$name"-*.whl 2>/dev/null | head -1 || true)
-  if [[ -n $found ]]; then
-    wheels+=("$found")
-  elif [[ $name == executorch ]]; then
-    result "carried wheels" 2 "no executorch wheel in $WHEELS: see docs/cuda.md for the pip download line"
-    summary || true
-    exit 2
-  else
-    echo "no $name wheel in $WHEELS: using the machine's own"
-  fi
-done
+# Every carried wheel goes in: executorch is required; build tools the
+# machine lacks, and executorch's imports its image lacks (ruamel.yaml for
+# executorch.exir, torchao for executorch.backends.cuda), ride along.
+shopt -s nullglob
+wheels=("$WHEELS"/*.whl)
+shopt -u nullglob
+if ! printf '%s\n' "${wheels[@]}" | grep -q '/executorch-[^/]*\.whl$'; then
+  result "carried wheels" 2 "no executorch wheel in $WHEELS: see docs/cuda.md for the pip download line"
+  summary || true
+  exit 2
+fi
+printf '  %s\n' "${wheels[@]##*/}"
 rm -rf "$SITE"
 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" "${wheels[@]}"
 export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
@@ -160,12 +159,13 @@ if [[ $BUILD_ONLY == 1 || $rc -ne 0 ]]; then
 fi
 
 # Each file runs in its own process: one process holds one CUDA allocator.
-step "CUDA tests (tests/python/test_cuda.py)"
+step "CUDA tests (tests/python/test_cuda.py -m gpu)"
 set +e
-(cd "$REPO" && timeout "$(left 150)" "$PY" -m pytest tests/python/test_cuda.py -q -rs -p no:cacheprovider) 2>&1 | tee "$OUT/tests.log" | tail -30
+(cd "$REPO" && timeout "$(left 150)" "$PY" -m pytest tests/python/test_cuda.py -m gpu -q -rs -p no:cacheprovider) 2>&1 | tee "$OUT/tests.log" | tail -30
 rc=${PIPESTATUS[0]}
 set -e
-result "tests/python/test_cuda.py" "$rc" "$(grep -E '^FAILED' "$OUT/tests.log" | head -3 | tr '\n' ' ')"
+grep -qE '[0-9]+ passed' "$OUT/tests.log" || (( rc != 0 )) || rc=1
+result "tests/python/test_cuda.py -m gpu" "$rc" "$(grep -E '^FAILED' "$OUT/tests.log" | head -3 | tr '\n' ' ')"
 
 step "GPU cases of the end-to-end tests (tests/python/test_end_to_end.py -m gpu)"
 set +e

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <cuda_runtime_api.h>
+#include <pybind11/stl.h>
 
 #include <et_copy/cuda_device_allocator.h>
 #include <et_copy/registration.h>

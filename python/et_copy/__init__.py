@@ -12,6 +12,10 @@ definition when it is installed: :func:`ensure_registered`.
 
 from __future__ import annotations
 
+# _C links libtorch_python by name; importing torch first loads it, so _C
+# imports wherever torch lives (a --target install puts et_copy elsewhere).
+import torch  # noqa: F401  (isort: keep first)
+
 from ._counting import Counts, counting
 from ._dtypes import SUPPORTED_DTYPES
 from ._errors import EtCopyError

@@ -186,7 +186,7 @@ def set_copy_config(
 ) -> None:
     """Changes how et_copy's CUDA allocator copies pageable (not pinned) host
     memory, for this process. Each argument left out keeps its current
-    value (:func:`copy_config`); the defaults are "staged", 1 MiB and 8 MiB.
+    value (:func:`copy_config`); the defaults are "direct", 1 MiB and 8 MiB.
 
     - ``pageable``: "staged" copies through et_copy's pinned double buffers,
       overlapping the host memcpy of one chunk with the DMA of the previous;

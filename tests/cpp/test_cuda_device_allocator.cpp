@@ -70,10 +70,11 @@ class CudaAllocator : public ::testing::Test {
   CudaDeviceAllocator& a = et_copy::cuda_device_allocator();
 };
 
-// The defaults docs/cuda.md states: staging on, 1 MiB threshold, 8 MiB chunks.
+// The defaults docs/cuda.md states: direct (measured faster on the H200
+// machine), and for staging when chosen, 1 MiB threshold and 8 MiB chunks.
 TEST(CudaCopyConfigDefaults, AreTheDocumentedOnes) {
   const CudaCopyConfig c;
-  EXPECT_EQ(c.pageable, PageableCopy::kStaged);
+  EXPECT_EQ(c.pageable, PageableCopy::kDirect);
   EXPECT_EQ(c.staging_threshold, size_t{1} << 20);
   EXPECT_EQ(c.chunk_bytes, size_t{8} << 20);
 }

@@ -170,3 +170,28 @@ def test_the_refusal_names_the_layer_at_fault_when_the_decoder_does_not_call_its
     model.get_decoder = lambda: model  # the causal LM itself: no `layers` attribute
     with pytest.raises(llm.UnsupportedModelError, match="the first decoder layer whose output differs is layer 1"):
         llm.export_llm(model, max_seq_len=16)
+
+
+def test_a_model_that_leaves_its_cache_unfilled_is_refused_naming_the_transformers_it_needs(monkeypatch):
+    # transformers 5.17 (a GPU machine's) did this: its forward did not fill
+    # the cache it was given, and the wrapper failed on a None state.
+    model = llm.tiny_model("qwen3")
+    monkeypatch.setattr(model, "forward", lambda *args, **kwargs: None)
+    with pytest.raises(
+        llm.UnsupportedModelError,
+        match=r"left 4 cache tensors unset \(key_cache_0, value_cache_0, key_cache_1, \.\.\.\)",
+    ) as e:
+        llm.StatefulCausalLM(model, 16)
+    assert "needs transformers 5.24.0" in str(e.value) and e.value.architecture == "Qwen3ForCausalLM (model_type qwen3)"
+
+
+def test_the_transformers_the_wrapper_names_is_the_llm_extras_pin():
+    from pathlib import Path
+
+    import tomllib
+    from et_copy.llm._state import SUPPORTED_TRANSFORMERS
+
+    extras = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert extras["llm"] == [f"transformers=={SUPPORTED_TRANSFORMERS}"]

@@ -26,6 +26,18 @@ def test_extension_runpath_finds_torch_and_executorch_beside_itself():
     assert entries == ["$ORIGIN/../torch/lib", "$ORIGIN/../executorch/lib"]
 
 
+def test_importing_et_copy_loads_torch_before_the_extension():
+    """_C finds libtorch_python by name. Beside the torch wheel its RUNPATH
+    finds it; installed apart (pip --target, as scripts/gpu_check.sh does,
+    where the import failed on the H200 machine) it is found only because
+    torch already loaded it."""
+    import sys
+
+    code = "import et_copy, sys; m = list(sys.modules); print(m.index('torch') < m.index('et_copy._C'))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.stdout.strip().splitlines()[-1] == "True", proc.stderr[-2000:]
+
+
 def test_extension_links_libtorch_as_executorchs_pybindings_do_and_no_shared_cudart():
     """The bindings read at::Tensor (docs/design.md, "How the Python bindings
     read torch tensors"): libtorch_python, libtorch_cpu and libc10 from the

@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 DEFAULT_MAX_TOP_K = 64  # the largest top_k a program honours by default (its topk takes a constant k)
 
 
+# The transformers et_copy.llm is built and tested against (the llm extra's pin).
+SUPPORTED_TRANSFORMERS = "5.24.0"
+
+
 class UnsupportedModelError(ValueError):
     """The model cannot be exported as it computes: a cache layer kind
     :class:`StatefulCausalLM` has no static form for, or (from
@@ -190,6 +194,19 @@ class StatefulCausalLM(torch.nn.Module):
                 # exact, and a prompt may also continue a sequence.
                 layer.has_previous_state.update(dict.fromkeys(range(layer.number_of_states), True))
         self.cache = cache
+        unset = [name for name, owner, key in self._state_slots() if _get(owner, key) is None]
+        if unset:
+            # Another transformers than the one et_copy.llm is pinned to can
+            # leave the given cache untouched (seen with 5.17 on a GPU machine).
+            import transformers
+
+            raise UnsupportedModelError(
+                f"et_copy.llm: {architecture_of(model)}: one eager step left {len(unset)} cache tensors unset "
+                f"({', '.join(unset[:3])}{', ...' if len(unset) > 3 else ''}) with transformers "
+                f"{transformers.__version__}; et_copy.llm needs transformers {SUPPORTED_TRANSFORMERS} "
+                "(pip install 'et-copy[llm]'), whose models fill the cache they are given",
+                architecture=architecture_of(model),
+            )
         for name, owner, key in self._state_slots():
             self.register_buffer(name, _get(owner, key), persistent=False)
         names = [name for name, _, _ in self._state_slots()]
