@@ -36,6 +36,8 @@
 #include <executorch/runtime/platform/platform.h>
 #include <executorch/runtime/platform/runtime.h>
 
+#include "any_rank_tensor_view.h"
+
 namespace {
 
 using executorch::aten::DimOrderType;
@@ -98,7 +100,7 @@ struct FuzzTensor {
   uint8_t* data = nullptr;  // what the tensor holds: a device address when on_device
   uint8_t* bytes = nullptr; // where the harness reads and writes those bytes
   size_t region = 0;
-  et_copy::TensorImplView view;
+  et_copy_test::AnyRankTensorView view; // 17-dim tensors too, for the kernels to refuse
 };
 
 bool is_permutation(const std::vector<DimOrderType>& order) {
@@ -236,7 +238,7 @@ bool materialize(FuzzTensor& t, Input& in) {
       t.bytes[i] = static_cast<uint8_t>(seed + i * 7);
     }
   }
-  et_copy::TensorImplView::Spec spec;
+  et_copy_test::AnyRankTensorView::Spec spec;
   spec.dtype = t.dtype.type;
   spec.sizes = {t.capacity.data(), t.capacity.size()};
   spec.dim_order = {t.dim_order.data(), t.dim_order.size()};

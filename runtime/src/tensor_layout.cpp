@@ -16,6 +16,9 @@ Error TensorImplView::reset(const Spec& spec) {
   impl_.reset();
   tensor_ = executorch::aten::Tensor(nullptr);
   const size_t rank = spec.sizes.size();
+  if (rank > kMaxTensorDims) { // ExecuTorch's runtime makes none; the inline arrays hold no more
+    return Error::InvalidArgument;
+  }
   if (!executorch::runtime::isValid(spec.dtype)) { // TensorImpl aborts on a dtype it lacks
     return Error::InvalidArgument;
   }
@@ -27,17 +30,6 @@ Error TensorImplView::reset(const Spec& spec) {
   SizesType* sizes = sizes_.data();
   DimOrderType* dim_order = dim_order_.data();
   StridesType* strides = strides_.data();
-  if (rank > kMaxTensorDims) {
-    if (spec.strides.empty()) {
-      return Error::InvalidArgument; // dense_strides stops at kMaxTensorDims
-    }
-    many_sizes_.resize(rank);
-    many_dim_order_.resize(rank);
-    many_strides_.resize(rank);
-    sizes = many_sizes_.data();
-    dim_order = many_dim_order_.data();
-    strides = many_strides_.data();
-  }
   for (size_t i = 0; i < rank; ++i) {
     if (spec.sizes[i] < 0) { // TensorImpl aborts on a negative size
       return Error::InvalidArgument;

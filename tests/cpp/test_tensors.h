@@ -9,6 +9,8 @@
 #include <vector>
 
 #include <et_copy/tensor_layout.h>
+
+#include "any_rank_tensor_view.h"
 #include <executorch/runtime/core/exec_aten/exec_aten.h>
 
 namespace et_copy_test {
@@ -24,8 +26,8 @@ using executorch::runtime::etensor::DeviceType;
 
 /// A tensor over a buffer the test owns, built by et_copy::TensorImplView
 /// (et_copy/tensor_layout.h), so tests see the layouts everything else
-/// builds. Data is borrowed. Aborts the test binary on metadata the view
-/// refuses: a test that means to build one has a bug.
+/// builds; beyond ExecuTorch's dims, by AnyRankTensorView. Data is borrowed. Aborts the test binary on metadata the
+/// view refuses: a test that means to build one has a bug.
 class TestTensor {
  public:
   struct Options {
@@ -40,7 +42,7 @@ class TestTensor {
       : TestTensor(dtype, std::move(sizes), data, Options{}) {}
 
   TestTensor(ScalarType dtype, std::vector<SizesType> sizes, void* data, Options opts) {
-    et_copy::TensorImplView::Spec spec;
+    AnyRankTensorView::Spec spec;
     spec.dtype = dtype;
     spec.sizes = {sizes.data(), sizes.size()};
     spec.dim_order = {opts.dim_order.data(), opts.dim_order.size()};
@@ -73,7 +75,7 @@ class TestTensor {
   }
 
  private:
-  et_copy::TensorImplView view_;
+  AnyRankTensorView view_;
 };
 
 /// A host buffer with guard bytes on both sides, so a write past either end

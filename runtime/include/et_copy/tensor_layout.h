@@ -1,6 +1,8 @@
 // Dense tensor layout and ExecuTorch tensors over memory someone else owns:
 // the one place et-copy writes these rules. The Python bindings, the example
-// executor, the C++ tests and the fuzz target all build their tensors here.
+// executor, the C++ tests and the fuzz target all build their tensors here
+// (the tests' and fuzz target's tensors of more dims than ExecuTorch allows
+// come from tests/cpp/any_rank_tensor_view.h, which is not installed).
 #pragma once
 
 #include <array>
@@ -9,7 +11,6 @@
 #include <limits>
 #include <optional>
 #include <type_traits>
-#include <vector>
 
 #include <executorch/runtime/core/error.h>
 #include <executorch/runtime/core/exec_aten/exec_aten.h>
@@ -87,10 +88,8 @@ ET_NODISCARD executorch::runtime::Error dense_strides(const Size* sizes, const O
 
 /**
  * An ExecuTorch tensor (a TensorImpl and the Tensor over it) on memory the
- * caller owns. The metadata arrays are held inline up to kMaxTensorDims
- * dims: no heap allocation. More dims go on the heap, and need given
- * strides: TensorImpl holds such a tensor, ExecuTorch's runtime never makes
- * one, and kernels must refuse it, so only tests build them.
+ * caller owns, of at most kMaxTensorDims dims, as ExecuTorch's runtime
+ * makes them. The metadata arrays are held inline: no heap allocation.
  * Not copyable or movable (the TensorImpl points into the view); build it
  * in place, then call reset(). Use one view from one thread at a time.
  */
@@ -105,8 +104,9 @@ class TensorImplView {
     /// Empty: contiguous, [0, 1, ..., rank).
     executorch::runtime::Span<const executorch::aten::DimOrderType> dim_order;
     /// Empty: dense in dim_order (dense_strides). Given: taken as they are,
-    /// and then dim_order need not be a permutation (tests and the fuzz
-    /// target hand the kernels malformed layouts this way).
+    /// and then dim_order need not be a permutation: the bindings hand the
+    /// kernels a torch tensor's own strides this way, and the tests and the
+    /// fuzz target malformed layouts, for the kernels to refuse.
     executorch::runtime::Span<const executorch::aten::StridesType> strides;
     /// Empty: the same as sizes. Otherwise the shape the tensor holds now,
     /// set through ExecuTorch's resize_tensor within the capacity `sizes`.
@@ -126,10 +126,10 @@ class TensorImplView {
    *
    * Returns Error::Ok, or Error::InvalidArgument, leaving the view empty
    * (tensor() unusable), for metadata ExecuTorch's TensorImpl would abort
-   * on or mis-describe: a dtype ExecuTorch does not know, a negative size,
-   * a dim_order, strides or current_sizes span whose length is not the
-   * rank, or, when strides are derived, what dense_strides refuses (more
-   * than kMaxTensorDims dims, a dim order that is no permutation, a stride
+   * on or mis-describe: more than kMaxTensorDims dims, a dtype ExecuTorch
+   * does not know, a negative size, a dim_order, strides or current_sizes
+   * span whose length is not the rank, or, when strides are derived, what
+   * dense_strides refuses (a dim order that is no permutation, a stride
    * beyond int32); or resize_tensor's error when current_sizes do not fit
    * the capacity or the dynamism forbids the resize.
    */
@@ -152,10 +152,6 @@ class TensorImplView {
   std::array<executorch::aten::SizesType, kMaxTensorDims> sizes_{};
   std::array<executorch::aten::DimOrderType, kMaxTensorDims> dim_order_{};
   std::array<executorch::aten::StridesType, kMaxTensorDims> strides_{};
-  // Used instead of the arrays above only beyond kMaxTensorDims dims.
-  std::vector<executorch::aten::SizesType> many_sizes_;
-  std::vector<executorch::aten::DimOrderType> many_dim_order_;
-  std::vector<executorch::aten::StridesType> many_strides_;
   std::optional<executorch::runtime::etensor::TensorImpl> impl_;
   executorch::aten::Tensor tensor_{nullptr};
 };
