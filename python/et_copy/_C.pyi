@@ -25,6 +25,7 @@ MAX_DEVICES: int
 MIN_DEVICE_INDEX: int
 MAX_DEVICE_INDEX: int
 DEVICE_ALIGNMENT: int
+TENSOR_ALIGNMENT: int
 
 def device_name(device_type: int, device_index: int) -> str: ...
 

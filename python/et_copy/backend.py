@@ -42,6 +42,7 @@ from executorch.exir.schema import TensorDataLocation
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
+from . import _C
 from ._device import parse_device
 
 BACKEND_ID = "SimulatedDeviceBackend"  # the C++ backend registers under this name (et_copy::kSimulatedDeviceBackend)
@@ -50,7 +51,7 @@ RECORD_MAGIC = "et_copy.delegate"
 RECORD_VERSION = 1
 WEIGHT_KEY = "et_copy.weight:"  # + content hash: a weight's bytes in the outer program's named data
 STATE_KEY = "et_copy.state:"  # + content hash: a state tensor's non-zero initial value
-STATE_ALIGNMENT = 16  # each state tensor's offset in the arena
+STATE_ALIGNMENT = _C.TENSOR_ALIGNMENT  # each state tensor's offset in the arena (the core checks it)
 
 __all__ = [
     "BACKEND_ID",
@@ -256,14 +257,14 @@ def _preprocess(edge_program, compile_specs, layout: dict[str, StateSlot], arena
             raise RuntimeError(f"{op}: the nested program reads constant '{fqn}', which the partition does not hold")
         data = _tensor_bytes(values[fqn])
         key = _content_key(WEIGHT_KEY, data)
-        store.add_named_data(key, data, alignment=16)
+        store.add_named_data(key, data, alignment=_C.TENSOR_ALIGNMENT)
         lines.append(f"weight\t{fqn}\t{key}\t{len(data)}")
     for name in sorted(state):
         data = _tensor_bytes(state[name])
         initial = "-"
         if any(data):
             initial = _content_key(STATE_KEY, data)
-            store.add_named_data(initial, data, alignment=16)
+            store.add_named_data(initial, data, alignment=_C.TENSOR_ALIGNMENT)
         lines.append(f"state\t{name}\t{layout[name].offset}\t{layout[name].nbytes}\t{initial}")
     if state:
         lines.append(f"arena\t{planner.arena_index}\t{arena_nbytes}")

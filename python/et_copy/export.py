@@ -740,6 +740,8 @@ def _stage(op: str, method: str | None, stage: str, strict: bool, run: Callable[
 def _keep_initial_state(edge) -> None:
     """Stores each state buffer's export-time value in the program, as named
     data, where it is not all zeros (the runtime zero-fills the others)."""
+    from . import _C
+
     seen: set[str] = set()
     for ep in (edge.exported_program(name) for name in edge.methods):
         values = {**ep.state_dict, **ep.constants}
@@ -747,7 +749,9 @@ def _keep_initial_state(edge) -> None:
             seen.add(fqn)
             value = values.get(fqn)
             if isinstance(value, torch.Tensor) and bool(value.ne(0).any()):
-                edge._named_data_store.add_named_data(INITIAL_STATE_KEY + fqn, value.contiguous(), alignment=16)
+                edge._named_data_store.add_named_data(
+                    INITIAL_STATE_KEY + fqn, value.contiguous(), alignment=_C.TENSOR_ALIGNMENT
+                )
 
 
 def _boundary_dynamic_shapes(module: torch.nn.Module, dynamic_shapes: Any, n_args: int, kwarg_names: list) -> Any:

@@ -185,6 +185,11 @@ class Parser {
                     ") is outside the arena (" + (r.has_arena ? std::to_string(r.arena_nbytes) + " bytes" : "none") +
                     ")");
       }
+      if (s.offset % kTensorAlignment != 0) { // a GPU kernel's vector loads would fault on it
+        line_ = state_lines_[i];
+        return fail("state '" + s.name + "' is at offset " + std::to_string(s.offset) + ", not a multiple of " +
+                    std::to_string(kTensorAlignment) + " bytes");
+      }
     }
     return r;
   }

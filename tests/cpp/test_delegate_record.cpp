@@ -186,6 +186,13 @@ TEST(DelegateRecord, StateMustLieInsideAnArena) {
   expect_refused("et_copy.delegate 1\ndevice\tcuda\t0\nstate\ts\t0\t4\t-\nprogram\t0\n", "outside the arena (none)");
 }
 
+TEST(DelegateRecord, StateMustStartOnATensorAlignmentBoundary) {
+  // A GPU kernel's 16-byte vector loads fault on a state tensor at offset 8.
+  expect_refused(with_line(5, "state\tcount\t8\t8\t-"),
+                 "line 6: state 'count' is at offset 8, not a multiple of 16 bytes");
+  EXPECT_TRUE(parse(with_line(5, "state\tcount\t16\t8\t-")).ok());
+}
+
 TEST(DelegateRecord, ProgramSizeMustMatchTheBytesThatFollow) {
   expect_refused(with_line(7, "program\t14"), "line 8 ('program\\t14'): the program is 14 bytes, and 15 bytes follow");
   expect_refused(with_line(7, "program\t16"), "the program is 16 bytes");

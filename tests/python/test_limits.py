@@ -16,6 +16,7 @@ def test_the_limits_are_executorchs():
     assert (_C.MIN_DEVICE_INDEX, _C.MAX_DEVICE_INDEX) == (torch.iinfo(torch.int8).min, torch.iinfo(torch.int8).max)
     assert _C.MAX_DEVICES == _C.MAX_DEVICE_INDEX
     assert _C.DEVICE_ALIGNMENT == 256  # cudaMalloc's
+    assert _C.TENSOR_ALIGNMENT == 16  # a GPU kernel's widest vector load
 
 
 def test_a_device_has_one_name_in_python_and_in_cpp():

@@ -1,7 +1,7 @@
 // The limits et-copy's core enforces, each defined once here. The kernels,
 // the allocators, the bindings (which expose them to Python as
 // et_copy._C.MAX_TENSOR_DIMS, MAX_DEVICES, MIN_DEVICE_INDEX,
-// MAX_DEVICE_INDEX and DEVICE_ALIGNMENT) and the Python package read them
+// MAX_DEVICE_INDEX, DEVICE_ALIGNMENT and TENSOR_ALIGNMENT) and the Python package read them
 // from here instead of spelling the numbers again.
 //
 // Plain constants with no ExecuTorch include, so that the one bindings
@@ -33,5 +33,12 @@ inline constexpr int kMaxDevices = kMaxDeviceIndex;
 /// device accepts more but is asked for this, so code that tests well on it
 /// behaves the same on a GPU.
 inline constexpr size_t kDeviceAlignment = 256;
+
+/// The alignment of a tensor's data inside a larger buffer: a device
+/// backend's state tensors in their arena, and the named data (weights,
+/// initial state) export writes into a program. 16 bytes is what a GPU
+/// kernel's widest vector load (16 B, e.g. float4) needs.
+inline constexpr size_t kTensorAlignment = 16;
+static_assert(kDeviceAlignment % kTensorAlignment == 0, "an allocation's start is a tensor's start");
 
 } // namespace et_copy
