@@ -60,7 +60,7 @@ P_LLM_CACHE_DIR = P_LLM + "::test_the_program_cache_lives_under_xdg_cache_home_o
 P_LLM_CACHED = P_LLM + "::test_export_llm_cached_reuses_a_program_only_for_the_same_model_weights_and_settings"
 P_LLM_CLI_ARCHS = P_LLM + "::test_the_command_offers_every_tiny_architecture"
 P_LLM_CLI = P_LLM + "::test_generate_command_prints_device_state_beside_host_state_and_eager_all_equal"
-# One exported program (tests/python/llm_programs.py memoizes it across these):
+# One exported program (tests/python/helpers/llm_programs.py memoizes it across these):
 # the dense qwen3 returning logits, run through every session rule test_llm.py checks.
 P_LLM_QWEN3 = tuple(
     P_LLM + "::" + t + "[qwen3-host]"
