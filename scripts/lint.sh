@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The formatter, linter and type checks CI runs (tests/python/test_lint.py):
+# The formatter, linter and type checks CI runs (tests/python/repo/test_lint.py):
 # ruff for Python, clang-format for C++, mypy over python/et_copy (its
 # settings in pyproject.toml; run by $PYTHON, default python3, which must have
 # the test extra). To fix what the formatters report:
