@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The formatter, linter and type checks CI runs (tests/python/test_lint.py):
+# The formatter, linter and type checks CI runs (tests/python/repo/test_lint.py):
 # ruff for Python, clang-format for C++, mypy over python/et_copy (its
 # settings in pyproject.toml) and stubtest of _C.pyi against the installed
 # extension (what differs on purpose: scripts/stubtest_allowlist.txt); run by

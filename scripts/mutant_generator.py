@@ -34,7 +34,7 @@ so ``--sample N --seed S`` picks the same mutants on every machine.
 
 To add an operator: write a function that yields ``Site``s for one file's
 text (see ``_cpp_sites`` and ``_py_sites``), give it a name in OPERATORS,
-and add a case to tests/python/test_mutant_generator.py showing a site it
+and add a case to tests/python/repo/test_mutant_generator.py showing a site it
 mutates and one it must leave alone.
 """
 

@@ -38,10 +38,10 @@ P_REGISTRY_OURS = (
     "py:tests/python/test_registration.py::"
     "test_run_registered_dispatches_et_copys_own_kernels_when_the_registry_holds_them"
 )
-P_SAMPLING = "py:tests/python/test_sampling.py"
-P_LLM = "py:tests/python/test_llm.py"
+P_SAMPLING = "py:tests/python/llm/test_sampling.py"
+P_LLM = "py:tests/python/llm/test_llm.py"
 # No export: tiny models, the wrapper run eagerly, checks made before exporting (~1 min).
-P_LLM_UNITS = "py:tests/python/test_llm_units.py"
+P_LLM_UNITS = "py:tests/python/llm/test_llm_units.py"
 P_LLM_EAGER = tuple(
     P_LLM + "::" + t
     for t in (
@@ -52,7 +52,7 @@ P_LLM_EAGER = tuple(
     )
 )
 P_LLM_COVERS = (
-    "py:tests/python/test_llm_breadth.py::"
+    "py:tests/python/llm/test_llm_breadth.py::"
     "test_the_expectations_cover_every_tiny_architecture_and_what_the_issue_asks_for"
 )
 P_LLM_NOT_LLM = P_LLM + "::test_a_program_without_prefill_and_decode_is_refused"
@@ -60,7 +60,7 @@ P_LLM_CACHE_DIR = P_LLM + "::test_the_program_cache_lives_under_xdg_cache_home_o
 P_LLM_CACHED = P_LLM + "::test_export_llm_cached_reuses_a_program_only_for_the_same_model_weights_and_settings"
 P_LLM_CLI_ARCHS = P_LLM + "::test_the_command_offers_every_tiny_architecture"
 P_LLM_CLI = P_LLM + "::test_generate_command_prints_device_state_beside_host_state_and_eager_all_equal"
-# One exported program (tests/python/llm_programs.py memoizes it across these):
+# One exported program (tests/python/helpers/llm_programs.py memoizes it across these):
 # the dense qwen3 returning logits, run through every session rule test_llm.py checks.
 P_LLM_QWEN3 = tuple(
     P_LLM + "::" + t + "[qwen3-host]"

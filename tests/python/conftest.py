@@ -32,10 +32,10 @@ _leak_report: list[str] = []
 @pytest.fixture(scope="session")
 def exported_programs(tmp_path_factory) -> Path:
     """A real device-planned program (original.pte, et_copy.tools.models.RoundTrip)
-    and tampered copies of it (tamper_programs.py), written by a child
+    and tampered copies of it (helpers/tamper_programs.py), written by a child
     process because exporting imports executorch.exir."""
     out = tmp_path_factory.mktemp("programs")
-    script = Path(__file__).with_name("tamper_programs.py")
+    script = Path(__file__).parent / "helpers" / "tamper_programs.py"
     env = dict(os.environ)
     if "LD_PRELOAD" in env:
         # Under the sanitizer suite: export with the installed, uninstrumented

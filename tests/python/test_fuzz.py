@@ -48,7 +48,7 @@ def test_public_copies_are_exact_or_rejected_with_out_and_guards_untouched(case)
 
 
 def test_registry_dispatch_of_et_copy_kernels_holds_the_same_properties():
-    child = Path(__file__).with_name("fuzz_registry_child.py")
+    child = Path(fs.__file__).with_name("fuzz_registry_child.py")
     env = dict(os.environ)
     env.setdefault(fs.PROFILE_ENV, fs.profile_name())
     proc = subprocess.run([sys.executable, str(child)], capture_output=True, text=True, env=env, timeout=1800)

@@ -2,7 +2,7 @@
 (by free(), by collection, or at interpreter exit), and the allocator
 outlives the programs that used it. A second free of the same pointer would
 show up as a failed deallocate in the allocator's counters (and a crash or an
-ASan report under tests/python/test_sanitizers.py, which reruns this file)."""
+ASan report under tests/python/repo/test_sanitizers.py, which reruns this file)."""
 
 from __future__ import annotations
 

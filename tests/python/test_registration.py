@@ -188,7 +188,7 @@ def test_run_registered_with_no_kernel_is_operator_missing():
 def test_run_registered_dispatches_et_copys_own_kernels_when_the_registry_holds_them():
     # A process that never loads the wheel's kernel library: the registry then
     # holds et_copy's boxed kernels (registered through the private binding, as
-    # tests/python/fuzz_registry_child.py does), and run_registered must hand
+    # tests/python/helpers/fuzz_registry_child.py does), and run_registered must hand
     # them the op's whole argument stack (self, out, and the returned out).
     result = last_json(
         run_fresh("""

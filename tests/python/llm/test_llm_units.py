@@ -191,7 +191,7 @@ def test_the_transformers_the_wrapper_names_is_the_llm_extras_pin():
     import tomllib
     from et_copy.llm._state import SUPPORTED_TRANSFORMERS
 
-    extras = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"][
+    extras = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())["project"][
         "optional-dependencies"
     ]
     assert extras["llm"] == [f"transformers=={SUPPORTED_TRANSFORMERS}"]

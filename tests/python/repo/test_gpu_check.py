@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from et_copy import cuda as _cuda
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SCRIPT = REPO / "scripts" / "gpu_check.sh"
 LLM_CHECK = REPO / "scripts" / "gpu_llm_check.py"
 

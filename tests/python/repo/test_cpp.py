@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from build_tools import CMAKE, CTEST, NINJA
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EXECUTOR_SRC = REPO / "examples" / "executor"
 
 pytestmark = pytest.mark.slow
@@ -316,7 +316,7 @@ def programs(tmp_path_factory) -> Path:
     """Device-planned programs from et_copy.export, exported in a child
     process (importing executorch.exir mutates torch.library state)."""
     out = tmp_path_factory.mktemp("programs")
-    run([sys.executable, "-c", EXPORT_SCRIPT, str(out), str(Path(__file__).parent)], timeout=300)
+    run([sys.executable, "-c", EXPORT_SCRIPT, str(out), str(Path(__file__).parents[1] / "helpers")], timeout=300)
     return out
 
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from build_tools import CMAKE, CTEST, NINJA
 
-REPO = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
+REPO = Path(__file__).resolve().parents[3]
+CORE_TESTS = Path(__file__).resolve().parents[1]  # tests/python, where ASAN_SUITES live
 
 pytestmark = pytest.mark.slow
 
@@ -124,7 +124,7 @@ def test_python_suites_pass_against_the_sanitized_extension(sanitize_build):
     env = _python_env(sanitize_build)
     where = _run([sys.executable, "-c", "import et_copy._C as c; print(c.__file__)"], timeout=120, env=env)
     assert Path(where.stdout.strip()).resolve().is_relative_to(sanitize_build.resolve()), where.stdout
-    suites = [str(HERE / s) for s in ASAN_SUITES if (HERE / s).exists()]
+    suites = [str(CORE_TESTS / s) for s in ASAN_SUITES if (CORE_TESTS / s).exists()]
     _run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", *suites],
         timeout=1200,

@@ -12,7 +12,7 @@ PROFILE_ENV = "ET_COPY_FUZZ_PROFILE"
 # cases per fuzz test
 PROFILES = {"ci": 500, "long": 10_000, "dev": 50}
 # One per fuzz test, as the session summary counts them (docs/reliability.md
-# names them; tests/python/test_doc_figures.py checks it does).
+# names them; tests/python/repo/test_doc_figures.py checks it does).
 KINDS = ("public/direct", "public/registered", "hand-built DeviceTensor")
 
 

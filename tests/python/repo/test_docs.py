@@ -14,7 +14,7 @@ Blocks are found by their fences. How each is treated:
     run (it installs from the checkout, builds for minutes, fuzzes). The
     costly tier runs it as written, in a fresh copy of the checkout so its
     relative paths (``cmake -S .``, ``fuzz/run.sh``) mean what they say:
-    ``python -m pytest tests/python/test_docs.py --costly`` (.ci/run-slow).
+    ``python -m pytest tests/python/repo/test_docs.py --costly`` (.ci/run-slow).
     Without ``--costly`` these tests are deselected, not skipped.
   - ``<!-- doc-test: ci REASON -->``: what CI itself runs; every line of the
     block is a line of .ci/run, which a test checks.
@@ -44,7 +44,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 CI_SCRIPT = REPO / ".ci" / "run"
 RUN = {

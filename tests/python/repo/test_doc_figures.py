@@ -18,7 +18,7 @@ from pathlib import Path
 import fuzz_profiles
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 WORDS = {2: "two", 3: "three", 4: "four", 5: "five"}
 
 
