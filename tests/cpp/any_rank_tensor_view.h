@@ -12,7 +12,6 @@
 #include <et_copy/limits.h>
 #include <et_copy/tensor_layout.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
-#include <executorch/runtime/core/exec_aten/util/tensor_util.h>
 
 namespace et_copy_test {
 
@@ -25,8 +24,8 @@ class AnyRankTensorView {
   AnyRankTensorView& operator=(const AnyRankTensorView&) = delete;
 
   /// et_copy::TensorImplView::reset up to kMaxTensorDims dims. Beyond, the
-  /// strides must be given (the dense rule stops there); the metadata goes
-  /// on the heap and is taken as it is.
+  /// strides must be given (the dense rule stops there), current_sizes (if
+  /// any) must be the sizes, and the metadata goes on the heap as it is.
   executorch::runtime::Error reset(const Spec& spec) {
     using executorch::runtime::Error;
     impl_.reset();
@@ -37,7 +36,9 @@ class AnyRankTensorView {
     }
     if (!executorch::runtime::isValid(spec.dtype) || spec.strides.size() != rank ||
         (!spec.dim_order.empty() && spec.dim_order.size() != rank) ||
-        (!spec.current_sizes.empty() && spec.current_sizes.size() != rank) ||
+        // No resize beyond 16 dims: the tensor holds the sizes it is given.
+        (!spec.current_sizes.empty() &&
+         !std::equal(spec.current_sizes.begin(), spec.current_sizes.end(), spec.sizes.begin(), spec.sizes.end())) ||
         std::any_of(spec.sizes.begin(), spec.sizes.end(), [](auto s) { return s < 0; })) {
       return Error::InvalidArgument;
     }
@@ -50,15 +51,6 @@ class AnyRankTensorView {
     impl_.emplace(spec.dtype, static_cast<ssize_t>(rank), sizes_.data(), spec.data, dim_order_.data(), strides_.data(),
                   spec.dynamism, spec.device_type, spec.device_index);
     tensor_ = executorch::aten::Tensor(&*impl_);
-    if (!spec.current_sizes.empty() &&
-        !std::equal(spec.current_sizes.begin(), spec.current_sizes.end(), spec.sizes.begin())) {
-      const Error err = executorch::runtime::resize_tensor(tensor_, {spec.current_sizes.data(), rank});
-      if (err != Error::Ok) {
-        impl_.reset();
-        tensor_ = executorch::aten::Tensor(nullptr);
-        return err;
-      }
-    }
     return Error::Ok;
   }
 
