@@ -9,6 +9,17 @@ from typing import Iterator
 from . import _registration
 
 
+class _Change:
+    """A counter of :class:`Counts`: its change, read through
+    :meth:`Counts.as_dict` under the attribute's own name."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._key = name
+
+    def __get__(self, counts: Counts, owner: type | None = None) -> int:
+        return counts.as_dict()[self._key]
+
+
 class Counts:
     """The change in :func:`et_copy.allocator_stats` over a
     ``with et_copy.counting() as c:`` block, one attribute per counter.
@@ -23,6 +34,19 @@ class Counts:
 
     __slots__ = ("_device", "_start", "_end")
 
+    allocations = _Change()
+    deallocations = _Change()
+    live_allocations = _Change()
+    bytes_outstanding = _Change()
+    peak_bytes_outstanding = _Change()
+    h2d_copies = _Change()
+    h2d_bytes = _Change()
+    d2h_copies = _Change()
+    d2h_bytes = _Change()
+    d2d_copies = _Change()
+    d2d_bytes = _Change()
+    failed_calls = _Change()
+
     def __init__(self, device: str) -> None:
         self._device = device
         self._start = _registration.allocator_stats(device)
@@ -35,57 +59,6 @@ class Counts:
         """Every counter's change, keyed as :func:`et_copy.allocator_stats`."""
         now = self._end if self._end is not None else _registration.allocator_stats(self._device)
         return {k: now[k] - v for k, v in self._start.items()}
-
-    def _delta(self, key: str) -> int:
-        return self.as_dict()[key]
-
-    @property
-    def allocations(self) -> int:
-        return self._delta("allocations")
-
-    @property
-    def deallocations(self) -> int:
-        return self._delta("deallocations")
-
-    @property
-    def live_allocations(self) -> int:
-        return self._delta("live_allocations")
-
-    @property
-    def bytes_outstanding(self) -> int:
-        return self._delta("bytes_outstanding")
-
-    @property
-    def peak_bytes_outstanding(self) -> int:
-        return self._delta("peak_bytes_outstanding")
-
-    @property
-    def h2d_copies(self) -> int:
-        return self._delta("h2d_copies")
-
-    @property
-    def h2d_bytes(self) -> int:
-        return self._delta("h2d_bytes")
-
-    @property
-    def d2h_copies(self) -> int:
-        return self._delta("d2h_copies")
-
-    @property
-    def d2h_bytes(self) -> int:
-        return self._delta("d2h_bytes")
-
-    @property
-    def d2d_copies(self) -> int:
-        return self._delta("d2d_copies")
-
-    @property
-    def d2d_bytes(self) -> int:
-        return self._delta("d2d_bytes")
-
-    @property
-    def failed_calls(self) -> int:
-        return self._delta("failed_calls")
 
     def __repr__(self) -> str:
         state = "" if self._end is not None else ", so far"
