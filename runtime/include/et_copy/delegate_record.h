@@ -5,7 +5,7 @@
 //   et_copy.delegate 1
 //   device <type> <index>                          exactly once ("cuda", 0..kMaxDeviceIndex)
 //   weight <fqn> <content key> <nbytes>            one per external constant
-//   state  <name> <offset> <nbytes> <initial key or ->
+//   state  <name> <offset> <nbytes> <initial key or ->  offset a multiple of kTensorAlignment
 //   arena  <nested buffer index> <nbytes>           at most once; absent: no state
 //   program <nbytes>                               last; then exactly nbytes of .pte
 //
@@ -67,7 +67,8 @@ struct DelegateRecord {
  * number that is not plain decimal or overflows; an empty name or key; a
  * device type other than "cuda" or an index outside 0..kMaxDeviceIndex; a second device,
  * arena or program line; two weights with one fqn or two states with one
- * name; a state without an arena line or outside the arena; no device or no
+ * name; a state without an arena line, outside the arena or at an offset
+ * that is not a multiple of kTensorAlignment; no device or no
  * program line; a program size other than the bytes after its line.
  *
  * The record points into `data` (DelegateRecord::program), which must
