@@ -270,7 +270,7 @@ def random_tensor(dtype: torch.dtype, nbytes: int, *, pin: bool = False) -> torc
     elif dtype == torch.bool:
         x = torch.randint(0, 2, (n,), dtype=torch.uint8).bool()
     else:
-        x = torch.randint(0, 256, (n * dtype.itemsize,), dtype=torch.uint8).view(dtype)
+        x = torch.randint(0, 256, (n * dtype.itemsize,), dtype=torch.uint8)  # any bytes: integers, quantized
     return _bytes_as(x.view(torch.uint8), dtype, pin)
 
 

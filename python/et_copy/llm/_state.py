@@ -17,6 +17,7 @@ import sys
 from typing import TYPE_CHECKING
 
 import torch
+import transformers
 from transformers.cache_utils import (
     LinearAttentionCacheLayerMixin,
     StaticCache,
@@ -198,8 +199,6 @@ class StatefulCausalLM(torch.nn.Module):
         if unset:
             # Another transformers than the one et_copy.llm is pinned to can
             # leave the given cache untouched (seen with 5.17 on a GPU machine).
-            import transformers
-
             raise UnsupportedModelError(
                 f"et_copy.llm: {architecture_of(model)}: one eager step left {len(unset)} cache tensors unset "
                 f"({', '.join(unset[:3])}{', ...' if len(unset) > 3 else ''}) with transformers "
