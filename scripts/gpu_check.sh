@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
 # Builds et-copy from this working tree on a machine with an NVIDIA GPU, the
 # CUDA toolkit and a CUDA build of torch, but no executorch and no network;
-# then runs the CUDA tests, the GPU cases of the end-to-end tests, a tiny
-# Qwen 3.5 MoE through upstream's CudaPartitioner, and the copy benchmark.
+# then runs the compiled device backend on CUDA (generic models, tiny LLMs
+# against transformers, a decode benchmark: scripts/gpu_aoti_check.py), the
+# CUDA tests, the GPU cases of the end-to-end and AOTI tests, a tiny Qwen 3.5
+# MoE through upstream's CudaPartitioner, and the copy benchmark.
 # See docs/cuda.md.
 #
 #   bash scripts/gpu_check.sh              # build, test, LLM, benchmark (< 9 min)
 #   bash scripts/gpu_check.sh --build-only # build and check the extension only
-#   bash scripts/gpu_check.sh --dry-run    # no GPU: the steps it would run, and
-#                                          # the LLM step on the simulated device
-#                                          # with the et_copy installed here
+#   bash scripts/gpu_check.sh --dry-run    # no GPU: the steps it would run, the
+#                                          # LLM step and the compiled backend's
+#                                          # step on the simulated device, with
+#                                          # the et_copy installed here
 #
 # Wheels come from $ET_COPY_WHEELS (default: .whl/ in the repository):
 # executorch (required), and scikit-build-core, pybind11, cmake, ninja,
 # pathspec, packaging where the machine lacks them. Logs and figures go to
 # $OUT (default /tmp/et_copy_gpu_check). $ET_COPY_LLM_ARGS goes to
 # scripts/gpu_llm_check.py (say "--arch llama --max-seq-len 8" for a quicker
-# dry run; the tests do that). Every step ends in a line
+# dry run; the tests do that), $ET_COPY_AOTI_ARGS to scripts/gpu_aoti_check.py
+# (the dry run defaults to "--archs llama --max-seq-len 8 --new-tokens 2
+# --no-generic"). Every step ends in a line
 # `PASS: <step>`, `SKIP: <step> (<why>)` or `FAIL: <step> (<why>)`, and the
 # last line sums them up; the exit status is 0 only with no FAIL.
 set -euo pipefail
@@ -27,6 +32,7 @@ WHEELS=${ET_COPY_WHEELS:-$REPO/.whl}
 SITE=${ET_COPY_SITE:-/tmp/et_copy_site}
 OUT=${OUT:-/tmp/et_copy_gpu_check}
 read -r -a LLM_ARGS <<<"${ET_COPY_LLM_ARGS:-}"
+read -r -a AOTI_ARGS <<<"${ET_COPY_AOTI_ARGS:-}"
 BUILD_ONLY=0
 DRY_RUN=0
 for arg in "$@"; do
@@ -75,6 +81,7 @@ if [[ $DRY_RUN == 1 ]]; then
   step "dry run: no build; et_copy from $($PY -c 'import et_copy, os; print(os.path.dirname(et_copy.__file__))')"
   echo "would: install $WHEELS/*.whl into $SITE; pip install --no-build-isolation this tree with CUDA"
   echo "would: pytest tests/python/test_cuda.py -m gpu; pytest tests/python/test_end_to_end.py -m gpu"
+  echo "would: $PY scripts/gpu_aoti_check.py --bench (AotiDeviceBackend compiled for CUDA, use_cuda)"
   echo "would: $PY scripts/gpu_llm_check.py (CudaPartitioner, use_cuda); benchmarks/cuda_copy_bench.py"
   step "LLM on the simulated device (the GPU step's --dry-run)"
   set +e
@@ -83,6 +90,14 @@ if [[ $DRY_RUN == 1 ]]; then
   set -e
   [[ $rc -ne 0 ]] && tail -20 "$OUT/llm.err"
   result "LLM export and generate, simulated device" "$rc"
+  step "compiled backend on the simulated device (the GPU step's --dry-run)"
+  (( ${#AOTI_ARGS[@]} )) || AOTI_ARGS=(--archs llama --max-seq-len 8 --new-tokens 2 --no-generic)
+  set +e
+  timeout "$(left 400)" "$PY" "$REPO/scripts/gpu_aoti_check.py" --dry-run --out "$OUT" "${AOTI_ARGS[@]}" 2>"$OUT/aoti.err"
+  rc=$?
+  set -e
+  [[ $rc -ne 0 ]] && tail -20 "$OUT/aoti.err"
+  result "compiled backend, simulated device" "$rc"
   summary
   exit
 fi
@@ -157,6 +172,24 @@ if [[ $BUILD_ONLY == 1 || $rc -ne 0 ]]; then
   summary
   exit
 fi
+
+# The north star first: device programs computing in AOTInductor code on the GPU.
+step "compiled device backend on CUDA (scripts/gpu_aoti_check.py --bench)"
+set +e
+(cd /tmp && timeout "$(left 330)" "$PY" "$REPO/scripts/gpu_aoti_check.py" --out "$OUT" --bench "${AOTI_ARGS[@]}") \
+  2>"$OUT/aoti.err" | tee "$OUT/aoti.txt"
+rc=${PIPESTATUS[0]}
+set -e
+(( rc != 0 )) && tail -30 "$OUT/aoti.err"
+result "compiled backend on CUDA (figures in $OUT/aoti_figures.json)" "$rc" "$(grep '^FAIL' "$OUT/aoti.txt" | head -2 | cut -c7-200 | tr '\n' ' ')"
+
+step "GPU cases of the compiled backend's tests (tests/python/test_aoti_runtime.py -m gpu)"
+set +e
+(cd "$REPO" && timeout "$(left 60)" "$PY" -m pytest tests/python/test_aoti_runtime.py -m gpu -q -rs -p no:cacheprovider) 2>&1 | tee "$OUT/aoti_tests.log" | tail -15
+rc=${PIPESTATUS[0]}
+set -e
+grep -qE '[0-9]+ passed' "$OUT/aoti_tests.log" || (( rc != 0 )) || rc=1
+result "tests/python/test_aoti_runtime.py -m gpu" "$rc" "$(grep -E '^FAILED' "$OUT/aoti_tests.log" | head -3 | tr '\n' ' ')"
 
 # Each file runs in its own process: one process holds one CUDA allocator.
 step "CUDA tests (tests/python/test_cuda.py -m gpu)"
