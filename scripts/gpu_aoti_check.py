@@ -118,9 +118,8 @@ def _generic_models():
 
 
 def generic(args, device: str) -> str:
-    import torch
-
     import et_copy.runtime
+    import torch
     from et_copy.export import export_device_program
 
     worst = 0.0
@@ -219,9 +218,7 @@ def _time_generate(model, prompt, new_tokens: int, device: str, **kwargs) -> tup
         torch.cuda.synchronize()
         start = time.perf_counter()
         with torch.no_grad():
-            out = model.generate(
-                ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, **kwargs
-            )
+            out = model.generate(ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, **kwargs)
         torch.cuda.synchronize()
         runs.append(time.perf_counter() - start)
         assert out.shape[1] == len(prompt) + new_tokens
@@ -229,10 +226,9 @@ def _time_generate(model, prompt, new_tokens: int, device: str, **kwargs) -> tup
 
 
 def bench(args, device: str, steps: Steps) -> str:
+    import et_copy.llm
     import torch
     from transformers import Qwen3ForCausalLM
-
-    import et_copy.llm
 
     if device == "cpu":
         raise Skip("the decode benchmark compares against transformers on a GPU")
@@ -300,9 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     steps = Steps()
     t0 = time.monotonic()
 
-    import torch
-
     import et_copy
+    import torch
 
     if args.dry_run:
         et_copy.use_simulated_device()
