@@ -1,0 +1,53 @@
+"""et_copy.llm._conv: a depthwise conv1d rewritten as shifted multiply-adds
+computes what the convolution computes, and nothing else is rewritten."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from et_copy.llm._conv import depthwise_conv1d_as_shifts
+
+
+def _convs(exported) -> list[str]:
+    return [str(n.target) for n in exported.graph.nodes if n.op == "call_function" and "conv" in str(n.target)]
+
+
+class CausalDepthwise(torch.nn.Module):
+    """The linear-attention layers' conv: depthwise, padded by K - 1, cut to the input's length."""
+
+    def __init__(self, channels: int, k: int, bias: bool) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv1d(channels, channels, k, groups=channels, padding=k - 1, bias=bias)
+
+    def forward(self, x):
+        return torch.nn.functional.silu(self.conv(x)[:, :, : x.shape[-1]])
+
+
+@pytest.mark.parametrize("k, bias", [(1, True), (2, False), (4, True)])
+def test_a_causal_depthwise_conv_becomes_shifts_and_computes_the_same(k, bias):
+    torch.manual_seed(k)
+    model = CausalDepthwise(8, k, bias).eval()
+    x = torch.randn(1, 8, 9)
+    t = torch.export.Dim("t", min=4, max=32)
+    rewritten = depthwise_conv1d_as_shifts(torch.export.export(model, (x,), dynamic_shapes=({2: t},)))
+    assert _convs(rewritten) == []
+    for length in (4, 9, 32):  # the length stays dynamic
+        y = torch.randn(1, 8, length)
+        torch.testing.assert_close(rewritten.module()(y), model(y), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "conv",
+    [
+        torch.nn.Conv1d(8, 4, 3),  # not grouped
+        torch.nn.Conv1d(8, 8, 3, groups=4),  # grouped, not depthwise
+        torch.nn.Conv1d(8, 8, 3, groups=8, stride=2),  # strided
+        torch.nn.Conv1d(8, 8, 3, groups=8, dilation=2),  # dilated
+        torch.nn.Conv1d(8, 16, 3, groups=8),  # a channel multiplier
+    ],
+)
+def test_every_other_convolution_is_kept(conv):
+    x = torch.randn(1, 8, 12)
+    rewritten = depthwise_conv1d_as_shifts(torch.export.export(conv.eval(), (x,)))
+    assert len(_convs(rewritten)) == 1
+    torch.testing.assert_close(rewritten.module()(x), conv(x))
