@@ -48,7 +48,7 @@ ArenaMapKey map_key(const ArenaKey& key) {
 struct Caches {
   std::mutex mutex;
   std::map<std::tuple<std::string, int, int>, std::weak_ptr<DeviceBlock>> weights; // (key, type, index)
-  std::map<int, std::set<std::shared_ptr<DeviceBlock>>> pins;                     // open pools
+  std::map<int, std::set<std::shared_ptr<DeviceBlock>>> pins;                      // open pools
   std::map<ArenaMapKey, std::weak_ptr<StateArena>> arenas;
 };
 Caches& caches() {
@@ -217,9 +217,9 @@ struct ResidencyAccess {
     if (fresh) {
       auto block = DeviceBlock::create(type, index, nbytes);
       if (!block.ok()) {
-        return fail(block.error(), what,
-                    "cannot allocate the state arena (" + std::to_string(nbytes) + " bytes) on " +
-                        device_name(type, index));
+        return fail(
+            block.error(), what,
+            "cannot allocate the state arena (" + std::to_string(nbytes) + " bytes) on " + device_name(type, index));
       }
       arena = std::make_shared<StateArena>();
       arena->block_ = std::move(*block);
@@ -233,8 +233,8 @@ struct ResidencyAccess {
         if (known->second.offset != s.offset || known->second.nbytes != s.nbytes) {
           return fail(Error::InvalidProgram, what,
                       "state '" + s.name + "' is " + std::to_string(s.nbytes) + " bytes at " +
-                          std::to_string(s.offset) + " here, " + std::to_string(known->second.nbytes) +
-                          " bytes at " + std::to_string(known->second.offset) + " in method '" + arena->method_ + "'");
+                          std::to_string(s.offset) + " here, " + std::to_string(known->second.nbytes) + " bytes at " +
+                          std::to_string(known->second.offset) + " in method '" + arena->method_ + "'");
         }
         continue;
       }

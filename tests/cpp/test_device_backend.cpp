@@ -199,8 +199,7 @@ TEST(DeviceBackend, TheTableHoldsWhatOneOptionsMapHolds) {
   }
   EXPECT_EQ(map.set_options(ids.back().c_str(), options.view()), Error::InvalidArgument);
   executorch::runtime::LoadBackendOptionsMap fresh;
-  EXPECT_EQ(fresh.set_options(std::string(et_copy::kMaxDeviceBackendIdLength, 'x').c_str(), options.view()),
-            Error::Ok);
+  EXPECT_EQ(fresh.set_options(std::string(et_copy::kMaxDeviceBackendIdLength, 'x').c_str(), options.view()), Error::Ok);
   EXPECT_EQ(fresh.set_options(std::string(et_copy::kMaxDeviceBackendIdLength + 1, 'x').c_str(), options.view()),
             Error::InvalidArgument);
 

@@ -493,7 +493,10 @@ TEST_F(SimulatedDeviceBackendTest, AnOpenPoolKeepsItsWeightsUntilReleased) {
   FixtureData data(record);
   const DeviceAllocatorStats before = simulated_device_allocator().stats();
   et_copy::open_pool(300);
-  { Delegate first("linear", &data, {{"pool", 300}, {"session", 130}}); }
+  {
+    Delegate first("linear", &data, {{"pool", 300}, {"session", 130}});
+    ASSERT_TRUE(first.ok());
+  }
   const DeviceAllocatorStats dropped = simulated_device_allocator().stats();
   EXPECT_EQ(dropped.h2d_bytes - before.h2d_bytes, 60u);
   EXPECT_EQ(dropped.bytes_outstanding - before.bytes_outstanding, 60u) << "the weights stay; the scratch went";
@@ -509,7 +512,10 @@ TEST_F(SimulatedDeviceBackendTest, AnOpenPoolKeepsItsWeightsUntilReleased) {
   EXPECT_EQ(simulated_device_allocator().stats().bytes_outstanding, before.bytes_outstanding) << "released: freed";
   et_copy::release_pool(300); // idempotent
   // Closed: a load with its id pins nothing any more.
-  { Delegate third("linear", &data, {{"pool", 300}}); }
+  {
+    Delegate third("linear", &data, {{"pool", 300}});
+    ASSERT_TRUE(third.ok());
+  }
   EXPECT_EQ(simulated_device_allocator().stats().bytes_outstanding, before.bytes_outstanding);
 }
 

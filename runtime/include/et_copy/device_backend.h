@@ -83,8 +83,7 @@ class DeviceBackend : public executorch::runtime::BackendInterface {
  * Threading: serialized with the other registration functions
  * (registration.h); must not race with another library registering.
  */
-ET_NODISCARD Registration register_device_backend(DeviceBackend& backend,
-                                                  executorch::runtime::Error* error = nullptr);
+ET_NODISCARD Registration register_device_backend(DeviceBackend& backend, executorch::runtime::Error* error = nullptr);
 
 /// The device backends in et-copy's table, in registration order (a
 /// snapshot). Never fails; any thread.

@@ -130,9 +130,9 @@ struct ArenaState {
 /// Which arena a load binds: its session's, or without a session one per
 /// named data map (so per program when the program has no .ptd).
 struct ArenaKey {
-  std::string owner;           ///< the backend's id: backends never share an arena
-  std::optional<int> session;  ///< the runtime spec "session"
-  const void* data = nullptr;  ///< the load's named data map, used when session is empty
+  std::string owner;          ///< the backend's id: backends never share an arena
+  std::optional<int> session; ///< the runtime spec "session"
+  const void* data = nullptr; ///< the load's named data map, used when session is empty
 };
 
 /// A session's state: one DeviceBlock and what resetting it rewrites.
@@ -171,9 +171,9 @@ class StateArena {
  * allocation or a write.
  */
 ET_NODISCARD executorch::runtime::Result<std::shared_ptr<StateArena>> acquire_arena(
-    const ArenaKey& key, executorch::runtime::etensor::DeviceType type,
-    executorch::runtime::etensor::DeviceIndex index, size_t nbytes, const std::vector<ArenaState>& states,
-    const executorch::runtime::NamedDataMap* source, const std::string& method, std::string* what);
+    const ArenaKey& key, executorch::runtime::etensor::DeviceType type, executorch::runtime::etensor::DeviceIndex index,
+    size_t nbytes, const std::vector<ArenaState>& states, const executorch::runtime::NamedDataMap* source,
+    const std::string& method, std::string* what);
 
 /// Puts the arena of (owner, session) back to its start: zeros, then each
 /// state's initial value, through counted h2d copies. NotFound when there
