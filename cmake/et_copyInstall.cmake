@@ -59,6 +59,8 @@ endif()
 set(_et_copy_headers
   copy_ops.h
   counting_device_allocator.h
+  device_backend.h
+  device_residency.h
   failure_report.h
   instruction_tracer.h
   limits.h

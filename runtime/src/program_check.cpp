@@ -1,11 +1,12 @@
 #include <et_copy/program_check.h>
-#include <et_copy/simulated_device_backend.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
 
 #include <et_copy/counting_device_allocator.h>
+#include <et_copy/device_backend.h>
 #include <et_copy/failure_report.h>
 
 namespace et_copy {
@@ -733,14 +734,17 @@ std::vector<std::string> device_backends(executorch::runtime::etensor::DeviceTyp
   if (ours == nullptr) {
     return {};
   }
-  const std::string name = ours->name();
-  if (name == "simulated") {
-    return {kSimulatedDeviceBackend};
+  std::vector<std::string> ids;
+  for (const DeviceBackend* b : registered_device_backends()) {
+    if (b->runs_on(*ours)) {
+      ids.emplace_back(b->id());
+    }
   }
-  if (name == "cuda") {
-    return {kCudaBackendId};
+  // Upstream's CUDA backend is no DeviceBackend of ours, but its delegates run on et-copy's CUDA allocator.
+  if (std::strcmp(ours->name(), "cuda") == 0 && std::find(ids.begin(), ids.end(), kCudaBackendId) == ids.end()) {
+    ids.emplace_back(kCudaBackendId);
   }
-  return {};
+  return ids;
 }
 
 Error check_device_access(const void* data, size_t size, const std::vector<std::string>& allowed_backends,

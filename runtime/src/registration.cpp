@@ -4,9 +4,9 @@
 #include <mutex>
 
 #include <et_copy/copy_ops.h>
+#include <et_copy/device_backend.h>
 #include <et_copy/simulated_device_allocator.h>
 #include <et_copy/simulated_device_backend.h>
-#include <executorch/runtime/backend/interface.h>
 #include <executorch/runtime/kernel/operator_registry.h>
 
 #include "registry_lock.h"
@@ -155,28 +155,7 @@ Registration use_simulated_device(int device_count, Error* error) {
 }
 
 Registration register_simulated_device_backend(Error* error) {
-  if (error != nullptr) {
-    *error = Error::Ok;
-  }
-  SimulatedDeviceBackend& ours = simulated_device_backend();
-  std::lock_guard<std::mutex> lock(registry_mutex());
-  executorch::runtime::BackendInterface* current = executorch::runtime::get_backend_class(kSimulatedDeviceBackend);
-  if (current == &ours) {
-    return Registration::kAlreadyOurs;
-  }
-  if (current != nullptr) {
-    return Registration::kAlreadyOther;
-  }
-  // Static storage: the registry keeps the struct's name and backend pointers.
-  static const executorch::runtime::Backend backend{kSimulatedDeviceBackend, &ours};
-  const Error err = executorch::runtime::register_backend(backend);
-  if (err != Error::Ok) {
-    if (error != nullptr) {
-      *error = err;
-    }
-    return Registration::kFailed;
-  }
-  return Registration::kRegistered;
+  return register_device_backend(simulated_device_backend(), error);
 }
 
 } // namespace et_copy

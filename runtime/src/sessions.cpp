@@ -8,7 +8,8 @@
 #include <et_copy/loaded_method.h>
 #include <et_copy/program_check.h>
 #include <et_copy/program_record.h>
-#include <et_copy/simulated_device_backend.h>
+#include <et_copy/device_backend.h>
+#include <et_copy/device_residency.h>
 
 #include <executorch/runtime/core/device_allocator.h>
 
@@ -113,6 +114,7 @@ SessionPool::SessionPool(Span<const uint8_t> program_bytes, const executorch::ru
                          Span<const executorch::runtime::Kernel> kernels,
                          const executorch::runtime::NamedDataMap* named_data)
     : program_bytes_(program_bytes), program_(program), kernels_(kernels), named_data_(named_data), id_(next_id()) {
+  open_pool(id_); // weights loaded with this pool's id stay until the pool goes
   // A method resolves an operator in its list first: the first entry of the name serves it.
   for (const auto& k : kernels) {
     if (k.name_ != nullptr && std::strcmp(k.name_, kD2hCopyOutName) == 0) {
@@ -122,13 +124,27 @@ SessionPool::SessionPool(Span<const uint8_t> program_bytes, const executorch::ru
   }
 }
 
+SessionPool::~SessionPool() {
+  for (DeviceBackend* b : registered_device_backends()) {
+    b->release_pool(id_);
+  }
+  et_copy::release_pool(id_); // the residency module's pins, whatever the backends did
+}
+
 Session::~Session() = default; // LoadedMethod is complete here
 
 Session::Session(SessionPool* pool) : pool_(pool), id_(next_id()) {
-  // Two options fit a BackendOptions<2> and one backend fits the map: these cannot fail.
+  // Two options fit a BackendOptions<2>: these cannot fail.
   (void)backend_specs_.set_option("pool", pool->id_);
   (void)backend_specs_.set_option("session", id_);
-  (void)backend_options_.set_options(kSimulatedDeviceBackend, backend_specs_.view());
+}
+
+void Session::set_backend_specs() {
+  // The map holds kMaxDeviceBackends backends and register_device_backend
+  // admits no more, with ids it takes: this cannot fail.
+  for (const DeviceBackend* b : registered_device_backends()) {
+    (void)backend_options_.set_options(b->id(), backend_specs_.view());
+  }
 }
 
 Result<std::unique_ptr<SessionPool>> SessionPool::create(Span<const uint8_t> program_bytes,
@@ -274,6 +290,7 @@ Result<Method*> Session::method(const std::string& name, std::string* what,
                                               Span<const et::Device>(loaded->devices.data(), loaded->devices.size()));
   loaded->memory =
       std::make_unique<MemoryManager>(&loaded->method_allocator, loaded->planned.get(), &loaded->temp_allocator);
+  set_backend_specs(); // backends registered since the last load get them too
   auto result = pool_->program_->load_method(name.c_str(), loaded->memory.get(), event_tracer, pool_->named_data_,
                                              &backend_options_, pool_->kernels_);
   if (!result.ok()) {
@@ -367,16 +384,21 @@ Error Session::reset(std::string* what) {
   if (methods_.empty()) {
     return Error::Ok;
   }
-  const bool device_state = device_state_nbytes(id_) > 0;
-  if (arena_ == nullptr && !device_state) {
+  std::vector<DeviceBackend*> holding; // the device backends that hold state of this session
+  for (DeviceBackend* b : registered_device_backends()) {
+    if (b->state_nbytes(id_) > 0) {
+      holding.push_back(b);
+    }
+  }
+  if (arena_ == nullptr && holding.empty()) {
     return fail(Error::NotSupported, what,
                 "the program does not keep its state in a buffer of its own, so it cannot be reset (export it "
                 "with et_copy.export, or load the program again)");
   }
-  if (device_state) {
-    const Error e = reset_device_state(id_);
+  for (DeviceBackend* b : holding) {
+    const Error e = b->reset_state(id_);
     if (e != Error::Ok) {
-      return fail(e, what, "resetting the state in the device backend");
+      return fail(e, what, std::string("resetting the state in the device backend ") + b->id());
     }
   }
   if (arena_ == nullptr) {
@@ -392,13 +414,26 @@ Error Session::reset(std::string* what) {
   return Error::Ok;
 }
 
+namespace {
+
+// Bytes of the state the device backends hold for `session`.
+size_t backend_state_nbytes(int session) {
+  size_t n = 0;
+  for (const DeviceBackend* b : registered_device_backends()) {
+    n += b->state_nbytes(session);
+  }
+  return n;
+}
+
+} // namespace
+
 size_t Session::state_nbytes() const {
-  return (arena_ == nullptr ? 0 : arena_->span().size()) + device_state_nbytes(id_);
+  return (arena_ == nullptr ? 0 : arena_->span().size()) + backend_state_nbytes(id_);
 }
 
 size_t Session::device_nbytes() const {
   size_t n = arena_ != nullptr && arena_->device().type() != et::DeviceType::CPU ? arena_->span().size() : 0;
-  n += device_state_nbytes(id_);
+  n += backend_state_nbytes(id_);
   for (const auto& b : owned_) {
     n += b->device().type() == et::DeviceType::CPU ? 0 : b->span().size();
   }

@@ -936,12 +936,15 @@ TEST(CheckDeviceAccess, AHandBuiltPlanSurvivesEveryTruncation) {
   }
 }
 
-// Last in this file: an allocator, once registered, stays for the process.
+// Last in this file: an allocator or backend, once registered, stays for the process.
 TEST(DeviceBackends, WhoeverServesTheDeviceSaysWhichBackendsRunOnIt) {
   using executorch::runtime::etensor::DeviceType;
   EXPECT_TRUE(et_copy::device_backends().empty()); // nothing serves CUDA yet
   EXPECT_TRUE(et_copy::device_backends(DeviceType::CPU).empty());
   ASSERT_NE(et_copy::use_simulated_device(), et_copy::Registration::kFailed);
+  // The list is the registered device backends that run on it (device_backend.h): none yet.
+  EXPECT_TRUE(et_copy::device_backends().empty());
+  ASSERT_NE(et_copy::register_simulated_device_backend(), et_copy::Registration::kFailed);
   EXPECT_EQ(et_copy::device_backends(), std::vector<std::string>{"SimulatedDeviceBackend"});
   EXPECT_EQ(et_copy::device_backends(DeviceType::CUDA), std::vector<std::string>{"SimulatedDeviceBackend"});
   EXPECT_TRUE(et_copy::device_backends(DeviceType::CPU).empty());

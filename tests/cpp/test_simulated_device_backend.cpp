@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <et_copy/delegate_record.h>
+#include <et_copy/device_residency.h>
 #include <et_copy/registration.h>
 #include <et_copy/simulated_device_allocator.h>
 #include <et_copy/simulated_device_backend.h>
@@ -482,6 +483,40 @@ TEST_F(SimulatedDeviceBackendTest, AMissingWeightIsNotFound) {
   Delegate d("linear", &empty);
   EXPECT_FALSE(d.ok());
   EXPECT_EQ(d.error, Error::NotFound);
+}
+
+// Last: pool 300 is open here, and a pin lasts until its release. A pool
+// that is open pins the weights its loads use (a SessionPool's, while the
+// program lives): a handle dropped and another made uploads nothing again.
+TEST_F(SimulatedDeviceBackendTest, AnOpenPoolKeepsItsWeightsUntilReleased) {
+  const auto record = read_file("linear.record");
+  FixtureData data(record);
+  const DeviceAllocatorStats before = simulated_device_allocator().stats();
+  et_copy::open_pool(300);
+  {
+    Delegate first("linear", &data, {{"pool", 300}, {"session", 130}});
+    ASSERT_TRUE(first.ok());
+  }
+  const DeviceAllocatorStats dropped = simulated_device_allocator().stats();
+  EXPECT_EQ(dropped.h2d_bytes - before.h2d_bytes, 60u);
+  EXPECT_EQ(dropped.bytes_outstanding - before.bytes_outstanding, 60u) << "the weights stay; the scratch went";
+  EXPECT_EQ(et_copy::pinned_nbytes(300), 60u);
+  {
+    Delegate second("linear", &data, {{"pool", 300}, {"session", 131}});
+    ASSERT_TRUE(second.ok());
+    EXPECT_EQ(simulated_device_allocator().stats().h2d_bytes, dropped.h2d_bytes) << "no upload again";
+    EXPECT_EQ(data.reads, 2);
+  }
+  et_copy::release_pool(300);
+  EXPECT_EQ(et_copy::pinned_nbytes(300), 0u);
+  EXPECT_EQ(simulated_device_allocator().stats().bytes_outstanding, before.bytes_outstanding) << "released: freed";
+  et_copy::release_pool(300); // idempotent
+  // Closed: a load with its id pins nothing any more.
+  {
+    Delegate third("linear", &data, {{"pool", 300}});
+    ASSERT_TRUE(third.ok());
+  }
+  EXPECT_EQ(simulated_device_allocator().stats().bytes_outstanding, before.bytes_outstanding);
 }
 
 } // namespace

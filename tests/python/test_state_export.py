@@ -1,9 +1,13 @@
 """Mutable state on the device (et_copy.export): buffers a program updates
 in place live in a state arena on the device, shared by every method; each
 session of et_copy.runtime has its own; initial values reach it through
-counted h2d copies. And the export itself: strict export, keyword inputs."""
+counted h2d copies; the weights stay on the device while the program lives,
+whatever its sessions do. And the export itself: strict export, keyword
+inputs."""
 
 from __future__ import annotations
+
+import gc
 
 import pytest
 import torch
@@ -198,3 +202,76 @@ def test_a_copy_only_programs_state_is_planned_on_the_device_in_an_arena_that_ho
         buffer = t.allocation_info.memory_id
         assert devices.get(buffer) == (1, 0), (buffer, devices)  # CUDA, index 0
         assert plan.non_const_buffer_sizes[buffer] >= t.allocation_info.memory_offset_low + 3 * 8
+
+
+class LinearTally(torch.nn.Module):
+    """Weights and state: a linear layer, and a running sum of its outputs
+    that starts at one (a stored initial value, 16 bytes)."""
+
+    WEIGHT_BYTES = (4 * 4 + 4) * 4
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(4, 4)
+        self.register_buffer("total", torch.ones(4))
+
+    def forward(self, x):
+        self.total.add_(self.lin(x).sum(0))
+        return self.total * 1.0
+
+
+@pytest.fixture(scope="module")
+def tally_program():
+    return export_device_methods(LinearTally(), {"forward": MethodInputs((torch.ones(2, 4),))}, strict=True).buffer
+
+
+def _outstanding() -> int:
+    gc.collect()  # what dropped Python objects still hold goes now
+    return et_copy.allocator_stats()["bytes_outstanding"]
+
+
+def test_a_session_dropped_and_a_new_one_made_upload_the_state_and_no_weight_until_the_program_goes(tally_program):
+    et_copy.use_simulated_device()
+    x = torch.randn(2, 4)
+    before = _outstanding()
+    program = et_copy.runtime.load(tally_program)
+    with et_copy.counting() as first_load:
+        first = program.new_session()
+        first.load_method("forward")
+    expected = first.load_method("forward").execute([x])[0]
+    state = first.state_nbytes
+    assert state > 0
+    # The first session brings the weights up, then its state: zeros, then the initial value.
+    assert first_load.h2d_bytes == LinearTally.WEIGHT_BYTES + state + 16
+    del first
+    # The session went with its state and scratch; the program keeps its weights.
+    assert _outstanding() - before == LinearTally.WEIGHT_BYTES + program.device_scratch_nbytes
+    with et_copy.counting() as second_load:
+        second = program.new_session()
+        forward = second.load_method("forward")
+    assert second_load.h2d_bytes == second.state_nbytes + 16 == state + 16  # no weight crossed again
+    assert torch.equal(forward.execute([x])[0], expected)  # the same weights, a fresh state
+    del forward, second
+    assert _outstanding() - before == LinearTally.WEIGHT_BYTES + program.device_scratch_nbytes
+    del program
+    assert _outstanding() == before  # the weights went with the program
+
+
+def test_two_programs_with_the_same_weights_share_them_and_each_keeps_them_while_it_lives(tally_program):
+    et_copy.use_simulated_device()
+    before = _outstanding()
+    first = et_copy.runtime.load(tally_program)
+    first.new_session().load_method("forward")
+    with et_copy.counting() as second_load:
+        second = et_copy.runtime.load(tally_program)
+        session = second.new_session()
+        session.load_method("forward")
+    assert second_load.h2d_bytes == session.state_nbytes + 16  # the first program's weights serve it
+    del session, first
+    with et_copy.counting() as third_load:
+        again = second.new_session()
+        again.load_method("forward")
+    assert third_load.h2d_bytes == again.state_nbytes + 16  # the second program kept them
+    del again, second
+    assert _outstanding() == before

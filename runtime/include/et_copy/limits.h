@@ -41,4 +41,14 @@ inline constexpr size_t kDeviceAlignment = 256;
 inline constexpr size_t kTensorAlignment = 16;
 static_assert(kDeviceAlignment % kTensorAlignment == 0, "an allocation's start is a tensor's start");
 
+/// How many device backends et-copy's table holds (register_device_backend,
+/// device_backend.h): a Session passes its runtime specs to each through one
+/// ExecuTorch LoadBackendOptionsMap, which holds 8 backends (its private
+/// kMaxBackends; a test fills one to pin the number).
+inline constexpr size_t kMaxDeviceBackends = 8;
+
+/// The longest backend id (in chars, without the terminating NUL) that map
+/// takes (its private kMaxBackendIdLength is 64, with the NUL).
+inline constexpr size_t kMaxDeviceBackendIdLength = 63;
+
 } // namespace et_copy

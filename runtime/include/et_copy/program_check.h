@@ -75,13 +75,15 @@ inline constexpr const char* kCudaBackendId = "CudaBackend";
  * The ids of the delegate backends that may read and write memory of
  * devices of type `type`, as whoever serves that device allows: the
  * DeviceAllocator registered for `type` (executorch::runtime::
- * get_device_allocator). et-copy's SimulatedDeviceAllocator ("simulated")
- * allows kSimulatedDeviceBackend (simulated_device_backend.h), et-copy's CudaDeviceAllocator ("cuda")
- * kCudaBackendId. Empty for CPU, when no allocator is registered for
- * `type`, or when it is not one of et-copy's (nothing is known to run on
- * that device). This is the one place that mapping lives.
+ * get_device_allocator). They are the registered device backends
+ * (registered_device_backends(), device_backend.h) whose runs_on accepts
+ * that allocator, in registration order, and kCudaBackendId when it is
+ * et-copy's CudaDeviceAllocator ("cuda"). Empty for CPU, when no allocator
+ * is registered for `type`, or when it is not one of et-copy's (nothing is
+ * known to run on that device).
  *
- * Threading: reads the allocator registry; any thread.
+ * Threading: reads the allocator registry and et-copy's backend table;
+ * any thread.
  */
 std::vector<std::string> device_backends(
     executorch::runtime::etensor::DeviceType type = executorch::runtime::etensor::DeviceType::CUDA);

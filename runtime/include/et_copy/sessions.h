@@ -23,10 +23,14 @@
 // state lives in a device backend.
 //
 // Device backends: every method is loaded with the runtime specs
-// {"pool": pool id, "session": session id} (process-unique ints) for
-// SimulatedDeviceBackend, so a delegate binds the session's state arena
-// inside the backend and shares its scratch with the pool's other sessions.
-// reset(), state_nbytes() and device_nbytes() include that state.
+// {"pool": pool id, "session": session id} (process-unique ints) for every
+// registered device backend (registered_device_backends(),
+// device_backend.h), so a delegate binds the session's state inside the
+// backend, shares its scratch with the pool's other sessions, and pins its
+// weights in the pool: they stay on the device while the pool lives,
+// whatever its sessions do, and go when it is destroyed (each backend's
+// release_pool). reset(), state_nbytes() and device_nbytes() include the
+// state the backends hold (DeviceBackend::reset_state, state_nbytes).
 //
 // Threading: the scratch is shared, so one execution at a time per pool.
 // Hold execution_lock() from setting a method's inputs until its outputs
@@ -112,6 +116,11 @@ class SessionPool {
       const executorch::runtime::NamedDataMap* named_data = nullptr, std::string* what = nullptr);
   SessionPool(const SessionPool&) = delete;
   SessionPool& operator=(const SessionPool&) = delete;
+  /// Calls release_pool(id()) on every registered device backend (and the
+  /// residency module's): the weights the pool's loads pinned are freed
+  /// unless another pool or a live delegate holds them. Its sessions must
+  /// be gone.
+  ~SessionPool();
 
   /// A new session with no method loaded and no state yet.
   std::unique_ptr<Session> new_session();
@@ -204,19 +213,20 @@ class Session {
 
   /// Puts the state back to its start (zeros, then the program's named
   /// initial values) through the device's h2d copy, in the program's state
-  /// arena and in a device backend's (reset_device_state). NotSupported for
-  /// a program with neither; no-op before any method is loaded.
+  /// arena and in each device backend that holds state of this session
+  /// (DeviceBackend::reset_state). NotSupported for a program with
+  /// neither; no-op before any method is loaded.
   ET_NODISCARD executorch::runtime::Error reset(std::string* what = nullptr);
 
-  /// Bytes of the state arena, the program's plus a device backend's (0
-  /// before a method with state is loaded).
+  /// Bytes of the state arena, the program's plus the device backends'
+  /// (DeviceBackend::state_nbytes; 0 before a method with state is loaded).
   size_t state_nbytes() const;
   /// Device bytes this session owns: its arenas, plus all of its methods'
   /// planned memory for programs without an arena.
   size_t device_nbytes() const;
 
   /// This session's process-unique id: the runtime spec "session" it passes
-  /// to device backends (et_copy::reset_device_state takes it).
+  /// to device backends (DeviceBackend::reset_state takes it).
   int id() const {
     return id_;
   }
@@ -233,6 +243,8 @@ class Session {
     std::unique_ptr<executorch::runtime::MemoryManager> memory;
     std::unique_ptr<executorch::runtime::Method> method;
   };
+  // Gives every registered device backend the runtime specs in backend_options_.
+  void set_backend_specs();
   // Writes the initial value of every named state tensor of `m` not yet
   // written since the last reset.
   ET_NODISCARD executorch::runtime::Error initialize(executorch::runtime::Method& m, std::string* what);

@@ -8,9 +8,11 @@
 //
 // Register it with et_copy::register_simulated_device_backend()
 // (registration.h), after use_simulated_device(): init needs the simulated
-// allocator serving CUDA.
+// allocator serving CUDA. It is a DeviceBackend (device_backend.h) and keeps
+// its weights and state arenas in the residency module (device_residency.h).
 #pragma once
 
+#include <et_copy/device_backend.h>
 #include <executorch/runtime/backend/interface.h>
 
 namespace et_copy {
@@ -19,13 +21,15 @@ namespace et_copy {
 /// backend id) and the name it is registered under.
 inline constexpr const char* kSimulatedDeviceBackend = "SimulatedDeviceBackend";
 
-/// Runtime spec keys (LoadBackendOptionsMap, for kSimulatedDeviceBackend),
+/// Runtime spec keys (LoadBackendOptionsMap, for every device backend),
 /// both ints. kSessionSpec names the state arena the delegate binds: loads
 /// with one session id share one arena. Without it, one arena per
 /// BackendInitContext::get_named_data_map() pointer (per program when the
-/// program has no .ptd). kPoolSpec shares the scratch (every nested planned
-/// buffer but the arena) among loads of one nested program with one pool
-/// id; without it, each load has its own.
+/// program has no .ptd). kPoolSpec pins the weights in the pool when it is
+/// open (device_residency.h: a SessionPool's are, until it is destroyed),
+/// and shares the scratch (every nested planned buffer but the arena) among
+/// loads of one nested program with one pool id; without it, each load has
+/// its own scratch and the weights go with their last handle.
 inline constexpr const char* kSessionSpec = "session";
 inline constexpr const char* kPoolSpec = "pool";
 
@@ -44,20 +48,25 @@ inline constexpr const char* kPoolSpec = "pool";
  * InvalidProgram when methods of one session disagree on the arena,
  * InvalidArgument for host or wrong-device arguments.
  *
- * Caches, process-wide, each under one lock, holding only weak references
+ * Caches, process-wide, each under one lock, holding weak references
  * (what they hold is freed with the last handle using it):
- * - weights, by (content key, device index): uploaded once while any
- *   handle uses them;
- * - state arenas, by session id (or named data map);
- * - scratch, by (pool id, nested program bytes).
+ * - weights, by (content key, device) in the residency module: uploaded
+ *   once while any handle uses them or an open pool pins them;
+ * - state arenas, by session id (or named data map), in the residency
+ *   module under this backend's id;
+ * - scratch, by (pool id, nested program bytes), here.
  *
  * Threading: init and destroy may run on any thread. execute of handles
  * that share scratch (one pool) or an arena (one session) must be
  * serialized by the caller (SessionPool's execution lock), and so must
  * reset_device_state against execute of that session.
  */
-class SimulatedDeviceBackend final : public executorch::runtime::BackendInterface {
+class SimulatedDeviceBackend final : public DeviceBackend {
  public:
+  /// kSimulatedDeviceBackend.
+  const char* id() const override;
+  /// True for the simulated allocator (name() "simulated").
+  bool runs_on(const CountingDeviceAllocator& server) const override;
   bool is_available() const override;
   ET_NODISCARD executorch::runtime::Result<executorch::runtime::DelegateHandle*> init(
       executorch::runtime::BackendInitContext& context, executorch::runtime::FreeableBuffer* processed,
@@ -72,15 +81,18 @@ class SimulatedDeviceBackend final : public executorch::runtime::BackendInterfac
 SimulatedDeviceBackend& simulated_device_backend();
 
 /**
- * Puts the state arena of `session` back to its start: zeros, then each
- * state's initial value, through the allocator's counted h2d copies.
- * NotFound when no loaded delegate holds an arena for that session (no
- * method loaded, or a program without state); the copy's error otherwise.
- * Threading: see SimulatedDeviceBackend.
+ * simulated_device_backend().reset_state(session): puts the state arena of
+ * `session` back to its start (zeros, then each state's initial value,
+ * through the allocator's counted h2d copies). NotFound when no loaded
+ * delegate holds an arena for that session (no method loaded, or a
+ * program without state); the copy's error otherwise. Sessions reach it
+ * through the DeviceBackend interface; this name stays for callers that
+ * hold no backend. Threading: see SimulatedDeviceBackend.
  */
 ET_NODISCARD executorch::runtime::Error reset_device_state(int session);
 
-/// Bytes of the state arena of `session`, 0 when there is none. Thread-safe.
+/// simulated_device_backend().state_nbytes(session): bytes of the state
+/// arena of `session`, 0 when there is none. Thread-safe.
 size_t device_state_nbytes(int session);
 
 } // namespace et_copy

@@ -3,7 +3,8 @@ models from tiny seeded configs, exported with their KV caches and
 linear-attention states as device mutable buffers, run on et_copy.runtime.
 Tokens must equal transformers' generate(); per decode step only ids and
 positions go in and logits (or the token) come out; sessions are isolated;
-a reset reproduces the first run; state starts through counted h2d copies."""
+a reset reproduces the first run; state starts through counted h2d copies;
+the weights stay on the device while the program lives."""
 
 from __future__ import annotations
 
@@ -291,6 +292,29 @@ def test_the_weights_reach_the_device_once_when_the_program_loads_and_every_meth
     del first, second, other, device
     gc.collect()
     assert _stats()["bytes_outstanding"] == before["bytes_outstanding"]  # freed with the last user
+
+
+def test_a_session_dropped_and_a_new_one_made_upload_only_the_state_until_the_program_goes(exported):
+    _, buffer, _ = exported
+    et_copy.use_simulated_device()
+    weights = _weight_bytes(buffer)
+    gc.collect()  # earlier tests' programs hold the weights while they live
+    before = _stats()
+    device = llm.DeviceLLM(buffer)
+    first = device.new_session()
+    tokens = first.generate(PROMPT, 2).tokens
+    del first
+    gc.collect()
+    with et_copy.counting() as load:
+        second = device.new_session()
+    assert load.h2d_bytes == second.state_nbytes > 0  # the zero state; no weight crossed again
+    assert second.generate(PROMPT, 2).tokens == tokens
+    del second
+    gc.collect()
+    assert _stats()["bytes_outstanding"] - before["bytes_outstanding"] >= weights  # the program keeps them
+    del device
+    gc.collect()
+    assert _stats()["bytes_outstanding"] == before["bytes_outstanding"]  # and they go with it
 
 
 # Sliding-window attention: a window of llm.SLIDING_WINDOW (8) tokens, and

@@ -1,0 +1,92 @@
+// DeviceBackend: the seam between et-copy's sessions and the backends that
+// compute on a device (docs/design.md, "A compiled device backend", part 1).
+// ExecuTorch knows a backend only through BackendInterface and its registry;
+// et-copy also needs to know which device a backend runs on (the load check,
+// device_backends() in program_check.h) and to reach the per-session state
+// a backend keeps (Session::reset, state_nbytes) and the per-pool resources
+// it holds (released with the SessionPool). A device backend says both here.
+//
+// Register one with register_device_backend(): it goes into ExecuTorch's
+// registry (when its id is absent there) and into et-copy's table, which
+// sessions walk. SimulatedDeviceBackend is one (register_simulated_device_backend).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include <et_copy/counting_device_allocator.h>
+#include <et_copy/registration.h>
+#include <executorch/runtime/backend/interface.h>
+#include <executorch/runtime/core/error.h>
+
+namespace et_copy {
+
+/**
+ * A delegate backend whose delegates compute over device memory. Besides
+ * BackendInterface (init, execute, destroy, is_available) it says:
+ * - id(): the delegate backend id it serves and is registered under; the
+ *   same static string on every call, at most kMaxDeviceBackendIdLength
+ *   chars (limits.h);
+ * - runs_on(server): whether its delegates may read and write the memory of
+ *   a device served by `server` (e.g. server.name() == "simulated");
+ * - the session and pool hooks below. Their defaults use the residency
+ *   module (device_residency.h), keyed by id(): a backend that keeps its
+ *   weights and state arenas there needs to override none of them.
+ *
+ * Sessions (sessions.h) load every method with the runtime specs
+ * {"pool": pool id, "session": session id} (both int, kPoolSpec and
+ * kSessionSpec in simulated_device_backend.h) for every registered device
+ * backend.
+ *
+ * Threading: the hooks may be called from any thread. reset_state races
+ * with execute of the same session: the caller serializes them
+ * (SessionPool's execution lock). An instance must live for the process
+ * once registered (ExecuTorch's registry keeps the pointer).
+ */
+class DeviceBackend : public executorch::runtime::BackendInterface {
+ public:
+  /// The delegate backend id this backend serves.
+  virtual const char* id() const = 0;
+  /// Whether this backend's delegates run on the device `server` serves.
+  virtual bool runs_on(const CountingDeviceAllocator& server) const = 0;
+
+  /// Puts the state of `session` back to its start (zeros, then each
+  /// state's initial value, through counted h2d copies). Default: the
+  /// residency module's arena of (id(), session) (reset_arena). NotFound
+  /// when this backend holds no state for the session; the copy's error
+  /// otherwise. Logs the failure (ET_LOG, naming the backend).
+  ET_NODISCARD virtual executorch::runtime::Error reset_state(int session);
+  /// Device bytes of the state this backend holds for `session`, 0 when
+  /// none. Default: arena_nbytes(id(), session). Never fails.
+  virtual size_t state_nbytes(int session) const;
+  /// Called when the SessionPool `pool` is destroyed: drop whatever the
+  /// backend keeps for the pool's program (its pinned weights). Default:
+  /// the residency module's release_pool(pool). Idempotent; never fails.
+  /// An override should call DeviceBackend::release_pool too.
+  virtual void release_pool(int pool);
+};
+
+/**
+ * Adds `backend` to et-copy's table of device backends and registers it
+ * with ExecuTorch's backend registry under backend.id() when no backend of
+ * that id is registered there yet (a duplicate registration aborts the
+ * process). Returns kRegistered when this call registered it, kAlreadyOurs
+ * when `backend` itself is registered already (with ExecuTorch, by et-copy
+ * or directly; it is then in the table too), kAlreadyOther when another
+ * backend holds the id (left alone, not added: ExecuTorch cannot replace a
+ * registered backend), kFailed with `*error` (when given) set to: the
+ * registry's error; InvalidArgument for an id that is null, empty or longer
+ * than kMaxDeviceBackendIdLength; NotSupported when the table already holds
+ * kMaxDeviceBackends backends. Never registers twice. `backend` must live
+ * for the process.
+ *
+ * Threading: serialized with the other registration functions
+ * (registration.h); must not race with another library registering.
+ */
+ET_NODISCARD Registration register_device_backend(DeviceBackend& backend, executorch::runtime::Error* error = nullptr);
+
+/// The device backends in et-copy's table, in registration order (a
+/// snapshot). Never fails; any thread.
+std::vector<DeviceBackend*> registered_device_backends();
+
+} // namespace et_copy

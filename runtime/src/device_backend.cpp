@@ -1,0 +1,96 @@
+#include <et_copy/device_backend.h>
+
+#include <cstring>
+#include <mutex>
+
+#include <et_copy/device_residency.h>
+#include <et_copy/limits.h>
+#include <executorch/runtime/platform/log.h>
+
+#include "registry_lock.h"
+
+namespace et_copy {
+
+using executorch::runtime::Error;
+
+namespace {
+
+// et-copy's table of device backends, in registration order, under
+// registry_mutex(). Leaked on purpose: read during static destruction.
+std::vector<DeviceBackend*>& table() {
+  static auto* t = new std::vector<DeviceBackend*>();
+  return *t;
+}
+
+void add_locked(DeviceBackend& backend) {
+  for (DeviceBackend* b : table()) {
+    if (b == &backend) {
+      return;
+    }
+  }
+  table().push_back(&backend);
+}
+
+} // namespace
+
+Error DeviceBackend::reset_state(int session) {
+  const Error e = reset_arena(id(), session);
+  if (e == Error::NotFound) {
+    ET_LOG(Error, "%s: session %d has no device state (no method with state is loaded)", id(), session);
+  } else if (e != Error::Ok) {
+    ET_LOG(Error, "%s: session %d: writing the start state failed", id(), session);
+  }
+  return e;
+}
+
+size_t DeviceBackend::state_nbytes(int session) const {
+  return arena_nbytes(id(), session);
+}
+
+void DeviceBackend::release_pool(int pool) {
+  et_copy::release_pool(pool);
+}
+
+Registration register_device_backend(DeviceBackend& backend, Error* error) {
+  auto failed = [error](Error e) {
+    if (error != nullptr) {
+      *error = e;
+    }
+    return Registration::kFailed;
+  };
+  if (error != nullptr) {
+    *error = Error::Ok;
+  }
+  const char* id = backend.id();
+  if (id == nullptr || id[0] == '\0' || std::strlen(id) > kMaxDeviceBackendIdLength) {
+    return failed(Error::InvalidArgument);
+  }
+  std::lock_guard<std::mutex> lock(internal::registry_mutex());
+  executorch::runtime::BackendInterface* current = executorch::runtime::get_backend_class(id);
+  if (current == &backend) {
+    add_locked(backend);
+    return Registration::kAlreadyOurs;
+  }
+  if (current != nullptr) {
+    return Registration::kAlreadyOther;
+  }
+  if (table().size() >= kMaxDeviceBackends) {
+    return failed(Error::NotSupported); // a session could not pass it its specs
+  }
+  // The registry keeps the struct's name and backend pointers: both live for the process.
+  static auto* entries = new std::vector<std::unique_ptr<executorch::runtime::Backend>>();
+  entries->push_back(std::make_unique<executorch::runtime::Backend>(executorch::runtime::Backend{id, &backend}));
+  const Error err = executorch::runtime::register_backend(*entries->back());
+  if (err != Error::Ok) {
+    return failed(err);
+  }
+  add_locked(backend);
+  return Registration::kRegistered;
+}
+
+std::vector<DeviceBackend*> registered_device_backends() {
+  std::lock_guard<std::mutex> lock(internal::registry_mutex());
+  return table();
+}
+
+} // namespace et_copy
