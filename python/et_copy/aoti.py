@@ -110,6 +110,10 @@ def compile_options(target: str) -> dict[str, Any]:
         # Inductor writes 1-d constants of up to 8 elements, and 0-d ones, into the code as literals:
         # their values would then be in the .so (and the cache key, which ignores values, would lie).
         "always_keep_tensor_constants": True,
+        # Inductor folds a constant whose elements are all equal (a LayerNorm's ones, a zeroed KV cache, a
+        # step counter at 1) into a `full`: for a weight its value would be in the code, and for a mutable
+        # buffer every run would start from its export-time value (seen: `steps.copy_(steps + 1)` always wrote 2).
+        "joint_graph_constant_folding": False,
         "freezing": False,  # parameters stay constants the runtime binds, not folded into the code
         # Inductor's default: a depthwise conv has no Triton template and falls back to ATen.
         "max_autotune_conv_backends": "ATEN,TRITON",
