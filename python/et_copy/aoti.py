@@ -184,10 +184,44 @@ def _compile_inputs(edge_program, target: str) -> tuple[torch.fx.GraphModule, li
                     table[leaf] = (
                         torch.nn.Parameter(t.contiguous(), False) if table is sub._parameters else t.contiguous()
                     )
-    # A view in place of a view_copy; split_copy has no C shim and would need a proxy executor.
+    # A view in place of a view_copy where nothing writes through it (no copy), then a view and a
+    # clone for the rest: select_copy, slice_copy and split_copy have no Inductor lowering and no C
+    # shim, so Inductor would call them through the proxy executor, which the runtime has no use for.
     ReplaceViewCopyWithViewPass()(module)
+    _views_and_clones(module)
     vals = {n.name: n.meta["val"] for n in ep.graph.nodes if n.op == "placeholder"}
     return module, [vals[name] for name in ep.graph_signature.user_inputs]
+
+
+def _view_of_copy(target: Any) -> Any:
+    aten = torch.ops.aten
+    views = {
+        aten.select_copy.int: aten.select.int,
+        aten.slice_copy.Tensor: aten.slice.Tensor,
+        aten.split_copy.Tensor: aten.split.Tensor,
+    }
+    from executorch.exir.dialects.edge._ops import EdgeOpOverload
+
+    return views.get(target._op if isinstance(target, EdgeOpOverload) else target)  # an edge op wraps its ATen op
+
+
+def _views_and_clones(module: torch.fx.GraphModule) -> None:
+    """Rewrites each remaining select/slice/split_copy as its view followed by a
+    clone (the copy's own semantics: a fresh tensor), which Inductor lowers."""
+    graph = module.graph
+    for node in list(graph.nodes):
+        view = _view_of_copy(node.target) if node.op == "call_function" else None
+        if view is None:
+            continue
+        node.target = view
+        # split returns a list: each element read (a getitem) is cloned; select/slice: the result.
+        results = list(node.users) if view is torch.ops.aten.split.Tensor else [node]
+        for result in results:
+            with graph.inserting_after(result):
+                clone = graph.call_function(torch.ops.aten.clone.default, (result,))
+            result.replace_all_uses_with(clone, delete_user_cb=lambda user, c=clone: user is not c)
+    graph.lint()
+    module.recompile()
 
 
 def _key_parts(module, example, edge_program, options: dict, target: str) -> dict[str, Any]:
@@ -241,12 +275,15 @@ def _compile(edge_program, target: str, op: str) -> tuple[_Compiled, torch.fx.Gr
     return _Compiled(so, Path(tmp), temporary=True), module
 
 
+PROXY_CALL = "aoti_torch_proxy_executor_call_function("  # how Inductor's C++ wrapper calls an op with no shim
+
+
 def _refuse_proxy_calls(so_path: Path, op: str) -> None:
     """An op with no C shim is called through AOTInductor's proxy executor,
     which needs a side file and a libtorch dispatcher call the runtime does not make."""
     cpp = so_path.with_suffix(".cpp")
     if cpp.exists():
-        calls = [line.strip() for line in cpp.read_text().splitlines() if "proxy_executor->call_function" in line]
+        calls = [line.strip() for line in cpp.read_text().splitlines() if PROXY_CALL in line]
         if calls:
             raise RuntimeError(
                 f"{op}: the compiled code calls {len(calls)} op(s) through AOTInductor's proxy executor, which "
