@@ -118,9 +118,11 @@ def compile_options(target: str) -> dict[str, Any]:
         # Inductor's default: a depthwise conv has no Triton template and falls back to ATen.
         "max_autotune_conv_backends": "ATEN,TRITON",
     }
-    if target == "cpu":
-        # The code is for this machine's ISA unless TORCHINDUCTOR_CPP_MARCH says otherwise.
-        options["cpp.march"] = torch._inductor.config.cpp.march or "native"
+    # The host code (all of it on the CPU, the wrapper on CUDA) is for this machine's ISA unless
+    # TORCHINDUCTOR_CPP_MARCH says otherwise; the cache key then names the machine.
+    options["cpp.march"] = torch._inductor.config.cpp.march or "native"
+    if target == "cuda":
+        options["aot_inductor.embed_kernel_binary"] = True  # the kernels inside the .so, not files beside it
     return options
 
 
@@ -242,12 +244,17 @@ def _key_parts(module, example, edge_program, options: dict, target: str) -> dic
         "torch": torch.__version__,
         "options": options,
         "target": target,
-        "host": _host_fingerprint() if target == "cpu" and options.get("cpp.march") == "native" else "",
+        "host": _host_fingerprint() if options.get("cpp.march") == "native" else "",
         "record": RECORD_VERSION,
     }
 
 
 def _compile(edge_program, target: str, op: str) -> tuple[_Compiled, torch.fx.GraphModule]:
+    if target == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(
+            f"{op}: compile spec '{TARGET_KEY}' is 'cuda', which compiles on a machine whose torch sees a GPU "
+            f"(this torch, {torch.__version__}, sees none); export with target='cpu' for the simulated device"
+        )
     module, example = _compile_inputs(edge_program, target)
     options = compile_options(target)
     key = _compile_cache.cache_key(_key_parts(module, example, edge_program, options, target))

@@ -519,3 +519,11 @@ def test_copies_without_a_lowering_become_a_view_and_a_clone():
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w)
         assert g.data_ptr() != x.data_ptr() and g._base is None  # fresh tensors, as the copies made
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine with no GPU")
+def test_a_cuda_target_without_a_gpu_is_refused_by_name():
+    from et_copy.export import ExportError
+
+    with pytest.raises(ExportError, match="compile spec 'aoti_target' is 'cuda'.*sees none"):
+        export_device_program(fresh(MLP), (torch.randn(1, 8),), partitioner=AotiDevicePartitioner(target="cuda"))
