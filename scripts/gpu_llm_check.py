@@ -18,13 +18,11 @@ backend keeps its data outside).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import shutil
 import sys
 import time
 import traceback
 from pathlib import Path
-from unittest import mock
 
 
 class Skip(Exception):
@@ -48,28 +46,6 @@ def cuda_partitioner():
     if shutil.which("nvcc") is None:
         raise Skip("no nvcc on PATH (AOTInductor's CUDA compile needs it)")
     return CudaPartitioner([])
-
-
-@contextlib.contextmanager
-def partitioner_for_export_llm(partitioner):
-    """export_llm takes no partitioner (python/et_copy/llm/ is being edited
-    elsewhere): hand ours to the export_device_methods it calls."""
-    if partitioner is None:
-        yield
-        return
-    import et_copy.llm._export as llm_export
-
-    real = llm_export.export_device_methods
-    calls = []
-
-    def with_partitioner(*args, **kwargs):
-        calls.append(1)
-        return real(*args, partitioner=partitioner, **kwargs)
-
-    with mock.patch.object(llm_export, "export_device_methods", with_partitioner):
-        yield
-    if not calls:  # export_llm changed how it exports: the partitioner would be silently dropped
-        raise RuntimeError("export_llm no longer calls export_device_methods; pass the partitioner another way")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,8 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     def export():
         import et_copy.llm
 
-        with partitioner_for_export_llm(partitioner):
-            program = et_copy.llm.export_llm(model, max_seq_len=args.max_seq_len)
+        program = et_copy.llm.export_llm(model, max_seq_len=args.max_seq_len, partitioner=partitioner)
         pte = args.out / "llm.pte"
         pte.write_bytes(program.buffer)
         if getattr(program, "_tensor_data", None):

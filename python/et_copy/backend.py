@@ -18,7 +18,11 @@ that moving to a GPU means swapping the partitioner:
   method of the program, which the runtime gives each session.
 
 The processed bytes are a *delegate record* (``RECORD_VERSION``), read by
-``runtime/src/delegate_record.cpp``; docs/design.md specifies it.
+``runtime/src/delegate_record.cpp``; docs/design.md specifies it. Its header
+(device, weights, state, arena) is the same for every et-copy device backend
+(:func:`record_header`); the payload says whose it is (``payload\tprogram``
+here, ``payload\taoti`` for :mod:`et_copy.aoti`). :class:`DevicePartitioner`
+is the partitioning both backends share.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import warnings
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import torch
 from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig
@@ -47,14 +51,17 @@ from ._device import parse_device
 
 BACKEND_ID = "SimulatedDeviceBackend"  # the C++ backend registers under this name (et_copy::kSimulatedDeviceBackend)
 TARGET_DEVICE_KEY = "target_device"  # executorch's PropagateDevicePass reads this CompileSpec key
-RECORD_MAGIC = "et_copy.delegate"
-RECORD_VERSION = 1
+# The record's magic and version: C++ owns them (delegate_record.h); once _C exposes them this line reads
+# RECORD_MAGIC, RECORD_VERSION = _C.DELEGATE_RECORD_MAGIC, _C.DELEGATE_RECORD_VERSION
+RECORD_MAGIC, RECORD_VERSION = "et_copy.delegate", 2
+PAYLOAD_PROGRAM = "program"  # the payload is a nested .pte (this backend)
 WEIGHT_KEY = "et_copy.weight:"  # + content hash: a weight's bytes in the outer program's named data
 STATE_KEY = "et_copy.state:"  # + content hash: a state tensor's non-zero initial value
 STATE_ALIGNMENT = _C.TENSOR_ALIGNMENT  # each state tensor's offset in the arena (the core checks it)
 
 __all__ = [
     "BACKEND_ID",
+    "DevicePartitioner",
     "SimulatedDeviceBackend",
     "SimulatedDevicePartitioner",
     "StateSlot",
@@ -81,15 +88,21 @@ class _OnDevice(OperatorSupportBase):
         return not (isinstance(source, torch.fx.Node) and source.target in never)
 
 
-class SimulatedDevicePartitioner(Partitioner):
-    """Partitions a graph for the simulated device's backend: one delegate
-    with the whole graph, its weights and its mutable buffers, on ``device``
-    ("cuda" or "cuda:N")."""
+class DevicePartitioner(Partitioner):
+    """What every et-copy device backend's partitioner does: one delegate
+    with the whole graph (as upstream's AotiPartitioner), its weights and its
+    mutable buffers (also those a method writes without reading), on
+    ``device`` ("cuda" or "cuda:N"), with ``CompileSpec("target_device",
+    ...)`` so that PropagateDevicePass copies around it. A subclass names its
+    backend (``backend_id``) and may add compile specs."""
 
-    def __init__(self, device: str = "cuda:0") -> None:
-        parsed = parse_device(device, op="et_copy.backend.SimulatedDevicePartitioner")
+    backend_id: ClassVar[str]
+
+    def __init__(self, device: str = "cuda:0", extra_specs: Sequence[CompileSpec] = ()) -> None:
+        parsed = parse_device(device, op=f"et_copy.{type(self).__name__}")
         self.device = str(parsed)
-        self.delegation_spec = DelegationSpec(BACKEND_ID, [CompileSpec(TARGET_DEVICE_KEY, self.device.encode())])
+        specs = [CompileSpec(TARGET_DEVICE_KEY, self.device.encode()), *extra_specs]
+        self.delegation_spec = DelegationSpec(self.backend_id, specs)
         super().__init__()
 
     def partition(self, exported_program) -> PartitionResult:
@@ -106,6 +119,17 @@ class SimulatedDevicePartitioner(Partitioner):
         tag_mutated_buffer(exported_program)
         _tag_overwritten_buffers(exported_program)
         return PartitionResult(tagged_exported_program=exported_program, partition_tags=tags)
+
+
+class SimulatedDevicePartitioner(DevicePartitioner):
+    """Partitions a graph for the simulated device's backend: one delegate
+    with the whole graph, its weights and its mutable buffers, on ``device``
+    ("cuda" or "cuda:N")."""
+
+    backend_id = BACKEND_ID
+
+    def __init__(self, device: str = "cuda:0") -> None:
+        super().__init__(device)
 
 
 def _tag_overwritten_buffers(ep) -> None:
@@ -154,7 +178,7 @@ def _tensor_bytes(t: torch.Tensor) -> bytes:
     return t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
 
 
-def _mutable_state(ep) -> dict[str, torch.Tensor]:
+def mutable_state(ep) -> dict[str, torch.Tensor]:
     """Buffer name -> value, for the buffers the program mutates."""
     values = {**ep.state_dict, **ep.constants}
     return {fqn: values[fqn] for fqn in set(ep.graph_signature.buffers_to_mutate.values())}
@@ -221,19 +245,62 @@ def _external_tag(node: torch.fx.Node) -> str | None:
     return "_default_external_constant"
 
 
-def _device_of(compile_specs: Sequence[CompileSpec]) -> tuple[str, int]:
+def device_of(compile_specs: Sequence[CompileSpec], backend_id: str = BACKEND_ID) -> tuple[str, int]:
     """("cuda", index) from the target_device compile spec (the record names the type as text)."""
     for spec in compile_specs:
         if spec.key == TARGET_DEVICE_KEY:
-            d = parse_device(bytes(spec.value).decode(), op=f"et_copy.backend.{BACKEND_ID}")
+            d = parse_device(bytes(spec.value).decode(), op=f"et_copy.{backend_id}")
             return str(d).split(":")[0], d.index
-    raise ValueError(f"et_copy.backend.{BACKEND_ID}: the partition has no '{TARGET_DEVICE_KEY}' compile spec")
+    raise ValueError(f"et_copy.{backend_id}: the partition has no '{TARGET_DEVICE_KEY}' compile spec")
+
+
+def store_tensor(store: NamedDataStore, prefix: str, t: torch.Tensor) -> tuple[str, int]:
+    """Adds ``t``'s bytes (contiguous) to the outer program's named data under a
+    content key (``prefix`` + sha256): identical tensors of several methods
+    or backends are stored, and uploaded, once. Returns (key, nbytes)."""
+    data = _tensor_bytes(t)
+    key = _content_key(prefix, data)
+    store.add_named_data(key, data, alignment=_C.TENSOR_ALIGNMENT)
+    return key, len(data)
+
+
+def record_header(
+    store: NamedDataStore,
+    device: tuple[str, int],
+    weights: dict[str, torch.Tensor],
+    state: dict[str, torch.Tensor],
+    layout: dict[str, StateSlot],
+    arena: tuple[str, int] | None,
+) -> list[str]:
+    """The lines every delegate record starts with (docs/design.md, "The
+    delegate record, version 2"): magic and version, the device, a ``weight``
+    line per entry of ``weights`` (fqn -> value, in that order, the bytes
+    stored in ``store``), a ``state`` line per mutable buffer (name order,
+    its slot in ``layout``; a non-zero initial value stored too) and, with
+    state, the ``arena`` line (nested buffer index or "-", nbytes)."""
+    lines = [f"{RECORD_MAGIC} {RECORD_VERSION}", f"device\t{device[0]}\t{device[1]}"]
+    for fqn, value in weights.items():
+        key, nbytes = store_tensor(store, WEIGHT_KEY, value)
+        lines.append(f"weight\t{fqn}\t{key}\t{nbytes}")
+    for name in sorted(state):
+        initial = "-"
+        if any(_tensor_bytes(state[name])):  # all-zero state is not stored: the runtime zero-fills the arena
+            initial, _ = store_tensor(store, STATE_KEY, state[name])
+        lines.append(f"state\t{name}\t{layout[name].offset}\t{layout[name].nbytes}\t{initial}")
+    if state and arena is not None:
+        lines.append(f"arena\t{arena[0]}\t{arena[1]}")
+    return lines
+
+
+def delegate_record(header: Sequence[str], kind: str, payload: bytes) -> bytes:
+    """The processed bytes: ``header`` lines, the payload line, then the payload."""
+    return ("\n".join([*header, f"payload\t{kind}\t{len(payload)}"]) + "\n").encode() + payload
 
 
 def _preprocess(edge_program, compile_specs, layout: dict[str, StateSlot], arena_nbytes: int) -> PreprocessResult:
     op = f"et_copy.backend.{BACKEND_ID}.preprocess"
-    device_type, device_index = _device_of(compile_specs)
-    state = _mutable_state(edge_program)
+    device_type, device_index = device_of(compile_specs)
+    state = mutable_state(edge_program)
     planner = _ArenaPlanningPass(layout, arena_nbytes, alloc_graph_input=False, alloc_graph_output=False)
     with warnings.catch_warnings():
         # The emitter's warning that mutable buffers start undefined: the backend writes their start.
@@ -250,27 +317,15 @@ def _preprocess(edge_program, compile_specs, layout: dict[str, StateSlot], arena
         )
     final = nested.exported_program()
     values = {**final.state_dict, **final.constants}
-    store = NamedDataStore()
-    lines = [f"{RECORD_MAGIC} {RECORD_VERSION}", f"device\t{device_type}\t{device_index}"]
+    weights = {}
     for fqn in _external_constants(nested):
         if fqn not in values:
             raise RuntimeError(f"{op}: the nested program reads constant '{fqn}', which the partition does not hold")
-        data = _tensor_bytes(values[fqn])
-        key = _content_key(WEIGHT_KEY, data)
-        store.add_named_data(key, data, alignment=_C.TENSOR_ALIGNMENT)
-        lines.append(f"weight\t{fqn}\t{key}\t{len(data)}")
-    for name in sorted(state):
-        data = _tensor_bytes(state[name])
-        initial = "-"
-        if any(data):
-            initial = _content_key(STATE_KEY, data)
-            store.add_named_data(initial, data, alignment=_C.TENSOR_ALIGNMENT)
-        lines.append(f"state\t{name}\t{layout[name].offset}\t{layout[name].nbytes}\t{initial}")
-    if state:
-        lines.append(f"arena\t{planner.arena_index}\t{arena_nbytes}")
-    program = bytes(nested.buffer)
-    lines.append(f"program\t{len(program)}")
-    record = ("\n".join(lines) + "\n").encode() + program
+        weights[fqn] = values[fqn]
+    store = NamedDataStore()
+    arena = (str(planner.arena_index), arena_nbytes)
+    header = record_header(store, (device_type, device_index), weights, state, layout, arena)
+    record = delegate_record(header, PAYLOAD_PROGRAM, bytes(nested.buffer))
     return PreprocessResult(processed_bytes=record, data_store_output=store.get_named_data_store_output())
 
 
@@ -282,27 +337,29 @@ class SimulatedDeviceBackend(BackendDetails):
 
     @staticmethod
     def preprocess(edge_program, compile_specs: list[CompileSpec]) -> PreprocessResult:
-        layout, size = _layout_of([edge_program])
+        layout, size = layout_of([edge_program])
         return _preprocess(edge_program, compile_specs, layout, size)
 
     @classmethod
     def preprocess_multimethod(cls, edge_programs, compile_specs):
-        layout, size = _layout_of([p for programs in edge_programs.values() for p in programs])
+        layout, size = layout_of([p for programs in edge_programs.values() for p in programs])
         return {
             name: [_preprocess(p, specs, layout, size) for p, specs in zip(programs, compile_specs[name])]
             for name, programs in edge_programs.items()
         }
 
 
-def _layout_of(programs) -> tuple[dict[str, StateSlot], int]:
+def layout_of(programs, backend_id: str = BACKEND_ID) -> tuple[dict[str, StateSlot], int]:
+    """The state arena's layout over every method's partitions (:func:`state_arena_layout`);
+    ValueError when two of them disagree on a state tensor's shape or dtype."""
     nbytes: dict[str, int] = {}
     shapes: dict[str, tuple] = {}
     for ep in programs:
-        for name, value in _mutable_state(ep).items():
+        for name, value in mutable_state(ep).items():
             shape = (tuple(value.shape), value.dtype)
             if shapes.setdefault(name, shape) != shape:
                 raise ValueError(
-                    f"et_copy.backend.{BACKEND_ID}: methods disagree on state '{name}': {shapes[name]} and {shape}"
+                    f"et_copy.{backend_id}: methods disagree on state '{name}': {shapes[name]} and {shape}"
                 )
             nbytes[name] = value.nbytes
     return state_arena_layout(nbytes)

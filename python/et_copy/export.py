@@ -42,6 +42,7 @@ from executorch.exir.tensor import TensorSpec
 from . import aot
 from ._device import parse_device
 from ._exir_fixes import lifted_constants_in_signature_order
+from .backends import DEFAULT_BACKEND, check_backend, partitioner_for
 
 TARGET_DEVICE_KEY = "target_device"  # executorch's PropagateDevicePass reads this CompileSpec key
 
@@ -424,6 +425,7 @@ def export_device_program(
     *,
     kwargs: dict | None = None,
     device: str = "cuda:0",
+    backend: str = "simulated",
     partitioner: Partitioner | None = None,
     dynamic_shapes: Any = None,
     insert_copies: bool = True,
@@ -437,8 +439,11 @@ def export_device_program(
 
     The compute runs in a device backend, as upstream's CUDA backend does
     (docs/design.md, "Device programs compute in a device backend"):
-    ``partitioner`` (default: et_copy's :class:`~et_copy.backend.SimulatedDevicePartitioner`
-    for ``device``; upstream's ``CudaPartitioner`` on a GPU) puts the whole
+    ``backend`` names et-copy's device backend (:mod:`et_copy.backends`):
+    ``"simulated"`` (:class:`~et_copy.backend.SimulatedDevicePartitioner`) or
+    ``"aoti"`` (:class:`~et_copy.aoti.AotiDevicePartitioner`, AOTInductor
+    code); ``partitioner`` takes another instead (upstream's
+    ``CudaPartitioner``, or one of ours with other settings). It puts the whole
     graph, its weights and its mutable buffers in one delegate with a
     ``target_device`` compile spec, and executorch's PropagateDevicePass
     inserts ``_h2d_copy`` before it and ``_d2h_copy`` after it. The weights
@@ -473,6 +478,7 @@ def export_device_program(
         module,
         {"forward": MethodInputs(tuple(example_inputs), dict(kwargs or {}), dynamic_shapes)},
         device=device,
+        backend=backend,
         partitioner=partitioner,
         insert_copies=insert_copies,
         alloc_graph_input=alloc_graph_input,
@@ -488,6 +494,7 @@ def export_device_methods(
     methods: dict[str, MethodInputs],
     *,
     device: str = "cuda:0",
+    backend: str = "simulated",
     partitioner: Partitioner | None = None,
     insert_copies: bool = True,
     alloc_graph_input: bool = False,
@@ -519,14 +526,15 @@ def export_device_methods(
             raise ValueError(
                 f"{op}: method '{name}': MethodInputs.entry {inputs.entry!r} is not a method of {type(module).__name__}"
             )
-    if partitioner is not None and not insert_copies:
-        raise ValueError(f"{op}: a partitioner goes with insert_copies=True (its backend's copies are inserted for it)")
+    check_backend(backend, op=op)
+    if partitioner is not None and backend != DEFAULT_BACKEND:
+        raise ValueError(f"{op}: pass backend={backend!r} or a partitioner, not both")
+    if (partitioner is not None or backend != DEFAULT_BACKEND) and not insert_copies:
+        raise ValueError(f"{op}: a backend goes with insert_copies=True (its copies are inserted for it)")
     aot.ensure_registered()
     if insert_copies:
         if partitioner is None:
-            from .backend import SimulatedDevicePartitioner
-
-            partitioner = SimulatedDevicePartitioner(device)
+            partitioner = partitioner_for(backend, device, op=op)
         program = _export_through_backend(
             module,
             methods,
@@ -815,6 +823,7 @@ def lower_to_device(
     partitioner: Partitioner | None = None,
     *,
     device: str = "cuda:0",
+    backend: str = "simulated",
     dynamic_shapes: Any = None,
     alloc_graph_input: bool = False,
     alloc_graph_output: bool = True,
@@ -823,9 +832,9 @@ def lower_to_device(
     strict: bool = False,
 ) -> ExecutorchProgramManager:
     """Exports ``module`` and lowers it to a device backend with upstream's
-    skip flags: ``partitioner`` is the device's (default: the simulated
-    device's :class:`~et_copy.backend.SimulatedDevicePartitioner`; upstream's
-    ``CudaPartitioner`` on a GPU); another partitioner is annotated as the
+    skip flags: ``partitioner`` is the device's (default: the partitioner of
+    et-copy's ``backend``, "simulated" or "aoti", :mod:`et_copy.backends`;
+    upstream's ``CudaPartitioner`` on a GPU); another partitioner is annotated as the
     device with :func:`with_target_device`, which is only right for a backend
     that runs on the device (et_copy.runtime refuses at load a CPU backend,
     XNNPACK, handed device memory).
@@ -856,11 +865,12 @@ def lower_to_device(
             f"{op}: skip_d2h_for_method_outputs=True needs alloc_graph_output=False, or the runtime "
             "reserves a buffer for the device output and copies it with memcpy"
         )
+    check_backend(backend, op=op)
+    if partitioner is not None and backend != DEFAULT_BACKEND:
+        raise ValueError(f"{op}: pass backend={backend!r} or a partitioner, not both")
     aot.ensure_registered()
     if partitioner is None:
-        from .backend import SimulatedDevicePartitioner
-
-        partitioner = SimulatedDevicePartitioner(device)
+        partitioner = partitioner_for(backend, device, op=op)
         target: Partitioner = partitioner
     else:
         target = with_target_device(partitioner, device)

@@ -11,6 +11,7 @@ from ._check import check_wrapper
 from ._state import DEFAULT_MAX_TOP_K, HostStateStep, StatefulCausalLM, static_prefill_chunks
 
 if TYPE_CHECKING:
+    from executorch.exir.backend.partitioner import Partitioner
     from transformers import PreTrainedModel
 
 PREFILL, DECODE = "prefill", "decode"
@@ -31,6 +32,8 @@ def export_llm(
     max_top_k: int = DEFAULT_MAX_TOP_K,
     state_on_device: bool = True,
     strict: bool = True,
+    backend: str = "simulated",
+    partitioner: Partitioner | None = None,
 ):
     """Exports ``model`` (a transformers causal LM, :func:`et_copy.llm.tiny_model`)
     as a device program with two methods that share one state:
@@ -64,7 +67,10 @@ def export_llm(
     ``decode`` only: a prompt goes in one token at a time.
 
     ``strict`` is torch.export's: transformers' caches export strict only
-    (torch 2.13 fails non-strict). Returns the ExecutorchProgramManager.
+    (torch 2.13 fails non-strict). ``backend`` ("simulated" or "aoti") or
+    ``partitioner`` choose the device backend, as for
+    :func:`~et_copy.export.export_device_methods`. Returns the
+    ExecutorchProgramManager.
 
     Before exporting, the wrapper is checked against the model
     (:func:`et_copy.llm._check.check_wrapper`): a few prefill and decode
@@ -87,7 +93,13 @@ def export_llm(
         step = HostStateStep(wrapper).eval()
         methods = {DECODE: MethodInputs((torch.tensor([[0]]), torch.tensor([0]), *step.initial_state()))}
         return export_device_methods(
-            step, methods, device=device, strict=strict, constant_methods={MAX_SEQ_LEN: max_seq_len}
+            step,
+            methods,
+            device=device,
+            strict=strict,
+            constant_methods={MAX_SEQ_LEN: max_seq_len},
+            backend=backend,
+            partitioner=partitioner,
         )
     n = torch.export.Dim("prompt_len", min=2, max=max_prompt_len)
     example = _example_length(max_prompt_len)
@@ -105,7 +117,15 @@ def export_llm(
         methods[SET_SAMPLING] = MethodInputs(settings, entry="set_sampling")
         constants[MAX_TOP_K] = wrapper.max_top_k
     with static_prefill_chunks(model, max_prompt_len):
-        return export_device_methods(wrapper, methods, device=device, strict=strict, constant_methods=constants)
+        return export_device_methods(
+            wrapper,
+            methods,
+            device=device,
+            strict=strict,
+            constant_methods=constants,
+            backend=backend,
+            partitioner=partitioner,
+        )
 
 
 def _example_length(bound: int) -> int:

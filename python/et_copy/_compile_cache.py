@@ -1,0 +1,72 @@
+"""A content-addressed cache of compiled device code (AOTInductor .so files).
+
+A CPU compile takes 14 to 50 s on a 2-core machine, and exporting the same
+model twice (tests, prefill and decode re-exported) compiles the same graph
+again. The cache file is named by a hash of everything the compiled code
+depends on (the caller's key parts: graph, input specs, constants' metadata,
+torch version, options, target), never by the weights' values, which the
+code does not hold.
+
+Where: ``$XDG_CACHE_HOME/et_copy/aoti/<key>.so`` (default ``~/.cache``).
+``ET_COPY_AOTI_CACHE=0`` turns it off. Writes are atomic (a temporary file
+in the same folder, then a rename), so a concurrent reader sees a whole file
+or none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+CACHE_ENV = "ET_COPY_AOTI_CACHE"
+
+
+def cache_dir() -> Path | None:
+    """The cache folder, or None when ``ET_COPY_AOTI_CACHE=0`` turns the cache off."""
+    if os.environ.get(CACHE_ENV, "1").strip() in ("0", "false", "no", "off"):
+        return None
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "et_copy" / "aoti"
+
+
+def cache_key(parts: dict[str, Any]) -> str:
+    """sha256 of ``parts`` as canonical JSON (sorted keys; what JSON cannot say, as str)."""
+    text = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def lookup(key: str) -> bytes | None:
+    """The cached bytes for ``key``, or None (a miss, or the cache is off)."""
+    folder = cache_dir()
+    if folder is None:
+        return None
+    try:
+        return (folder / f"{key}.so").read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def store(key: str, data: bytes) -> Path | None:
+    """Stores ``data`` under ``key`` atomically; returns its path, or None when
+    the cache is off. A folder that cannot be written is not an error: the
+    export goes on without the cache."""
+    folder = cache_dir()
+    if folder is None:
+        return None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{key}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, folder / f"{key}.so")
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        return None
+    return folder / f"{key}.so"
