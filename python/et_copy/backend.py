@@ -48,7 +48,7 @@ from ._device import parse_device
 BACKEND_ID = "SimulatedDeviceBackend"  # the C++ backend registers under this name (et_copy::kSimulatedDeviceBackend)
 TARGET_DEVICE_KEY = "target_device"  # executorch's PropagateDevicePass reads this CompileSpec key
 RECORD_MAGIC = "et_copy.delegate"
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 WEIGHT_KEY = "et_copy.weight:"  # + content hash: a weight's bytes in the outer program's named data
 STATE_KEY = "et_copy.state:"  # + content hash: a state tensor's non-zero initial value
 STATE_ALIGNMENT = _C.TENSOR_ALIGNMENT  # each state tensor's offset in the arena (the core checks it)
@@ -269,7 +269,7 @@ def _preprocess(edge_program, compile_specs, layout: dict[str, StateSlot], arena
     if state:
         lines.append(f"arena\t{planner.arena_index}\t{arena_nbytes}")
     program = bytes(nested.buffer)
-    lines.append(f"program\t{len(program)}")
+    lines.append(f"payload\tprogram\t{len(program)}")
     record = ("\n".join(lines) + "\n").encode() + program
     return PreprocessResult(processed_bytes=record, data_store_output=store.get_named_data_store_output())
 

@@ -735,10 +735,10 @@ std::vector<std::string> device_backends(executorch::runtime::etensor::DeviceTyp
   }
   const std::string name = ours->name();
   if (name == "simulated") {
-    return {kSimulatedDeviceBackend};
+    return {kSimulatedDeviceBackend, "AotiDeviceBackend"}; // until the device backend seam registers backends
   }
   if (name == "cuda") {
-    return {kCudaBackendId};
+    return {kCudaBackendId, "AotiDeviceBackend"};
   }
   return {};
 }

@@ -125,10 +125,11 @@ SessionPool::SessionPool(Span<const uint8_t> program_bytes, const executorch::ru
 Session::~Session() = default; // LoadedMethod is complete here
 
 Session::Session(SessionPool* pool) : pool_(pool), id_(next_id()) {
-  // Two options fit a BackendOptions<2> and one backend fits the map: these cannot fail.
+  // Two options fit a BackendOptions<2> and two backends fit the map: these cannot fail.
   (void)backend_specs_.set_option("pool", pool->id_);
   (void)backend_specs_.set_option("session", id_);
   (void)backend_options_.set_options(kSimulatedDeviceBackend, backend_specs_.view());
+  (void)backend_options_.set_options("AotiDeviceBackend", backend_specs_.view()); // until the device backend seam
 }
 
 Result<std::unique_ptr<SessionPool>> SessionPool::create(Span<const uint8_t> program_bytes,

@@ -48,7 +48,7 @@ def records(program) -> dict[str, list[tuple[list[str], bytes]]]:
         out[plan.name] = []
         for d in plan.delegates:
             blob = bytes(emitted.backend_delegate_data[d.processed.index].data)
-            head, _, rest = blob.partition(b"\nprogram\t")
+            head, _, rest = blob.partition(b"\npayload\tprogram\t")
             size, _, nested = rest.partition(b"\n")
             assert len(nested) == int(size)
             out[plan.name].append((head.decode().split("\n"), nested))
@@ -89,7 +89,7 @@ def test_the_whole_graph_is_one_delegate_between_the_copies(two_methods):
 
 def test_the_record_names_the_device_weights_state_and_arena(two_methods):
     header, nested = records(two_methods)["three"][0]
-    assert header[0] == "et_copy.delegate 1"
+    assert header[0] == "et_copy.delegate 2"
     assert header[1] == "device\tcuda\t0"
     weights = {line.split("\t")[1]: line.split("\t")[2:] for line in header if line.startswith("weight\t")}
     assert set(weights) == {"lin.weight", "lin.bias"}

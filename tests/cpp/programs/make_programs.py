@@ -114,7 +114,7 @@ def delegate_record(module: torch.nn.Module, args: tuple) -> tuple[bytes, bytes]
     ep = torch.export.export(module, args)
     planning = ArenaPlanningPass(alloc_graph_input=False, alloc_graph_output=False)
     nested = to_edge(ep).to_executorch(ExecutorchBackendConfig(external_constants=True, memory_planning_pass=planning))
-    lines = ["et_copy.delegate 1", "device\tcuda\t0"]
+    lines = ["et_copy.delegate 2", "device\tcuda\t0"]
     data = b""
     for value in nested.executorch_program.execution_plan[0].values:
         info = getattr(value.val, "extra_tensor_info", None) if isinstance(value.val, SerializedTensor) else None
@@ -132,7 +132,7 @@ def delegate_record(module: torch.nn.Module, args: tuple) -> tuple[bytes, bytes]
     if arena:
         lines.append(arena)
     program = nested.buffer
-    lines.append(f"program\t{len(program)}")
+    lines.append(f"payload\tprogram\t{len(program)}")
     return ("\n".join(lines) + "\n").encode() + program, data
 
 
