@@ -170,7 +170,7 @@ TEST(DelegateRecord, AnAotiPayloadNeedsOneTargetOneIoAndATensorLinePerWeightAndS
   expect_aoti_refused(11, "target\tmps\t2.13.0", "target 'mps' is not cpu or cuda");
   expect_aoti_refused(11, "target\tcpu\t", "a target needs the torch version");
   expect_aoti_refused(12, "target\tcpu\t2.13.0", "line 13 ('target\\tcpu\\t2.13.0'): a second target line");
-  expect_aoti_refused(11, "io\t1\t1", "line 12 ('io\\t1\\t1'): a second io line");
+  expect_aoti_refused(11, "io\t1\t1", "line 13 ('io\\t2\\t3'): a second io line");
   expect_aoti_refused(12, "io\t2", "an io line has 3 fields");
   expect_aoti_refused(12, "io\t2\t-1", "inputs and outputs are decimal counts");
   expect_aoti_refused(12, "io\t2\t2000000", "inputs and outputs are decimal counts");
