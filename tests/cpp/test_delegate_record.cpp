@@ -133,16 +133,19 @@ void expect_aoti_refused(size_t line, const std::string& text, const std::string
 }
 
 TEST(DelegateRecord, TensorLinesAreChecked) {
-  expect_aoti_refused(7, "tensor\tlinear.weight\t6\t4,4", "line 8 ('tensor\\tlinear.weight\\t6\\t4,4'): a tensor line has 5 fields");
+  expect_aoti_refused(7, "tensor\tlinear.weight\t6\t4,4",
+                      "line 8 ('tensor\\tlinear.weight\\t6\\t4,4'): a tensor line has 5 fields");
   expect_aoti_refused(7, "tensor\t\t6\t4,4\t4,1", "a tensor needs a name");
   for (const char* dtype : {"-1", "99", "128", "x", ""}) {
-    expect_aoti_refused(7, std::string("tensor\tlinear.weight\t") + dtype + "\t4,4\t4,1", "is not an ExecuTorch ScalarType");
+    expect_aoti_refused(7, std::string("tensor\tlinear.weight\t") + dtype + "\t4,4\t4,1",
+                        "is not an ExecuTorch ScalarType");
   }
   for (const char* sizes : {"4,", ",4", "4,,4", "-4,4", "4;4", "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1"}) {
     expect_aoti_refused(7, std::string("tensor\tlinear.weight\t6\t") + sizes + "\t4,1", "comma-separated decimals");
   }
   expect_aoti_refused(7, "tensor\tlinear.weight\t6\t16\t1,1", "1 sizes and 2 strides");
-  expect_aoti_refused(8, "tensor\tlinear.weight\t6\t4\t1", "line 9 ('tensor\\tlinear.weight\\t6\\t4\\t1'): a second tensor line for 'linear.weight'");
+  expect_aoti_refused(8, "tensor\tlinear.weight\t6\t4\t1",
+                      "line 9 ('tensor\\tlinear.weight\\t6\\t4\\t1'): a second tensor line for 'linear.weight'");
   expect_aoti_refused(7, "tensor\tlinear.wait\t6\t4,4\t4,1", "line 8: tensor 'linear.wait' names no weight or state");
 }
 
@@ -152,7 +155,8 @@ TEST(DelegateRecord, ATensorSpanMustFitItsWeightOrState) {
   EXPECT_TRUE(parse(with_line(7, "tensor\tlinear.weight\t6\t2,2\t8,2", good_aoti_record())).ok()) << "span 11 floats";
   EXPECT_TRUE(parse(with_line(7, "tensor\tlinear.weight\t6\t0,1000\t1000,1", good_aoti_record())).ok()) << "empty";
   EXPECT_TRUE(parse(with_line(7, "tensor\tlinear.weight\t6\t1000\t0", good_aoti_record())).ok()) << "broadcast";
-  expect_aoti_refused(7, "tensor\tlinear.weight\t6\t4,5\t5,1", "line 8: tensor 'linear.weight' reaches 80 bytes, and 'linear.weight' has 64");
+  expect_aoti_refused(7, "tensor\tlinear.weight\t6\t4,5\t5,1",
+                      "line 8: tensor 'linear.weight' reaches 80 bytes, and 'linear.weight' has 64");
   expect_aoti_refused(7, "tensor\tlinear.weight\t6\t2,2\t15,1", "reaches 68 bytes");
   expect_aoti_refused(7, "tensor\tlinear.weight\t7\t4,4\t4,1", "reaches 128 bytes");
   expect_aoti_refused(10, "tensor\tcount\t4\t2\t1", "tensor 'count' reaches 16 bytes, and 'count' has 8");
@@ -184,9 +188,10 @@ TEST(DelegateRecord, AProgramPayloadHasNoAotiLinesAndItsArenaNamesABuffer) {
 }
 
 TEST(DelegateRecord, PayloadKindMustBeProgramOrAoti) {
-  expect_refused(with_line(7, "payload\tpte\t15"), "line 8 ('payload\\tpte\\t15'): payload kind 'pte' is not program or aoti");
+  expect_refused(with_line(7, "payload\tpte\t15"),
+                 "line 8 ('payload\\tpte\\t15'): payload kind 'pte' is not program or aoti");
   expect_refused(with_line(7, "payload\t15"), "a payload line has 3 fields");
-  expect_refused(with_line(7, "program\t15"), "unknown kind of line 'program'") ;
+  expect_refused(with_line(7, "program\t15"), "unknown kind of line 'program'");
 }
 
 TEST(DelegateRecord, MinimalRecordHasNoWeightsNoStateAndAnEmptyProgram) {
@@ -216,17 +221,17 @@ TEST(DelegateRecord, EveryOneByteChangeParsesOrIsRefusedWithoutReadingOutside) {
   // Run under ASan to see reads outside; here it must not crash and must
   // answer Ok or DelegateInvalidCompatibility.
   for (const std::string& good : {good_record(), good_aoti_record()}) {
-  for (size_t i = 0; i < good.size(); ++i) {
-    for (const int b : {0x00, 0x09, 0x0a, 0x2d, 0x30, 0x39, 0x7f, 0xff}) {
-      std::string bytes = good;
-      bytes[i] = static_cast<char>(b);
-      std::vector<uint8_t> exact(bytes.begin(), bytes.end()); // no NUL after the end to lean on
-      auto r = parse_delegate_record(exact.data(), exact.size());
-      if (!r.ok()) {
-        EXPECT_EQ(r.error(), Error::DelegateInvalidCompatibility) << i << " " << b;
+    for (size_t i = 0; i < good.size(); ++i) {
+      for (const int b : {0x00, 0x09, 0x0a, 0x2d, 0x30, 0x39, 0x7f, 0xff}) {
+        std::string bytes = good;
+        bytes[i] = static_cast<char>(b);
+        std::vector<uint8_t> exact(bytes.begin(), bytes.end()); // no NUL after the end to lean on
+        auto r = parse_delegate_record(exact.data(), exact.size());
+        if (!r.ok()) {
+          EXPECT_EQ(r.error(), Error::DelegateInvalidCompatibility) << i << " " << b;
+        }
       }
     }
-  }
   }
 }
 
@@ -299,7 +304,8 @@ TEST(DelegateRecord, DuplicatesAreRefused) {
 TEST(DelegateRecord, StateMustLieInsideAnArena) {
   expect_refused(with_line(6, "arena\t2\t23"), "line 6: state 'count' (8 bytes at 16) is outside the arena (23 bytes)");
   expect_refused(with_line(5, "state\tcount\t18446744073709551615\t8\t-"), "outside the arena");
-  expect_refused("et_copy.delegate 2\ndevice\tcuda\t0\nstate\ts\t0\t4\t-\npayload\tprogram\t0\n", "outside the arena (none)");
+  expect_refused("et_copy.delegate 2\ndevice\tcuda\t0\nstate\ts\t0\t4\t-\npayload\tprogram\t0\n",
+                 "outside the arena (none)");
 }
 
 TEST(DelegateRecord, StateMustStartOnATensorAlignmentBoundary) {
@@ -310,7 +316,8 @@ TEST(DelegateRecord, StateMustStartOnATensorAlignmentBoundary) {
 }
 
 TEST(DelegateRecord, PayloadSizeMustMatchTheBytesThatFollow) {
-  expect_refused(with_line(7, "payload\tprogram\t14"), "line 8 ('payload\\tprogram\\t14'): the payload is 14 bytes, and 15 bytes follow");
+  expect_refused(with_line(7, "payload\tprogram\t14"),
+                 "line 8 ('payload\\tprogram\\t14'): the payload is 14 bytes, and 15 bytes follow");
   expect_refused(with_line(7, "payload\tprogram\t16"), "the payload is 16 bytes");
   expect_refused(with_line(13, "payload\taoti\t16", good_aoti_record()), "the payload is 16 bytes");
   expect_refused("et_copy.delegate 2\ndevice\tcuda\t0\n", "the record ends before its payload line");

@@ -55,7 +55,8 @@ def _tensor_line(name: str, t: torch.Tensor) -> str:
 
 
 def _compile(edge_program, target: str) -> bytes:
-    inputs = [n.meta["val"] for n in edge_program.graph.nodes if n.op == "placeholder" and n.name in set(edge_program.graph_signature.user_inputs)]
+    user = set(edge_program.graph_signature.user_inputs)
+    inputs = [n.meta["val"] for n in edge_program.graph.nodes if n.op == "placeholder" and n.name in user]
     key = hashlib.sha256(
         (edge_program.graph_module.code + repr([(tuple(v.shape), v.dtype) for v in inputs]) + target).encode()
     ).hexdigest()

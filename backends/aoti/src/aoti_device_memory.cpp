@@ -115,8 +115,8 @@ Result<std::shared_ptr<DeviceBlock>> device_weight(const DelegateWeight& w, et::
   }
   auto made = DeviceBlock::create(w.nbytes, index);
   if (!made.ok()) {
-    *what = "weight '" + w.fqn + "': cannot allocate " + std::to_string(w.nbytes) + " bytes on cuda:" +
-            std::to_string(int(index));
+    *what = "weight '" + w.fqn + "': cannot allocate " + std::to_string(w.nbytes) +
+            " bytes on cuda:" + std::to_string(int(index));
     return made.error();
   }
   block = std::move(*made);
@@ -130,9 +130,8 @@ Result<std::shared_ptr<DeviceBlock>> device_weight(const DelegateWeight& w, et::
   return block;
 }
 
-Result<std::shared_ptr<StateArena>> state_arena(const ArenaKey& key, const DelegateRecord& r,
-                                                const std::string& method, const NamedDataMap* named_data,
-                                                std::string* what) {
+Result<std::shared_ptr<StateArena>> state_arena(const ArenaKey& key, const DelegateRecord& r, const std::string& method,
+                                                const NamedDataMap* named_data, std::string* what) {
   Caches& c = caches();
   std::lock_guard<std::mutex> lock(c.mutex);
   for (auto it = c.arenas.begin(); it != c.arenas.end();) {
@@ -149,8 +148,8 @@ Result<std::shared_ptr<StateArena>> state_arena(const ArenaKey& key, const Deleg
   if (fresh) {
     auto block = DeviceBlock::create(r.arena_nbytes, r.device_index);
     if (!block.ok()) {
-      *what = "cannot allocate the state arena (" + std::to_string(r.arena_nbytes) + " bytes) on cuda:" +
-              std::to_string(int(r.device_index));
+      *what = "cannot allocate the state arena (" + std::to_string(r.arena_nbytes) +
+              " bytes) on cuda:" + std::to_string(int(r.device_index));
       return block.error();
     }
     arena = std::make_shared<StateArena>();
@@ -163,8 +162,8 @@ Result<std::shared_ptr<StateArena>> state_arena(const ArenaKey& key, const Deleg
     if (known != arena->states.end()) {
       if (known->second.offset != s.offset || known->second.nbytes != s.nbytes) {
         *what = "state '" + s.name + "' is " + std::to_string(s.nbytes) + " bytes at " + std::to_string(s.offset) +
-                " here, " + std::to_string(known->second.nbytes) + " bytes at " +
-                std::to_string(known->second.offset) + " in method '" + arena->method + "'";
+                " here, " + std::to_string(known->second.nbytes) + " bytes at " + std::to_string(known->second.offset) +
+                " in method '" + arena->method + "'";
         return Error::InvalidProgram;
       }
       continue;

@@ -23,7 +23,7 @@ namespace et_copy::aoti {
 namespace {
 
 // interface.h's C ABI, as the model .so exports it.
-using RuntimeError = int32_t; // AOTIRuntimeError
+using RuntimeError = int32_t;               // AOTIRuntimeError
 constexpr RuntimeError kRuntimeSuccess = 0; // AOTI_RUNTIME_SUCCESS
 using ContainerHandle = void*;              // AOTInductorModelContainerHandle
 struct ConstantMapEntry {                   // AOTInductorConstantMapEntry
@@ -170,7 +170,8 @@ std::shared_ptr<Library> load_library(const uint8_t* so, size_t nbytes, std::str
   lib->num_outputs = reinterpret_cast<GetNumFn>(need("AOTInductorModelContainerGetNumOutputs"));
   lib->update_pairs =
       reinterpret_cast<UpdatePairsFn>(dlsym(dl, "AOTInductorModelContainerUpdateUserManagedConstantBufferPairs"));
-  lib->update_map = reinterpret_cast<UpdateMapFn>(dlsym(dl, "AOTInductorModelContainerUpdateUserManagedConstantBuffer"));
+  lib->update_map =
+      reinterpret_cast<UpdateMapFn>(dlsym(dl, "AOTInductorModelContainerUpdateUserManagedConstantBuffer"));
   lib->last_error = reinterpret_cast<GetLastErrorFn>(dlsym(dl, "AOTInductorGetLastError"));
   if (lib->update_pairs == nullptr && lib->update_map == nullptr) {
     missing += (missing.empty() ? "" : ", ") + std::string("AOTInductorModelContainerUpdateUserManagedConstantBuffer");
@@ -211,7 +212,8 @@ bool ModelTensor::copy_into(const BlobView& dst, std::string* what) const {
   if (d == nullptr) {
     return false;
   }
-  const bool copied = torch_ok(aoti_torch_copy_(d, static_cast<AtenTensorHandle>(handle_), 0), "aoti_torch_copy_", what);
+  const bool copied =
+      torch_ok(aoti_torch_copy_(d, static_cast<AtenTensorHandle>(handle_), 0), "aoti_torch_copy_", what);
   (void)aoti_torch_delete_tensor_object(d);
   return copied;
 }

@@ -84,7 +84,7 @@ struct DelegateRecord {
   std::vector<DelegateState> states;
   bool has_arena = false;
   bool has_arena_buffer = false; ///< false for "-"
-  size_t arena_buffer = 0;       ///< index of the arena among the nested method's planned buffers (MethodMeta's numbering)
+  size_t arena_buffer = 0; ///< index of the arena among the nested method's planned buffers (MethodMeta's numbering)
   size_t arena_nbytes = 0;
   std::vector<DelegateTensor> tensors; ///< in line order
   std::string target;                  ///< "cpu" or "cuda"; empty when the record has no target line
