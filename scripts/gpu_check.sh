@@ -75,6 +75,7 @@ if [[ $DRY_RUN == 1 ]]; then
   step "dry run: no build; et_copy from $($PY -c 'import et_copy, os; print(os.path.dirname(et_copy.__file__))')"
   echo "would: install $WHEELS/*.whl into $SITE; pip install --no-build-isolation this tree with CUDA"
   echo "would: pytest tests/python/test_cuda.py -m gpu; pytest tests/python/test_end_to_end.py -m gpu"
+  echo "would: pytest tests/python/test_aoti_runtime.py -m gpu"
   echo "would: $PY scripts/gpu_llm_check.py (CudaPartitioner, use_cuda); benchmarks/cuda_copy_bench.py"
   step "LLM on the simulated device (the GPU step's --dry-run)"
   set +e
@@ -175,6 +176,14 @@ set -e
 # Nothing passed means no GPU was seen: a FAIL on a machine lent for its GPU.
 grep -qE '[0-9]+ passed' "$OUT/end_to_end.log" || (( rc != 0 )) || rc=1
 result "tests/python/test_end_to_end.py -m gpu" "$rc" "$(grep -E '^(FAILED|SKIPPED)' "$OUT/end_to_end.log" | head -3 | tr '\n' ' ')"
+
+step "AOTInductor models on the GPU through AotiDeviceBackend (tests/python/test_aoti_runtime.py -m gpu)"
+set +e
+(cd "$REPO" && timeout "$(left 150)" "$PY" -m pytest tests/python/test_aoti_runtime.py -m gpu -q -rs -p no:cacheprovider) 2>&1 | tee "$OUT/aoti.log" | tail -20
+rc=${PIPESTATUS[0]}
+set -e
+grep -qE '[0-9]+ passed' "$OUT/aoti.log" || (( rc != 0 )) || rc=1
+result "tests/python/test_aoti_runtime.py -m gpu" "$rc" "$(grep -E '^(FAILED|SKIPPED)' "$OUT/aoti.log" | head -3 | tr '\n' ' ')"
 
 step "tiny Qwen 3.5 MoE through CudaPartitioner on et_copy.runtime (scripts/gpu_llm_check.py)"
 set +e
