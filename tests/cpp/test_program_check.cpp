@@ -942,7 +942,8 @@ TEST(DeviceBackends, WhoeverServesTheDeviceSaysWhichBackendsRunOnIt) {
   EXPECT_TRUE(et_copy::device_backends().empty()); // nothing serves CUDA yet
   EXPECT_TRUE(et_copy::device_backends(DeviceType::CPU).empty());
   ASSERT_NE(et_copy::use_simulated_device(), et_copy::Registration::kFailed);
-  EXPECT_EQ(et_copy::device_backends(), std::vector<std::string>{"SimulatedDeviceBackend"});
-  EXPECT_EQ(et_copy::device_backends(DeviceType::CUDA), std::vector<std::string>{"SimulatedDeviceBackend"});
+  const std::vector<std::string> simulated{"SimulatedDeviceBackend", "AotiDeviceBackend"};
+  EXPECT_EQ(et_copy::device_backends(), simulated);
+  EXPECT_EQ(et_copy::device_backends(DeviceType::CUDA), simulated);
   EXPECT_TRUE(et_copy::device_backends(DeviceType::CPU).empty());
 }

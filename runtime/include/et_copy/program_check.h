@@ -77,7 +77,8 @@ inline constexpr const char* kCudaBackendId = "CudaBackend";
  * DeviceAllocator registered for `type` (executorch::runtime::
  * get_device_allocator). et-copy's SimulatedDeviceAllocator ("simulated")
  * allows kSimulatedDeviceBackend (simulated_device_backend.h), et-copy's CudaDeviceAllocator ("cuda")
- * kCudaBackendId. Empty for CPU, when no allocator is registered for
+ * kCudaBackendId; both also allow "AotiDeviceBackend" (backends/aoti), until
+ * registered device backends replace this table. Empty for CPU, when no allocator is registered for
  * `type`, or when it is not one of et-copy's (nothing is known to run on
  * that device). This is the one place that mapping lives.
  *
