@@ -267,6 +267,19 @@ def test_several_outputs_of_several_dtypes(three):
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
 
 
+def test_a_dynamic_batch_resizes_the_output_to_the_models(device):
+    batch = torch.export.Dim("batch", max=8)
+    program = export_device_program(
+        Mlp(), (torch.randn(4, 8),), partitioner=AotiPartitioner(), dynamic_shapes={"x": {0: batch}}
+    ).buffer
+    method = et_copy.runtime.load(program).load_method("forward")
+    for n in (1, 3, 8):
+        x = torch.randn(n, 8)
+        out = method.execute([x])[0]
+        assert out.shape == (n, 4)
+        torch.testing.assert_close(out, Mlp()(x), rtol=1e-5, atol=1e-6)
+
+
 def test_a_host_tensor_is_refused_naming_the_argument(device):
     # Without target_device no copies go in: the delegate gets the host input.
     edge = to_edge_transform_and_lower(
