@@ -4,7 +4,8 @@
 // headers, is compiled apart from ExecuTorch's (whose include path carries a
 // vendored copy of torch's header-only library that clashes with torch's).
 // Only torch's C ABI is used (interface.h, the aoti_torch_* shims), so the
-// same code builds against any torch that has them (2.11 and 2.13 seen).
+// same code builds against any torch that has them (written for 2.11 and
+// 2.13; built and run with 2.13 only so far).
 //
 // Every call reports failure as false with the reason in `*what`, which must
 // not be null; AOTI runtime errors carry AOTInductorGetLastError's message

@@ -8,8 +8,8 @@
 //   state  <name> <offset> <nbytes> <initial key or ->  offset a multiple of kTensorAlignment
 //   arena  <nested buffer index or -> <nbytes>      at most once; absent: no state
 //   tensor <name> <ScalarType int> <sizes> <strides>   sizes, strides: comma-separated decimals
-//   target <cpu|cuda> <torch version>              aot_inductor payloads: exactly once
-//   io     <inputs> <outputs>                      aot_inductor payloads: exactly once
+//   target <cpu|cuda> <torch version>              aoti payloads: exactly once
+//   io     <inputs> <outputs>                      aoti payloads: exactly once
 //   payload <program|aoti> <nbytes>                last; then exactly nbytes of payload
 //
 // A `program` payload is a nested ExecuTorch program (SimulatedDeviceBackend);
