@@ -82,6 +82,7 @@ if [[ $DRY_RUN == 1 ]]; then
   echo "would: install $WHEELS/*.whl into $SITE; pip install --no-build-isolation this tree with CUDA"
   echo "would: pytest tests/python/test_cuda.py -m gpu; pytest tests/python/test_end_to_end.py -m gpu"
   echo "would: $PY scripts/gpu_aoti_check.py --bench (AotiDeviceBackend compiled for CUDA, use_cuda)"
+  echo "would: pytest tests/python/test_aoti_runtime.py -m gpu"
   echo "would: $PY scripts/gpu_llm_check.py (CudaPartitioner, use_cuda); benchmarks/cuda_copy_bench.py"
   step "LLM on the simulated device (the GPU step's --dry-run)"
   set +e

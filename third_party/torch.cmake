@@ -6,7 +6,9 @@
 # a CUDA build of torch, and the bindings need none of it.
 #
 # Defines ET_COPY_TORCH_INCLUDE_DIRS, ET_COPY_TORCH_DEFINITIONS,
-# ET_COPY_TORCH_LIB_DIR and ET_COPY_TORCH_LIBRARIES.
+# ET_COPY_TORCH_LIB_DIR, ET_COPY_TORCH_LIBRARIES (what the bindings link) and
+# ET_COPY_TORCH_SHIM_LIBRARIES (torch_cpu and c10: the aoti_torch_* C shims,
+# what backends/aoti links).
 
 execute_process(
   COMMAND "${Python_EXECUTABLE}" -c
@@ -35,4 +37,5 @@ foreach(_lib torch_python torch_cpu c10)
   endif()
   list(APPEND ET_COPY_TORCH_LIBRARIES "${_path}")
 endforeach()
+set(ET_COPY_TORCH_SHIM_LIBRARIES "${ET_COPY_TORCH_LIB_DIR}/libtorch_cpu.so" "${ET_COPY_TORCH_LIB_DIR}/libc10.so")
 message(STATUS "et_copy: torch from ${_et_copy_torch_root}")

@@ -10,6 +10,7 @@
 #include <et_copy/limits.h>
 
 #include "allocators.h"
+#include "aoti.h"
 #include "copies.h"
 #include "device_tensor.h"
 #ifdef ET_COPY_WITH_CUDA
@@ -163,6 +164,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("device_name", &et_copy::device_name, py::arg("device_type"), py::arg("device_index"),
         "'cpu', 'cuda:N' or 'device type T:N': how et-copy names a device everywhere.");
   bind_allocators(m);
+  bind_aoti(m);
   bind_device_tensor(m);
   bind_copies(m);
   bind_program(m);

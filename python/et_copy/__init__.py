@@ -26,6 +26,7 @@ from ._registration import (
     kernel_owner,
     register_kernels,
     register_simulated_device_backend,
+    use_aoti_backend,
     use_simulated_device,
 )
 from ._tensors import DeviceTensor, empty
@@ -71,5 +72,6 @@ __all__ = [
     "register_simulated_device_backend",
     "run_registered",
     "use_cuda",
+    "use_aoti_backend",
     "use_simulated_device",
 ]

@@ -104,6 +104,23 @@ def register_simulated_device_backend() -> str:
     return _C.register_simulated_device_backend()
 
 
+def use_aoti_backend() -> str:
+    """Registers ``AotiDeviceBackend``, the compiled device backend, unless it
+    is registered already (C++'s ``et_copy::register_aoti_backend``).
+
+    It runs delegates whose record carries an AOTInductor model: compiled
+    for target ``cpu`` on the simulated device (:func:`use_simulated_device`),
+    for ``cuda`` on a GPU (:func:`et_copy.use_cuda`), by the torch this
+    package was built against (``_C.AOTI_TORCH_VERSION``). Idempotent:
+    "registered" the first time, "already et_copy" after. Raises
+    EtCopyError("RegistrationAlreadyRegistered") when another library
+    registered a backend of that name, which ExecuTorch cannot replace.
+    Like :func:`register_simulated_device_backend` it registers only when
+    asked: nothing registers it at import.
+    """
+    return _C.register_aoti_backend()
+
+
 def allocator_stats(device: str = "cuda") -> dict[str, int]:
     """Counters of et_copy's allocator serving ``device`` ("cuda"):
     allocations, deallocations, live_allocations, bytes_outstanding,

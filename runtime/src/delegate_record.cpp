@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include <et_copy/limits.h>
+#include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 #include <executorch/runtime/platform/log.h>
 
 namespace et_copy {
@@ -16,6 +17,7 @@ namespace et = executorch::runtime::etensor;
 namespace {
 
 constexpr size_t kMaxShownLine = 80; // a garbage "line" can be megabytes
+constexpr size_t kMaxIo = 1u << 20;  // inputs or outputs of one delegate call; far above any real one
 
 // A line as a message shows it: tabs as \t, other control and non-ASCII
 // bytes as \xNN, cut at kMaxShownLine bytes.
@@ -73,6 +75,54 @@ bool parse_size(std::string_view s, size_t* out) {
   return true;
 }
 
+// Comma-separated plain decimals; empty for none (a 0-d tensor).
+bool parse_list(std::string_view s, std::vector<int64_t>* out) {
+  out->clear();
+  if (s.empty()) {
+    return true;
+  }
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = s.find(',', start);
+    size_t v = 0;
+    if (!parse_size(s.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start), &v) ||
+        v > static_cast<size_t>(INT64_MAX) || out->size() >= kMaxTensorDims) {
+      return false;
+    }
+    out->push_back(static_cast<int64_t>(v));
+    if (comma == std::string_view::npos) {
+      return true;
+    }
+    start = comma + 1;
+  }
+}
+
+// Bytes a strided view reaches from its start: 0 when it has no element,
+// else (1 + sum (size - 1) * stride) * element size; false on overflow.
+bool span_nbytes(const DelegateTensor& t, size_t* out) {
+  size_t last = 0;
+  for (size_t i = 0; i < t.sizes.size(); ++i) {
+    if (t.sizes[i] == 0) {
+      *out = 0;
+      return true;
+    }
+  }
+  for (size_t i = 0; i < t.sizes.size(); ++i) {
+    const auto extent = static_cast<size_t>(t.sizes[i] - 1);
+    const auto stride = static_cast<size_t>(t.strides[i]);
+    if (stride != 0 && extent > (SIZE_MAX - last) / stride) {
+      return false;
+    }
+    last += extent * stride;
+  }
+  const size_t element = executorch::runtime::elementSize(t.dtype);
+  if (last >= SIZE_MAX / element) {
+    return false;
+  }
+  *out = (last + 1) * element;
+  return true;
+}
+
 class Parser {
  public:
   Parser(const uint8_t* data, size_t size, std::string* what) : p_(data), n_(size), what_(what) {}
@@ -88,11 +138,12 @@ class Parser {
     }
     DelegateRecord r;
     bool has_device = false;
-    std::set<std::string_view> fqns, states;
+    size_t arena_line = 0, target_line = 0, io_line = 0;
+    std::set<std::string_view> fqns, states, tensors;
     for (;;) {
       if (!next_line(&line)) {
         if (at_end_ >= n_) {
-          return fail("the record ends before its program line");
+          return fail("the record ends before its payload line");
         }
         ++line_; // the unterminated rest is the next line
         return fail("the line has no end (\\n)",
@@ -148,27 +199,92 @@ class Parser {
         r.states.push_back(std::move(s));
       } else if (kind == "arena") {
         if (f.size() != 3) {
-          return fail("an arena line has 3 fields: arena, nested buffer index, nbytes", line);
+          return fail("an arena line has 3 fields: arena, nested buffer index or -, nbytes", line);
         }
         if (r.has_arena) {
           return fail("a second arena line", line);
         }
-        if (!parse_size(f[1], &r.arena_buffer) || !parse_size(f[2], &r.arena_nbytes)) {
-          return fail("an arena needs a decimal buffer index and size", line);
+        r.has_arena_buffer = f[1] != "-";
+        if ((r.has_arena_buffer && !parse_size(f[1], &r.arena_buffer)) || !parse_size(f[2], &r.arena_nbytes)) {
+          return fail("an arena needs a decimal buffer index or -, and a decimal size", line);
         }
         r.has_arena = true;
-      } else if (kind == "program") {
+        arena_line = line_;
+      } else if (kind == "tensor") {
+        DelegateTensor t;
+        size_t dtype = 0;
+        if (f.size() != 5) {
+          return fail("a tensor line has 5 fields: tensor, name, dtype, sizes, strides", line);
+        }
+        if (f[1].empty()) {
+          return fail("a tensor needs a name", line);
+        }
+        if (!parse_size(f[2], &dtype) || dtype > 127 ||
+            !executorch::runtime::isValid(static_cast<executorch::aten::ScalarType>(dtype))) {
+          return fail("dtype '" + show(f[2]) + "' is not an ExecuTorch ScalarType", line);
+        }
+        t.dtype = static_cast<executorch::aten::ScalarType>(dtype);
+        if (!parse_list(f[3], &t.sizes) || !parse_list(f[4], &t.strides)) {
+          return fail("sizes and strides are comma-separated decimals, at most " + std::to_string(kMaxTensorDims),
+                      line);
+        }
+        if (t.sizes.size() != t.strides.size()) {
+          return fail(std::to_string(t.sizes.size()) + " sizes and " + std::to_string(t.strides.size()) + " strides",
+                      line);
+        }
+        if (!tensors.insert(f[1]).second) {
+          return fail("a second tensor line for '" + std::string(f[1]) + "'", line);
+        }
+        t.name = f[1];
+        tensor_lines_.push_back(line_);
+        r.tensors.push_back(std::move(t));
+      } else if (kind == "target") {
+        if (f.size() != 3) {
+          return fail("a target line has 3 fields: target, cpu or cuda, torch version", line);
+        }
+        if (target_line != 0) {
+          return fail("a second target line", line);
+        }
+        if (f[1] != "cpu" && f[1] != "cuda") {
+          return fail("target '" + show(f[1]) + "' is not cpu or cuda", line);
+        }
+        if (f[2].empty()) {
+          return fail("a target needs the torch version that compiled the payload", line);
+        }
+        r.target = f[1];
+        r.torch_version = f[2];
+        target_line = line_;
+      } else if (kind == "io") {
+        if (f.size() != 3) {
+          return fail("an io line has 3 fields: io, inputs, outputs", line);
+        }
+        if (io_line != 0) {
+          return fail("a second io line", line);
+        }
+        if (!parse_size(f[1], &r.num_inputs) || !parse_size(f[2], &r.num_outputs) || r.num_inputs > kMaxIo ||
+            r.num_outputs > kMaxIo) {
+          return fail("inputs and outputs are decimal counts up to " + std::to_string(kMaxIo), line);
+        }
+        io_line = line_;
+      } else if (kind == "payload") {
         size_t nbytes = 0;
-        if (f.size() != 2 || !parse_size(f[1], &nbytes)) {
-          return fail("a program line has 2 fields: program, decimal nbytes", line);
+        if (f.size() != 3 || !parse_size(f[2], &nbytes)) {
+          return fail("a payload line has 3 fields: payload, kind, decimal nbytes", line);
+        }
+        if (f[1] == kPayloadProgram) {
+          r.payload_kind = PayloadKind::kProgram;
+        } else if (f[1] == kPayloadAoti) {
+          r.payload_kind = PayloadKind::kAoti;
+        } else {
+          return fail("payload kind '" + show(f[1]) + "' is not " + kPayloadProgram + " or " + kPayloadAoti, line);
         }
         if (nbytes != n_ - at_) {
-          return fail("the program is " + std::to_string(nbytes) + " bytes, and " + std::to_string(n_ - at_) +
+          return fail("the payload is " + std::to_string(nbytes) + " bytes, and " + std::to_string(n_ - at_) +
                           " bytes follow its line",
                       line);
         }
-        r.program = p_ + at_;
-        r.program_nbytes = nbytes;
+        r.payload = p_ + at_;
+        r.payload_nbytes = nbytes;
         break;
       } else {
         return fail("unknown kind of line '" + show(kind) + "'", line);
@@ -191,6 +307,62 @@ class Parser {
                     std::to_string(kTensorAlignment) + " bytes");
       }
     }
+    for (size_t i = 0; i < r.tensors.size(); ++i) {
+      const DelegateTensor& t = r.tensors[i];
+      line_ = tensor_lines_[i];
+      size_t nbytes = 0;
+      bool named = false;
+      for (const auto& w : r.weights) {
+        if (w.fqn == t.name) {
+          named = true;
+          nbytes = w.nbytes;
+        }
+      }
+      for (const auto& s : r.states) {
+        if (s.name == t.name) {
+          named = true;
+          nbytes = s.nbytes;
+        }
+      }
+      if (!named) {
+        return fail("tensor '" + t.name + "' names no weight or state");
+      }
+      size_t span = 0;
+      if (!span_nbytes(t, &span) || span > nbytes) {
+        return fail("tensor '" + t.name + "' reaches " + (span_nbytes(t, &span) ? std::to_string(span) : "too many") +
+                    " bytes, and '" + t.name + "' has " + std::to_string(nbytes));
+      }
+    }
+    const size_t payload_line = line_ = lines_read_;
+    if (r.payload_kind == PayloadKind::kProgram) {
+      if (!r.tensors.empty() || target_line != 0 || io_line != 0) {
+        line_ = !r.tensors.empty() ? tensor_lines_[0] : target_line != 0 ? target_line : io_line;
+        return fail(std::string("a ") + kPayloadProgram + " payload has no tensor, target or io line");
+      }
+      if (r.has_arena && !r.has_arena_buffer) {
+        line_ = arena_line;
+        return fail(std::string("a ") + kPayloadProgram + " payload's arena names its nested planned buffer, not -");
+      }
+    } else {
+      if (target_line == 0 || io_line == 0) {
+        line_ = payload_line;
+        return fail(std::string("an ") + kPayloadAoti + " payload needs a target line and an io line");
+      }
+      if (r.has_arena && r.has_arena_buffer) {
+        line_ = arena_line;
+        return fail(std::string("an ") + kPayloadAoti + " payload's arena is -, not a nested planned buffer");
+      }
+      for (const auto& w : r.weights) {
+        if (tensors.count(w.fqn) == 0) {
+          return fail(std::string("an ") + kPayloadAoti + " payload needs a tensor line for weight '" + w.fqn + "'");
+        }
+      }
+      for (const auto& s : r.states) {
+        if (tensors.count(s.name) == 0) {
+          return fail(std::string("an ") + kPayloadAoti + " payload needs a tensor line for state '" + s.name + "'");
+        }
+      }
+    }
     return r;
   }
 
@@ -210,6 +382,7 @@ class Parser {
     *line = std::string_view(reinterpret_cast<const char*>(p_ + at_), end - at_);
     at_ = end + 1;
     ++line_;
+    lines_read_ = line_;
     return true;
   }
 
@@ -234,10 +407,16 @@ class Parser {
   size_t at_ = 0;
   size_t at_end_ = 0;
   size_t line_ = 0;
+  size_t lines_read_ = 0;
   std::vector<size_t> state_lines_;
+  std::vector<size_t> tensor_lines_;
 };
 
 } // namespace
+
+const char* payload_kind_name(PayloadKind kind) {
+  return kind == PayloadKind::kAoti ? kPayloadAoti : kPayloadProgram;
+}
 
 Result<DelegateRecord> parse_delegate_record(const void* data, size_t size, std::string* what) {
   if (data == nullptr && size > 0) {

@@ -288,6 +288,11 @@ ET_NODISCARD Result<Handle*> init_handle(BackendInitContext& context, FreeableBu
     return fail(record.error(), h->method_name, what);
   }
   h->record = std::move(*record);
+  if (h->record.payload_kind != PayloadKind::kProgram) {
+    return fail(Error::DelegateInvalidCompatibility, h->method_name,
+                std::string("the record's payload is '") + payload_kind_name(h->record.payload_kind) + "', and " +
+                    kName + " runs '" + kPayloadProgram + "' payloads (a nested program)");
+  }
   for (const CompileSpec& spec : compile_specs) {
     if (spec.key != nullptr && std::strcmp(spec.key, "target_device") == 0) {
       const std::string value(static_cast<const char*>(spec.value.buffer), spec.value.nbytes);
@@ -304,8 +309,8 @@ ET_NODISCARD Result<Handle*> init_handle(BackendInitContext& context, FreeableBu
                 "this backend computes on the simulated device only");
   }
   // The nested program is small (its constants are external): keep a copy, free the rest.
-  h->program_bytes.assign(h->record.program, h->record.program + h->record.program_nbytes);
-  h->record.program = h->program_bytes.data();
+  h->program_bytes.assign(h->record.payload, h->record.payload + h->record.payload_nbytes);
+  h->record.payload = h->program_bytes.data();
   processed->Free();
 
   auto pool = context.get_runtime_spec<int>(kPoolSpec);

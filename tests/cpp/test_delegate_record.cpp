@@ -19,14 +19,34 @@ using executorch::runtime::Result;
 const std::string kProgram = std::string("PTE\0bytes\n\tmore", 15);
 
 std::string good_record() {
-  return "et_copy.delegate 1\n"
+  return "et_copy.delegate 2\n"
          "device\tcuda\t0\n"
          "weight\tlinear.weight\tet_copy.weight:00ff\t64\n"
          "weight\tlinear.bias\tet_copy.weight:0a0b\t16\n"
          "state\tacc\t0\t16\tet_copy.initial_state:acc\n"
          "state\tcount\t16\t8\t-\n"
          "arena\t2\t32\n"
-         "program\t15\n" +
+         "payload\tprogram\t15\n" +
+         kProgram;
+}
+
+// An aoti record: lines 0..6 as above but the arena, then tensor lines
+// (7..10), target (11), io (12), payload (13).
+std::string good_aoti_record() {
+  return "et_copy.delegate 2\n"
+         "device\tcuda\t1\n"
+         "weight\tlinear.weight\tet_copy.weight:00ff\t64\n"
+         "weight\tlinear.bias\tet_copy.weight:0a0b\t16\n"
+         "state\tacc\t0\t16\tet_copy.initial_state:acc\n"
+         "state\tcount\t16\t8\t-\n"
+         "arena\t-\t32\n"
+         "tensor\tlinear.weight\t6\t4,4\t4,1\n"
+         "tensor\tlinear.bias\t6\t4\t1\n"
+         "tensor\tacc\t6\t2,2\t1,2\n"
+         "tensor\tcount\t4\t\t\n"
+         "target\tcpu\t2.13.0+cpu\n"
+         "io\t2\t3\n"
+         "payload\taoti\t15\n" +
          kProgram;
 }
 
@@ -35,8 +55,7 @@ Result<DelegateRecord> parse(const std::string& bytes, std::string* what = nullp
 }
 
 // The record with line `n` (0-based) replaced by `text` (without its '\n').
-std::string with_line(size_t n, const std::string& text) {
-  std::string r = good_record();
+std::string with_line(size_t n, const std::string& text, std::string r = good_record()) {
   size_t start = 0;
   for (size_t i = 0; i < n; ++i) {
     start = r.find('\n', start) + 1;
@@ -72,46 +91,145 @@ TEST(DelegateRecord, ParsesEveryKindOfLine) {
   EXPECT_TRUE(r->has_arena);
   EXPECT_EQ(r->arena_buffer, 2u);
   EXPECT_EQ(r->arena_nbytes, 32u);
-  ASSERT_EQ(r->program_nbytes, kProgram.size());
-  EXPECT_EQ(std::string(reinterpret_cast<const char*>(r->program), r->program_nbytes), kProgram);
-  EXPECT_EQ(reinterpret_cast<const char*>(r->program), bytes.data() + bytes.size() - kProgram.size())
+  EXPECT_TRUE(r->has_arena_buffer);
+  EXPECT_TRUE(r->tensors.empty());
+  EXPECT_EQ(r->target, "");
+  EXPECT_EQ(r->payload_kind, et_copy::PayloadKind::kProgram);
+  ASSERT_EQ(r->payload_nbytes, kProgram.size());
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(r->payload), r->payload_nbytes), kProgram);
+  EXPECT_EQ(reinterpret_cast<const char*>(r->payload), bytes.data() + bytes.size() - kProgram.size())
       << "a view, not a copy";
 }
 
+TEST(DelegateRecord, ParsesAnAotiRecord) {
+  const std::string bytes = good_aoti_record();
+  std::string what;
+  auto r = parse(bytes, &what);
+  ASSERT_TRUE(r.ok()) << what;
+  EXPECT_EQ(r->device_index, 1);
+  EXPECT_TRUE(r->has_arena);
+  EXPECT_FALSE(r->has_arena_buffer);
+  EXPECT_EQ(r->arena_nbytes, 32u);
+  ASSERT_EQ(r->tensors.size(), 4u);
+  EXPECT_EQ(r->tensors[0].name, "linear.weight");
+  EXPECT_EQ(r->tensors[0].dtype, executorch::runtime::etensor::ScalarType::Float);
+  EXPECT_EQ(r->tensors[0].sizes, (std::vector<int64_t>{4, 4}));
+  EXPECT_EQ(r->tensors[0].strides, (std::vector<int64_t>{4, 1}));
+  EXPECT_EQ(r->tensors[2].strides, (std::vector<int64_t>{1, 2})) << "any strides whose span fits";
+  EXPECT_EQ(r->tensors[3].dtype, executorch::runtime::etensor::ScalarType::Long);
+  EXPECT_TRUE(r->tensors[3].sizes.empty()) << "empty sizes: a 0-d tensor";
+  EXPECT_EQ(r->target, "cpu");
+  EXPECT_EQ(r->torch_version, "2.13.0+cpu");
+  EXPECT_EQ(r->num_inputs, 2u);
+  EXPECT_EQ(r->num_outputs, 3u);
+  EXPECT_EQ(r->payload_kind, et_copy::PayloadKind::kAoti);
+  EXPECT_EQ(std::string(et_copy::payload_kind_name(r->payload_kind)), "aoti");
+  EXPECT_EQ(reinterpret_cast<const char*>(r->payload), bytes.data() + bytes.size() - kProgram.size());
+  EXPECT_TRUE(parse(with_line(11, "target\tcuda\t2.11.0+cu130", good_aoti_record())).ok());
+}
+
+void expect_aoti_refused(size_t line, const std::string& text, const std::string& expected_in_message) {
+  expect_refused(with_line(line, text, good_aoti_record()), expected_in_message);
+}
+
+TEST(DelegateRecord, TensorLinesAreChecked) {
+  expect_aoti_refused(7, "tensor\tlinear.weight\t6\t4,4",
+                      "line 8 ('tensor\\tlinear.weight\\t6\\t4,4'): a tensor line has 5 fields");
+  expect_aoti_refused(7, "tensor\t\t6\t4,4\t4,1", "a tensor needs a name");
+  for (const char* dtype : {"-1", "99", "128", "x", ""}) {
+    expect_aoti_refused(7, std::string("tensor\tlinear.weight\t") + dtype + "\t4,4\t4,1",
+                        "is not an ExecuTorch ScalarType");
+  }
+  for (const char* sizes : {"4,", ",4", "4,,4", "-4,4", "4;4", "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1"}) {
+    expect_aoti_refused(7, std::string("tensor\tlinear.weight\t6\t") + sizes + "\t4,1", "comma-separated decimals");
+  }
+  expect_aoti_refused(7, "tensor\tlinear.weight\t6\t16\t1,1", "1 sizes and 2 strides");
+  expect_aoti_refused(8, "tensor\tlinear.weight\t6\t4\t1",
+                      "line 9 ('tensor\\tlinear.weight\\t6\\t4\\t1'): a second tensor line for 'linear.weight'");
+  expect_aoti_refused(7, "tensor\tlinear.wait\t6\t4,4\t4,1", "line 8: tensor 'linear.wait' names no weight or state");
+}
+
+TEST(DelegateRecord, ATensorSpanMustFitItsWeightOrState) {
+  // 64 bytes of weight: 4x4 float32 fits; 4x5, or strides reaching byte 68, or float64 do not.
+  EXPECT_TRUE(parse(with_line(7, "tensor\tlinear.weight\t6\t16\t1", good_aoti_record())).ok());
+  EXPECT_TRUE(parse(with_line(7, "tensor\tlinear.weight\t6\t2,2\t8,2", good_aoti_record())).ok()) << "span 11 floats";
+  EXPECT_TRUE(parse(with_line(7, "tensor\tlinear.weight\t6\t0,1000\t1000,1", good_aoti_record())).ok()) << "empty";
+  EXPECT_TRUE(parse(with_line(7, "tensor\tlinear.weight\t6\t1000\t0", good_aoti_record())).ok()) << "broadcast";
+  expect_aoti_refused(7, "tensor\tlinear.weight\t6\t4,5\t5,1",
+                      "line 8: tensor 'linear.weight' reaches 80 bytes, and 'linear.weight' has 64");
+  expect_aoti_refused(7, "tensor\tlinear.weight\t6\t2,2\t15,1", "reaches 68 bytes");
+  expect_aoti_refused(7, "tensor\tlinear.weight\t7\t4,4\t4,1", "reaches 128 bytes");
+  expect_aoti_refused(10, "tensor\tcount\t4\t2\t1", "tensor 'count' reaches 16 bytes, and 'count' has 8");
+  expect_aoti_refused(7, "tensor\tlinear.weight\t6\t2,2\t9223372036854775807,9223372036854775807",
+                      "reaches too many bytes");
+}
+
+TEST(DelegateRecord, AnAotiPayloadNeedsOneTargetOneIoAndATensorLinePerWeightAndState) {
+  expect_aoti_refused(11, "weight\tw\tk\t0", "line 14: an aoti payload needs a target line and an io line");
+  expect_aoti_refused(12, "weight\tw\tk\t0", "line 14: an aoti payload needs a target line and an io line");
+  expect_aoti_refused(7, "state\tz\t32\t0\t-", "an aoti payload needs a tensor line for weight 'linear.weight'");
+  expect_aoti_refused(10, "state\tz\t32\t0\t-", "an aoti payload needs a tensor line for state 'count'");
+  expect_aoti_refused(6, "arena\t2\t32", "line 7: an aoti payload's arena is -");
+  expect_aoti_refused(11, "target\tcpu", "a target line has 3 fields");
+  expect_aoti_refused(11, "target\tmps\t2.13.0", "target 'mps' is not cpu or cuda");
+  expect_aoti_refused(11, "target\tcpu\t", "a target needs the torch version");
+  expect_aoti_refused(12, "target\tcpu\t2.13.0", "line 13 ('target\\tcpu\\t2.13.0'): a second target line");
+  expect_aoti_refused(11, "io\t1\t1", "line 13 ('io\\t2\\t3'): a second io line");
+  expect_aoti_refused(12, "io\t2", "an io line has 3 fields");
+  expect_aoti_refused(12, "io\t2\t-1", "inputs and outputs are decimal counts");
+  expect_aoti_refused(12, "io\t2\t2000000", "inputs and outputs are decimal counts");
+}
+
+TEST(DelegateRecord, AProgramPayloadHasNoAotiLinesAndItsArenaNamesABuffer) {
+  expect_refused(with_line(6, "arena\t-\t32"), "line 7: a program payload's arena names its nested");
+  expect_refused(with_line(5, "tensor\tacc\t6\t4\t1"), "line 6: a program payload has no tensor");
+  expect_refused(with_line(5, "target\tcpu\t2.13.0"), "line 6: a program payload has no tensor, target or io line");
+  expect_refused(with_line(5, "io\t1\t1"), "line 6: a program payload has no");
+}
+
+TEST(DelegateRecord, PayloadKindMustBeProgramOrAoti) {
+  expect_refused(with_line(7, "payload\tpte\t15"),
+                 "line 8 ('payload\\tpte\\t15'): payload kind 'pte' is not program or aoti");
+  expect_refused(with_line(7, "payload\t15"), "a payload line has 3 fields");
+  expect_refused(with_line(7, "program\t15"), "unknown kind of line 'program'");
+}
+
 TEST(DelegateRecord, MinimalRecordHasNoWeightsNoStateAndAnEmptyProgram) {
-  auto r = parse("et_copy.delegate 1\ndevice\tcuda\t3\nprogram\t0\n");
+  auto r = parse("et_copy.delegate 2\ndevice\tcuda\t3\npayload\tprogram\t0\n");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->device_index, 3);
   EXPECT_TRUE(r->weights.empty());
   EXPECT_FALSE(r->has_arena);
-  EXPECT_EQ(r->program_nbytes, 0u);
+  EXPECT_EQ(r->payload_nbytes, 0u);
 }
 
 TEST(DelegateRecord, EveryTruncationIsRefused) {
-  const std::string bytes = good_record();
-  for (size_t n = 0; n < bytes.size(); ++n) {
-    auto r = parse_delegate_record(bytes.data(), n);
-    ASSERT_FALSE(r.ok()) << "prefix of " << n << " bytes accepted";
-    EXPECT_EQ(r.error(), Error::DelegateInvalidCompatibility) << n;
+  for (const std::string& bytes : {good_record(), good_aoti_record()}) {
+    for (size_t n = 0; n < bytes.size(); ++n) {
+      auto r = parse_delegate_record(bytes.data(), n);
+      ASSERT_FALSE(r.ok()) << "prefix of " << n << " bytes accepted";
+      EXPECT_EQ(r.error(), Error::DelegateInvalidCompatibility) << n;
+    }
   }
 }
 
 TEST(DelegateRecord, TrailingBytesAfterTheProgramAreRefused) {
-  expect_refused(good_record() + "x", "the program is 15 bytes, and 16 bytes follow its line");
+  expect_refused(good_record() + "x", "the payload is 15 bytes, and 16 bytes follow its line");
 }
 
 TEST(DelegateRecord, EveryOneByteChangeParsesOrIsRefusedWithoutReadingOutside) {
   // Run under ASan to see reads outside; here it must not crash and must
   // answer Ok or DelegateInvalidCompatibility.
-  const std::string good = good_record();
-  for (size_t i = 0; i < good.size(); ++i) {
-    for (const int b : {0x00, 0x09, 0x0a, 0x2d, 0x30, 0x39, 0x7f, 0xff}) {
-      std::string bytes = good;
-      bytes[i] = static_cast<char>(b);
-      std::vector<uint8_t> exact(bytes.begin(), bytes.end()); // no NUL after the end to lean on
-      auto r = parse_delegate_record(exact.data(), exact.size());
-      if (!r.ok()) {
-        EXPECT_EQ(r.error(), Error::DelegateInvalidCompatibility) << i << " " << b;
+  for (const std::string& good : {good_record(), good_aoti_record()}) {
+    for (size_t i = 0; i < good.size(); ++i) {
+      for (const int b : {0x00, 0x09, 0x0a, 0x2d, 0x30, 0x39, 0x7f, 0xff}) {
+        std::string bytes = good;
+        bytes[i] = static_cast<char>(b);
+        std::vector<uint8_t> exact(bytes.begin(), bytes.end()); // no NUL after the end to lean on
+        auto r = parse_delegate_record(exact.data(), exact.size());
+        if (!r.ok()) {
+          EXPECT_EQ(r.error(), Error::DelegateInvalidCompatibility) << i << " " << b;
+        }
       }
     }
   }
@@ -132,8 +250,9 @@ TEST(DelegateRecord, RandomGarbageIsRefused) {
 }
 
 TEST(DelegateRecord, AnotherMagicOrVersionIsRefused) {
-  expect_refused(with_line(0, "et_copy.delegate 2"), "line 1 ('et_copy.delegate 2'): expected 'et_copy.delegate 1'");
-  expect_refused(with_line(0, "et_copy.delegate 1 "), "line 1");
+  expect_refused(with_line(0, "et_copy.delegate 1"), "line 1 ('et_copy.delegate 1'): expected 'et_copy.delegate 2'");
+  expect_refused(with_line(0, "et_copy.delegate 3"), "expected 'et_copy.delegate 2'");
+  expect_refused(with_line(0, "et_copy.delegate 2 "), "line 1");
   expect_refused(with_line(0, "ExecutorBackend"), "line 1");
 }
 
@@ -148,7 +267,7 @@ TEST(DelegateRecord, WrongFieldCountsAreRefused) {
   expect_refused(with_line(2, "weight\tw\tk\t4\textra"), "a weight line has 4 fields");
   expect_refused(with_line(4, "state\tacc\t0\t16"), "a state line has 5 fields");
   expect_refused(with_line(6, "arena\t2"), "an arena line has 3 fields");
-  expect_refused(with_line(7, "program\t15\t0"), "a program line has 2 fields");
+  expect_refused(with_line(7, "payload\tprogram\t15\t0"), "a payload line has 3 fields");
 }
 
 TEST(DelegateRecord, NumbersMustBePlainDecimalWithoutOverflow) {
@@ -169,7 +288,7 @@ TEST(DelegateRecord, DeviceMustBeCudaWithAnIndexUpTo127) {
   expect_refused(with_line(1, "device\tcpu\t0"), "device type 'cpu' is not one this backend serves");
   expect_refused(with_line(1, "device\tcuda\t128"), "device index is not in 0..127");
   EXPECT_TRUE(parse(with_line(1, "device\tcuda\t127")).ok());
-  expect_refused("et_copy.delegate 1\nprogram\t0\n", "no device line");
+  expect_refused("et_copy.delegate 2\npayload\tprogram\t0\n", "no device line");
 }
 
 TEST(DelegateRecord, DuplicatesAreRefused) {
@@ -178,12 +297,15 @@ TEST(DelegateRecord, DuplicatesAreRefused) {
   expect_refused(with_line(3, "weight\tlinear.weight\tother\t4"), "a second weight named 'linear.weight'");
   expect_refused(with_line(5, "state\tacc\t16\t8\t-"), "a second state named 'acc'");
   expect_refused(with_line(5, "arena\t2\t32"), "a second arena line");
+  expect_refused(with_line(5, "arena\t-\t32", good_aoti_record()), "a second arena line");
+  expect_refused(with_line(6, "arena\tx\t32"), "an arena needs a decimal buffer index or -");
 }
 
 TEST(DelegateRecord, StateMustLieInsideAnArena) {
   expect_refused(with_line(6, "arena\t2\t23"), "line 6: state 'count' (8 bytes at 16) is outside the arena (23 bytes)");
   expect_refused(with_line(5, "state\tcount\t18446744073709551615\t8\t-"), "outside the arena");
-  expect_refused("et_copy.delegate 1\ndevice\tcuda\t0\nstate\ts\t0\t4\t-\nprogram\t0\n", "outside the arena (none)");
+  expect_refused("et_copy.delegate 2\ndevice\tcuda\t0\nstate\ts\t0\t4\t-\npayload\tprogram\t0\n",
+                 "outside the arena (none)");
 }
 
 TEST(DelegateRecord, StateMustStartOnATensorAlignmentBoundary) {
@@ -193,11 +315,13 @@ TEST(DelegateRecord, StateMustStartOnATensorAlignmentBoundary) {
   EXPECT_TRUE(parse(with_line(5, "state\tcount\t16\t8\t-")).ok());
 }
 
-TEST(DelegateRecord, ProgramSizeMustMatchTheBytesThatFollow) {
-  expect_refused(with_line(7, "program\t14"), "line 8 ('program\\t14'): the program is 14 bytes, and 15 bytes follow");
-  expect_refused(with_line(7, "program\t16"), "the program is 16 bytes");
-  expect_refused("et_copy.delegate 1\ndevice\tcuda\t0\n", "the record ends before its program line");
-  expect_refused("et_copy.delegate 1\ndevice\tcuda\t0\nprogr", "line 3 ('progr'): the line has no end");
+TEST(DelegateRecord, PayloadSizeMustMatchTheBytesThatFollow) {
+  expect_refused(with_line(7, "payload\tprogram\t14"),
+                 "line 8 ('payload\\tprogram\\t14'): the payload is 14 bytes, and 15 bytes follow");
+  expect_refused(with_line(7, "payload\tprogram\t16"), "the payload is 16 bytes");
+  expect_refused(with_line(13, "payload\taoti\t16", good_aoti_record()), "the payload is 16 bytes");
+  expect_refused("et_copy.delegate 2\ndevice\tcuda\t0\n", "the record ends before its payload line");
+  expect_refused("et_copy.delegate 2\ndevice\tcuda\t0\npaylo", "line 3 ('paylo'): the line has no end");
 }
 
 TEST(DelegateRecord, MessagesShowControlBytesEscapedAndLongLinesCut) {

@@ -16,6 +16,7 @@
 
 #include <et_copy/delegate_record.h>
 #include <et_copy/device_residency.h>
+#include <et_copy/log_capture.h>
 #include <et_copy/registration.h>
 #include <et_copy/simulated_device_allocator.h>
 #include <et_copy/simulated_device_backend.h>
@@ -451,11 +452,29 @@ TEST_F(SimulatedDeviceBackendTest, TargetDeviceMustNameTheRecordsDevice) {
 TEST_F(SimulatedDeviceBackendTest, ABadRecordIsInvalidCompatibility) {
   executorch::extension::MallocMemoryAllocator alloc;
   BackendInitContext context(&alloc, nullptr, "forward", nullptr);
-  std::string garbage = "et_copy.delegate 1\ndevice\tcuda\t0\nprogram\t4\nnope";
+  std::string garbage = "et_copy.delegate 2\ndevice\tcuda\t0\npayload\tprogram\t4\nnope";
   FreeableBuffer processed(garbage.data(), garbage.size(), nullptr);
   auto h = simulated_device_backend().init(context, &processed, {});
   ASSERT_FALSE(h.ok());
   EXPECT_EQ(h.error(), Error::DelegateInvalidCompatibility);
+}
+
+TEST_F(SimulatedDeviceBackendTest, AnAotiPayloadIsRefusedByName) {
+  executorch::extension::MallocMemoryAllocator alloc;
+  BackendInitContext context(&alloc, nullptr, "forward", nullptr);
+  std::string aoti = "et_copy.delegate 2\ndevice\tcuda\t0\ntarget\tcpu\t2.13.0\nio\t1\t1\npayload\taoti\t4\nELF!";
+  FreeableBuffer processed(aoti.data(), aoti.size(), nullptr);
+  et_copy::LogCapture log;
+  auto h = simulated_device_backend().init(context, &processed, {});
+  ASSERT_FALSE(h.ok());
+  EXPECT_EQ(h.error(), Error::DelegateInvalidCompatibility);
+  std::string all;
+  for (const auto& line : log.lines()) {
+    all += line + "\n";
+  }
+  EXPECT_NE(all.find("the record's payload is 'aoti', and SimulatedDeviceBackend runs 'program' payloads"),
+            std::string::npos)
+      << all;
 }
 
 TEST_F(SimulatedDeviceBackendTest, AMissingWeightIsNotFound) {

@@ -106,7 +106,7 @@ def _device_bytes_at_load(program) -> tuple[int, int]:
     count, nbytes = 1, _device_buffer_bytes(program)
     for d in plan.delegates:
         blob = bytes(emitted.backend_delegate_data[d.processed.index].data)
-        header, _, rest = blob.partition(b"\nprogram\t")
+        header, _, rest = blob.partition(b"\npayload\tprogram\t")
         nested = deserialize_pte_binary(rest.partition(b"\n")[2])
         nested = getattr(nested, "program", nested)
         buffers = [n for n in nested.execution_plan[0].non_const_buffer_sizes[1:] if n]

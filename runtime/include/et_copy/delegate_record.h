@@ -1,15 +1,26 @@
-// The delegate record: what SimulatedDeviceBackend's preprocess hands the
-// runtime as `processed` (docs/design.md, "The delegate record"). Version 1,
-// text lines separated by '\n', fields by '\t', then the nested program:
+// The delegate record: what a device backend's preprocess hands the runtime
+// as `processed` (docs/design.md, "The delegate record, version 2"). Text
+// lines separated by '\n', fields by '\t', then the payload:
 //
-//   et_copy.delegate 1
+//   et_copy.delegate 2
 //   device <type> <index>                          exactly once ("cuda", 0..kMaxDeviceIndex)
-//   weight <fqn> <content key> <nbytes>            one per external constant
+//   weight <fqn> <content key> <nbytes>            one per constant the payload reads
 //   state  <name> <offset> <nbytes> <initial key or ->  offset a multiple of kTensorAlignment
-//   arena  <nested buffer index> <nbytes>           at most once; absent: no state
-//   program <nbytes>                               last; then exactly nbytes of .pte
+//   arena  <nested buffer index or -> <nbytes>      at most once; absent: no state
+//   tensor <name> <ScalarType int> <sizes> <strides>   sizes, strides: comma-separated decimals
+//   target <cpu|cuda> <torch version>              aoti payloads: exactly once
+//   io     <inputs> <outputs>                      aoti payloads: exactly once
+//   payload <program|aoti> <nbytes>                last; then exactly nbytes of payload
 //
-// python/et_copy/backend.py writes it; this is the one reader.
+// A `program` payload is a nested ExecuTorch program (SimulatedDeviceBackend);
+// its arena names the nested planned buffer that holds the state, and it has
+// no tensor, target or io line. An `aoti` payload is an AOTInductor shared
+// object (AotiDeviceBackend, backends/aoti); its arena is "-" (the state
+// tensors are bound in place, not planned), and every weight and state has a
+// tensor line giving the layout it is bound with.
+//
+// Python writes it with the magic, version and kinds read from _C; this is
+// the one reader.
 #pragma once
 
 #include <cstddef>
@@ -19,16 +30,29 @@
 
 #include <executorch/runtime/core/error.h>
 #include <executorch/runtime/core/portable_type/device.h>
+#include <executorch/runtime/core/portable_type/scalar_type.h>
 #include <executorch/runtime/core/result.h>
 
 namespace et_copy {
 
 /// The version line's text, with the one version this reader knows.
 inline constexpr const char* kDelegateRecordMagic = "et_copy.delegate";
-inline constexpr int kDelegateRecordVersion = 1;
+inline constexpr int kDelegateRecordVersion = 2;
 
-/// A constant of the nested program, kept outside it: served to the nested
-/// method under `fqn`, stored in the outer program's named data under `key`.
+/// The payload kinds, as the payload line spells them.
+inline constexpr const char* kPayloadProgram = "program";
+inline constexpr const char* kPayloadAoti = "aoti";
+
+enum class PayloadKind {
+  kProgram, ///< a nested ExecuTorch program (.pte)
+  kAoti,    ///< an AOTInductor shared object (.so)
+};
+
+/// kPayloadProgram or kPayloadAoti.
+const char* payload_kind_name(PayloadKind kind);
+
+/// A constant of the payload, kept outside it: read by the payload under
+/// `fqn`, stored in the outer program's named data under `key`.
 struct DelegateWeight {
   std::string fqn;
   std::string key;
@@ -44,34 +68,60 @@ struct DelegateState {
   std::string initial_key;
 };
 
+/// The layout a weight or state (by `name`) is bound with: a strided view
+/// whose span (checked) fits the weight's or state's bytes.
+struct DelegateTensor {
+  std::string name;
+  executorch::runtime::etensor::ScalarType dtype = executorch::runtime::etensor::ScalarType::Float;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+};
+
 struct DelegateRecord {
   executorch::runtime::etensor::DeviceType device_type = executorch::runtime::etensor::DeviceType::CUDA;
   executorch::runtime::etensor::DeviceIndex device_index = 0;
   std::vector<DelegateWeight> weights;
   std::vector<DelegateState> states;
   bool has_arena = false;
+  bool has_arena_buffer = false; ///< false for "-"
   size_t arena_buffer = 0; ///< index of the arena among the nested method's planned buffers (MethodMeta's numbering)
   size_t arena_nbytes = 0;
-  /// The nested .pte: a view into the parsed bytes (not a copy).
-  const uint8_t* program = nullptr;
-  size_t program_nbytes = 0;
+  std::vector<DelegateTensor> tensors; ///< in line order
+  std::string target;                  ///< "cpu" or "cuda"; empty when the record has no target line
+  std::string torch_version;           ///< the torch that compiled the payload; empty without a target line
+  size_t num_inputs = 0;               ///< from the io line (aoti payloads)
+  size_t num_outputs = 0;
+  PayloadKind payload_kind = PayloadKind::kProgram;
+  /// The payload: a view into the parsed bytes (not a copy).
+  const uint8_t* payload = nullptr;
+  size_t payload_nbytes = 0;
 };
 
 /**
  * Parses a delegate record from `data[0, size)`. Any bytes are safe: every
- * read is bounds-checked. Lines between the version line and the program
+ * read is bounds-checked. Lines between the version line and the payload
  * line may come in any order. Fails with DelegateInvalidCompatibility, and
  * writes the reason naming the line ("line 3 ('weight\tw\tk'): ...") to
  * `what` when not null, for: another magic or version; an unknown kind of
  * line; a line without its '\n'; a field count other than the kind's; a
  * number that is not plain decimal or overflows; an empty name or key; a
- * device type other than "cuda" or an index outside 0..kMaxDeviceIndex; a second device,
- * arena or program line; two weights with one fqn or two states with one
- * name; a state without an arena line, outside the arena or at an offset
- * that is not a multiple of kTensorAlignment; no device or no
- * program line; a program size other than the bytes after its line.
+ * device type other than "cuda" or an index outside 0..kMaxDeviceIndex; a
+ * second device, arena, target, io or payload line; two weights with one
+ * fqn, two states with one name or two tensor lines with one name; a state
+ * without an arena line, outside the arena or at an offset that is not a
+ * multiple of kTensorAlignment; a tensor line whose dtype is not a valid
+ * ScalarType, whose sizes and strides differ in count or exceed
+ * kMaxTensorDims, that names no weight or state, or whose span (the bytes
+ * its sizes and strides reach) exceeds that weight's or state's nbytes; a
+ * target other than cpu or cuda, or an empty torch version; no device or no
+ * payload line; a payload kind other than program or aoti; a payload size
+ * other than the bytes after its line. By payload kind: a program payload
+ * with a tensor, target or io line, or an arena without a nested buffer
+ * index; an aoti payload without exactly one target and one io line, with
+ * an arena that names a nested buffer, or with a weight or state that has
+ * no tensor line.
  *
- * The record points into `data` (DelegateRecord::program), which must
+ * The record points into `data` (DelegateRecord::payload), which must
  * outlive that use. Thread-safe: no shared state.
  */
 ET_NODISCARD executorch::runtime::Result<DelegateRecord> parse_delegate_record(const void* data, size_t size,

@@ -262,14 +262,14 @@ def _weight_bytes(buffer: bytes) -> int:
     """The bytes of the distinct weights the program's device delegates read,
     from their records (docs/design.md, "The delegate record")."""
     sizes = {}
-    start = buffer.find(b"et_copy.delegate 1\n")
+    start = buffer.find(b"et_copy.delegate 2\n")
     while start >= 0:
-        header = bytes(buffer[start : buffer.index(b"\nprogram\t", start)]).decode()
+        header = bytes(buffer[start : buffer.index(b"\npayload\t", start)]).decode()
         for line in header.split("\n"):
             if line.startswith("weight\t"):
                 _, _, key, nbytes = line.split("\t")
                 sizes[key] = int(nbytes)
-        start = buffer.find(b"et_copy.delegate 1\n", start + 1)
+        start = buffer.find(b"et_copy.delegate 2\n", start + 1)
     return sum(sizes.values())
 
 

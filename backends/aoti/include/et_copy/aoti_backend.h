@@ -1,0 +1,85 @@
+// AotiDeviceBackend: the compiled device backend (docs/design.md, "A
+// compiled device backend", part 4). A delegate of this backend carries a
+// delegate record (delegate_record.h) whose payload is an AOTInductor model
+// .so; the backend runs it with libtorch's own AOTI runtime, over device
+// memory, through torch's C ABI only: compiled for the CPU on the simulated
+// device (the model reads and writes device memory through its host alias,
+// as the simulated device's processor), for CUDA on et-copy's CUDA allocator.
+//
+// Library et_copy_aoti (backends/aoti): links et_copy_runtime and libtorch's
+// C shim libraries (torch_cpu, c10); runtime/ stays free of libtorch.
+#pragma once
+
+#include <et_copy/registration.h>
+#include <executorch/runtime/backend/interface.h>
+
+namespace et_copy {
+
+/// The name delegates of this backend carry (DelegationSpec's backend id)
+/// and the name it is registered under.
+inline constexpr const char* kAotiDeviceBackend = "AotiDeviceBackend";
+
+/// The torch release this library was built against ("2.13.0"): a record's
+/// target line must name it (compared without a local suffix like "+cpu").
+const char* aoti_torch_version();
+
+/**
+ * The backend.
+ *
+ * init() parses the record and refuses (DelegateInvalidCompatibility,
+ * logged naming both sides): a payload that is not `aoti`; target `cpu`
+ * unless et-copy's simulated allocator serves CUDA, target `cuda` unless
+ * et-copy's CUDA allocator does; a torch version other than
+ * aoti_torch_version(); a model whose inputs, outputs or constants do not
+ * match the record's io and weight/state lines. It loads the .so from an
+ * anonymous file once per content (never unloaded), creates one model
+ * container per handle on "cpu" or "cuda:<index>", uploads each weight
+ * through the allocator's counted h2d copy unless the process-wide cache
+ * holds it, binds the session's state arena (runtime spec "session", an
+ * int; without it one arena per named data map), and binds every weight and
+ * state as a user-managed constant over that device memory: the model
+ * updates state in place. NotFound / NotSupported when nothing or another
+ * allocator serves CUDA or the named data lacks a weight; InvalidProgram
+ * when methods of one session disagree on the arena.
+ *
+ * execute() takes the record's inputs then outputs; every tensor argument
+ * must be device memory of the record's device (device type CUDA, its
+ * index, and on the simulated device inside one live allocation), else
+ * InvalidArgument naming the argument; non-tensor arguments are
+ * NotSupported. Inputs are wrapped without a copy; each output, allocated
+ * by the model, is copied into the argument's memory after the argument is
+ * resized to its shape (InvalidArgument on a dtype or capacity mismatch).
+ * On CUDA everything runs on the default stream, which the copy kernels use
+ * too. A failed AOTI call is DelegateInvalidCompatibility at init and
+ * Internal at execute, logged with the runtime's message.
+ *
+ * Threading: init and destroy may run on any thread. execute of one handle,
+ * and of handles sharing an arena (one session), must be serialized by the
+ * caller (SessionPool's execution lock).
+ */
+class AotiDeviceBackend final : public executorch::runtime::BackendInterface {
+ public:
+  bool is_available() const override;
+  ET_NODISCARD executorch::runtime::Result<executorch::runtime::DelegateHandle*> init(
+      executorch::runtime::BackendInitContext& context, executorch::runtime::FreeableBuffer* processed,
+      executorch::runtime::ArrayRef<executorch::runtime::CompileSpec> compile_specs) const override;
+  ET_NODISCARD executorch::runtime::Error execute(
+      executorch::runtime::BackendExecutionContext& context, executorch::runtime::DelegateHandle* handle,
+      executorch::runtime::Span<executorch::runtime::EValue*> args) const override;
+  void destroy(executorch::runtime::DelegateHandle* handle) const override;
+};
+
+/// The process-wide instance register_aoti_backend() registers.
+AotiDeviceBackend& aoti_backend();
+
+/**
+ * Registers aoti_backend() under kAotiDeviceBackend unless a backend of that
+ * name is registered already: kAlreadyOurs when it is this one,
+ * kAlreadyOther when it is another (left alone: ExecuTorch's registry cannot
+ * replace one and aborts on a duplicate), kFailed with `*error` (when given)
+ * set to the registry's error. Never registers twice. Thread-safe; must not
+ * race with other libraries registering backends.
+ */
+ET_NODISCARD Registration register_aoti_backend(executorch::runtime::Error* error = nullptr);
+
+} // namespace et_copy

@@ -1,0 +1,420 @@
+#include <et_copy/aoti_backend.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <et_copy/counting_device_allocator.h>
+#include <et_copy/delegate_record.h>
+#include <et_copy/simulated_device_allocator.h>
+#include <executorch/runtime/core/device_allocator.h>
+#include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
+#include <executorch/runtime/core/exec_aten/util/tensor_util.h>
+#include <executorch/runtime/platform/log.h>
+
+#include "aoti_device_memory.h"
+#include "aoti_runtime.h"
+
+namespace et_copy {
+
+using executorch::aten::ScalarType;
+using executorch::aten::Tensor;
+using executorch::runtime::ArrayRef;
+using executorch::runtime::BackendExecutionContext;
+using executorch::runtime::BackendInitContext;
+using executorch::runtime::CompileSpec;
+using executorch::runtime::DelegateHandle;
+using executorch::runtime::Error;
+using executorch::runtime::EValue;
+using executorch::runtime::FreeableBuffer;
+using executorch::runtime::Result;
+using executorch::runtime::Span;
+namespace et = executorch::runtime::etensor;
+
+namespace {
+
+// What a delegate handle owns. Members go in reverse order: the container
+// first, then the device memory it was bound to.
+struct Handle {
+  std::string method_name;
+  DelegateRecord record; // payload points nowhere after init
+  bool simulated = true; // the simulated device (host alias, CPU model) or CUDA
+  std::vector<std::shared_ptr<aoti::DeviceBlock>> weights;
+  std::shared_ptr<aoti::StateArena> arena;
+  std::unique_ptr<aoti::Container> container;
+};
+
+std::string device_name(et::DeviceType type, et::DeviceIndex index) {
+  if (type == et::DeviceType::CPU) {
+    return "cpu";
+  }
+  return (type == et::DeviceType::CUDA ? std::string("cuda") : "device type " + std::to_string(int(type))) + ":" +
+         std::to_string(int(index));
+}
+
+// Logs "AotiDeviceBackend: method 'm': <message>" and returns `e`.
+ET_NODISCARD Error fail(Error e, const std::string& method, const std::string& message) {
+  ET_LOG(Error, "%s: method '%s': %s", kAotiDeviceBackend, method.c_str(), message.c_str());
+  return e;
+}
+
+// Who serves CUDA, in words, for refusals.
+std::string cuda_server() {
+  auto* alloc = executorch::runtime::get_device_allocator(et::DeviceType::CUDA);
+  if (alloc == nullptr) {
+    return "nothing";
+  }
+  const CountingDeviceAllocator* ours = as_counting_allocator(alloc);
+  return ours != nullptr ? std::string("et-copy's ") + ours->name() + " allocator" : "another library's allocator";
+}
+
+std::string release_of(const std::string& version) {
+  return version.substr(0, version.find('+'));
+}
+
+// A view of a tensor argument's memory for the model: the host alias on the
+// simulated device, the device pointer on CUDA.
+Result<aoti::BlobView> view_of(const Tensor& t, const Handle& h) {
+  aoti::BlobView v;
+  v.data = t.mutable_data_ptr();
+  if (h.simulated && t.nbytes() > 0) {
+    auto alias = simulated_device_allocator().host_alias(t.const_data_ptr(), t.nbytes(), h.record.device_index);
+    if (!alias.ok()) {
+      return alias.error();
+    }
+    v.data = *alias;
+  }
+  v.sizes.assign(t.sizes().begin(), t.sizes().end());
+  v.strides.assign(t.strides().begin(), t.strides().end());
+  v.dtype = static_cast<int32_t>(t.scalar_type());
+  v.cuda = !h.simulated;
+  v.device_index = h.record.device_index;
+  return v;
+}
+
+// Why tensor argument `t` cannot be bound, or empty when it can.
+std::string refuse(const Tensor& t, const Handle& h) {
+  const auto* impl = t.unsafeGetTensorImpl();
+  const std::string on = device_name(impl->device_type(), impl->device_index());
+  const std::string want = device_name(h.record.device_type, h.record.device_index);
+  char where[64];
+  std::snprintf(where, sizeof(where), "%zu bytes at %p", t.nbytes(), t.const_data_ptr());
+  if (impl->device_type() != et::DeviceType::CUDA) {
+    return "is host memory (" + on + "): " + where + "; the delegate reads device memory only (" + want + ")";
+  }
+  if (impl->device_index() != h.record.device_index) {
+    return "is on " + on + ", the delegate on " + want;
+  }
+  if (h.simulated && t.nbytes() > 0 &&
+      !simulated_device_allocator().is_device_memory(t.const_data_ptr(), t.nbytes(), h.record.device_index)) {
+    return std::string("says ") + on + " but " + where + " are not inside one allocation of the simulated device";
+  }
+  return {};
+}
+
+// The record's layout of `name` over `base` (device memory), as the model binds it.
+aoti::BlobView constant_view(const DelegateTensor& t, uint8_t* device, uint8_t* alias, const Handle& h) {
+  aoti::BlobView v;
+  v.data = h.simulated ? alias : device;
+  v.sizes = t.sizes;
+  v.strides = t.strides;
+  v.dtype = static_cast<int32_t>(t.dtype);
+  v.cuda = !h.simulated;
+  v.device_index = h.record.device_index;
+  return v;
+}
+
+ET_NODISCARD Error check_target(Handle& h) {
+  const DelegateRecord& r = h.record;
+  auto* alloc = executorch::runtime::get_device_allocator(et::DeviceType::CUDA);
+  if (r.target == "cpu") {
+    if (alloc != &simulated_device_allocator()) {
+      return fail(Error::DelegateInvalidCompatibility, h.method_name,
+                  "the model was compiled for target cpu, which runs on et-copy's simulated device only, and cuda is "
+                  "served by " +
+                      cuda_server() + " (call et_copy::use_simulated_device() before loading)");
+    }
+    h.simulated = true;
+  } else {
+    const CountingDeviceAllocator* ours = as_counting_allocator(alloc);
+    if (ours == nullptr || std::strcmp(ours->name(), "cuda") != 0) {
+      return fail(Error::DelegateInvalidCompatibility, h.method_name,
+                  "the model was compiled for target cuda, which needs a GPU served by et-copy's cuda allocator "
+                  "(et_copy.use_cuda()), and cuda is served by " +
+                      cuda_server());
+    }
+    h.simulated = false;
+  }
+  if (release_of(r.torch_version) != aoti::compiled_torch_version()) {
+    return fail(Error::DelegateInvalidCompatibility, h.method_name,
+                "the model was compiled by torch " + r.torch_version + ", and this backend runs torch " +
+                    aoti::compiled_torch_version() + "'s AOTInductor runtime: recompile it with that torch");
+  }
+  return Error::Ok;
+}
+
+// Uploads the weights, binds the arena, and binds every constant the model reads.
+ET_NODISCARD Error bind_constants(Handle& h, BackendInitContext& context) {
+  const DelegateRecord& r = h.record;
+  std::string what;
+  std::vector<aoti::ConstantInfo> constants;
+  if (!h.container->constants(&constants, &what)) {
+    return fail(Error::DelegateInvalidCompatibility, h.method_name, what);
+  }
+  const auto* named = context.get_named_data_map();
+  std::map<std::string, std::pair<uint8_t*, uint8_t*>> memory; // record name -> (device, alias)
+  for (const DelegateWeight& w : r.weights) {
+    auto block = aoti::device_weight(w, r.device_index, named, &what);
+    if (!block.ok()) {
+      return fail(block.error(), h.method_name, what);
+    }
+    memory[w.fqn] = {(*block)->device(), (*block)->host_alias()};
+    h.weights.push_back(std::move(*block));
+  }
+  if (r.has_arena) {
+    aoti::ArenaKey key;
+    auto session = context.get_runtime_spec<int>("session");
+    if (session.ok()) {
+      key = {0, static_cast<uintptr_t>(static_cast<uint32_t>(*session))};
+    } else if (session.error() == Error::NotFound) {
+      key = {1, reinterpret_cast<uintptr_t>(named)};
+    } else {
+      return fail(Error::InvalidArgument, h.method_name, "runtime spec 'session' must be an int");
+    }
+    auto arena = aoti::state_arena(key, r, h.method_name, named, &what);
+    if (!arena.ok()) {
+      return fail(arena.error(), h.method_name, what);
+    }
+    h.arena = std::move(*arena);
+    for (const DelegateState& s : r.states) {
+      uint8_t* alias = h.arena->block->host_alias();
+      memory[s.name] = {h.arena->block->device() + s.offset, alias == nullptr ? nullptr : alias + s.offset};
+    }
+  }
+  std::vector<std::pair<std::string, aoti::BlobView>> bound;
+  for (const aoti::ConstantInfo& c : constants) {
+    if (c.from_folded) {
+      continue; // computed by the model from the others
+    }
+    const DelegateTensor* t = nullptr;
+    for (const DelegateTensor& candidate : r.tensors) {
+      if (candidate.name == c.original_fqn || (t == nullptr && candidate.name == c.name)) {
+        t = &candidate;
+      }
+    }
+    if (t == nullptr) {
+      return fail(Error::DelegateInvalidCompatibility, h.method_name,
+                  "the model reads constant '" + c.name + "' (original name '" + c.original_fqn +
+                      "'), and the record has no weight or state of that name");
+    }
+    if (static_cast<int32_t>(t->dtype) != c.dtype) {
+      return fail(Error::DelegateInvalidCompatibility, h.method_name,
+                  "constant '" + c.original_fqn + "' is dtype " + std::to_string(c.dtype) + " in the model, " +
+                      executorch::runtime::toString(t->dtype) + " in the record");
+    }
+    const auto& [device, alias] = memory.at(t->name);
+    bound.emplace_back(c.name, constant_view(*t, device, alias, h));
+  }
+  if (!h.container->bind_constants(bound, &what)) {
+    return fail(Error::DelegateInvalidCompatibility, h.method_name, "binding the weights and state: " + what);
+  }
+  return Error::Ok;
+}
+
+ET_NODISCARD Result<Handle*> init_handle(BackendInitContext& context, FreeableBuffer* processed,
+                                         ArrayRef<CompileSpec> compile_specs) {
+  auto h = std::make_unique<Handle>();
+  h->method_name = context.get_method_name() != nullptr ? context.get_method_name() : "?";
+  if (processed == nullptr) {
+    return fail(Error::InvalidArgument, h->method_name, "no processed bytes");
+  }
+  std::string what;
+  auto record = parse_delegate_record(processed->data(), processed->size(), &what);
+  if (!record.ok()) {
+    return fail(record.error(), h->method_name, what);
+  }
+  h->record = std::move(*record);
+  if (h->record.payload_kind != PayloadKind::kAoti) {
+    return fail(Error::DelegateInvalidCompatibility, h->method_name,
+                std::string("the record's payload is '") + payload_kind_name(h->record.payload_kind) + "', and " +
+                    kAotiDeviceBackend + " runs '" + kPayloadAoti + "' payloads (an AOTInductor model)");
+  }
+  const std::string device = device_name(h->record.device_type, h->record.device_index);
+  for (const CompileSpec& spec : compile_specs) {
+    if (spec.key != nullptr && std::strcmp(spec.key, "target_device") == 0) {
+      const std::string value(static_cast<const char*>(spec.value.buffer), spec.value.nbytes);
+      if (value != device && !(value == "cuda" && h->record.device_index == 0)) {
+        return fail(Error::DelegateInvalidCompatibility, h->method_name,
+                    "compile spec target_device is '" + value + "', the record's device " + device);
+      }
+    }
+  }
+  Error e = check_target(*h);
+  if (e != Error::Ok) {
+    return e;
+  }
+  auto library = aoti::load_library(h->record.payload, h->record.payload_nbytes, &what);
+  h->record.payload = nullptr; // the bytes go with `processed`
+  processed->Free();
+  if (library == nullptr) {
+    return fail(Error::DelegateInvalidCompatibility, h->method_name, what);
+  }
+  h->container = aoti::Container::create(std::move(library), h->simulated ? "cpu" : device, &what);
+  if (h->container == nullptr) {
+    return fail(Error::DelegateInvalidCompatibility, h->method_name, what);
+  }
+  size_t inputs = 0, outputs = 0;
+  if (!h->container->io_counts(&inputs, &outputs, &what)) {
+    return fail(Error::DelegateInvalidCompatibility, h->method_name, what);
+  }
+  if (inputs != h->record.num_inputs || outputs != h->record.num_outputs) {
+    return fail(Error::DelegateInvalidCompatibility, h->method_name,
+                "the model takes " + std::to_string(inputs) + " inputs and gives " + std::to_string(outputs) +
+                    " outputs; the record's io line says " + std::to_string(h->record.num_inputs) + " and " +
+                    std::to_string(h->record.num_outputs));
+  }
+  e = bind_constants(*h, context);
+  if (e != Error::Ok) {
+    return e;
+  }
+  return h.release();
+}
+
+ET_NODISCARD Error execute_handle(Handle& h, Span<EValue*> args) {
+  const size_t n_in = h.record.num_inputs;
+  const size_t n_out = h.record.num_outputs;
+  if (args.size() != n_in + n_out) {
+    return fail(Error::InvalidArgument, h.method_name,
+                std::to_string(args.size()) + " arguments, the model takes " + std::to_string(n_in) + " inputs and " +
+                    std::to_string(n_out) + " outputs");
+  }
+  // Check every argument before running.
+  for (size_t i = 0; i < args.size(); ++i) {
+    const bool input = i < n_in;
+    const std::string name = (input ? "input " : "output ") + std::to_string(input ? i : i - n_in);
+    if (args[i] == nullptr) {
+      return fail(Error::InvalidArgument, h.method_name, name + " is missing");
+    }
+    if (!args[i]->isTensor()) {
+      return fail(Error::NotSupported, h.method_name, name + " is not a tensor (the model takes tensors only)");
+    }
+    const std::string why = refuse(args[i]->toTensor(), h);
+    if (!why.empty()) {
+      return fail(Error::InvalidArgument, h.method_name, name + " " + why);
+    }
+  }
+  std::vector<aoti::BlobView> inputs;
+  for (size_t i = 0; i < n_in; ++i) {
+    auto v = view_of(args[i]->toTensor(), h);
+    if (!v.ok()) {
+      return fail(v.error(), h.method_name, "input " + std::to_string(i) + ": no host alias");
+    }
+    inputs.push_back(std::move(*v));
+  }
+  std::string what;
+  std::vector<aoti::ModelTensor> results;
+  if (!h.container->run(inputs, &results, &what)) {
+    return fail(Error::Internal, h.method_name, what);
+  }
+  if (results.size() != n_out) {
+    return fail(Error::Internal, h.method_name,
+                "the model gave " + std::to_string(results.size()) + " outputs, not " + std::to_string(n_out));
+  }
+  for (size_t j = 0; j < n_out; ++j) {
+    const std::string name = "output " + std::to_string(j);
+    Tensor& t = args[n_in + j]->toTensor();
+    std::vector<int64_t> sizes;
+    int32_t dtype = 0;
+    if (!results[j].sizes(&sizes, &what) || !results[j].dtype(&dtype, &what)) {
+      return fail(Error::Internal, h.method_name, name + ": " + what);
+    }
+    if (dtype != static_cast<int32_t>(t.scalar_type())) {
+      return fail(Error::InvalidArgument, h.method_name,
+                  name + " has dtype " + executorch::runtime::toString(t.scalar_type()) + ", the model's output " +
+                      executorch::runtime::toString(static_cast<ScalarType>(dtype)));
+    }
+    Error e = executorch::runtime::resize_tensor(t, ArrayRef<int64_t>(sizes.data(), sizes.size()));
+    if (e != Error::Ok) {
+      return fail(e, h.method_name, name + " cannot take the model output's shape");
+    }
+    const std::string why = refuse(t, h); // the resized extent must still lie in its allocation
+    if (!why.empty()) {
+      return fail(Error::InvalidArgument, h.method_name, name + " " + why);
+    }
+    auto v = view_of(t, h);
+    if (!v.ok()) {
+      return fail(v.error(), h.method_name, name + ": no host alias");
+    }
+    if (!results[j].copy_into(*v, &what)) {
+      return fail(Error::Internal, h.method_name, name + ": " + what);
+    }
+  }
+  return Error::Ok;
+}
+
+} // namespace
+
+const char* aoti_torch_version() {
+  return aoti::compiled_torch_version();
+}
+
+bool AotiDeviceBackend::is_available() const {
+  return true;
+}
+
+Result<DelegateHandle*> AotiDeviceBackend::init(BackendInitContext& context, FreeableBuffer* processed,
+                                                ArrayRef<CompileSpec> compile_specs) const {
+  auto h = init_handle(context, processed, compile_specs);
+  if (!h.ok()) {
+    return h.error();
+  }
+  return static_cast<DelegateHandle*>(*h);
+}
+
+Error AotiDeviceBackend::execute(BackendExecutionContext& /*context*/, DelegateHandle* handle,
+                                 Span<EValue*> args) const {
+  if (handle == nullptr) {
+    ET_LOG(Error, "%s: execute without a handle", kAotiDeviceBackend);
+    return Error::InvalidArgument;
+  }
+  return execute_handle(*static_cast<Handle*>(handle), args);
+}
+
+void AotiDeviceBackend::destroy(DelegateHandle* handle) const {
+  delete static_cast<Handle*>(handle); // the container, then the weights and arena it was bound to
+}
+
+AotiDeviceBackend& aoti_backend() {
+  static AotiDeviceBackend* instance = new AotiDeviceBackend(); // the registry keeps the pointer
+  return *instance;
+}
+
+Registration register_aoti_backend(Error* error) {
+  if (error != nullptr) {
+    *error = Error::Ok;
+  }
+  AotiDeviceBackend& ours = aoti_backend();
+  static std::mutex mutex; // et_copy_runtime's registry lock is private to it
+  std::lock_guard<std::mutex> lock(mutex);
+  executorch::runtime::BackendInterface* current = executorch::runtime::get_backend_class(kAotiDeviceBackend);
+  if (current == &ours) {
+    return Registration::kAlreadyOurs;
+  }
+  if (current != nullptr) {
+    return Registration::kAlreadyOther;
+  }
+  static const executorch::runtime::Backend backend{kAotiDeviceBackend, &ours};
+  const Error err = executorch::runtime::register_backend(backend);
+  if (err != Error::Ok) {
+    if (error != nullptr) {
+      *error = err;
+    }
+    return Registration::kFailed;
+  }
+  return Registration::kRegistered;
+}
+
+} // namespace et_copy
