@@ -444,7 +444,7 @@ TEST_F(CudaAllocator, ZRegistrationIsIdempotent) {
 // device, upstream's CUDA backend is the one whose delegates may take its memory.
 TEST_F(CudaAllocator, ZZDeviceBackendsAreUpstreamsCudaBackend) {
   ASSERT_EQ(get_device_allocator(DeviceType::CUDA), &a);
-  EXPECT_EQ(et_copy::device_backends(), (std::vector<std::string>{"CudaBackend", "AotiDeviceBackend"}));
+  EXPECT_EQ(et_copy::device_backends(), (std::vector<std::string>{"CudaBackend"}));
   EXPECT_TRUE(et_copy::device_backends(DeviceType::CPU).empty());
 }
 

@@ -2,20 +2,21 @@
 
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
-#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <et_copy/counting_device_allocator.h>
 #include <et_copy/delegate_record.h>
+#include <et_copy/device_residency.h>
 #include <et_copy/simulated_device_allocator.h>
 #include <executorch/runtime/core/device_allocator.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
 #include <executorch/runtime/platform/log.h>
 
-#include "aoti_device_memory.h"
 #include "aoti_runtime.h"
 
 namespace et_copy {
@@ -42,8 +43,8 @@ struct Handle {
   std::string method_name;
   DelegateRecord record; // payload points nowhere after init
   bool simulated = true; // the simulated device (host alias, CPU model) or CUDA
-  std::vector<std::shared_ptr<aoti::DeviceBlock>> weights;
-  std::shared_ptr<aoti::StateArena> arena;
+  std::vector<std::shared_ptr<DeviceBlock>> weights;
+  std::shared_ptr<StateArena> arena;
   std::unique_ptr<aoti::Container> container;
 };
 
@@ -166,32 +167,42 @@ ET_NODISCARD Error bind_constants(Handle& h, BackendInitContext& context) {
   }
   const auto* named = context.get_named_data_map();
   std::map<std::string, std::pair<uint8_t*, uint8_t*>> memory; // record name -> (device, alias)
+  std::optional<int> pool;
+  auto pool_spec = context.get_runtime_spec<int>(kPoolSpec);
+  if (pool_spec.ok()) {
+    pool = *pool_spec;
+  } else if (pool_spec.error() != Error::NotFound) {
+    return fail(Error::InvalidArgument, h.method_name, "runtime spec 'pool' must be an int");
+  }
   for (const DelegateWeight& w : r.weights) {
-    auto block = aoti::device_weight(w, r.device_index, named, &what);
+    auto block = acquire_weight(w.key, r.device_type, r.device_index, w.nbytes, named, pool, &what);
     if (!block.ok()) {
-      return fail(block.error(), h.method_name, what);
+      return fail(block.error(), h.method_name, "weight '" + w.fqn + "': " + what);
     }
-    memory[w.fqn] = {(*block)->device(), (*block)->host_alias()};
+    memory[w.fqn] = {static_cast<uint8_t*>((*block)->device()), (*block)->host_alias()};
     h.weights.push_back(std::move(*block));
   }
   if (r.has_arena) {
-    aoti::ArenaKey key;
-    auto session = context.get_runtime_spec<int>("session");
+    ArenaKey key{kAotiDeviceBackend, std::nullopt, named};
+    auto session = context.get_runtime_spec<int>(kSessionSpec);
     if (session.ok()) {
-      key = {0, static_cast<uintptr_t>(static_cast<uint32_t>(*session))};
-    } else if (session.error() == Error::NotFound) {
-      key = {1, reinterpret_cast<uintptr_t>(named)};
-    } else {
+      key.session = *session;
+    } else if (session.error() != Error::NotFound) {
       return fail(Error::InvalidArgument, h.method_name, "runtime spec 'session' must be an int");
     }
-    auto arena = aoti::state_arena(key, r, h.method_name, named, &what);
+    std::vector<ArenaState> states;
+    for (const DelegateState& s : r.states) {
+      states.push_back(ArenaState{s.name, s.offset, s.nbytes, s.initial_key});
+    }
+    auto arena = acquire_arena(key, r.device_type, r.device_index, r.arena_nbytes, states, named, h.method_name, &what);
     if (!arena.ok()) {
       return fail(arena.error(), h.method_name, what);
     }
     h.arena = std::move(*arena);
+    auto* device = static_cast<uint8_t*>(h.arena->block().device());
+    uint8_t* alias = h.arena->block().host_alias();
     for (const DelegateState& s : r.states) {
-      uint8_t* alias = h.arena->block->host_alias();
-      memory[s.name] = {h.arena->block->device() + s.offset, alias == nullptr ? nullptr : alias + s.offset};
+      memory[s.name] = {device + s.offset, alias == nullptr ? nullptr : alias + s.offset};
     }
   }
   std::vector<std::pair<std::string, aoti::BlobView>> bound;
@@ -392,29 +403,17 @@ AotiDeviceBackend& aoti_backend() {
   return *instance;
 }
 
+const char* AotiDeviceBackend::id() const {
+  return kAotiDeviceBackend;
+}
+
+bool AotiDeviceBackend::runs_on(const CountingDeviceAllocator& server) const {
+  // Compiled for the CPU, it runs on the simulated device's host alias; compiled for CUDA, on the GPU.
+  return std::strcmp(server.name(), "simulated") == 0 || std::strcmp(server.name(), "cuda") == 0;
+}
+
 Registration register_aoti_backend(Error* error) {
-  if (error != nullptr) {
-    *error = Error::Ok;
-  }
-  AotiDeviceBackend& ours = aoti_backend();
-  static std::mutex mutex; // et_copy_runtime's registry lock is private to it
-  std::lock_guard<std::mutex> lock(mutex);
-  executorch::runtime::BackendInterface* current = executorch::runtime::get_backend_class(kAotiDeviceBackend);
-  if (current == &ours) {
-    return Registration::kAlreadyOurs;
-  }
-  if (current != nullptr) {
-    return Registration::kAlreadyOther;
-  }
-  static const executorch::runtime::Backend backend{kAotiDeviceBackend, &ours};
-  const Error err = executorch::runtime::register_backend(backend);
-  if (err != Error::Ok) {
-    if (error != nullptr) {
-      *error = err;
-    }
-    return Registration::kFailed;
-  }
-  return Registration::kRegistered;
+  return register_device_backend(aoti_backend(), error);
 }
 
 } // namespace et_copy

@@ -21,6 +21,19 @@
 
 namespace et_copy {
 
+/// Runtime spec keys (LoadBackendOptionsMap, for every device backend),
+/// both ints. kSessionSpec names the state arena the delegate binds: loads
+/// with one session id share one arena. Without it, one arena per
+/// BackendInitContext::get_named_data_map() pointer (per program when the
+/// program has no .ptd). kPoolSpec pins the weights in the pool when it is
+/// open (device_residency.h: a SessionPool's are, until it is destroyed),
+/// and shares a backend's per-program resources (the simulated backend's
+/// scratch) among loads with one pool id; without it, each load has its own
+/// and the weights go with their last handle.
+inline constexpr const char* kSessionSpec = "session";
+inline constexpr const char* kPoolSpec = "pool";
+
+
 /**
  * A delegate backend whose delegates compute over device memory. Besides
  * BackendInterface (init, execute, destroy, is_available) it says:
@@ -35,7 +48,7 @@ namespace et_copy {
  *
  * Sessions (sessions.h) load every method with the runtime specs
  * {"pool": pool id, "session": session id} (both int, kPoolSpec and
- * kSessionSpec in simulated_device_backend.h) for every registered device
+ * kSessionSpec below) for every registered device
  * backend.
  *
  * Threading: the hooks may be called from any thread. reset_state races

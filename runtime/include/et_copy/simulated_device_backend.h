@@ -21,18 +21,6 @@ namespace et_copy {
 /// backend id) and the name it is registered under.
 inline constexpr const char* kSimulatedDeviceBackend = "SimulatedDeviceBackend";
 
-/// Runtime spec keys (LoadBackendOptionsMap, for every device backend),
-/// both ints. kSessionSpec names the state arena the delegate binds: loads
-/// with one session id share one arena. Without it, one arena per
-/// BackendInitContext::get_named_data_map() pointer (per program when the
-/// program has no .ptd). kPoolSpec pins the weights in the pool when it is
-/// open (device_residency.h: a SessionPool's are, until it is destroyed),
-/// and shares the scratch (every nested planned buffer but the arena) among
-/// loads of one nested program with one pool id; without it, each load has
-/// its own scratch and the weights go with their last handle.
-inline constexpr const char* kSessionSpec = "session";
-inline constexpr const char* kPoolSpec = "pool";
-
 /**
  * The backend. init() parses the delegate record (delegate_record.h),
  * copies the nested program (small: its constants are external) and frees

@@ -10,8 +10,8 @@
 // C shim libraries (torch_cpu, c10); runtime/ stays free of libtorch.
 #pragma once
 
+#include <et_copy/device_backend.h>
 #include <et_copy/registration.h>
-#include <executorch/runtime/backend/interface.h>
 
 namespace et_copy {
 
@@ -34,9 +34,10 @@ const char* aoti_torch_version();
  * match the record's io and weight/state lines. It loads the .so from an
  * anonymous file once per content (never unloaded), creates one model
  * container per handle on "cpu" or "cuda:<index>", uploads each weight
- * through the allocator's counted h2d copy unless the process-wide cache
- * holds it, binds the session's state arena (runtime spec "session", an
- * int; without it one arena per named data map), and binds every weight and
+ * through the residency module (device_residency.h: counted, shared by
+ * content key, pinned by the runtime spec "pool"), binds the session's
+ * state arena there (runtime spec "session"; without it one arena per named
+ * data map), and binds every weight and
  * state as a user-managed constant over that device memory: the model
  * updates state in place. NotFound / NotSupported when nothing or another
  * allocator serves CUDA or the named data lacks a weight; InvalidProgram
@@ -57,8 +58,12 @@ const char* aoti_torch_version();
  * and of handles sharing an arena (one session), must be serialized by the
  * caller (SessionPool's execution lock).
  */
-class AotiDeviceBackend final : public executorch::runtime::BackendInterface {
+class AotiDeviceBackend final : public DeviceBackend {
  public:
+  /// kAotiDeviceBackend.
+  const char* id() const override;
+  /// The simulated allocator (code compiled for the CPU) and et-copy's CUDA allocator.
+  bool runs_on(const CountingDeviceAllocator& server) const override;
   bool is_available() const override;
   ET_NODISCARD executorch::runtime::Result<executorch::runtime::DelegateHandle*> init(
       executorch::runtime::BackendInitContext& context, executorch::runtime::FreeableBuffer* processed,
