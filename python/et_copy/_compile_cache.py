@@ -8,7 +8,7 @@ torch version, options, target), never by the weights' values, which the
 code does not hold.
 
 Where: ``$XDG_CACHE_HOME/et_copy/aoti/<key>.so`` (default ``~/.cache``).
-``ET_COPY_AOTI_CACHE=0`` turns it off. Writes are atomic (a temporary file
+``ET_COPY_AOTI_CACHE=0`` turns it off; a path there moves it. Writes are atomic (a temporary file
 in the same folder, then a rename), so a concurrent reader sees a whole file
 or none.
 """
@@ -26,9 +26,13 @@ CACHE_ENV = "ET_COPY_AOTI_CACHE"
 
 
 def cache_dir() -> Path | None:
-    """The cache folder, or None when ``ET_COPY_AOTI_CACHE=0`` turns the cache off."""
-    if os.environ.get(CACHE_ENV, "1").strip() in ("0", "false", "no", "off"):
+    """The cache folder, or None when ``ET_COPY_AOTI_CACHE=0`` turns the cache off;
+    ``ET_COPY_AOTI_CACHE=/some/dir`` puts it there instead."""
+    setting = os.environ.get(CACHE_ENV, "1").strip()
+    if setting in ("0", "false", "no", "off"):
         return None
+    if os.sep in setting:
+        return Path(setting)
     root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(root) / "et_copy" / "aoti"
 

@@ -36,6 +36,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-seq-len", type=int, default=64, help="the cache length the program holds (default 64)")
     p.add_argument("--pick", choices=("host", "device"), default="device",
                    help="where the next token is picked: 'device' returns 8 bytes, not the logits")  # fmt: skip
+    p.add_argument("--backend", choices=("simulated", "aoti"), default="simulated",
+                   help="the device backend that computes: 'simulated' (ExecuTorch's CPU kernels over the simulated "
+                   "device, default) or 'aoti' (AOTInductor code run by libtorch's AOTI runtime, compiled "
+                   "for the CPU here; the first export compiles, later ones reuse the code)")  # fmt: skip
     p.add_argument("--temperature", type=float, default=0.0,
                    help="0 is greedy (default); with --pick device the sampling runs on the device too")  # fmt: skip
     p.add_argument("--top-k", type=int, default=None, help="sample from the k most likely tokens")
@@ -103,12 +107,16 @@ def _measure(args: argparse.Namespace, inputs: _Inputs) -> _Measured:
     from et_copy import llm
 
     start = time.perf_counter()
+    # The simulated backend's programs keep the cache key they always had.
+    backend = {"backend": args.backend} if args.backend != "simulated" else {}
     program = llm.export_llm_cached(
-        inputs.model, use_cache=not args.no_cache, max_seq_len=args.max_seq_len, pick=args.pick
+        inputs.model, use_cache=not args.no_cache, max_seq_len=args.max_seq_len, pick=args.pick, **backend
     )
     how = f"reused the program exported before ({program.path})" if program.hit else "exported it"
-    export_note = f"{how} in {time.perf_counter() - start:.1f} s ({len(program.buffer)} B)"
+    export_note = f"{how} in {time.perf_counter() - start:.1f} s ({len(program.buffer)} B, backend {args.backend})"
     et_copy.use_simulated_device()
+    if args.backend == "aoti":
+        et_copy.use_aoti_backend()
     with et_copy.counting() as loading:
         start = time.perf_counter()
         device = llm.DeviceLLM(program.buffer)

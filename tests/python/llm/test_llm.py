@@ -27,15 +27,29 @@ PROMPT = [5, 17, 3, 9, 42]
 TOKENS = 16
 MAX_SEQ = 32
 
-# (architecture, pick): one MoE, one hybrid and one dense picking on the
-# device (and decoding their own picks), and the dense one returning logits.
-CASES = [("qwen3_moe", "device"), ("qwen3_5_moe", "device"), ("qwen3", "device"), ("qwen3", "host")]
+# (architecture, pick, backend): one MoE, one hybrid and one dense picking on
+# the device (and decoding their own picks), and the dense one returning
+# logits, on the simulated backend (ExecuTorch's CPU kernels over the device);
+# the three that pick on the device again on the compiled backend
+# (AOTInductor code, compiled for the CPU: the code path a GPU runs).
+CASES = [
+    ("qwen3_moe", "device", "simulated"),
+    ("qwen3_5_moe", "device", "simulated"),
+    ("qwen3", "device", "simulated"),
+    ("qwen3", "host", "simulated"),
+    ("qwen3_moe", "device", "aoti"),
+    ("qwen3_5_moe", "device", "aoti"),
+    ("qwen3", "device", "aoti"),
+]
 
 
-@pytest.fixture(scope="module", params=CASES, ids=[f"{a}-{p}" for a, p in CASES])
+@pytest.fixture(scope="module", params=CASES, ids=[f"{a}-{p}" + ("-aoti" if b == "aoti" else "") for a, p, b in CASES])
 def exported(request):
-    arch, pick = request.param
-    model, buffer = exported_program(arch, max_seq_len=MAX_SEQ, pick=pick)
+    arch, pick, backend = request.param
+    settings = {"backend": backend} if backend != "simulated" else {}  # the simulated programs' key as before
+    model, buffer = exported_program(arch, max_seq_len=MAX_SEQ, pick=pick, **settings)
+    if backend == "aoti":
+        et_copy.use_aoti_backend()
     return model, buffer, pick
 
 
@@ -235,6 +249,30 @@ def test_generate_command_prints_device_state_beside_host_state_and_eager_all_eq
         load,
         params,
     )  # once, not per method
+
+
+def test_generate_command_runs_the_compiled_backend_and_gives_transformers_tokens(tmp_path):
+    import subprocess
+    import sys
+
+    from et_copy import _compile_cache
+
+    env = _command_env(tmp_path / "cache")  # the program cache in tmp; the compiled code is shared
+    env[_compile_cache.CACHE_ENV] = str(_compile_cache.cache_dir())
+    proc = subprocess.run(
+        [sys.executable, "-m", "et_copy", "generate", "--backend", "aoti", "--tokens", "8", "--max-seq-len", "32",
+         "--no-baseline"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert "backend aoti" in proc.stdout, proc.stdout
+    generated = re.search(r"generated \(8 tokens\): ([\d ]+)", proc.stdout)[1].split()
+    assert [int(t) for t in generated] == llm.eager_generate(llm.tiny_model("qwen3_moe"), [5, 17, 3, 9], 8)
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("et_copy.runtime, device state"))
+    assert row[32:].split()[2:4] == ["0", "8"], proc.stdout  # nothing in, the token out, per decoded token
 
 
 def test_generate_command_takes_a_local_checkpoint_and_its_tokenizer(tmp_path):
