@@ -101,7 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     def export():
         import et_copy.llm
 
-        program = et_copy.llm.export_llm(model, max_seq_len=args.max_seq_len, partitioner=partitioner)
+        # The linear-attention conv as shifts: upstream's Triton-only options have no grouped-conv template.
+        program = et_copy.llm.export_llm(
+            model, max_seq_len=args.max_seq_len, partitioner=partitioner, depthwise_conv_as_shifts=True
+        )
         pte = args.out / "llm.pte"
         pte.write_bytes(program.buffer)
         if getattr(program, "_tensor_data", None):

@@ -503,13 +503,17 @@ def export_device_methods(
     resident_inputs: Sequence[int] = (),
     resident_outputs: Sequence[int] = (),
     constant_methods: dict[str, Any] | None = None,
+    decompositions: dict[Any, Callable[..., Any]] | None = None,
 ) -> ExecutorchProgramManager:
     """:func:`export_device_program` with several methods, each the
     module's ``forward`` traced on its own example inputs (an LLM's
     ``prefill`` with a dynamic prompt length and ``decode`` with one token).
     Every method reads and writes the same state buffers.
     ``constant_methods`` are to_edge's: methods that return a constant
-    (``{"get_max_seq_len": 64}``)."""
+    (``{"get_max_seq_len": 64}``). ``decompositions`` (an ATen op to a
+    function, ``ExportedProgram.run_decompositions``' table) rewrite each
+    method's graph before lowering; a function returning NotImplemented
+    keeps that call (et_copy.llm's depthwise convolution as shifts)."""
     op = "et_copy.export.export_device_program"
     if alloc_graph_output is None:
         alloc_graph_output = not resident_outputs
@@ -529,8 +533,8 @@ def export_device_methods(
     check_backend(backend, op=op)
     if partitioner is not None and backend != DEFAULT_BACKEND:
         raise ValueError(f"{op}: pass backend={backend!r} or a partitioner, not both")
-    if (partitioner is not None or backend != DEFAULT_BACKEND) and not insert_copies:
-        raise ValueError(f"{op}: a backend goes with insert_copies=True (its copies are inserted for it)")
+    if (partitioner is not None or backend != DEFAULT_BACKEND or decompositions) and not insert_copies:
+        raise ValueError(f"{op}: a backend or decompositions go with insert_copies=True (the backend's copies)")
     aot.ensure_registered()
     if insert_copies:
         if partitioner is None:
@@ -539,6 +543,7 @@ def export_device_methods(
             module,
             methods,
             partitioner,
+            decompositions=decompositions,
             strict=strict,
             alloc_graph_input=alloc_graph_input,
             alloc_graph_output=alloc_graph_output,
@@ -570,6 +575,7 @@ def _export_through_backend(
     methods: dict[str, MethodInputs],
     partitioner: Partitioner,
     *,
+    decompositions: dict[Any, Callable[..., Any]] | None,
     strict: bool,
     alloc_graph_input: bool,
     alloc_graph_output: bool,
@@ -588,6 +594,11 @@ def _export_through_backend(
         )
         for name, inputs in methods.items()
     }
+    if decompositions:
+        exported = {
+            name: _stage(op, name, "decompositions", strict, functools.partial(ep.run_decompositions, decompositions))
+            for name, ep in exported.items()
+        }
     edge = _stage(
         op,
         None,

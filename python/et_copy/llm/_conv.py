@@ -61,8 +61,11 @@ def _convolution(x, w, b, stride, padding, dilation, transposed, output_padding,
     return _shifted(x, w, b, stride, padding, dilation, groups)
 
 
+# run_decompositions' table: every depthwise 1-d convolution of stride and dilation 1 (aten.conv1d
+# or aten.convolution) as shifted multiply-adds; every other convolution is kept as it is.
+DEPTHWISE_CONV1D_AS_SHIFTS = {aten.conv1d.default: _conv1d, aten.convolution.default: _convolution}
+
+
 def depthwise_conv1d_as_shifts(exported: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
-    """``exported`` with every depthwise 1-d convolution of stride and
-    dilation 1 (``aten.conv1d`` or ``aten.convolution``) rewritten as
-    shifted multiply-adds; every other convolution is kept as it is."""
-    return exported.run_decompositions({aten.conv1d.default: _conv1d, aten.convolution.default: _convolution})
+    """``exported`` with :data:`DEPTHWISE_CONV1D_AS_SHIFTS` applied."""
+    return exported.run_decompositions(DEPTHWISE_CONV1D_AS_SHIFTS)

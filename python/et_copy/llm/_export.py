@@ -8,6 +8,7 @@ import torch
 
 from ..export import MethodInputs, export_device_methods
 from ._check import check_wrapper
+from ._conv import DEPTHWISE_CONV1D_AS_SHIFTS
 from ._state import DEFAULT_MAX_TOP_K, HostStateStep, StatefulCausalLM, static_prefill_chunks
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ def export_llm(
     strict: bool = True,
     backend: str = "simulated",
     partitioner: Partitioner | None = None,
+    depthwise_conv_as_shifts: bool = False,
 ):
     """Exports ``model`` (a transformers causal LM, :func:`et_copy.llm.tiny_model`)
     as a device program with two methods that share one state:
@@ -69,8 +71,12 @@ def export_llm(
     ``strict`` is torch.export's: transformers' caches export strict only
     (torch 2.13 fails non-strict). ``backend`` ("simulated" or "aoti") or
     ``partitioner`` choose the device backend, as for
-    :func:`~et_copy.export.export_device_methods`. Returns the
-    ExecutorchProgramManager.
+    :func:`~et_copy.export.export_device_methods`.
+    ``depthwise_conv_as_shifts=True`` rewrites the depthwise convolutions
+    (Qwen 3.5 MoE's and Qwen3-Next's linear-attention conv) as shifted
+    multiply-adds, which upstream's CudaPartitioner (Triton templates only)
+    can lower; the arithmetic is the same, summed in another order. Returns
+    the ExecutorchProgramManager.
 
     Before exporting, the wrapper is checked against the model
     (:func:`et_copy.llm._check.check_wrapper`): a few prefill and decode
@@ -89,6 +95,9 @@ def export_llm(
     wrapper = StatefulCausalLM(model, max_seq_len, pick=pick, max_top_k=max_top_k).eval()
     check_wrapper(wrapper, max_prompt_len)
     methods = {DECODE: MethodInputs((torch.tensor([[0]]), torch.tensor([0])))}
+    # A depthwise conv (the linear-attention layers') as shifted multiply-adds: upstream's
+    # Triton-only CUDA backend has no template for a grouped convolution (et_copy.llm._conv).
+    decompositions = DEPTHWISE_CONV1D_AS_SHIFTS if depthwise_conv_as_shifts else None
     if not state_on_device:
         step = HostStateStep(wrapper).eval()
         methods = {DECODE: MethodInputs((torch.tensor([[0]]), torch.tensor([0]), *step.initial_state()))}
@@ -100,6 +109,7 @@ def export_llm(
             constant_methods={MAX_SEQ_LEN: max_seq_len},
             backend=backend,
             partitioner=partitioner,
+            decompositions=decompositions,
         )
     n = torch.export.Dim("prompt_len", min=2, max=max_prompt_len)
     example = _example_length(max_prompt_len)
@@ -125,6 +135,7 @@ def export_llm(
             constant_methods=constants,
             backend=backend,
             partitioner=partitioner,
+            decompositions=decompositions,
         )
 
 

@@ -51,3 +51,36 @@ def test_every_other_convolution_is_kept(conv):
     rewritten = depthwise_conv1d_as_shifts(torch.export.export(conv.eval(), (x,)))
     assert len(_convs(rewritten)) == 1
     torch.testing.assert_close(rewritten.module()(x), conv(x))
+
+
+@pytest.mark.slow
+def test_qwen3_5_moe_exported_with_shifts_has_no_convolution_and_gives_transformers_tokens():
+    pytest.importorskip("transformers")
+    import et_copy
+    from et_copy import llm
+
+    model = llm.tiny_model("qwen3_5_moe")
+    program = llm.export_llm(model, max_seq_len=16, pick="device", depthwise_conv_as_shifts=True)
+    for name in program.methods:
+        for module in program.exported_program(name).graph_module.modules():
+            lowered = getattr(module, "original_module", None)  # a delegate's partition
+            if lowered is not None:
+                assert not [n for n in lowered.graph.nodes if "convolution" in str(n.target)], name
+    et_copy.use_simulated_device()
+    session = llm.DeviceLLM(program.buffer).new_session()
+    prompt = [5, 17, 3, 9]
+    assert session.generate(prompt, 6).tokens == llm.eager_generate(model, prompt, 6)
+
+
+def test_decompositions_without_a_backend_are_refused_naming_the_argument():
+    from et_copy.export import MethodInputs, export_device_methods
+    from et_copy.llm._conv import DEPTHWISE_CONV1D_AS_SHIFTS
+
+    conv = torch.nn.Conv1d(4, 4, 2, groups=4)
+    with pytest.raises(ValueError, match="decompositions go with insert_copies=True"):
+        export_device_methods(
+            conv,
+            {"forward": MethodInputs((torch.randn(1, 4, 6),))},
+            insert_copies=False,
+            decompositions=DEPTHWISE_CONV1D_AS_SHIFTS,
+        )
