@@ -11,7 +11,7 @@ arithmetic is plain pointwise work every backend compiles.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -63,7 +63,10 @@ def _convolution(x, w, b, stride, padding, dilation, transposed, output_padding,
 
 # run_decompositions' table: every depthwise 1-d convolution of stride and dilation 1 (aten.conv1d
 # or aten.convolution) as shifted multiply-adds; every other convolution is kept as it is.
-DEPTHWISE_CONV1D_AS_SHIFTS = {aten.conv1d.default: _conv1d, aten.convolution.default: _convolution}
+DEPTHWISE_CONV1D_AS_SHIFTS: dict[Any, Callable[..., Any]] = {
+    aten.conv1d.default: _conv1d,
+    aten.convolution.default: _convolution,
+}
 
 
 def depthwise_conv1d_as_shifts(exported: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
