@@ -404,6 +404,12 @@ def on_changed_lines(mutants: list[Mutant], changed: dict[str, set[int]]) -> lis
     return out
 
 
+def commit_seed() -> int:
+    """The seed a fresh sample takes: HEAD's hash, read as a number (its first 8 hex digits)."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True)
+    return int(head.stdout.strip()[:8], 16)
+
+
 def sample(mutants: list[Mutant], n: int, seed: int) -> list[Mutant]:
     """n mutants drawn with a fixed seed from the list sorted by id (so
     the same source, n and seed give the same mutants), in file order."""
@@ -463,7 +469,12 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901
     ap.add_argument("--generated", action="store_true", help="generated mutants of the core instead of the list")
     ap.add_argument("--changed", metavar="BASE", help="mutants on lines changed since git rev BASE")
     ap.add_argument("--sample", type=int, metavar="N", help="run N mutants drawn with --seed")
-    ap.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
+    ap.add_argument(
+        "--seed",
+        default="commit",
+        help="the sample's seed: an int, or 'commit' (default): the first 8 hex digits of HEAD's hash, so the "
+        "commit being measured picks the sample, not whoever runs it (docs/reliability.md, first runs only)",
+    )
     ap.add_argument("--check", action="store_true", help="check every mutant applies; build and run nothing")
     ap.add_argument("--list", action="store_true", help="list the mutants")
     ap.add_argument("--equivalent", action="store_true", help="run the equivalent mutants too")
@@ -488,6 +499,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: C901
     if args.prefix:
         chosen = [m for m in chosen if any(m.id.startswith(p) for p in args.prefix)]
     if args.sample is not None:
+        args.seed = commit_seed() if args.seed == "commit" else int(args.seed)
         chosen = sample(chosen, args.sample, args.seed)
 
     if args.list:
