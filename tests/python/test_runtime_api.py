@@ -175,7 +175,16 @@ def test_weights_in_a_ptd_file_are_read_through_data_path(tmp_path):
     manager.write_tensor_data_to_file(str(tmp_path))
     (ptd,) = tmp_path.glob("*.ptd")
     program = Runtime.get().load_program(tmp_path / "linear.pte", data_path=ptd)
-    assert torch.allclose(program.load_method("forward").execute([x])[0], model(x))
+    unloaded = program.metadata("forward")
+    method = program.load_method("forward")
+    assert torch.allclose(method.execute([x])[0], model(x))
+    # The weights are the method's attributes, named, whether the method is loaded or not.
+    for meta in (unloaded, method.metadata):
+        attributes = [meta.attribute_tensor_meta(i) for i in range(meta.num_attributes())]
+        assert sorted((a.name(), a.sizes(), a.device()) for a in attributes) == [
+            ("bias", (3,), "cpu"),
+            ("weight", (3, 4), "cpu"),
+        ]
     # Without its data file the method cannot load, and says why.
     with pytest.raises(et_copy.EtCopyError, match="external_data_map is null"):
         Runtime.get().load_program(tmp_path / "linear.pte").load_method("forward")
