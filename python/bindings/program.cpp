@@ -111,8 +111,8 @@ struct LoadedMethod {
 
 namespace {
 
-// A tensor's metadata as the program declares it.
-py::dict tensor_info_dict(const executorch::runtime::TensorInfo& info) {
+// A tensor's metadata as the program declares it, and the device it lives on.
+py::dict tensor_info_dict(const executorch::runtime::TensorInfo& info, et::Device device) {
   py::dict d;
   d["name"] = std::string(info.name());
   d["dtype"] = static_cast<int>(info.scalar_type());
@@ -120,6 +120,8 @@ py::dict tensor_info_dict(const executorch::runtime::TensorInfo& info) {
   d["dim_order"] = std::vector<int64_t>(info.dim_order().begin(), info.dim_order().end());
   d["nbytes"] = info.nbytes();
   d["memory_planned"] = info.is_memory_planned();
+  d["device_type"] = static_cast<int>(device.type());
+  d["device_index"] = static_cast<int>(device.index());
   return d;
 }
 
@@ -130,6 +132,24 @@ std::unique_ptr<executorch::runtime::DataLoader> mmap_file(const std::string& pa
   }
   return std::make_unique<MmapDataLoader>(std::move(*loader));
 }
+
+#ifdef ET_COPY_WITH_ETDUMP
+// Starts a new, empty profile. ETDumpGen::get_etdump_data finishes its
+// builder and leaves it finished: a second call, with no event block in
+// between, builds on the finished buffer and corrupts the heap (executorch
+// 1.5.1), and ETDumpGen::reset drops the debug buffer. So after every
+// get_etdump_data the profile starts again here, with its debug buffer.
+void start_profile(LoadedProgram& lp) {
+  lp.etdump->reset();
+  if (!lp.debug_buffer.empty()) {
+    auto set = lp.etdump->set_debug_buffer({lp.debug_buffer.data(), lp.debug_buffer.size()});
+    if (!set.ok()) {
+      throw Failure(set.error(), "et_copy.runtime: enable_etdump: ETDump refused the debug buffer of " +
+                                     std::to_string(lp.debug_buffer.size()) + " bytes");
+    }
+  }
+}
+#endif
 
 // Options of a load beyond the bytes: executorch.runtime's load_program arguments.
 struct LoadOptions {
@@ -158,9 +178,9 @@ void load_into(LoadedProgram& lp, std::unique_ptr<executorch::runtime::DataLoade
       // logged into it (host tensors only: InstructionTracer never hands a
       // device tensor's memory to the profiler).
       lp.debug_buffer.resize(options.debug_buffer_size);
-      lp.etdump->set_debug_buffer({lp.debug_buffer.data(), lp.debug_buffer.size()});
       lp.etdump->set_event_tracer_debug_level(executorch::runtime::EventTracerDebugLogLevel::kIntermediateOutputs);
     }
+    start_profile(lp);
 #else
     throw Failure(Error::NotSupported, what + ": enable_etdump: this et_copy was built without ExecuTorch's etdump");
 #endif
@@ -229,21 +249,22 @@ py::list planned_buffers(const MethodMeta& meta) {
   return buffers;
 }
 
-// A method's metadata read from the program alone (nothing loaded): each
-// input's, output's and state tensor's TensorInfo, or its tag for a value.
-py::dict program_method_meta(const LoadedProgram& lp, const std::string& name) {
-  auto meta = lp.program().method_meta(name.c_str());
-  if (!meta.ok()) {
-    throw Failure(Error::InvalidArgument, "et_copy.runtime: the program has no method '" + name +
-                                              "' (it has: " + py::str(method_names(lp)).cast<std::string>() + ")");
-  }
-  auto entries = [&](size_t n, auto tag_of, auto info_of) {
+// The one Python form of a method's metadata (_C.pyi's MethodMeta), from
+// ExecuTorch's MethodMeta: per input and output its TensorInfo with the
+// device the tensor lives on (`devices`), {"tag": code} for any other value,
+// None for a tensor whose TensorInfo is unreadable; each attribute's
+// TensorInfo and device; the planned buffers with their devices.
+py::dict method_meta_dict(const MethodMeta& meta, const et_copy::MethodIoDevices& devices) {
+  auto device_of = [](const std::vector<et::Device>& list, size_t i) {
+    return i < list.size() ? list[i] : et::Device(et::DeviceType::CPU, 0);
+  };
+  auto entries = [&](size_t n, auto tag_of, auto info_of, const std::vector<et::Device>& where) {
     py::list list;
     for (size_t i = 0; i < n; ++i) {
       const auto tag = tag_of(i);
       if (tag.ok() && *tag == Tag::Tensor) {
         auto t = info_of(i);
-        list.append(t.ok() ? py::object(tensor_info_dict(*t)) : py::object(py::none()));
+        list.append(t.ok() ? py::object(tensor_info_dict(*t, device_of(where, i))) : py::object(py::none()));
       } else {
         py::dict e;
         e["tag"] = tag.ok() ? static_cast<int>(*tag) : -1;
@@ -253,23 +274,37 @@ py::dict program_method_meta(const LoadedProgram& lp, const std::string& name) {
     return list;
   };
   py::dict d;
-  d["name"] = name;
+  const char* name = meta.name();
+  d["name"] =
+      py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(name, static_cast<Py_ssize_t>(std::strlen(name)), "replace"));
   d["inputs"] = entries(
-      meta->num_inputs(), [&](size_t i) { return meta->input_tag(i); },
-      [&](size_t i) { return meta->input_tensor_meta(i); });
+      meta.num_inputs(), [&](size_t i) { return meta.input_tag(i); },
+      [&](size_t i) { return meta.input_tensor_meta(i); }, devices.inputs);
   d["outputs"] = entries(
-      meta->num_outputs(), [&](size_t i) { return meta->output_tag(i); },
-      [&](size_t i) { return meta->output_tensor_meta(i); });
+      meta.num_outputs(), [&](size_t i) { return meta.output_tag(i); },
+      [&](size_t i) { return meta.output_tensor_meta(i); }, devices.outputs);
   py::list attributes;
-  for (size_t i = 0; i < meta->num_attributes(); ++i) {
-    auto t = meta->attribute_tensor_meta(i);
+  for (size_t i = 0; i < meta.num_attributes(); ++i) {
+    auto t = meta.attribute_tensor_meta(i);
     if (t.ok()) {
-      attributes.append(tensor_info_dict(*t));
+      attributes.append(tensor_info_dict(*t, device_of(devices.attributes, i)));
     }
   }
   d["attributes"] = attributes;
-  d["planned_buffers"] = planned_buffers(*meta);
+  d["planned_buffers"] = planned_buffers(meta);
   return d;
+}
+
+// A method's metadata read from the program alone (nothing loaded), each
+// tensor on the device the program places it on.
+py::dict program_method_meta(LoadedProgram& lp, const std::string& name) {
+  auto meta = lp.program().method_meta(name.c_str());
+  if (!meta.ok()) {
+    throw Failure(Error::InvalidArgument, "et_copy.runtime: the program has no method '" + name +
+                                              "' (it has: " + py::str(method_names(lp)).cast<std::string>() + ")");
+  }
+  const auto bytes = lp.core->bytes();
+  return method_meta_dict(*meta, et_copy::method_io_devices(bytes.data(), bytes.size(), name.c_str()));
 }
 
 // The program's ETDump profiler, or null.
@@ -335,7 +370,8 @@ void write_etdump(LoadedProgram& lp, const std::string& path, const std::optiona
   {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(lp.pool().execution_lock()); // the profiler records every method's events
-    result = lp.etdump->get_etdump_data();                        // the next event block starts a new profile
+    result = lp.etdump->get_etdump_data();
+    start_profile(lp); // whatever happens to the file: never get_etdump_data twice on one profile
   }
   const std::unique_ptr<void, void (*)(void*)> owned(result.buf, std::free);
   if (result.buf == nullptr || result.size == 0) {
@@ -364,36 +400,21 @@ void reset_session(LoadedSession& ls) {
   }
 }
 
-// Inputs' and outputs' metadata, with the device each tensor lives on as
-// the loaded method holds it.
+// The loaded method's metadata: its inputs and outputs on the devices its
+// slots hold them on, its attributes where the program places them.
 py::dict method_meta(const LoadedMethod& lm) {
-  const MethodMeta meta = lm.core->method().method_meta();
-  auto entries = [](const std::vector<IoSlot>& slots, auto info_of, auto tag_of) {
-    py::list list;
-    for (size_t i = 0; i < slots.size(); ++i) {
-      if (slots[i].tensor) {
-        py::dict d = tensor_info_dict(*info_of(i));
-        d["device_type"] = static_cast<int>(slots[i].device.type()); // as the loaded method holds it
-        d["device_index"] = static_cast<int>(slots[i].device.index());
-        list.append(d);
-      } else {
-        const auto tag = tag_of(i);
-        py::dict e;
-        e["tag"] = tag.ok() ? static_cast<int>(*tag) : -1;
-        list.append(e);
-      }
+  const auto bytes = lm.session->program->core->bytes();
+  et_copy::MethodIoDevices devices = et_copy::method_io_devices(bytes.data(), bytes.size(), lm.name.c_str());
+  auto slot_devices = [](const std::vector<IoSlot>& slots) {
+    std::vector<et::Device> list;
+    for (const IoSlot& slot : slots) {
+      list.push_back(slot.device); // CPU's for a value that is not a tensor
     }
     return list;
   };
-  py::dict d;
-  d["name"] = lm.name;
-  d["inputs"] = entries(
-      lm.io.inputs, [&](size_t i) { return meta.input_tensor_meta(i); }, [&](size_t i) { return meta.input_tag(i); });
-  d["outputs"] = entries(
-      lm.io.outputs, [&](size_t i) { return meta.output_tensor_meta(i); },
-      [&](size_t i) { return meta.output_tag(i); });
-  d["planned_buffers"] = planned_buffers(meta);
-  return d;
+  devices.inputs = slot_devices(lm.io.inputs);
+  devices.outputs = slot_devices(lm.io.outputs);
+  return method_meta_dict(lm.core->method().method_meta(), devices);
 }
 
 // A non-tensor method output as a Python value.

@@ -200,9 +200,10 @@ class DeviceTensor:
     def data_ptr(self) -> int: ...
     def free(self) -> None: ...
 
-# A method's metadata (python/bindings/program.cpp): each tensor's TensorInfo,
-# a {"tag": EValue Tag code} for any other value (-1: unreadable), and the
-# planned buffers with the device the program names.
+# A method's metadata (python/bindings/program.cpp's method_meta_dict, the one
+# builder of both Program.method_meta and Method.meta): each tensor's TensorInfo
+# with the device it lives on, a {"tag": EValue Tag code} for any other value
+# (-1: unreadable), and the planned buffers with the device the program names.
 @final
 class TensorInfo(TypedDict):
     name: str
@@ -211,16 +212,7 @@ class TensorInfo(TypedDict):
     dim_order: list[int]
     nbytes: int
     memory_planned: bool
-
-@final
-class LoadedTensorInfo(TypedDict):  # TensorInfo and the device the loaded method holds the tensor on
-    name: str
-    dtype: int
-    shape: list[int]
-    dim_order: list[int]
-    nbytes: int
-    memory_planned: bool
-    device_type: int
+    device_type: int  # as the loaded method holds it, or (Program.method_meta) as the program places it
     device_index: int
 
 @final
@@ -234,18 +226,11 @@ class PlannedBufferInfo(TypedDict):
     nbytes: int
 
 @final
-class ProgramMethodMeta(TypedDict):  # Program.method_meta: read from the program alone
+class MethodMeta(TypedDict):
     name: str
     inputs: list[TensorInfo | ValueInfo | None]  # None: a tensor whose TensorInfo is unreadable
     outputs: list[TensorInfo | ValueInfo | None]
     attributes: list[TensorInfo]
-    planned_buffers: list[PlannedBufferInfo]
-
-@final
-class MethodMeta(TypedDict):  # Method.meta: as loaded
-    name: str
-    inputs: list[LoadedTensorInfo | ValueInfo]
-    outputs: list[LoadedTensorInfo | ValueInfo]
     planned_buffers: list[PlannedBufferInfo]
 
 # et_copy.runtime's core (python/bindings/program.cpp); use et_copy.runtime.
@@ -255,7 +240,7 @@ class Program:
     @property
     def device_scratch_nbytes(self) -> int: ...
     def new_session(self) -> Session: ...
-    def method_meta(self, name: str) -> ProgramMethodMeta: ...
+    def method_meta(self, name: str) -> MethodMeta: ...
     # The ETDump profile recorded since the last write (loaded with enable_etdump=True).
     def write_etdump(self, path: str, debug_buffer_path: str | None = None) -> None: ...
 
@@ -275,10 +260,11 @@ class Method:
     # Checks every value first (method_io.cpp): TypeError, ValueError or EtCopyError.
     # outputs: per output None (not a tensor) or the tensor that receives it. Returns
     # per tensor output None, per other output its value.
+    # inputs and outputs: a list or a tuple (TypeError for any other sequence).
     def execute(
         self,
-        inputs: list[_Tensor | int | float | bool] | tuple[_Tensor | int | float | bool, ...],
-        outputs: list[_Tensor | None] | tuple[_Tensor | None, ...],
+        inputs: Sequence[_Tensor | int | float | bool],
+        outputs: Sequence[_Tensor | None],
     ) -> list[int | float | bool | None]: ...
 
 # verification: 0 Minimal, 1 InternalConsistency; data_path: a .ptd file; enable_etdump: an ETDump

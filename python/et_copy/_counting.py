@@ -29,7 +29,9 @@ class Counts:
     whole block and no longer moves. ``peak_bytes_outstanding`` is how far
     the peak rose; ``bytes_outstanding`` and ``live_allocations`` fall when
     the block frees more than it allocates. The allocator's counters are
-    process-wide, so copies made by other threads meanwhile are counted too.
+    process-wide, so copies made by other threads meanwhile are counted too,
+    and so is device memory the garbage collector frees during the block:
+    call ``gc.collect()`` first when the block must count only its own.
     """
 
     __slots__ = ("_device", "_start", "_end")

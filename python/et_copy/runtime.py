@@ -33,7 +33,7 @@ import enum
 import functools
 import operator
 import os
-from typing import Any, Sequence, Union
+from typing import Callable, Protocol, Sequence, SupportsIndex, Union
 
 import torch
 
@@ -67,21 +67,17 @@ class Verification(enum.IntEnum):
     InternalConsistency = 1
 
 
-def _verification(value: Any) -> Verification:
+def _verification(value: object) -> Verification:
     """``value`` as our Verification: ours, executorch.runtime's (a pybind11
     enum: an int by ``__index__``, with the same names and values), or an
     int. A bool, a float or a str is none of these; a name that disagrees
     with the value is refused rather than guessed."""
     if isinstance(value, Verification):
         return value
-    if isinstance(value, bool):
-        raise TypeError("et_copy.runtime: verification must be a Verification or an int, got bool")
+    if isinstance(value, bool) or not isinstance(value, SupportsIndex):
+        raise TypeError(f"et_copy.runtime: verification must be a Verification or an int, got {type(value).__name__}")
     try:
         level = Verification(operator.index(value))
-    except TypeError:
-        raise TypeError(
-            f"et_copy.runtime: verification must be a Verification or an int, got {type(value).__name__}"
-        ) from None
     except ValueError:
         raise ValueError(
             f"et_copy.runtime: verification {value!r} is none of {[f'{v.name} ({v.value})' for v in Verification]}"
@@ -102,7 +98,7 @@ class TensorMetadata:
     ``torch_dtype()`` (None for a ScalarType torch has no dtype for) and
     ``name()``."""
 
-    def __init__(self, d: dict) -> None:
+    def __init__(self, d: _C.TensorInfo) -> None:
         self._d = d
 
     def sizes(self) -> tuple[int, ...]:
@@ -147,7 +143,7 @@ class MethodMetadata:
     (ExecuTorch's EValue Tag code of an input or output that is not a
     tensor, None for a tensor)."""
 
-    def __init__(self, d: dict) -> None:
+    def __init__(self, d: _C.MethodMeta) -> None:
         self._d = d
 
     def name(self) -> str:
@@ -160,38 +156,39 @@ class MethodMetadata:
         return len(self._d["outputs"])
 
     def num_attributes(self) -> int:
-        return len(self._d.get("attributes", ()))
+        return len(self._d["attributes"])
 
-    def _entry(self, kind: str, index: int) -> dict | None:
-        entries = self._d[kind]
+    def _entry(
+        self, kind: str, entries: Sequence[_C.TensorInfo | _C.ValueInfo | None], index: int
+    ) -> _C.TensorInfo | _C.ValueInfo | None:
         if not 0 <= index < len(entries):
-            raise IndexError(f"{self.name()}: {kind[:-1]} {index} out of range (it has {len(entries)})")
+            raise IndexError(f"{self.name()}: {kind} {index} out of range (it has {len(entries)})")
         return entries[index]
 
-    def _tensor(self, kind: str, index: int) -> TensorMetadata:
-        entry = self._entry(kind, index)
+    def _tensor(self, kind: str, entries: Sequence[_C.TensorInfo | _C.ValueInfo | None], index: int) -> TensorMetadata:
+        entry = self._entry(kind, entries, index)
         if entry is None or "tag" in entry:
-            raise ValueError(f"{self.name()}: {kind[:-1]} {index} is not a tensor")
+            raise ValueError(f"{self.name()}: {kind} {index} is not a tensor")
         return TensorMetadata(entry)
 
-    def _tag(self, kind: str, index: int) -> int | None:
-        entry = self._entry(kind, index)
-        return None if entry is None or "tag" not in entry else entry["tag"]
+    def _tag(self, kind: str, entries: Sequence[_C.TensorInfo | _C.ValueInfo | None], index: int) -> int | None:
+        entry = self._entry(kind, entries, index)
+        return entry["tag"] if entry is not None and "tag" in entry else None
 
     def input_tensor_meta(self, index: int) -> TensorMetadata:
-        return self._tensor("inputs", index)
+        return self._tensor("input", self._d["inputs"], index)
 
     def output_tensor_meta(self, index: int) -> TensorMetadata:
-        return self._tensor("outputs", index)
+        return self._tensor("output", self._d["outputs"], index)
 
     def attribute_tensor_meta(self, index: int) -> TensorMetadata:
-        return self._tensor("attributes", index)
+        return self._tensor("attribute", self._d["attributes"], index)
 
     def input_tag(self, index: int) -> int | None:
-        return self._tag("inputs", index)
+        return self._tag("input", self._d["inputs"], index)
 
     def output_tag(self, index: int) -> int | None:
-        return self._tag("outputs", index)
+        return self._tag("output", self._d["outputs"], index)
 
     def num_memory_planned_buffers(self) -> int:
         return len(self._d["planned_buffers"])
@@ -230,17 +227,29 @@ def _load_wheel_libraries() -> None:
 AnyTensor = Union[torch.Tensor, DeviceTensor]
 
 
+class _Readable(Protocol):
+    def read(self) -> bytes: ...
+
+
+# What a program is loaded from: a path, its bytes, or a file opened for reading.
+ProgramSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, _Readable]
+# What a method takes per input, and gives back per output (None: nothing).
+Value = Union[torch.Tensor, DeviceTensor, int, float, bool]
+
+
 class Method:
     """A loaded method: :attr:`metadata` and :meth:`execute`. Not
     thread-safe: one call at a time per Method (as ExecuTorch's Method)."""
 
-    def __init__(self, core: Any) -> None:
+    def __init__(self, core: _C.Method) -> None:
         self._core = core
         self.name: str = core.name
         self.metadata = MethodMetadata(core.meta())
         self._makers = [_maker(self.metadata, i) for i in range(self.metadata.num_outputs())]
 
-    def execute(self, inputs: Sequence[Any], *, outputs: Sequence[AnyTensor | None] | None = None) -> list[Any]:
+    def execute(
+        self, inputs: Sequence[Value], *, outputs: Sequence[AnyTensor | None] | None = None
+    ) -> list[Value | None]:
         """Runs the method on ``inputs`` (torch tensors, DeviceTensors, Python
         scalars, in the method's order) and returns its outputs: torch tensors
         for host outputs, DeviceTensors for device outputs, fresh each call.
@@ -266,7 +275,7 @@ class Method:
         return [value if out is None else out for out, value in zip(outs, result)]
 
 
-def _maker(metadata: MethodMetadata, index: int):
+def _maker(metadata: MethodMetadata, index: int) -> Callable[[], AnyTensor] | None:
     """What makes a fresh tensor for output ``index`` on each call (None: not
     a tensor). The bindings refused, at load, the outputs none can be made for."""
     if metadata.output_tag(index) is not None:
@@ -295,7 +304,7 @@ class Session:
     execution runs at a time per program.
     """
 
-    def __init__(self, core: Any) -> None:
+    def __init__(self, core: _C.Session) -> None:
         self._core = core  # holds the program's core: no reference back to the Program (no cycle to collect)
         self._methods: dict[str, Method] = {}
 
@@ -335,7 +344,7 @@ class Program:
     """A loaded, verified program: :attr:`method_names`, :meth:`load_method`,
     :meth:`new_session`."""
 
-    def __init__(self, core: Any) -> None:
+    def __init__(self, core: _C.Program) -> None:
         self._core = core
         self._default: Session | None = None
 
@@ -425,7 +434,7 @@ class Runtime:
 
     def load_program(
         self,
-        data: Any,
+        data: ProgramSource,
         *,
         verification: Verification | int = Verification.InternalConsistency,
         enable_etdump: bool = False,
@@ -443,28 +452,37 @@ class Runtime:
         EtCopyError (InvalidProgram, ...) for a malformed program and
         TypeError for what is none of these."""
         level = int(_verification(verification))
-        options: dict[str, Any] = {
-            "verification": level,
-            "data_path": None if data_path is None else os.fspath(data_path),
-            "enable_etdump": bool(enable_etdump),
-            "debug_buffer_size": int(debug_buffer_size),
-        }
+        data_file = None if data_path is None else os.fspath(data_path)
+        options = (level, data_file, bool(enable_etdump), int(debug_buffer_size))
         _load_wheel_libraries()
         if isinstance(data, (str, os.PathLike)):
             path = os.fspath(data)
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"et_copy.runtime: no program file {path!r}")
-            return Program(_C.load_program_file(path, **options))
+            return Program(_C.load_program_file(path, *options))
         if isinstance(data, (bytes, bytearray, memoryview)):
-            return Program(_C.load_program(bytes(data), **options))
+            return Program(_C.load_program(bytes(data), *options))
         if hasattr(data, "read"):
-            return Program(_C.load_program(data.read(), **options))
+            return Program(_C.load_program(data.read(), *options))
         raise TypeError(
             "et_copy.runtime: a program is a path, bytes, bytearray, memoryview or a file-like object, "
             f"got {type(data).__name__}"
         )
 
 
-def load(program: Any, **kwargs: Any) -> Program:
-    """``Runtime.get().load_program(program, **kwargs)``."""
-    return Runtime.get().load_program(program, **kwargs)
+def load(
+    program: ProgramSource,
+    *,
+    verification: Verification | int = Verification.InternalConsistency,
+    enable_etdump: bool = False,
+    debug_buffer_size: int = 0,
+    data_path: str | os.PathLike | None = None,
+) -> Program:
+    """``Runtime.get().load_program(program, ...)``, with the same arguments."""
+    return Runtime.get().load_program(
+        program,
+        verification=verification,
+        enable_etdump=enable_etdump,
+        debug_buffer_size=debug_buffer_size,
+        data_path=data_path,
+    )

@@ -775,4 +775,44 @@ Error check_device_access(const void* data, size_t size, const std::vector<std::
   return Error::InvalidProgram;
 }
 
+MethodIoDevices method_io_devices(const void* data, size_t size, const char* method_name) {
+  Reader r(data, size);
+  const size_t plan = find_plan(r, method_name);
+  if (plan == 0 || r.failed()) {
+    return {};
+  }
+  const std::vector<std::string> none;
+  DeviceWalk walk{r, none, nullptr, {}, {}};
+  walk.read_places(plan);
+  auto devices = [&](int field) {
+    std::vector<int64_t> values;
+    append_values(r, plan, field, &values);
+    std::vector<executorch::runtime::etensor::Device> out;
+    for (const int64_t v : values) {
+      const Place& p = walk.place(v); // type and index stay CPU's 0 for all but planned and device tensors
+      out.emplace_back(static_cast<DeviceType>(p.type),
+                       static_cast<executorch::runtime::etensor::DeviceIndex>(p.index));
+    }
+    return out;
+  };
+  MethodIoDevices io{devices(slot::kPlanInputs), devices(slot::kPlanOutputs), {}};
+  size_t values_at = 0;
+  const uint32_t values = r.vector(plan, slot::kPlanValues, &values_at);
+  for (uint32_t v = 0; v < values && !r.failed(); ++v) {
+    const size_t e = r.table_at(values_at, v);
+    const size_t type_at = r.field(e, slot::kUnionType);
+    const size_t t = r.follow(r.field(e, slot::kUnionValue));
+    if (type_at == 0 || r.read<uint8_t>(type_at) != tag::kTensor || t == 0) {
+      continue;
+    }
+    const size_t extra = r.follow(r.field(t, slot::kTensorExtraInfo));
+    if (extra != 0 && r.field(extra, slot::kExtraFullyQualifiedName) != 0) { // MethodMeta::num_attributes' rule
+      const Place& p = walk.place(v);
+      io.attributes.emplace_back(static_cast<DeviceType>(p.type),
+                                 static_cast<executorch::runtime::etensor::DeviceIndex>(p.index));
+    }
+  }
+  return r.failed() ? MethodIoDevices{} : io;
+}
+
 } // namespace et_copy

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <et_copy/failure_report.h>
 #include <et_copy/program_check.h>
 #include <et_copy/registration.h>
 
@@ -602,6 +603,43 @@ TEST(OutputsFilledByD2hCopy, SurvivesEveryTruncationOfARealProgram) {
   for (size_t n = 0; n < b.size(); ++n) {
     const auto f = et_copy::outputs_filled_by_d2h_copy(b.data(), n, "forward");
     EXPECT_TRUE(f.empty() || f.size() == 1) << n;
+  }
+}
+
+// ---- method_io_devices -------------------------------------------------------
+
+namespace {
+
+std::vector<std::string> device_names(const std::vector<executorch::runtime::etensor::Device>& devices) {
+  std::vector<std::string> names;
+  for (const auto& d : devices) {
+    names.push_back(et_copy::device_name(static_cast<int>(d.type()), static_cast<int>(d.index())));
+  }
+  return names;
+}
+
+} // namespace
+
+TEST(MethodIoDevices, PlacesEachInputAndOutputWhereTheProgramDoes) {
+  const auto b = read_program("roundtrip.pte"); // host in, host out; the copy's device tensor is no input
+  auto io = et_copy::method_io_devices(b.data(), b.size(), "forward");
+  EXPECT_EQ(device_names(io.inputs), std::vector<std::string>{"cpu"});
+  EXPECT_EQ(device_names(io.outputs), std::vector<std::string>{"cpu"});
+  EXPECT_TRUE(io.attributes.empty());
+  const auto d = read_program("device_input.pte"); // input 0 planned on cuda:0
+  io = et_copy::method_io_devices(d.data(), d.size(), "forward");
+  EXPECT_EQ(device_names(io.inputs), std::vector<std::string>{"cuda:0"});
+  EXPECT_EQ(device_names(io.outputs), std::vector<std::string>{"cpu"});
+  io = et_copy::method_io_devices(b.data(), b.size(), "backward");
+  EXPECT_TRUE(io.inputs.empty() && io.outputs.empty() && io.attributes.empty());
+}
+
+TEST(MethodIoDevices, SurvivesEveryTruncationOfARealProgram) {
+  const auto b = read_program("device_input.pte");
+  for (size_t n = 0; n < b.size(); ++n) {
+    const auto io = et_copy::method_io_devices(b.data(), n, "forward");
+    EXPECT_LE(io.inputs.size(), 1u) << n;
+    EXPECT_LE(io.outputs.size(), 1u) << n;
   }
 }
 

@@ -8,6 +8,9 @@
   installed, a skip would hide a test that never ran.
 - --costly: the costly tier (the docs' slow blocks, run as written), which
   is deselected otherwise.
+- Device memory a test leaves to the garbage collector is collected when
+  the test ends, so that no later test's counters (et_copy.counting(),
+  allocator_stats(): process-wide) count its deallocation.
 - A leak check: when the session ends, et_copy's simulated device (if this
   process registered it) must hold no memory. Every DeviceTensor a test made
   has been collected by then, so anything outstanding is a leak.
@@ -46,6 +49,29 @@ def exported_programs(tmp_path_factory) -> Path:
     if proc.returncode != 0:
         pytest.fail(f"exporting the test programs failed:\n{proc.stderr[-6000:]}")
     return out
+
+
+def _live_device_allocations() -> int:
+    """Live allocations of et_copy's allocator serving CUDA; 0 when none serves it."""
+    et_copy = sys.modules.get("et_copy")
+    if et_copy is None:
+        return 0
+    info = et_copy.allocator_info()
+    return 0 if info is None or info["owner"] != "et_copy" else et_copy.allocator_stats()["live_allocations"]
+
+
+@pytest.fixture(autouse=True)
+def _device_memory_left_to_the_collector_is_freed_before_the_next_test():
+    # The allocator's counters are process-wide: a device tensor that a test
+    # leaves in a reference cycle would be freed by the garbage collector
+    # whenever it next runs, perhaps inside a later test's counting() block
+    # (seen: 6 deallocations in test_counting's round trip). A test that
+    # leaves more device allocations live than it found has its garbage
+    # collected at its end; one that frees what it made costs a counter read.
+    before = _live_device_allocations()
+    yield
+    if _live_device_allocations() > before:
+        gc.collect()
 
 
 def pytest_addoption(parser):

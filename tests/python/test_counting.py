@@ -3,6 +3,8 @@ the one helper every tool measures copies and device memory with."""
 
 from __future__ import annotations
 
+import gc
+
 import et_copy
 import pytest
 import torch
@@ -76,3 +78,21 @@ def test_counting_refuses_a_device_allocator_stats_refuses():
     with pytest.raises(ValueError, match="device must be 'cuda'"):
         with et_copy.counting("cpu"):
             pass
+
+
+class _Cycle:
+    def __init__(self, tensor) -> None:
+        self.tensor, self.me = tensor, self  # only the garbage collector frees it
+
+
+def test_a_device_tensor_left_in_a_reference_cycle():
+    # Leaves its tensor to the garbage collector; the next test checks that it is not counted there.
+    _Cycle(et_copy.h2d_copy(torch.ones(3)))
+
+
+def test_garbage_an_earlier_test_left_is_not_counted_in_a_later_block():
+    # conftest collects a test's garbage device memory at its end, so a collection
+    # inside this block (as the collector may run at any allocation) frees none.
+    with et_copy.counting() as c:
+        gc.collect()
+    assert (c.deallocations, c.live_allocations) == (0, 0)

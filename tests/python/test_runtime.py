@@ -82,6 +82,57 @@ def test_metadata_gives_each_input_output_and_planned_buffer_with_its_device(pro
     assert all(nbytes > 0 for device, nbytes in buffers if device == "cuda:0")
 
 
+def described(meta: runtime.MethodMetadata) -> dict:
+    """What every accessor of `meta` returns, to compare two MethodMetadata."""
+
+    def tensor(t: runtime.TensorMetadata) -> tuple:
+        return (t.name(), t.sizes(), t.dtype(), t.torch_dtype(), t.dim_order(), t.nbytes(), t.is_memory_planned(),
+                t.device(), repr(t))  # fmt: skip
+
+    def entries(n, tag, get) -> list:
+        return [("tag", tag(i)) if tag(i) is not None else tensor(get(i)) for i in range(n)]
+
+    return {
+        "name": meta.name(),
+        "inputs": entries(meta.num_inputs(), meta.input_tag, meta.input_tensor_meta),
+        "outputs": entries(meta.num_outputs(), meta.output_tag, meta.output_tensor_meta),
+        "attributes": [tensor(meta.attribute_tensor_meta(i)) for i in range(meta.num_attributes())],
+        "buffers": [
+            (meta.memory_planned_buffer_size(i), meta.memory_planned_buffer_device(i))
+            for i in range(meta.num_memory_planned_buffers())
+        ],
+        "repr": repr(meta),
+    }
+
+
+@pytest.mark.parametrize("name", ["affine", "constant", "greater", "slot", "linear", "stage_a", "stage_b"])
+def test_a_programs_metadata_gives_what_its_loaded_method_gives_device_included(programs, name):
+    program = runtime.load(programs / f"{name}.pte")
+    for method_name in sorted(program.method_names):
+        unloaded = described(program.metadata(method_name))  # read before anything is loaded
+        assert unloaded == described(program.load_method(method_name).metadata)
+
+
+def test_a_programs_metadata_places_device_inputs_and_outputs_on_the_device(programs):
+    meta = runtime.load(programs / "stage_b.pte").metadata("forward")
+    assert (meta.input_tensor_meta(0).device(), meta.output_tensor_meta(0).device()) == ("cuda:0", "cpu")
+    assert "device=cuda:0" in repr(meta.input_tensor_meta(0))
+    meta = runtime.load(programs / "constant.pte").metadata("rows")
+    assert (meta.num_inputs(), meta.num_outputs(), meta.output_tag(0)) == (0, 1, 4)  # Tag::Int
+    with pytest.raises(ValueError, match="output 0 is not a tensor"):
+        meta.output_tensor_meta(0)
+
+
+def test_a_host_programs_metadata_names_the_host_for_every_tensor():
+    # The issue's own case: a copy program from the repository, read without loading.
+    meta = runtime.load(Path(__file__).parents[1] / "cpp/programs/roundtrip.pte").metadata("forward")
+    assert (meta.input_tensor_meta(0).device(), meta.output_tensor_meta(0).device()) == ("cpu", "cpu")
+    assert "device=cpu" in repr(meta.input_tensor_meta(0))
+    assert meta.num_attributes() == 0
+    with pytest.raises(IndexError, match="attribute 0 out of range"):
+        meta.attribute_tensor_meta(0)
+
+
 def test_arithmetic_between_the_copies_equals_eager_with_one_copy_per_input_and_output(programs, data):
     x, y = data["affine"]
     method = runtime.load(programs / "affine.pte").load_method()

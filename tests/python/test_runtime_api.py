@@ -122,13 +122,41 @@ def test_a_profile_that_cannot_be_written_raises_access_failed_naming_the_path(p
 
     et_copy.use_simulated_device()
     missing = tmp_path / "no_such_dir"
-    # One program per write: each write takes what was recorded since the last.
     for etdump, debug in ((missing / "a.etdp", None), (tmp_path / "a.etdp", missing / "debug.bin")):
         program = Runtime.get().load_program(pte[1], enable_etdump=True, debug_buffer_size=1 << 10)
-        program.load_method("forward").execute([pte[2], pte[3]])
+        method = program.load_method("forward")
+        method.execute([pte[2], pte[3]])
         with pytest.raises(et_copy.EtCopyError, match=f"cannot write {debug or etdump}") as info:
             program.write_etdump_result_to_file(etdump, debug)
         assert info.value.error == "AccessFailed"
+        # The failed write took the profile: a second one has nothing, and the next execution records again.
+        with pytest.raises(et_copy.EtCopyError, match="nothing was recorded") as info:
+            program.write_etdump_result_to_file(tmp_path / "b.etdp", tmp_path / "b.bin")
+        assert info.value.error == "NotFound"
+        method.execute([pte[2], pte[3]])
+        program.write_etdump_result_to_file(tmp_path / "c.etdp", tmp_path / "c.bin")
+        assert (tmp_path / "c.etdp").stat().st_size > 0 and (tmp_path / "c.bin").stat().st_size == 1 << 10
+
+
+@pytest.mark.filterwarnings("ignore:The given buffer is not writable:UserWarning")
+def test_a_profile_written_twice_without_an_execution_between_raises_not_found(pte, tmp_path):
+    import et_copy.runtime
+    from executorch.devtools import Inspector
+
+    et_copy.use_simulated_device()
+    program = et_copy.runtime.load(pte[1], enable_etdump=True, debug_buffer_size=1 << 12)
+    method = program.load_method("forward")
+    method.execute([pte[2], pte[3]])
+    program.write_etdump_result_to_file(tmp_path / "1.etdp", tmp_path / "1.bin")
+    with pytest.raises(et_copy.EtCopyError, match="nothing was recorded") as info:
+        program.write_etdump_result_to_file(tmp_path / "2.etdp", tmp_path / "2.bin")
+    assert info.value.error == "NotFound" and not (tmp_path / "2.etdp").exists()
+    del method  # the program's method goes; the profile stays the program's
+    program.load_method("forward").execute([pte[2], pte[3]])
+    program.write_etdump_result_to_file(tmp_path / "3.etdp", tmp_path / "3.bin")
+    # A profile after the first is whole: one execution, its intermediate outputs in the debug buffer again.
+    inspector = Inspector(etdump_path=str(tmp_path / "3.etdp"), debug_buffer_path=str(tmp_path / "3.bin"))
+    assert [b.name for b in inspector.event_blocks if b.name == "Execute"] == ["Execute"]
 
 
 def test_loading_refuses_what_is_not_a_program_and_unsupported_options(pte, tmp_path):
@@ -175,7 +203,16 @@ def test_weights_in_a_ptd_file_are_read_through_data_path(tmp_path):
     manager.write_tensor_data_to_file(str(tmp_path))
     (ptd,) = tmp_path.glob("*.ptd")
     program = Runtime.get().load_program(tmp_path / "linear.pte", data_path=ptd)
-    assert torch.allclose(program.load_method("forward").execute([x])[0], model(x))
+    unloaded = program.metadata("forward")
+    method = program.load_method("forward")
+    assert torch.allclose(method.execute([x])[0], model(x))
+    # The weights are the method's attributes, named, whether the method is loaded or not.
+    for meta in (unloaded, method.metadata):
+        attributes = [meta.attribute_tensor_meta(i) for i in range(meta.num_attributes())]
+        assert sorted((a.name(), a.sizes(), a.device()) for a in attributes) == [
+            ("bias", (3,), "cpu"),
+            ("weight", (3, 4), "cpu"),
+        ]
     # Without its data file the method cannot load, and says why.
     with pytest.raises(et_copy.EtCopyError, match="external_data_map is null"):
         Runtime.get().load_program(tmp_path / "linear.pte").load_method("forward")

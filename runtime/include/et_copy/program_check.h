@@ -68,6 +68,28 @@ std::string instruction_operator(const void* data, size_t size, const char* meth
  */
 std::vector<bool> outputs_filled_by_d2h_copy(const void* data, size_t size, const char* method_name);
 
+/// Where a method's inputs and outputs live (method_io_devices).
+struct MethodIoDevices {
+  std::vector<executorch::runtime::etensor::Device> inputs, outputs;
+  /// Per attribute, in ExecuTorch's MethodMeta::attribute_tensor_meta
+  /// order: each tensor value whose extra_tensor_info has a fully
+  /// qualified name.
+  std::vector<executorch::runtime::etensor::Device> attributes;
+};
+
+/**
+ * The device each input, output and attribute of method `method_name`
+ * lives on, as the program places it, by check_device_access's rule: a
+ * planned tensor on its planned buffer's device, an unplanned one on the
+ * device its tensor metadata (extra_tensor_info) names; CPU for a constant
+ * and for a value that is not a tensor. This is the device a loaded
+ * method's tensor carries, read without loading the method (et_copy.
+ * runtime's Program.metadata). All lists are empty for a method that does
+ * not exist or bytes that do not read as a program; every read is
+ * bounds-checked. Threading: pure function of its arguments.
+ */
+MethodIoDevices method_io_devices(const void* data, size_t size, const char* method_name);
+
 /// The backend id of upstream ExecuTorch's CUDA (AOTInductor) backend.
 inline constexpr const char* kCudaBackendId = "CudaBackend";
 

@@ -67,6 +67,22 @@ def bench_sizes() -> str:
     return f"{kib(DEFAULT_SIZES[0])}, {kib(DEFAULT_SIZES[1])}, ... {kib(DEFAULT_SIZES[-1])}"
 
 
+def default_host_readable() -> bool:
+    from et_copy import _C
+
+    return _C.SIMULATED_DEVICE_DEFAULT_HOST_READABLE
+
+
+def default_memory_words() -> str:
+    return "host-readable" if default_host_readable() else "host-unreadable"
+
+
+def max_tensor_dims() -> int:
+    from et_copy import _C
+
+    return _C.MAX_TENSOR_DIMS
+
+
 # (doc, a pattern whose groups are the quoted figures, what the code says each is)
 FIGURES: list[tuple[str, str, list[Callable[[], object]]]] = [
     ("README.md", r"for (\d+) of ExecuTorch's (\d+) dtypes", [supported_dtypes, executorch_scalar_types]),
@@ -89,6 +105,10 @@ FIGURES: list[tuple[str, str, list[Callable[[], object]]]] = [
         [lambda i=i: fuzz_profiles.KINDS[i] for i in range(3)],
     ),
     ("docs/benchmarks.md", r"throughput sizes \([^)]*; default ([^)]+)\)", [bench_sizes]),
+    # Documented defaults, each against its constant in _C.
+    ("README.md", r"`None` keeps the mode, which starts ([\w-]+)", [default_memory_words]),
+    ("docs/reliability.md", r"The default is `host_readable=(\w+)`", [default_host_readable]),
+    ("docs/reliability.md", r"the (\d+)-dim limit", [max_tensor_dims]),
 ]
 
 

@@ -72,7 +72,9 @@ def decode_step(config: Config, *, max_seq_len: int = 64, progress=None) -> dict
 
     expected = int(host.execute(host_inputs)[0][0])
     for name, method in ((DEVICE_STATE, theirs), (ET_COPY_RUNTIME, ours), (PLAIN_HOST, plain)):
-        got = int(method.execute([token, pos])[0][0])
+        out = method.execute([token, pos])[0]
+        assert isinstance(out, torch.Tensor)  # the picked token, on the host
+        got = int(out[0])
         if got != expected:
             raise RuntimeError(
                 f"et_copy bench: {name} picked token {got}, the host-state run {expected}; not timing it"

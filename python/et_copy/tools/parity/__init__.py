@@ -140,8 +140,8 @@ def main(argv: list[str]) -> int:
         "--device-memory",
         choices=("host-readable", "unreadable"),
         help="the simulated device memory of the case matrix: host-unreadable (a host access faults, as on a GPU) "
-        "or host-readable (not what a GPU gives); default: the simulated device's default. The program section "
-        "always runs on the default, since its programs still run CPU kernels on device memory",
+        "or host-readable (not what a GPU gives); default: the simulated device's default. The "
+        "program section always runs on the default",
     )
     parser.add_argument(
         "--no-programs",

@@ -191,7 +191,10 @@ def _run_column(column: str, pte: bytes, inputs: list) -> tuple[list, dict, int]
 
             method = runtime.load(pte).load_method("forward")
             with counting() as moved:
-                outputs = method.execute(list(inputs))
+                values = method.execute(list(inputs))
+            outputs = [o for o in values if isinstance(o, torch.Tensor)]
+            if len(outputs) != len(values):
+                raise TypeError(f"et_copy parity: a program returned a value that is not a host tensor: {values}")
         del method
     copies = moved.as_dict()
     return outputs, {k: copies[k] for k in COUNTERS}, held.bytes_outstanding
@@ -317,6 +320,7 @@ def _run_tampered(programs: list[Program], results: dict[str, ProgramResult]) ->
         try:
             method = runtime.load(data[p.name.rsplit("/", 1)[1]]).load_method("forward")
             out = method.execute([torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)])[0]
+            assert isinstance(out, torch.Tensor)  # the tampered program's one output is a host tensor
             cell.text, cell.ok = f"accepted: {out.dtype}{list(out.shape)}", False
             result.add(JUDGED_COLUMN, "accepted_tampered", cell.text)
         except EtCopyError as e:
