@@ -110,6 +110,7 @@ def test_cmake_install_lays_out_library_headers_and_package(plain_install):
     for header in (
         "copy_ops.h",
         "counting_device_allocator.h",
+        "device_arguments.h",
         "device_backend.h",
         "device_residency.h",
         "failure_report.h",
