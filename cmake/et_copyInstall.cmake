@@ -65,6 +65,7 @@ set(_et_copy_headers
   failure_report.h
   instruction_tracer.h
   limits.h
+  llm_methods.h
   loaded_method.h
   loaded_program.h
   log_capture.h

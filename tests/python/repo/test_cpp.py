@@ -116,6 +116,7 @@ def test_cmake_install_lays_out_library_headers_and_package(plain_install):
         "failure_report.h",
         "instruction_tracer.h",
         "limits.h",
+        "llm_methods.h",
         "loaded_method.h",
         "loaded_program.h",
         "log_capture.h",
