@@ -59,11 +59,13 @@ endif()
 set(_et_copy_headers
   copy_ops.h
   counting_device_allocator.h
+  device_arguments.h
   device_backend.h
   device_residency.h
   failure_report.h
   instruction_tracer.h
   limits.h
+  llm_methods.h
   loaded_method.h
   loaded_program.h
   log_capture.h

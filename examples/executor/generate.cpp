@@ -10,6 +10,7 @@
 #include <numeric>
 #include <string>
 
+#include <et_copy/llm_methods.h>
 #include <et_copy/loaded_method.h>
 #include <et_copy/sessions.h>
 #include <et_copy/tensor_layout.h>
@@ -121,9 +122,10 @@ int generate_tokens(et_copy::LoadedProgram& program, et_copy::CountingDeviceAllo
     }
     Sequence& s = sequences[i];
     s.session = program.new_session();
-    const bool feeds_back = has_method(program.program(), "decode_next");
+    const bool feeds_back = has_method(program.program(), et_copy::llm::kDecodeNext);
     for (auto [name, slot] :
-         {std::pair{"prefill", &s.prefill}, std::pair{"decode", &s.decode}, std::pair{"decode_next", &s.decode_next}}) {
+         {std::pair{et_copy::llm::kPrefill, &s.prefill}, std::pair{et_copy::llm::kDecode, &s.decode},
+          std::pair{et_copy::llm::kDecodeNext, &s.decode_next}}) {
       if (slot == &s.decode_next && !feeds_back) {
         continue;
       }
@@ -159,9 +161,9 @@ int generate_tokens(et_copy::LoadedProgram& program, et_copy::CountingDeviceAllo
       const auto after = alloc.stats();
       s.tokens.push_back(token);
       std::printf("session %zu %s: %zu in, token %" PRId64 " %.1f us h2d_bytes=%" PRIu64 " d2h_bytes=%" PRIu64 "\n", i,
-                  fed_back         ? "decode_next"
-                  : ids.size() > 1 ? "prefill"
-                                   : "decode",
+                  fed_back         ? et_copy::llm::kDecodeNext
+                  : ids.size() > 1 ? et_copy::llm::kPrefill
+                                   : et_copy::llm::kDecode,
                   ids.size(), token, us, after.h2d_bytes - before.h2d_bytes, after.d2h_bytes - before.d2h_bytes);
     }
   }

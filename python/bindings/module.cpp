@@ -161,8 +161,8 @@ PYBIND11_MODULE(_C, m) {
   m.attr("MAX_DEVICE_INDEX") = et_copy::kMaxDeviceIndex;
   m.attr("DEVICE_ALIGNMENT") = et_copy::kDeviceAlignment;
   m.attr("TENSOR_ALIGNMENT") = et_copy::kTensorAlignment;
-  m.def("device_name", &et_copy::device_name, py::arg("device_type"), py::arg("device_index"),
-        "'cpu', 'cuda:N' or 'device type T:N': how et-copy names a device everywhere.");
+  m.def("device_name", py::overload_cast<int, int>(&et_copy::device_name), py::arg("device_type"),
+        py::arg("device_index"), "'cpu', 'cuda:N' or 'device type T:N': how et-copy names a device everywhere.");
   bind_allocators(m);
   bind_aoti(m);
   bind_device_tensor(m);

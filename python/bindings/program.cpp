@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include <et_copy/llm_methods.h>
 #include <et_copy/loaded_method.h>
 #include <et_copy/loaded_program.h>
 #include <et_copy/log_capture.h>
@@ -520,6 +521,15 @@ py::list execute(LoadedMethod& lm, const py::handle& inputs, const py::handle& o
 void bind_program(py::module_& m) {
   // The exporter writes the program record with these (et_copy.export); the runtime reads it in C++.
   m.attr("PROGRAM_RECORD_KEY") = et_copy::kProgramRecordKey;
+  py::dict llm_methods;
+  llm_methods["prefill"] = et_copy::llm::kPrefill;
+  llm_methods["decode"] = et_copy::llm::kDecode;
+  llm_methods["decode_next"] = et_copy::llm::kDecodeNext;
+  llm_methods["set_sampling"] = et_copy::llm::kSetSampling;
+  llm_methods["max_seq_len"] = et_copy::llm::kMaxSeqLen;
+  llm_methods["max_prompt_len"] = et_copy::llm::kMaxPromptLen;
+  llm_methods["max_top_k"] = et_copy::llm::kMaxTopK;
+  m.attr("LLM_METHODS") = llm_methods;
   m.attr("PROGRAM_RECORD_VERSION") = et_copy::kProgramRecordVersion;
   py::class_<LoadedProgram, std::shared_ptr<LoadedProgram>>(m, "Program")
       .def_property_readonly("method_names", &method_names)

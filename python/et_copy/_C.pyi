@@ -84,6 +84,7 @@ def allocator_stats(device_type: int) -> dict[str, int]: ...
 # SimulatedDeviceAllocator::kDefaultHostReadable: the simulated device's one default mode.
 SIMULATED_DEVICE_DEFAULT_HOST_READABLE: bool
 PROGRAM_RECORD_KEY: str
+LLM_METHODS: dict[str, str]  # role -> method name (et_copy/llm_methods.h)
 PROGRAM_RECORD_VERSION: int
 DELEGATE_RECORD_MAGIC: str
 DELEGATE_RECORD_VERSION: int

@@ -5,6 +5,7 @@
 #include <tuple>
 #include <utility>
 
+#include <et_copy/failure_report.h>
 #include <et_copy/simulated_device_allocator.h>
 
 namespace et_copy {
@@ -17,14 +18,6 @@ using executorch::runtime::Result;
 namespace et = executorch::runtime::etensor;
 
 namespace {
-
-std::string device_name(et::DeviceType type, et::DeviceIndex index) {
-  if (type == et::DeviceType::CPU) {
-    return "cpu";
-  }
-  return (type == et::DeviceType::CUDA ? std::string("cuda") : "device type " + std::to_string(int(type))) + ":" +
-         std::to_string(int(index));
-}
 
 ET_NODISCARD Error fail(Error e, std::string* what, std::string message) {
   if (what != nullptr) {

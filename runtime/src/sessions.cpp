@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string_view>
 
+#include <et_copy/failure_report.h>
 #include <et_copy/copy_ops.h>
 #include <et_copy/loaded_method.h>
 #include <et_copy/program_check.h>
@@ -25,18 +26,6 @@ using executorch::runtime::Span;
 namespace et = executorch::runtime::etensor;
 
 namespace {
-
-std::string device_name(et::Device d) {
-  const std::string index = std::to_string(static_cast<int>(d.index()));
-  switch (d.type()) {
-    case et::DeviceType::CPU:
-      return "cpu";
-    case et::DeviceType::CUDA:
-      return "cuda:" + index;
-    default:
-      return "device " + std::to_string(static_cast<int>(d.type())) + ":" + index;
-  }
-}
 
 ET_NODISCARD Error fail(Error e, std::string* what, std::string message) {
   if (what != nullptr) {

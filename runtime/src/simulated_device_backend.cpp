@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include <et_copy/device_arguments.h>
+#include <et_copy/failure_report.h>
 #include <et_copy/delegate_record.h>
 #include <et_copy/device_residency.h>
 #include <et_copy/simulated_device_allocator.h>
@@ -149,14 +151,6 @@ struct Handle {
   std::unique_ptr<Method> method;
   std::vector<size_t> output_capacity; // each nested output's planned (upper bound) bytes
 };
-
-std::string device_name(et::DeviceType type, et::DeviceIndex index) {
-  if (type == et::DeviceType::CPU) {
-    return "cpu";
-  }
-  return (type == et::DeviceType::CUDA ? std::string("cuda") : "device type " + std::to_string(int(type))) + ":" +
-         std::to_string(int(index));
-}
 
 // Logs "SimulatedDeviceBackend: method 'm': <message>" and returns `e`.
 ET_NODISCARD Error fail(Error e, const std::string& method, const std::string& message) {
@@ -406,25 +400,6 @@ ET_NODISCARD Result<Handle*> init_handle(BackendInitContext& context, FreeableBu
   return h.release();
 }
 
-// Why tensor argument `t` cannot be bound, or empty when it can; `nbytes`
-// is the range execute reads or writes.
-std::string refuse(const Tensor& t, size_t nbytes, const DelegateRecord& r) {
-  const std::string on = device_name(t.unsafeGetTensorImpl()->device_type(), t.unsafeGetTensorImpl()->device_index());
-  char where[64];
-  std::snprintf(where, sizeof(where), "%zu bytes at %p", nbytes, t.const_data_ptr());
-  if (t.unsafeGetTensorImpl()->device_type() != et::DeviceType::CUDA) {
-    return "is host memory (" + on + "): " + where + "; the delegate reads device memory only (" +
-           device_name(r.device_type, r.device_index) + ")";
-  }
-  if (t.unsafeGetTensorImpl()->device_index() != r.device_index) {
-    return "is on " + on + ", the delegate on " + device_name(r.device_type, r.device_index);
-  }
-  if (!simulated_device_allocator().is_device_memory(t.const_data_ptr(), nbytes, r.device_index)) {
-    return std::string("says ") + on + " but " + where + " are not inside one allocation of the simulated device";
-  }
-  return {};
-}
-
 ET_NODISCARD Error execute_handle(Handle& h, Span<EValue*> args) {
   Method& m = *h.method;
   const size_t n_in = m.inputs_size();
@@ -451,7 +426,7 @@ ET_NODISCARD Error execute_handle(Handle& h, Span<EValue*> args) {
     }
     const Tensor& t = args[i]->toTensor();
     const size_t nbytes = input ? t.nbytes() : h.output_capacity[index];
-    const std::string why = refuse(t, nbytes, h.record);
+    const std::string why = refuse_device_argument(t, nbytes, h.record.device_type, h.record.device_index);
     if (!why.empty()) {
       return fail(Error::InvalidArgument, h.method_name, name + " " + why);
     }

@@ -1,6 +1,5 @@
 #include <et_copy/aoti_backend.h>
 
-#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -8,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <et_copy/device_arguments.h>
+#include <et_copy/failure_report.h>
 #include <et_copy/counting_device_allocator.h>
 #include <et_copy/delegate_record.h>
 #include <et_copy/device_residency.h>
@@ -48,14 +49,6 @@ struct Handle {
   std::unique_ptr<aoti::Container> container;
 };
 
-std::string device_name(et::DeviceType type, et::DeviceIndex index) {
-  if (type == et::DeviceType::CPU) {
-    return "cpu";
-  }
-  return (type == et::DeviceType::CUDA ? std::string("cuda") : "device type " + std::to_string(int(type))) + ":" +
-         std::to_string(int(index));
-}
-
 // Logs "AotiDeviceBackend: method 'm': <message>" and returns `e`.
 ET_NODISCARD Error fail(Error e, const std::string& method, const std::string& message) {
   ET_LOG(Error, "%s: method '%s': %s", kAotiDeviceBackend, method.c_str(), message.c_str());
@@ -94,26 +87,6 @@ Result<aoti::BlobView> view_of(const Tensor& t, const Handle& h) {
   v.cuda = !h.simulated;
   v.device_index = h.record.device_index;
   return v;
-}
-
-// Why tensor argument `t` cannot be bound, or empty when it can.
-std::string refuse(const Tensor& t, const Handle& h) {
-  const auto* impl = t.unsafeGetTensorImpl();
-  const std::string on = device_name(impl->device_type(), impl->device_index());
-  const std::string want = device_name(h.record.device_type, h.record.device_index);
-  char where[64];
-  std::snprintf(where, sizeof(where), "%zu bytes at %p", t.nbytes(), t.const_data_ptr());
-  if (impl->device_type() != et::DeviceType::CUDA) {
-    return "is host memory (" + on + "): " + where + "; the delegate reads device memory only (" + want + ")";
-  }
-  if (impl->device_index() != h.record.device_index) {
-    return "is on " + on + ", the delegate on " + want;
-  }
-  if (h.simulated && t.nbytes() > 0 &&
-      !simulated_device_allocator().is_device_memory(t.const_data_ptr(), t.nbytes(), h.record.device_index)) {
-    return std::string("says ") + on + " but " + where + " are not inside one allocation of the simulated device";
-  }
-  return {};
 }
 
 // The record's layout of `name` over `base` (device memory), as the model binds it.
@@ -312,7 +285,8 @@ ET_NODISCARD Error execute_handle(Handle& h, Span<EValue*> args) {
     if (!args[i]->isTensor()) {
       return fail(Error::NotSupported, h.method_name, name + " is not a tensor (the model takes tensors only)");
     }
-    const std::string why = refuse(args[i]->toTensor(), h);
+    const Tensor& arg = args[i]->toTensor();
+    const std::string why = refuse_device_argument(arg, arg.nbytes(), h.record.device_type, h.record.device_index);
     if (!why.empty()) {
       return fail(Error::InvalidArgument, h.method_name, name + " " + why);
     }
@@ -351,7 +325,8 @@ ET_NODISCARD Error execute_handle(Handle& h, Span<EValue*> args) {
     if (e != Error::Ok) {
       return fail(e, h.method_name, name + " cannot take the model output's shape");
     }
-    const std::string why = refuse(t, h); // the resized extent must still lie in its allocation
+    // The resized extent must still lie in its allocation.
+    const std::string why = refuse_device_argument(t, t.nbytes(), h.record.device_type, h.record.device_index);
     if (!why.empty()) {
       return fail(Error::InvalidArgument, h.method_name, name + " " + why);
     }

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from .. import _C
 from ..export import MethodInputs, export_device_methods
 from ._check import check_wrapper
 from ._conv import DEPTHWISE_CONV1D_AS_SHIFTS
@@ -15,12 +16,13 @@ if TYPE_CHECKING:
     from executorch.exir.backend.partitioner import Partitioner
     from transformers import PreTrainedModel
 
-PREFILL, DECODE = "prefill", "decode"
-DECODE_NEXT = "decode_next"  # pick="device": decode the last pick, no input
-SET_SAMPLING = "set_sampling"  # pick="device": temperature, top_k, seed for the picks that follow
-MAX_SEQ_LEN = "get_max_seq_len"  # a constant method, named as executorch's LLM runner reads it
-MAX_PROMPT_LEN = "get_max_prompt_len"  # the prefill's bound (a dynamic input's metadata shows its example shape)
-MAX_TOP_K = "get_max_top_k"  # pick="device": the largest top_k set_sampling keeps
+# The method names, owned by the core (et_copy/llm_methods.h) so the C++ runners read the same.
+PREFILL, DECODE = _C.LLM_METHODS["prefill"], _C.LLM_METHODS["decode"]
+DECODE_NEXT = _C.LLM_METHODS["decode_next"]  # pick="device": decode the last pick, no input
+SET_SAMPLING = _C.LLM_METHODS["set_sampling"]  # pick="device": temperature, top_k, seed for the picks that follow
+MAX_SEQ_LEN = _C.LLM_METHODS["max_seq_len"]  # a constant method, named as executorch's LLM runner reads it
+MAX_PROMPT_LEN = _C.LLM_METHODS["max_prompt_len"]  # the prefill's bound (a dynamic input's metadata: its example)
+MAX_TOP_K = _C.LLM_METHODS["max_top_k"]  # pick="device": the largest top_k set_sampling keeps
 
 
 def export_llm(
@@ -122,7 +124,7 @@ def export_llm(
     }
     constants = {MAX_SEQ_LEN: max_seq_len, MAX_PROMPT_LEN: max_prompt_len}
     if pick == "device":
-        methods[DECODE_NEXT] = MethodInputs((), entry="decode_next")
+        methods[DECODE_NEXT] = MethodInputs((), entry="decode_next")  # the wrapper's Python method
         settings = (torch.tensor([0.0]), torch.tensor([0]), torch.tensor([0]))
         methods[SET_SAMPLING] = MethodInputs(settings, entry="set_sampling")
         constants[MAX_TOP_K] = wrapper.max_top_k

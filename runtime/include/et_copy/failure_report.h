@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <executorch/runtime/core/error.h>
+#include <executorch/runtime/core/portable_type/device.h>
 
 namespace et_copy {
 
@@ -43,5 +44,12 @@ const char* error_name(executorch::runtime::Error e);
 /// values read from a program or from Python need no cast first. Python's
 /// et_copy Device prints through this (et_copy._C.device_name).
 std::string device_name(int device_type, int device_index);
+inline std::string device_name(executorch::runtime::etensor::DeviceType type,
+                               executorch::runtime::etensor::DeviceIndex index) {
+  return device_name(static_cast<int>(type), static_cast<int>(index));
+}
+inline std::string device_name(executorch::runtime::etensor::Device device) {
+  return device_name(device.type(), device.index());
+}
 
 } // namespace et_copy

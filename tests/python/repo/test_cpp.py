@@ -110,11 +110,13 @@ def test_cmake_install_lays_out_library_headers_and_package(plain_install):
     for header in (
         "copy_ops.h",
         "counting_device_allocator.h",
+        "device_arguments.h",
         "device_backend.h",
         "device_residency.h",
         "failure_report.h",
         "instruction_tracer.h",
         "limits.h",
+        "llm_methods.h",
         "loaded_method.h",
         "loaded_program.h",
         "log_capture.h",
