@@ -96,8 +96,19 @@ Result<aoti::BlobView> view_of(const Tensor& t, const Handle& h) {
   return v;
 }
 
-// Why tensor argument `t` cannot be bound, or empty when it can.
-std::string refuse(const Tensor& t, const Handle& h) {
+// Whether tensor argument `t` lies in device memory of the record's device:
+// the per-execute check, with no string built (why_refused says why not).
+bool bindable(const Tensor& t, const Handle& h) {
+  const auto* impl = t.unsafeGetTensorImpl();
+  if (impl->device_type() != et::DeviceType::CUDA || impl->device_index() != h.record.device_index) {
+    return false;
+  }
+  return !h.simulated || t.nbytes() == 0 ||
+         simulated_device_allocator().is_device_memory(t.const_data_ptr(), t.nbytes(), h.record.device_index);
+}
+
+// Why tensor argument `t` cannot be bound (the same checks as bindable), or empty when it can.
+std::string why_refused(const Tensor& t, const Handle& h) {
   const auto* impl = t.unsafeGetTensorImpl();
   const std::string on = device_name(impl->device_type(), impl->device_index());
   const std::string want = device_name(h.record.device_type, h.record.device_index);
@@ -114,6 +125,11 @@ std::string refuse(const Tensor& t, const Handle& h) {
     return std::string("says ") + on + " but " + where + " are not inside one allocation of the simulated device";
   }
   return {};
+}
+
+// "input i" / "output j" for argument `i` of a call taking `n_in` inputs (failure messages only).
+std::string argument_name(size_t i, size_t n_in) {
+  return i < n_in ? "input " + std::to_string(i) : "output " + std::to_string(i - n_in);
 }
 
 // The record's layout of `name` over `base` (device memory), as the model binds it.
@@ -302,19 +318,18 @@ ET_NODISCARD Error execute_handle(Handle& h, Span<EValue*> args) {
                 std::to_string(args.size()) + " arguments, the model takes " + std::to_string(n_in) + " inputs and " +
                     std::to_string(n_out) + " outputs");
   }
-  // Check every argument before running.
+  // Check every argument before running; messages are built only on failure (this runs per token).
   for (size_t i = 0; i < args.size(); ++i) {
-    const bool input = i < n_in;
-    const std::string name = (input ? "input " : "output ") + std::to_string(input ? i : i - n_in);
     if (args[i] == nullptr) {
-      return fail(Error::InvalidArgument, h.method_name, name + " is missing");
+      return fail(Error::InvalidArgument, h.method_name, argument_name(i, n_in) + " is missing");
     }
     if (!args[i]->isTensor()) {
-      return fail(Error::NotSupported, h.method_name, name + " is not a tensor (the model takes tensors only)");
+      return fail(Error::NotSupported, h.method_name,
+                  argument_name(i, n_in) + " is not a tensor (the model takes tensors only)");
     }
-    const std::string why = refuse(args[i]->toTensor(), h);
-    if (!why.empty()) {
-      return fail(Error::InvalidArgument, h.method_name, name + " " + why);
+    if (!bindable(args[i]->toTensor(), h)) {
+      return fail(Error::InvalidArgument, h.method_name,
+                  argument_name(i, n_in) + " " + why_refused(args[i]->toTensor(), h));
     }
   }
   std::vector<aoti::BlobView> inputs;
@@ -335,32 +350,31 @@ ET_NODISCARD Error execute_handle(Handle& h, Span<EValue*> args) {
                 "the model gave " + std::to_string(results.size()) + " outputs, not " + std::to_string(n_out));
   }
   for (size_t j = 0; j < n_out; ++j) {
-    const std::string name = "output " + std::to_string(j);
+    const auto name = [&] { return argument_name(n_in + j, n_in); };
     Tensor& t = args[n_in + j]->toTensor();
     std::vector<int64_t> sizes;
     int32_t dtype = 0;
     if (!results[j].sizes(&sizes, &what) || !results[j].dtype(&dtype, &what)) {
-      return fail(Error::Internal, h.method_name, name + ": " + what);
+      return fail(Error::Internal, h.method_name, name() + ": " + what);
     }
     if (dtype != static_cast<int32_t>(t.scalar_type())) {
       return fail(Error::InvalidArgument, h.method_name,
-                  name + " has dtype " + executorch::runtime::toString(t.scalar_type()) + ", the model's output " +
+                  name() + " has dtype " + executorch::runtime::toString(t.scalar_type()) + ", the model's output " +
                       executorch::runtime::toString(static_cast<ScalarType>(dtype)));
     }
     Error e = executorch::runtime::resize_tensor(t, ArrayRef<int64_t>(sizes.data(), sizes.size()));
     if (e != Error::Ok) {
-      return fail(e, h.method_name, name + " cannot take the model output's shape");
+      return fail(e, h.method_name, name() + " cannot take the model output's shape");
     }
-    const std::string why = refuse(t, h); // the resized extent must still lie in its allocation
-    if (!why.empty()) {
-      return fail(Error::InvalidArgument, h.method_name, name + " " + why);
+    if (!bindable(t, h)) { // the resized extent must still lie in its allocation
+      return fail(Error::InvalidArgument, h.method_name, name() + " " + why_refused(t, h));
     }
     auto v = view_of(t, h);
     if (!v.ok()) {
-      return fail(v.error(), h.method_name, name + ": no host alias");
+      return fail(v.error(), h.method_name, name() + ": no host alias");
     }
     if (!results[j].copy_into(*v, &what)) {
-      return fail(Error::Internal, h.method_name, name + ": " + what);
+      return fail(Error::Internal, h.method_name, name() + ": " + what);
     }
   }
   return Error::Ok;
