@@ -33,7 +33,6 @@ namespace et_copy {
 inline constexpr const char* kSessionSpec = "session";
 inline constexpr const char* kPoolSpec = "pool";
 
-
 /**
  * A delegate backend whose delegates compute over device memory. Besides
  * BackendInterface (init, execute, destroy, is_available) it says:
