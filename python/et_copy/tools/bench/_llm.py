@@ -21,7 +21,16 @@ and checked to pick the same tokens: the device pipeline's baseline, the
 same steps with no device.
 
 The load is timed too: ``et_copy.runtime.load`` and the first method's
-load, which is when the device backend uploads the weights (counted)."""
+load, which is when the device backend uploads the weights (counted).
+
+With the compiled backend (``backends`` holds ``"aoti"``): the model
+exported with ``backend="aoti"``, its ``decode`` and ``decode_next`` on
+et_copy.runtime, against the same decode ``.so`` taken out of the program's
+bytes and run directly by torch's AOTI runner on host tensors
+(:mod:`._aoti`): the ratio is what our path around the compiled code costs.
+Its export and compile are timed (from the compile cache as found, and with
+``cold_compile`` first from an empty one), and its load beside the
+simulated backend's."""
 
 from __future__ import annotations
 
