@@ -8,6 +8,23 @@
 
 namespace et_copy {
 
+namespace {
+// Whether the bytes lie inside one live allocation, where the simulated allocator serves `type`.
+bool inside_an_allocation(const void* data, size_t nbytes, executorch::runtime::etensor::DeviceType type,
+                          executorch::runtime::etensor::DeviceIndex index) {
+  SimulatedDeviceAllocator& sim = simulated_device_allocator();
+  return nbytes == 0 || executorch::runtime::get_device_allocator(type) != &sim ||
+         sim.is_device_memory(data, nbytes, index);
+}
+} // namespace
+
+bool is_device_argument(const executorch::aten::Tensor& t, size_t nbytes, executorch::runtime::etensor::DeviceType type,
+                        executorch::runtime::etensor::DeviceIndex index) {
+  const auto* impl = t.unsafeGetTensorImpl();
+  return impl->device_type() == type && impl->device_index() == index &&
+         inside_an_allocation(t.const_data_ptr(), nbytes, type, index);
+}
+
 std::string refuse_device_argument(const executorch::aten::Tensor& t, size_t nbytes,
                                    executorch::runtime::etensor::DeviceType type,
                                    executorch::runtime::etensor::DeviceIndex index) {
@@ -22,9 +39,7 @@ std::string refuse_device_argument(const executorch::aten::Tensor& t, size_t nby
   if (impl->device_index() != index) {
     return "is on " + on + ", the delegate on " + want;
   }
-  SimulatedDeviceAllocator& sim = simulated_device_allocator();
-  if (nbytes > 0 && executorch::runtime::get_device_allocator(type) == &sim &&
-      !sim.is_device_memory(t.const_data_ptr(), nbytes, index)) {
+  if (!inside_an_allocation(t.const_data_ptr(), nbytes, type, index)) {
     return std::string("says ") + on + " but " + where + " are not inside one allocation of the simulated device";
   }
   return {};

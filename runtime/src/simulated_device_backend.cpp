@@ -426,9 +426,9 @@ ET_NODISCARD Error execute_handle(Handle& h, Span<EValue*> args) {
     }
     const Tensor& t = args[i]->toTensor();
     const size_t nbytes = input ? t.nbytes() : h.output_capacity[index];
-    const std::string why = refuse_device_argument(t, nbytes, h.record.device_type, h.record.device_index);
-    if (!why.empty()) {
-      return fail(Error::InvalidArgument, h.method_name, name + " " + why);
+    if (!is_device_argument(t, nbytes, h.record.device_type, h.record.device_index)) {
+      return fail(Error::InvalidArgument, h.method_name,
+                  name + " " + refuse_device_argument(t, nbytes, h.record.device_type, h.record.device_index));
     }
     if (!input && t.scalar_type() != m.get_output(index).toTensor().scalar_type()) {
       return fail(Error::InvalidArgument, h.method_name,

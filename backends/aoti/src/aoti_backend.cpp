@@ -89,6 +89,11 @@ Result<aoti::BlobView> view_of(const Tensor& t, const Handle& h) {
   return v;
 }
 
+// "input i" / "output j" for argument `i` of a call taking `n_in` inputs (failure messages only).
+std::string argument_name(size_t i, size_t n_in) {
+  return i < n_in ? "input " + std::to_string(i) : "output " + std::to_string(i - n_in);
+}
+
 // The record's layout of `name` over `base` (device memory), as the model binds it.
 aoti::BlobView constant_view(const DelegateTensor& t, uint8_t* device, uint8_t* alias, const Handle& h) {
   aoti::BlobView v;
@@ -275,20 +280,20 @@ ET_NODISCARD Error execute_handle(Handle& h, Span<EValue*> args) {
                 std::to_string(args.size()) + " arguments, the model takes " + std::to_string(n_in) + " inputs and " +
                     std::to_string(n_out) + " outputs");
   }
-  // Check every argument before running.
+  // Check every argument before running; messages are built only on failure (this runs per token).
   for (size_t i = 0; i < args.size(); ++i) {
-    const bool input = i < n_in;
-    const std::string name = (input ? "input " : "output ") + std::to_string(input ? i : i - n_in);
     if (args[i] == nullptr) {
-      return fail(Error::InvalidArgument, h.method_name, name + " is missing");
+      return fail(Error::InvalidArgument, h.method_name, argument_name(i, n_in) + " is missing");
     }
     if (!args[i]->isTensor()) {
-      return fail(Error::NotSupported, h.method_name, name + " is not a tensor (the model takes tensors only)");
+      return fail(Error::NotSupported, h.method_name,
+                  argument_name(i, n_in) + " is not a tensor (the model takes tensors only)");
     }
     const Tensor& arg = args[i]->toTensor();
-    const std::string why = refuse_device_argument(arg, arg.nbytes(), h.record.device_type, h.record.device_index);
-    if (!why.empty()) {
-      return fail(Error::InvalidArgument, h.method_name, name + " " + why);
+    if (!is_device_argument(arg, arg.nbytes(), h.record.device_type, h.record.device_index)) {
+      return fail(Error::InvalidArgument, h.method_name,
+                  argument_name(i, n_in) + " " +
+                      refuse_device_argument(arg, arg.nbytes(), h.record.device_type, h.record.device_index));
     }
   }
   std::vector<aoti::BlobView> inputs;
@@ -309,33 +314,33 @@ ET_NODISCARD Error execute_handle(Handle& h, Span<EValue*> args) {
                 "the model gave " + std::to_string(results.size()) + " outputs, not " + std::to_string(n_out));
   }
   for (size_t j = 0; j < n_out; ++j) {
-    const std::string name = "output " + std::to_string(j);
+    const auto name = [&] { return argument_name(n_in + j, n_in); };
     Tensor& t = args[n_in + j]->toTensor();
     std::vector<int64_t> sizes;
     int32_t dtype = 0;
     if (!results[j].sizes(&sizes, &what) || !results[j].dtype(&dtype, &what)) {
-      return fail(Error::Internal, h.method_name, name + ": " + what);
+      return fail(Error::Internal, h.method_name, name() + ": " + what);
     }
     if (dtype != static_cast<int32_t>(t.scalar_type())) {
       return fail(Error::InvalidArgument, h.method_name,
-                  name + " has dtype " + executorch::runtime::toString(t.scalar_type()) + ", the model's output " +
+                  name() + " has dtype " + executorch::runtime::toString(t.scalar_type()) + ", the model's output " +
                       executorch::runtime::toString(static_cast<ScalarType>(dtype)));
     }
     Error e = executorch::runtime::resize_tensor(t, ArrayRef<int64_t>(sizes.data(), sizes.size()));
     if (e != Error::Ok) {
-      return fail(e, h.method_name, name + " cannot take the model output's shape");
+      return fail(e, h.method_name, name() + " cannot take the model output's shape");
     }
     // The resized extent must still lie in its allocation.
-    const std::string why = refuse_device_argument(t, t.nbytes(), h.record.device_type, h.record.device_index);
-    if (!why.empty()) {
-      return fail(Error::InvalidArgument, h.method_name, name + " " + why);
+    if (!is_device_argument(t, t.nbytes(), h.record.device_type, h.record.device_index)) {
+      return fail(Error::InvalidArgument, h.method_name,
+                  name() + " " + refuse_device_argument(t, t.nbytes(), h.record.device_type, h.record.device_index));
     }
     auto v = view_of(t, h);
     if (!v.ok()) {
-      return fail(v.error(), h.method_name, name + ": no host alias");
+      return fail(v.error(), h.method_name, name() + ": no host alias");
     }
     if (!results[j].copy_into(*v, &what)) {
-      return fail(Error::Internal, h.method_name, name + ": " + what);
+      return fail(Error::Internal, h.method_name, name() + ": " + what);
     }
   }
   return Error::Ok;

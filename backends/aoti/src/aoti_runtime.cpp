@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
@@ -61,6 +62,54 @@ AtenTensorHandle wrap(const BlobView& b, std::string* what) {
     return nullptr;
   }
   return h;
+}
+
+bool contiguous(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+  int64_t expected = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (sizes[i] != 1 && strides[i] != expected) {
+      return false;
+    }
+    expected *= sizes[i];
+  }
+  return true;
+}
+
+// Copies `src` into `dst` with one memcpy when both are dense CPU tensors of
+// the same shape and dtype; *done says whether it did (false: the caller
+// takes the general path). aoti_torch_copy_ goes through ATen's dispatcher
+// and TensorIterator: microseconds per call for a decode step's 8-byte token.
+bool copy_dense_on_cpu(AtenTensorHandle src, const BlobView& dst, bool* done, std::string* what) {
+  *done = false;
+  int32_t device_type = 0, dtype = 0;
+  bool dense = false;
+  int64_t dim = 0, numel = 0;
+  int64_t* sizes = nullptr;
+  void* data = nullptr;
+  if (!torch_ok(aoti_torch_get_device_type(src, &device_type), "aoti_torch_get_device_type", what) ||
+      !torch_ok(aoti_torch_get_dtype(src, &dtype), "aoti_torch_get_dtype", what) ||
+      !torch_ok(aoti_torch_is_contiguous(src, &dense), "aoti_torch_is_contiguous", what) ||
+      !torch_ok(aoti_torch_get_dim(src, &dim), "aoti_torch_get_dim", what)) {
+    return false;
+  }
+  if (device_type != aoti_torch_device_type_cpu() || dtype != dst.dtype || !dense ||
+      static_cast<size_t>(dim) != dst.sizes.size() || !contiguous(dst.sizes, dst.strides)) {
+    return true;
+  }
+  if (!torch_ok(aoti_torch_get_sizes(src, &sizes), "aoti_torch_get_sizes", what) ||
+      !torch_ok(aoti_torch_get_numel(src, &numel), "aoti_torch_get_numel", what) ||
+      !torch_ok(aoti_torch_get_data_ptr(src, &data), "aoti_torch_get_data_ptr", what)) {
+    return false;
+  }
+  if (!std::equal(dst.sizes.begin(), dst.sizes.end(), sizes)) {
+    return true;
+  }
+  const size_t nbytes = static_cast<size_t>(numel) * aoti_torch_dtype_element_size(dtype);
+  if (nbytes > 0) {
+    std::memcpy(dst.data, data, nbytes);
+  }
+  *done = true;
+  return true;
 }
 
 // Two 64-bit FNV-1a variants: a 128-bit content key for the library cache.
@@ -208,6 +257,15 @@ bool ModelTensor::dtype(int32_t* out, std::string* what) const {
 }
 
 bool ModelTensor::copy_into(const BlobView& dst, std::string* what) const {
+  if (!dst.cuda) {
+    bool done = false;
+    if (!copy_dense_on_cpu(static_cast<AtenTensorHandle>(handle_), dst, &done, what)) {
+      return false;
+    }
+    if (done) {
+      return true;
+    }
+  }
   AtenTensorHandle d = wrap(dst, what);
   if (d == nullptr) {
     return false;

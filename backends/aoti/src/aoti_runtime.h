@@ -48,8 +48,9 @@ class ModelTensor {
 
   bool sizes(std::vector<int64_t>* out, std::string* what) const;
   bool dtype(int32_t* out, std::string* what) const;
-  /// Copies this tensor into `dst` (aoti_torch_copy_), which must have its
-  /// shape and dtype. On CUDA the copy is ordered on the current stream.
+  /// Copies this tensor into `dst`, which must have its shape and dtype: one
+  /// memcpy when both are dense on the CPU, else aoti_torch_copy_ (on CUDA
+  /// ordered on the current stream).
   bool copy_into(const BlobView& dst, std::string* what) const;
 
  private:

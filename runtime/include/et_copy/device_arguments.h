@@ -12,6 +12,15 @@
 namespace et_copy {
 
 /**
+ * Whether `t`, a delegate's tensor argument whose bytes span `nbytes` from
+ * its data pointer, is memory of device (`type`, `index`), by the rules of
+ * refuse_device_argument below: the per-execute check, which builds no
+ * string. Thread-safe; logs nothing.
+ */
+bool is_device_argument(const executorch::aten::Tensor& t, size_t nbytes, executorch::runtime::etensor::DeviceType type,
+                        executorch::runtime::etensor::DeviceIndex index);
+
+/**
  * Why `t`, a delegate's tensor argument whose bytes span `nbytes` from its
  * data pointer, is not memory of device (`type`, `index`), in words for a
  * refusal ("is host memory (cpu): 16 bytes at 0x...; the delegate reads
@@ -19,7 +28,8 @@ namespace et_copy {
  * and index must be the delegate's; where et-copy's simulated allocator
  * serves `type`, its `nbytes` (when above 0) must also lie inside one live
  * allocation (SimulatedDeviceAllocator::is_device_memory). On other
- * allocators only the metadata can be checked. Thread-safe; logs nothing.
+ * allocators only the metadata can be checked. Builds the message: call it
+ * once is_device_argument said no. Thread-safe; logs nothing.
  */
 std::string refuse_device_argument(const executorch::aten::Tensor& t, size_t nbytes,
                                    executorch::runtime::etensor::DeviceType type,

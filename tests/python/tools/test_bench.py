@@ -163,9 +163,10 @@ def test_bench_program_section_runs_a_device_planned_pte_on_both_runtimes_and_it
 @pytest.mark.slow
 def test_bench_llm_section_times_a_decode_step_on_both_runtimes_against_a_plain_host_program(tmp_path):
     json_path = tmp_path / "llm.json"
-    proc = ok(run_bench(*TINY, "--only", "llm", "--json", str(json_path)))
+    proc = ok(run_bench(*TINY, "--only", "llm", "--backend", "simulated", "--json", str(json_path)))
     doc = json.loads(json_path.read_text())
     section = doc["llm"]
+    assert section["backends"] == ["simulated"] and "aoti" not in section
     assert set(section["results"]) == {
         "device-state .pte on executorch.runtime",
         "the same .pte on et_copy.runtime",
@@ -193,6 +194,46 @@ def test_bench_llm_section_times_a_decode_step_on_both_runtimes_against_a_plain_
     assert pipeline["unit"] == "x the plain host program" and pipeline["target"] == "<= 1.05"
     assert "LLM decode step" in proc.stdout
     assert "weights uploaded" in proc.stdout
+
+
+@pytest.mark.slow
+def test_bench_llm_section_times_the_compiled_backend_against_its_so_run_directly_by_torch(tmp_path):
+    """--backend aoti: the compiled backend's decode and decode_next on et_copy.runtime, the same decode
+    .so run by torch's AOTI runner, the ratio as a target, and the export and load times (compiled
+    code from the cache when it is there: a cold compile is opt-in)."""
+    json_path = tmp_path / "aoti.json"
+    proc = ok(run_bench(*TINY, "--only", "llm", "--backend", "aoti", "--json", str(json_path)))
+    doc = json.loads(json_path.read_text())
+    section = doc["llm"]
+    assert section["backends"] == ["aoti"] and doc["config"]["cold_compile"] is False
+    aoti = section["aoti"]
+    rows = {aoti["decode"], aoti["decode_next"], aoti["direct"]}
+    assert set(section["results"]) == rows | {
+        section["baseline"],
+        "plain host .pte's decode_next on executorch.runtime",
+    }
+    assert "directly by torch" in aoti["direct"]
+    for stats in section["results"].values():
+        check_stats(stats)
+    # Only the token leaves the device per step; the weights crossed at load.
+    assert aoti["bytes_per_step"] == {"h2d": 0, "d2h": 8}
+    assert aoti["load"]["h2d_bytes"] > aoti["state_nbytes"] > 0
+    assert aoti["load"]["seconds"] > 0 and aoti["load"]["plain_seconds"] > 0
+    export = aoti["export"]
+    assert "cold" not in export and export["as_found"]["seconds"] > 0
+    assert export["as_found"]["compiles"] + export["as_found"]["cache_hits"] == 4  # one partition per method
+    (target,) = [t for t in doc["targets"] if "compiled backend" in t["name"]]
+    assert target["unit"] == "x the .so run directly" and target["target"] == "<= 1.1"
+    # Without the simulated backend's rows, their targets are not reported.
+    assert not [t for t in doc["targets"] if "device pipeline (" in t["name"]]
+    assert "run directly by torch" in proc.stdout and "--cold-compile" in proc.stdout
+    assert "export_llm(backend='aoti')" in proc.stdout
+
+
+def test_bench_rejects_an_unknown_backend():
+    proc = run_bench("--backend", "xla")
+    assert proc.returncode == 2
+    assert "invalid choice: 'xla'" in proc.stderr
 
 
 def test_device_to_device_probe_copies_through_the_registered_allocator_and_counts_it():

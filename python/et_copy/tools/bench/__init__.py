@@ -62,6 +62,19 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="a tiny configuration for smoke tests: 3 sizes, few short samples, small program",
     )
+    p.add_argument(
+        "--backend",
+        choices=("simulated", "aoti", "both"),
+        default="both",
+        help="the device backends the llm section times (default both; aoti: the compiled backend, beside the "
+        "same .so run directly by torch)",
+    )
+    p.add_argument(
+        "--cold-compile",
+        action="store_true",
+        help="also time the compiled backend's export with an empty compile cache (minutes on 2 cores); "
+        "by default the export uses the cache and says so",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="show third-party warnings and log lines too")
     return p
 
@@ -96,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     from ._throughput import DEFAULT_SIZES
 
     sizes = tuple(args.sizes) if args.sizes else (QUICK_SIZES if args.quick else DEFAULT_SIZES)
-    doc = run(only, config, sizes, quick=args.quick)
+    backends = ("simulated", "aoti") if args.backend == "both" else (args.backend,)
+    doc = run(only, config, sizes, quick=args.quick, backends=backends, cold_compile=args.cold_compile)
 
     from ._report import render, write_json
 
@@ -119,7 +133,15 @@ def _progress(message: str) -> None:
     print(f"  [{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def run(only: list[str], config: Config, sizes: tuple[int, ...], *, quick: bool = False) -> dict:
+def run(
+    only: list[str],
+    config: Config,
+    sizes: tuple[int, ...],
+    *,
+    quick: bool = False,
+    backends: tuple[str, ...] = ("simulated",),
+    cold_compile: bool = False,
+) -> dict:
     """Runs the chosen sections and returns the document the report and
     the JSON are made from."""
     import et_copy
@@ -139,6 +161,8 @@ def run(only: list[str], config: Config, sizes: tuple[int, ...], *, quick: bool 
             "sections": only,
             "sizes": list(sizes),
             "quick": quick,
+            "backends": list(backends),
+            "cold_compile": cold_compile,
         },
         "skipped": {},
     }
@@ -168,7 +192,13 @@ def run(only: list[str], config: Config, sizes: tuple[int, ...], *, quick: bool 
         from ._llm import decode_step
 
         try:
-            doc["llm"] = decode_step(config, max_seq_len=16 if quick else 64, progress=_progress)
+            doc["llm"] = decode_step(
+                config,
+                max_seq_len=16 if quick else 64,
+                progress=_progress,
+                backends=backends,
+                cold_compile=cold_compile,
+            )
         except ImportError as e:
             doc["skipped"]["llm"] = f"transformers or executorch's AOT stack is missing: {e}"
     if "cuda" in only:

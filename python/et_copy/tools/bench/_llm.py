@@ -21,7 +21,16 @@ and checked to pick the same tokens: the device pipeline's baseline, the
 same steps with no device.
 
 The load is timed too: ``et_copy.runtime.load`` and the first method's
-load, which is when the device backend uploads the weights (counted)."""
+load, which is when the device backend uploads the weights (counted).
+
+With the compiled backend (``backends`` holds ``"aoti"``): the model
+exported with ``backend="aoti"``, its ``decode`` and ``decode_next`` on
+et_copy.runtime, against the same decode ``.so`` taken out of the program's
+bytes and run directly by torch's AOTI runner on host tensors
+(:mod:`._aoti`): the ratio is what our path around the compiled code costs.
+Its export and compile are timed (from the compile cache as found, and with
+``cold_compile`` first from an empty one), and its load beside the
+simulated backend's."""
 
 from __future__ import annotations
 
@@ -40,82 +49,227 @@ STEPS_CHECKED = 8  # decode_next picks compared with the plain program's before 
 ARCHITECTURE = "qwen3_moe"  # attention only: position 0 reads no state it did not write
 
 
-def decode_step(config: Config, *, max_seq_len: int = 64, progress=None) -> dict:
-    """Seconds to export are not timed; each sample times one decode
-    Method.execute. Needs transformers and executorch's AOT stack (raises
-    ImportError without them) and the simulated allocator registered."""
+AOTI_DECODE = "compiled (aoti) .pte's decode on et_copy.runtime"
+AOTI_NEXT = "compiled (aoti) .pte's decode_next on et_copy.runtime"
+AOTI_DIRECT = "its decode .so run directly by torch's AOTI runner (host tensors)"
+BACKENDS = ("simulated", "aoti")
+
+
+def decode_step(
+    config: Config,
+    *,
+    max_seq_len: int = 64,
+    progress=None,
+    backends: tuple[str, ...] = ("simulated",),
+    cold_compile: bool = False,
+) -> dict:
+    """Seconds to export are not timed, except the compiled backend's
+    export and compile (reported apart); each sample times one decode
+    Method.execute. ``backends``: which device backends' programs to time
+    (the plain host program is always the baseline). Needs transformers and
+    executorch's AOT stack (raises ImportError without them) and the
+    simulated allocator registered."""
     import transformers  # noqa: F401  (the model's architecture)
     from executorch.runtime import Runtime
 
     import et_copy
     from et_copy import llm
-    from et_copy import runtime as et_copy_runtime
 
     model = llm.tiny_model(ARCHITECTURE)
-    if progress is not None:
-        progress(f"llm: exporting a tiny {ARCHITECTURE} three ways (device state, host state, plain host)")
-    device_pte = llm.export_llm(model, max_seq_len=max_seq_len, pick="device").buffer
-    host_pte = llm.export_llm(model, max_seq_len=max_seq_len, pick="device", state_on_device=False).buffer
+    _say(progress, f"llm: exporting a tiny {ARCHITECTURE} for {', '.join(backends)} and as a plain host program")
     plain_pte = _plain_host_program(model, max_seq_len)  # kept: the loaded Program reads these bytes
-    # First, while no loaded program holds the weights (the backend shares them by content).
-    load = _timed_load(device_pte, plain_pte)
-    theirs = Runtime.get().load_program(device_pte).load_method(llm.DECODE)
-    host = Runtime.get().load_program(host_pte).load_method(llm.DECODE)
+    ptes, export = {}, {}
+    if "simulated" in backends:
+        export["simulated"] = _timed_export(model, max_seq_len, "simulated")
+        ptes["simulated"] = export["simulated"].pop("pte")
+        host_pte = llm.export_llm(model, max_seq_len=max_seq_len, pick="device", state_on_device=False).buffer
+    if "aoti" in backends:
+        et_copy.use_aoti_backend()
+        export["aoti"] = _aoti_export(model, max_seq_len, cold_compile, progress)
+        ptes["aoti"] = export["aoti"]["as_found"].pop("pte")
+    # First, while no loaded program holds the weights (the backends share them by content).
+    loads = {name: _timed_load(pte) for name, pte in ptes.items()}
+    plain_load = _timed_plain_load(plain_pte)
     plain_program = Runtime.get().load_program(plain_pte)
     plain, plain_next = plain_program.load_method(llm.DECODE), plain_program.load_method(llm.DECODE_NEXT)
-    session = et_copy_runtime.load(device_pte).new_session()
-    ours = session.load_method(llm.DECODE)
-    following = session.load_method(llm.DECODE_NEXT)
-    state = llm.HostStateStep(llm.StatefulCausalLM(model, max_seq_len)).initial_state()
     token, pos = torch.tensor([[1]]), torch.tensor([0])
-    host_inputs = [token, pos, *state]
-
-    expected = int(host.execute(host_inputs)[0][0])
-    for name, method in ((DEVICE_STATE, theirs), (ET_COPY_RUNTIME, ours), (PLAIN_HOST, plain)):
-        out = method.execute([token, pos])[0]
-        assert isinstance(out, torch.Tensor)  # the picked token, on the host
-        got = int(out[0])
-        if got != expected:
-            raise RuntimeError(
-                f"et_copy bench: {name} picked token {got}, the host-state run {expected}; not timing it"
-            )
-    picks = {}
-    for name, (first, then) in {DECODE_NEXT: (ours, following), PLAIN_NEXT: (plain, plain_next)}.items():
-        picks[name] = [int(first.execute([token, pos])[0][0])]
-        picks[name] += [int(then.execute([])[0][0]) for _ in range(STEPS_CHECKED)]
-    if picks[DECODE_NEXT] != picks[PLAIN_NEXT]:
-        raise RuntimeError(
-            f"et_copy bench: decode_next picked {picks[DECODE_NEXT]} on the device pipeline and "
-            f"{picks[PLAIN_NEXT]} in the plain host program; not timing it"
-        )
-    with et_copy.counting() as step:
-        following.execute([])
-    if progress is not None:
-        progress("llm: timing one decode step")
-    results = measure(
-        {
-            DEVICE_STATE: python_sampler(lambda: theirs.execute([token, pos])),
-            ET_COPY_RUNTIME: python_sampler(lambda: ours.execute([token, pos])),
-            DECODE_NEXT: _decode_next_sampler(ours, following, token, pos, max_seq_len),
-            HOST_STATE: python_sampler(lambda: host.execute(host_inputs)),
-            PLAIN_HOST: python_sampler(lambda: plain.execute([token, pos])),
-            PLAIN_NEXT: _decode_next_sampler(plain, plain_next, token, pos, max_seq_len),
-        },
-        config,
-    )
-    return {
-        "architecture": ARCHITECTURE,
-        "max_seq_len": max_seq_len,
-        "state_nbytes": session.state_nbytes,
-        "host_state_nbytes": sum(t.numel() * t.element_size() for t in state),
-        "bytes_per_step": {"h2d": step.h2d_bytes, "d2h": step.d2h_bytes},
-        "load": load,
-        "baseline": BASELINE,
-        "pipeline": DECODE_NEXT,
-        "pipeline_baseline": PLAIN_NEXT,
-        "runtimes": [DEVICE_STATE, ET_COPY_RUNTIME],
-        "results": results,
+    expected = _token(plain.execute([token, pos]))
+    plain_picks = _picks(plain, plain_next, token, pos)
+    cases = {
+        PLAIN_HOST: python_sampler(lambda: plain.execute([token, pos])),
+        PLAIN_NEXT: _decode_next_sampler(plain, plain_next, token, pos, max_seq_len),
     }
+    doc: dict = {"architecture": ARCHITECTURE, "max_seq_len": max_seq_len, "backends": list(backends)}
+    keep = []  # the loaded programs and runners the samplers use
+    if "simulated" in backends:
+        sim, held = _simulated_cases(ptes["simulated"], host_pte, model, max_seq_len, token, pos, expected)
+        if _picks(held["ours"], held["following"], token, pos) != plain_picks:
+            raise RuntimeError(
+                "et_copy bench: the simulated backend's decode_next picked other tokens than the "
+                "plain host program's; not timing it"
+            )
+        cases.update(sim)
+        keep.append(held)
+        with et_copy.counting() as step:
+            held["following"].execute([])
+        doc.update(
+            state_nbytes=held["session"].state_nbytes,
+            host_state_nbytes=held["host_state_nbytes"],
+            bytes_per_step={"h2d": step.h2d_bytes, "d2h": step.d2h_bytes},
+            load={**loads["simulated"], "plain_seconds": plain_load},
+            pipeline=DECODE_NEXT,
+            pipeline_baseline=PLAIN_NEXT,
+            runtimes=[DEVICE_STATE, ET_COPY_RUNTIME],
+        )
+    if "aoti" in backends:
+        aoti_cases, held = _aoti_cases(ptes["aoti"], max_seq_len, token, pos, expected)
+        if _picks(held["ours"], held["following"], token, pos) != plain_picks:
+            raise RuntimeError(
+                "et_copy bench: the compiled backend's decode_next picked other tokens than the "
+                "plain host program's; not timing it"
+            )
+        cases.update(aoti_cases)
+        keep.append(held)
+        with et_copy.counting() as step:
+            held["following"].execute([])
+        doc["aoti"] = {
+            "decode": AOTI_DECODE,
+            "decode_next": AOTI_NEXT,
+            "direct": AOTI_DIRECT,
+            "state_nbytes": held["session"].state_nbytes,
+            "bytes_per_step": {"h2d": step.h2d_bytes, "d2h": step.d2h_bytes},
+            "export": export["aoti"],
+            "load": {**loads["aoti"], "plain_seconds": plain_load},
+        }
+    if "simulated" in export:
+        doc["simulated_export"] = export["simulated"]
+    _say(progress, "llm: timing one decode step")
+    doc.update(baseline=BASELINE, results=measure(cases, config))
+    return doc
+
+
+def _say(progress, message: str) -> None:
+    if progress is not None:
+        progress(message)
+
+
+def _picks(decode, decode_next, token, pos) -> list[int]:
+    """The token of a decode at position 0, then of the decode_next steps after it."""
+    picks = [_token(decode.execute([token, pos]))]
+    return picks + [_token(decode_next.execute([])) for _ in range(STEPS_CHECKED)]
+
+
+def _token(outputs) -> int:
+    """The picked token, from a method's outputs (a host tensor)."""
+    out = outputs[0]
+    assert isinstance(out, torch.Tensor)  # et_copy.runtime may also give DeviceTensors; a pick comes back
+    return int(out[0])
+
+
+def _check(name: str, got: int, expected: int) -> None:
+    if got != expected:
+        raise RuntimeError(
+            f"et_copy bench: {name} picked token {got}, the plain host program {expected}; not timing it"
+        )
+
+
+def _simulated_cases(device_pte, host_pte, model, max_seq_len, token, pos, expected) -> tuple[dict, dict]:
+    """The simulated backend's rows: its .pte on both runtimes, and with the state held by the caller."""
+    from executorch.runtime import Runtime
+
+    from et_copy import llm
+    from et_copy import runtime as et_copy_runtime
+
+    theirs = Runtime.get().load_program(device_pte).load_method(llm.DECODE)
+    host = Runtime.get().load_program(host_pte).load_method(llm.DECODE)
+    session = et_copy_runtime.load(device_pte).new_session()
+    ours, following = session.load_method(llm.DECODE), session.load_method(llm.DECODE_NEXT)
+    state = llm.HostStateStep(llm.StatefulCausalLM(model, max_seq_len)).initial_state()
+    host_inputs = [token, pos, *state]
+    _check(HOST_STATE, _token(host.execute(host_inputs)), expected)
+    for name, method in ((DEVICE_STATE, theirs), (ET_COPY_RUNTIME, ours)):
+        _check(name, _token(method.execute([token, pos])), expected)
+    cases = {
+        DEVICE_STATE: python_sampler(lambda: theirs.execute([token, pos])),
+        ET_COPY_RUNTIME: python_sampler(lambda: ours.execute([token, pos])),
+        DECODE_NEXT: _decode_next_sampler(ours, following, token, pos, max_seq_len),
+        HOST_STATE: python_sampler(lambda: host.execute(host_inputs)),
+    }
+    held = {"session": session, "ours": ours, "following": following, "theirs": theirs, "host": host}
+    held["host_state_nbytes"] = sum(t.numel() * t.element_size() for t in state)
+    return cases, held
+
+
+def _aoti_cases(pte, max_seq_len, token, pos, expected) -> tuple[dict, dict]:
+    """The compiled backend's rows: its .pte on et_copy.runtime, and its decode .so run directly by torch."""
+    from et_copy import llm
+    from et_copy import runtime as et_copy_runtime
+
+    from ._aoti import DirectRunner, method_delegate
+
+    session = et_copy_runtime.load(pte).new_session()
+    ours, following = session.load_method(llm.DECODE), session.load_method(llm.DECODE_NEXT)
+    direct = DirectRunner(method_delegate(pte, llm.DECODE))
+    direct_inputs = direct.inputs_of([token, pos])
+    _check(AOTI_DECODE, _token(ours.execute([token, pos])), expected)
+    _check(AOTI_DIRECT, int(direct.run(direct_inputs)[0][0]), expected)
+    cases = {
+        AOTI_DECODE: python_sampler(lambda: ours.execute([token, pos])),
+        AOTI_NEXT: _decode_next_sampler(ours, following, token, pos, max_seq_len),
+        AOTI_DIRECT: python_sampler(lambda: direct.run(direct_inputs)),
+    }
+    return cases, {"session": session, "ours": ours, "following": following, "direct": direct}
+
+
+def _timed_export(model, max_seq_len: int, backend: str) -> dict:
+    import time
+
+    from et_copy import llm
+
+    start = time.perf_counter()
+    pte = llm.export_llm(model, max_seq_len=max_seq_len, pick="device", backend=backend).buffer
+    return {"seconds": time.perf_counter() - start, "pte": pte}
+
+
+def _aoti_export(model, max_seq_len: int, cold: bool, progress) -> dict:
+    """export_llm(backend="aoti") timed, with the compile cache as it is
+    (the partitions compiled or found), and with ``cold`` first in an empty
+    cache folder (every partition compiled), then again from it (cached)."""
+    import os
+
+    from et_copy import _compile_cache, aoti
+
+    def timed() -> dict:
+        before = (aoti.compile_stats.compiles, aoti.compile_stats.hits, aoti.compile_stats.seconds)
+        out = _timed_export(model, max_seq_len, "aoti")
+        stats = aoti.compile_stats
+        out.update(
+            compiles=stats.compiles - before[0],
+            cache_hits=stats.hits - before[1],
+            compile_seconds=stats.seconds - before[2],
+        )
+        return out
+
+    if not cold:
+        _say(progress, "llm: exporting for backend aoti (compiled code from the cache when it is there)")
+        return {"as_found": timed()}
+    import tempfile
+
+    saved = os.environ.get(_compile_cache.CACHE_ENV)
+    with tempfile.TemporaryDirectory(prefix="et_copy_aoti_cold_") as folder:
+        os.environ[_compile_cache.CACHE_ENV] = folder
+        try:
+            _say(progress, "llm: exporting for backend aoti, cold (an empty compile cache: minutes on 2 cores)")
+            cold_run = timed()
+            cold_run.pop("pte")
+            _say(progress, "llm: exporting for backend aoti again, from that cache")
+            cached = timed()
+        finally:
+            if saved is None:
+                os.environ.pop(_compile_cache.CACHE_ENV, None)
+            else:
+                os.environ[_compile_cache.CACHE_ENV] = saved
+    return {"cold": cold_run, "as_found": cached}
 
 
 def _decode_next_sampler(decode, decode_next, token, pos, max_seq_len: int):
@@ -140,14 +294,11 @@ def _decode_next_sampler(decode, decode_next, token, pos, max_seq_len: int):
     return sample
 
 
-def _timed_load(pte: bytes, plain_pte: bytes) -> dict:
+def _timed_load(pte: bytes) -> dict:
     """Seconds to load ``pte`` and its decode method on et_copy.runtime (the
-    device backend uploads the weights then) and the bytes that crossed,
-    beside the plain host program's load on executorch.runtime: one sample
-    each, as a user's load is."""
+    device backend uploads the weights then; the compiled one also loads
+    its code) and the bytes that crossed: one sample, as a user's load is."""
     import time
-
-    from executorch.runtime import Runtime
 
     import et_copy
     from et_copy import llm
@@ -157,10 +308,20 @@ def _timed_load(pte: bytes, plain_pte: bytes) -> dict:
         start = time.perf_counter()
         et_copy_runtime.load(pte).new_session().load_method(llm.DECODE)
         seconds = time.perf_counter() - start
+    return {"seconds": seconds, "h2d_bytes": moved.h2d_bytes}
+
+
+def _timed_plain_load(plain_pte: bytes) -> float:
+    """Seconds to load the plain host program and its decode on executorch.runtime."""
+    import time
+
+    from executorch.runtime import Runtime
+
+    from et_copy import llm
+
     start = time.perf_counter()
     Runtime.get().load_program(plain_pte).load_method(llm.DECODE)
-    plain_seconds = time.perf_counter() - start
-    return {"seconds": seconds, "h2d_bytes": moved.h2d_bytes, "plain_seconds": plain_seconds}
+    return time.perf_counter() - start
 
 
 def _plain_host_program(model, max_seq_len: int) -> bytes:
