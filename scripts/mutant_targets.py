@@ -101,6 +101,14 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
         T_BACKEND, "py:tests/python/test_runtime_checks.py", "py:tests/python/test_state_export.py",
     )),
     ("runtime/src/external_tensors.*", (T_BACKEND,)),
+    # The seam: its own gtest, then the simulated backend that plugs into it.
+    ("runtime/*/device_backend.*", ("cpp:et_copy_test_device_backend", T_BACKEND)),
+    # Weights pinned per program and state arenas: the backend's gtest, then programs with weights and state.
+    ("runtime/*/device_residency.*", (T_BACKEND, "py:tests/python/test_state_export.py")),
+    # A host or foreign argument refused by name: the backend's gtest and et_copy.runtime's checks.
+    ("runtime/*/device_arguments.*", (T_BACKEND, "py:tests/python/test_runtime_checks.py")),
+    # The LLM's method names: an export and its runner must agree on them.
+    ("runtime/include/et_copy/llm_methods.h", (P_LLM_UNITS, *P_LLM_QWEN3)),
     # Sessions serve et_copy.runtime's methods; the tracer's test drives them in C++.
     ("runtime/*/sessions.*", (T_TRACER, *PY_RUNTIME)),
     # The one way to run a method: its gtest, then et_copy.runtime's checks through the bindings.
@@ -137,6 +145,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/et_copy/llm/_export.py", (P_LLM_UNITS, P_LLM_NOT_LLM, *P_LLM_QWEN3)),
     ("python/et_copy/llm/_generate.py", (P_LLM_UNITS, *P_LLM_QWEN3)),
     ("python/et_copy/llm/_cache.py", (P_LLM_CACHE_DIR, P_LLM_CACHED)),
+    ("python/et_copy/llm/_conv.py", ("py:tests/python/llm/test_conv.py",)),
     ("python/et_copy/tools/generate.py", (P_LLM_UNITS, P_LLM_CLI_ARCHS, P_LLM_CLI)),
     ("python/et_copy/llm/__init__.py", (P_LLM_UNITS, *P_LLM_EAGER)),
     # Outside the core's scope; --smoke draws its generated mutants here (fast tests).

@@ -448,7 +448,7 @@ def test_one_word_chooses_the_backend_and_a_wrong_word_is_named():
         lower_to_device(m, x, backend="xla")
     with pytest.raises(ValueError, match="pass backend='aoti' or a partitioner, not both"):
         export_device_program(m, x, backend="aoti", partitioner=AotiDevicePartitioner())
-    with pytest.raises(ValueError, match="a backend goes with insert_copies=True"):
+    with pytest.raises(ValueError, match="a backend or decompositions go with insert_copies=True"):
         export_device_program(m, x, backend="aoti", insert_copies=False)
 
 
