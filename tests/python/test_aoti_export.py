@@ -21,6 +21,7 @@ import torch
 pytest.importorskip("executorch.exir")
 
 import et_copy  # noqa: E402
+import et_copy.runtime  # noqa: E402
 from et_copy import _compile_cache, aoti  # noqa: E402
 from et_copy._dtypes import SCALAR_TYPE_CODES  # noqa: E402
 from et_copy.aoti import BACKEND_ID, AotiDevicePartitioner  # noqa: E402
@@ -242,6 +243,16 @@ def kv():
     return export_device_methods(fresh(KVCache), methods, backend="aoti", strict=True)
 
 
+def on_device(program):
+    """The program loaded by et_copy.runtime on the host-unreadable simulated
+    device, its delegates run by AotiDeviceBackend: the product's path, beside
+    each test's run of the payload by torch's own runner."""
+    et_copy.use_simulated_device()
+    et_copy.use_aoti_backend()
+    assert et_copy.allocator_info()["host_readable"] is False
+    return et_copy.runtime.load(program.buffer)
+
+
 def only(program, method: str = "forward") -> Record:
     (record,) = records(program)[method]
     return record
@@ -338,12 +349,32 @@ def test_the_payload_runs_the_methods_and_updates_the_state_in_the_arena(kv):
 
 
 @slow
+def test_the_methods_of_one_session_share_the_state_and_sessions_are_apart_on_the_runtime(kv):
+    program = on_device(kv)
+    eager, other = fresh(KVCache), fresh(KVCache)
+    a, b = program.new_session(), program.new_session()
+    x, pos = torch.randn(2, 4), torch.tensor([0, 1])
+    torch.testing.assert_close(a.load_method("prefill").execute([x, pos])[0], eager(x, pos).detach())
+    y = torch.randn(2, 4)
+    torch.testing.assert_close(b.load_method("prefill").execute([y, pos])[0], other(y, pos).detach())
+    for step in range(2, 4):  # a's decode reads a's prefill, not b's
+        x1 = torch.randn(1, 4)
+        got = a.load_method("decode").execute([x1, torch.tensor([step])])[0]
+        torch.testing.assert_close(got, eager(x1, torch.tensor([step])).detach())
+    a.reset()  # back to the start: zeros, and steps at its stored 1
+    fresh_eager = fresh(KVCache)
+    torch.testing.assert_close(a.load_method("prefill").execute([x, pos])[0], fresh_eager(x, pos).detach())
+
+
+@slow
 def test_the_mlp_payload_stays_dynamic_and_equals_eager(mlp):
     run, eager = Payload(mlp, only(mlp)), fresh(MLP)
+    method = on_device(mlp).load_method("forward")
     for batch in (1, 3, 8):
         x = torch.randn(batch, 8)
         (got,) = run(x)
         torch.testing.assert_close(got, eager(x).detach())
+        torch.testing.assert_close(method.execute([x])[0], eager(x).detach())
 
 
 @slow
@@ -357,6 +388,9 @@ def test_a_depthwise_conv_compiles_to_aten_and_equals_eager():
     got = Payload(program, record)(x, img)
     for g, w in zip(got, fresh(DepthwiseConvs)(x, img)):
         torch.testing.assert_close(g, w.detach())
+    on = on_device(program).load_method("forward").execute([x, img])
+    for g, w in zip(on, fresh(DepthwiseConvs)(x, img), strict=True):
+        torch.testing.assert_close(g, w.detach())
 
 
 @slow
@@ -365,6 +399,8 @@ def test_an_attention_block_equals_eager():
     x = torch.randn(1, 5, 8)
     (got,) = Payload(program, only(program))(x)
     torch.testing.assert_close(got, fresh(Attention)(x).detach())
+    (on,) = on_device(program).load_method("forward").execute([x])
+    torch.testing.assert_close(on, fresh(Attention)(x).detach())
 
 
 @slow
@@ -383,6 +419,10 @@ def test_several_outputs_of_several_dtypes_equal_eager():
     assert len(want) == 7 and {(g.dtype, tuple(g.shape)) for g in got} == set(want)
     for g in got:
         torch.testing.assert_close(g, want[(g.dtype, tuple(g.shape))])
+    # Through the runtime the method's outputs come in the model's order.
+    on = on_device(program).load_method("forward").execute([x, n])
+    for g, w in zip(on, fresh(SeveralOutputs)(x, n), strict=True):
+        torch.testing.assert_close(g, w.detach())
 
 
 @slow
