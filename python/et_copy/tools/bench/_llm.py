@@ -103,15 +103,9 @@ def decode_step(
     keep = []  # the loaded programs and runners the samplers use
     if "simulated" in backends:
         sim, held = _simulated_cases(ptes["simulated"], host_pte, model, max_seq_len, token, pos, expected)
-        if _picks(held["ours"], held["following"], token, pos) != plain_picks:
-            raise RuntimeError(
-                "et_copy bench: the simulated backend's decode_next picked other tokens than the "
-                "plain host program's; not timing it"
-            )
+        step = _checked_step("the simulated backend", held, plain_picks, token, pos)
         cases.update(sim)
         keep.append(held)
-        with et_copy.counting() as step:
-            held["following"].execute([])
         doc.update(
             state_nbytes=held["session"].state_nbytes,
             host_state_nbytes=held["host_state_nbytes"],
@@ -123,15 +117,9 @@ def decode_step(
         )
     if "aoti" in backends:
         aoti_cases, held = _aoti_cases(ptes["aoti"], max_seq_len, token, pos, expected)
-        if _picks(held["ours"], held["following"], token, pos) != plain_picks:
-            raise RuntimeError(
-                "et_copy bench: the compiled backend's decode_next picked other tokens than the "
-                "plain host program's; not timing it"
-            )
+        step = _checked_step("the compiled backend", held, plain_picks, token, pos)
         cases.update(aoti_cases)
         keep.append(held)
-        with et_copy.counting() as step:
-            held["following"].execute([])
         doc["aoti"] = {
             "decode": AOTI_DECODE,
             "decode_next": AOTI_NEXT,
@@ -164,6 +152,20 @@ def _token(outputs) -> int:
     out = outputs[0]
     assert isinstance(out, torch.Tensor)  # et_copy.runtime may also give DeviceTensors; a pick comes back
     return int(out[0])
+
+
+def _checked_step(backend: str, held: dict, plain_picks: list[int], token, pos):
+    """The counts of one decode_next of `backend` (the bytes a pipeline step moves), once its
+    decode_next picks are the plain host program's."""
+    import et_copy
+
+    if _picks(held["ours"], held["following"], token, pos) != plain_picks:
+        raise RuntimeError(
+            f"et_copy bench: {backend}'s decode_next picked other tokens than the plain host program's; not timing it"
+        )
+    with et_copy.counting() as step:
+        held["following"].execute([])
+    return step
 
 
 def _check(name: str, got: int, expected: int) -> None:
