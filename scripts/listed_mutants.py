@@ -45,6 +45,9 @@ COUNTING = "runtime/src/counting_device_allocator.cpp"
 CUDA = "runtime/cuda/cuda_device_allocator.cpp"
 REG = "runtime/src/registration.cpp"
 CHECK = "runtime/src/program_check.cpp"
+FLATBUFFER = "runtime/src/program_reader.h"
+FLATBUFFER_CPP = "runtime/src/program_reader.cpp"
+D2H_FILLED = "runtime/src/d2h_filled_outputs.cpp"
 TRACER = "runtime/src/instruction_tracer.cpp"
 SESSIONS = "runtime/src/sessions.cpp"
 READER = "python/bindings/tensor_reader.cpp"
@@ -226,21 +229,21 @@ MUTANTS: list[Mutant] = [
       'index("delegate", r.int_field(call, slot::kFirst), ops);', T_CHECK),
     M("check-device-entry-against-entries", CHECK, "at == 0 ? 0 : r.read<int32_t>(at), buffers);",
       "at == 0 ? 0 : r.read<int32_t>(at), devices);", T_CHECK),
-    M("check-read-at-the-end-fails", CHECK, "if (at > n_ || sizeof(T) > n_ - at) {",
+    M("check-read-at-the-end-fails", FLATBUFFER, "if (at > n_ || sizeof(T) > n_ - at) {",
       "if (at > n_ || sizeof(T) >= n_ - at) {", T_CHECK),
-    M("check-last-vtable-slot-ignored", CHECK, "if (failed_ || entry + 2 > vsize) {",
+    M("check-last-vtable-slot-ignored", FLATBUFFER_CPP, "if (failed_ || entry + 2 > vsize) {",
       "if (failed_ || entry + 2 >= vsize) {", T_CHECK),
     M("check-chain-outputs-unchecked", CHECK,
       'value_indices<int32_t>(chain, slot::kChainOutputs, "chain output value");',
       'value_indices<int32_t>(chain, slot::kChainInputs, "chain output value");', T_CHECK),
-    # ---- outputs_filled_by_d2h_copy (program_check.cpp) ---------------------------
-    M("filled-later-touch-overrides", CHECK, "if (outputs[o] == value && first[o] < 0) {",
+    # ---- outputs_filled_by_d2h_copy (d2h_filled_outputs.cpp) ----------------------
+    M("filled-later-touch-overrides", D2H_FILLED, "if (outputs[o] == value && first[o] < 0) {",
       "if (outputs[o] == value) {", T_CHECK),
-    M("filled-self-counts-as-out", CHECK, "seen(args[a], d2h && a >= 1 && args[a] == args[1]);",
+    M("filled-self-counts-as-out", D2H_FILLED, "seen(args[a], d2h && a >= 1 && args[a] == args[1]);",
       "seen(args[a], d2h && args[a] == args[1]);", T_CHECK),
-    M("filled-jump-ignored", CHECK, "      return filled; // the order instructions run in",
+    M("filled-jump-ignored", D2H_FILLED, "      return filled; // the order instructions run in",
       "      continue; // the order instructions run in", T_CHECK),
-    M("filled-input-allowed", CHECK, "filled[o] = first[o] == 1 && !named(inputs) && !named(listed);",
+    M("filled-input-allowed", D2H_FILLED, "filled[o] = first[o] == 1 && !named(inputs) && !named(listed);",
       "filled[o] = first[o] == 1 && !named(listed);", T_CHECK),
     # ---- the bindings: DeviceTensor, its reader, dense strides, copies, program --
     M("dtensor-16-dims-too-many", DTENSOR, "if (rank > kMaxTensorDims) {", "if (rank >= kMaxTensorDims) {",

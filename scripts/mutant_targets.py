@@ -88,8 +88,12 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/*/registration.*", (T_REG, T_FOREIGN)),
     ("runtime/src/registry_lock.h", (T_REG, T_FOREIGN)),
     ("runtime/src/method_kernels.cpp", (T_METHOD_KERNELS,)),
-    # device_backends() names the CUDA allocator's backend: the CUDA test checks that.
-    ("runtime/*/program_check.*", (T_CHECK, T_CUDA)),
+    # The load checks, one file per job; program_check.h declares them all.
+    ("runtime/*/program_check.*", (T_CHECK,)),
+    ("runtime/src/program_reader.*", (T_CHECK, T_BACKEND)),
+    ("runtime/src/instruction_operator.cpp", (T_CHECK, T_TRACER)),
+    ("runtime/src/d2h_filled_outputs.cpp", (T_CHECK, "cpp:et_copy_test_loaded_method")),
+    ("runtime/src/device_access.cpp", (T_CHECK,)),
     ("runtime/*/program_record.*", (T_RECORD, T_BACKEND)),
     ("runtime/*/instruction_tracer.*", (T_TRACER,)),
     ("runtime/*/tensor_layout.*", (T_LAYOUT, T_KERNELS)),
@@ -102,7 +106,8 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     )),
     ("runtime/src/external_tensors.*", (T_BACKEND,)),
     # The seam: its own gtest, then the simulated backend that plugs into it.
-    ("runtime/*/device_backend.*", ("cpp:et_copy_test_device_backend", T_BACKEND)),
+    # device_backends() names the CUDA allocator's backend too: the CUDA test checks that.
+    ("runtime/*/device_backend.*", ("cpp:et_copy_test_device_backend", T_BACKEND, T_CHECK, T_CUDA)),
     # Weights pinned per program and state arenas: the backend's gtest, then programs with weights and state.
     ("runtime/*/device_residency.*", (T_BACKEND, "py:tests/python/test_state_export.py")),
     # A host or foreign argument refused by name: the backend's gtest and et_copy.runtime's checks.

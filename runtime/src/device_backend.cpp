@@ -1,10 +1,13 @@
 #include <et_copy/device_backend.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
+#include <et_copy/counting_device_allocator.h>
 #include <et_copy/device_residency.h>
 #include <et_copy/limits.h>
+#include <et_copy/program_check.h>
 #include <executorch/runtime/platform/log.h>
 
 #include "registry_lock.h"
@@ -91,6 +94,28 @@ Registration register_device_backend(DeviceBackend& backend, Error* error) {
 std::vector<DeviceBackend*> registered_device_backends() {
   std::lock_guard<std::mutex> lock(internal::registry_mutex());
   return table();
+}
+
+// Declared in program_check.h: the backends a load lets check_device_access allow on the device.
+std::vector<std::string> device_backends(executorch::runtime::etensor::DeviceType type) {
+  if (type == executorch::runtime::etensor::DeviceType::CPU) {
+    return {};
+  }
+  const CountingDeviceAllocator* ours = as_counting_allocator(executorch::runtime::get_device_allocator(type));
+  if (ours == nullptr) {
+    return {};
+  }
+  std::vector<std::string> ids;
+  for (const DeviceBackend* b : registered_device_backends()) {
+    if (b->runs_on(*ours)) {
+      ids.emplace_back(b->id());
+    }
+  }
+  // Upstream's CUDA backend is no DeviceBackend of ours, but its delegates run on et-copy's CUDA allocator.
+  if (std::strcmp(ours->name(), "cuda") == 0 && std::find(ids.begin(), ids.end(), kCudaBackendId) == ids.end()) {
+    ids.emplace_back(kCudaBackendId);
+  }
+  return ids;
 }
 
 } // namespace et_copy

@@ -1,7 +1,11 @@
 // Index checks on an ExecuTorch program that its own verification leaves
 // out and its Method asserts on (aborting the process) instead of failing,
 // what an instruction calls, read from the same tables, and the load check
-// that keeps the host off device memory.
+// that keeps the host off device memory. One source file per job, over one
+// bounds-checked reader (runtime/src/program_reader.h): program_check.cpp
+// (indices), instruction_operator.cpp, d2h_filled_outputs.cpp,
+// device_access.cpp (with method_io_devices), and device_backend.cpp
+// (device_backends).
 #pragma once
 
 #include <cstddef>
