@@ -389,7 +389,7 @@ void write_etdump(LoadedProgram& lp, const std::string& path, const std::optiona
 }
 
 void reset_session(LoadedSession& ls) {
-  std::string failed;
+  et_copy::FailureReport failed;
   Error err = Error::Ok;
   {
     py::gil_scoped_release release;
@@ -397,7 +397,7 @@ void reset_session(LoadedSession& ls) {
     err = ls.session->reset(&failed);
   }
   if (err != Error::Ok) {
-    raise_runtime(err, "et_copy.runtime: resetting a session", {failed});
+    raise_runtime(err, "et_copy.runtime: resetting a session", {failed.detail});
   }
 }
 
@@ -589,14 +589,14 @@ void bind_program(py::module_& m) {
         if (PyBytes_AsStringAndSize(program.ptr(), &data, &size) != 0) {
           throw py::error_already_set();
         }
-        std::string message;
+        et_copy::FailureReport refusal;
         Error e = Error::Ok;
         {
           py::gil_scoped_release release; // `program` keeps the bytes alive
-          e = et_copy::check_device_access(data, static_cast<size_t>(size), allowed, &message);
+          e = et_copy::check_device_access(data, static_cast<size_t>(size), allowed, &refusal);
         }
         if (e != Error::Ok) {
-          raise_runtime(e, "et_copy.check_device_access", {message});
+          raise_runtime(e, "et_copy.check_device_access", {refusal.detail});
         }
       },
       py::arg("program"), py::arg("backends") = py::none(),

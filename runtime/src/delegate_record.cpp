@@ -125,7 +125,7 @@ bool span_nbytes(const DelegateTensor& t, size_t* out) {
 
 class Parser {
  public:
-  Parser(const uint8_t* data, size_t size, std::string* what) : p_(data), n_(size), what_(what) {}
+  Parser(const uint8_t* data, size_t size, FailureReport* report) : p_(data), n_(size), report_(report) {}
 
   ET_NODISCARD Result<DelegateRecord> parse() {
     std::string_view line;
@@ -395,15 +395,13 @@ class Parser {
   ET_NODISCARD Error fail_at(std::string message) {
     message = "delegate record: " + message;
     ET_LOG(Error, "%s", message.c_str());
-    if (what_ != nullptr) {
-      *what_ = std::move(message);
-    }
-    return Error::DelegateInvalidCompatibility;
+    return et_copy::fail(report_, Error::DelegateInvalidCompatibility,
+                         std::move(message)); // failure_report.h's, not Parser::fail
   }
 
   const uint8_t* p_;
   size_t n_;
-  std::string* what_;
+  FailureReport* report_;
   size_t at_ = 0;
   size_t at_end_ = 0;
   size_t line_ = 0;
@@ -418,12 +416,13 @@ const char* payload_kind_name(PayloadKind kind) {
   return kind == PayloadKind::kAoti ? kPayloadAoti : kPayloadProgram;
 }
 
-Result<DelegateRecord> parse_delegate_record(const void* data, size_t size, std::string* what) {
+Result<DelegateRecord> parse_delegate_record(const void* data, size_t size, FailureReport* report) {
   if (data == nullptr && size > 0) {
-    ET_LOG(Error, "delegate record: null data of %zu bytes", size);
-    return Error::InvalidArgument;
+    const std::string message = "delegate record: null data of " + std::to_string(size) + " bytes";
+    ET_LOG(Error, "%s", message.c_str());
+    return fail(report, Error::InvalidArgument, message);
   }
-  return Parser(static_cast<const uint8_t*>(data), size, what).parse();
+  return Parser(static_cast<const uint8_t*>(data), size, report).parse();
 }
 
 } // namespace et_copy

@@ -49,16 +49,13 @@ struct Place {
   bool same(const Place& o) const {
     return kind == o.kind && (kind != kDevice || (type == o.type && index == o.index));
   }
-  std::string device_name() const {
-    return et_copy::device_name(type, index);
-  }
   // "planned on cuda:0", "a constant of the program"...
   std::string where() const {
     switch (kind) {
       case kDevice:
-        return (planned ? "planned on " : "given at run time on ") + device_name();
+        return (planned ? "planned on " : "given at run time on ") + device_name(type, index);
       case kHost:
-        return planned ? "planned on " + device_name() : "a constant of the program";
+        return planned ? "planned on " + device_name(type, index) : "a constant of the program";
       case kRuntime:
         return "given at run time";
       default:
@@ -70,14 +67,14 @@ struct Place {
 struct DeviceWalk {
   Reader& r;
   const std::vector<std::string>& allowed;
-  std::string* message;
+  FailureReport* report;
   std::string method;
   std::vector<Place> places;
   size_t refusals = 0;
 
   void refuse(const std::string& what) {
-    if (refusals++ == 0 && message != nullptr) {
-      *message = what;
+    if (refusals++ == 0) {
+      (void)fail(report, Error::InvalidProgram, what);
     }
   }
 
@@ -315,28 +312,25 @@ struct DeviceWalk {
 } // namespace
 
 Error check_device_access(const void* data, size_t size, const std::vector<std::string>& allowed_backends,
-                          std::string* message) {
-  if (const Error e = check_program_indices(data, size, message); e != Error::Ok) {
+                          FailureReport* report) {
+  if (const Error e = check_program_indices(data, size, report); e != Error::Ok) {
     return e;
   }
   Reader r(data, size);
-  DeviceWalk walk{r, allowed_backends, message, {}, {}};
+  DeviceWalk walk{r, allowed_backends, report, {}, {}};
   size_t plans_at = 0;
   const uint32_t plans = r.plans(&plans_at);
   for (uint32_t i = 0; i < plans && !r.failed(); ++i) {
     walk.plan(r.table_at(plans_at, i));
   }
   if (r.failed()) {
-    if (message != nullptr) {
-      *message = "the program's flatbuffer has an offset outside the file";
-    }
-    return Error::InvalidProgram;
+    return fail(report, Error::InvalidProgram, "the program's flatbuffer has an offset outside the file");
   }
   if (walk.refusals == 0) {
     return Error::Ok;
   }
-  if (walk.refusals > 1 && message != nullptr) {
-    *message += "; " + std::to_string(walk.refusals - 1) + " more found in the program";
+  if (walk.refusals > 1 && report != nullptr) {
+    report->detail += "; " + std::to_string(walk.refusals - 1) + " more found in the program";
   }
   return Error::InvalidProgram;
 }

@@ -56,7 +56,9 @@ void format_sizes(const Tensor& t, char* buf, size_t len) {
   }
 }
 
-const char* device_name(DeviceType t) {
+// A device type as the kernels' messages spell it ("CPU", "CUDA"), with no
+// allocation on the kernel path; et_copy::device_name names a device.
+const char* device_type_name(DeviceType t) {
   switch (t) {
     case DeviceType::CPU:
       return "CPU";
@@ -278,7 +280,7 @@ Error device_copy(Direction d, const Tensor& self, Tensor& out, CopyDiagnostic* 
   const char* device_arg = h2d ? "out" : "self";
   if (host.device_type() != DeviceType::CPU) {
     return reject(diag, d, Error::InvalidArgument, "%s must be a host (CPU) tensor, got a %s tensor", host_arg,
-                  device_name(host.device_type()));
+                  device_type_name(host.device_type()));
   }
   if (device.device_type() == DeviceType::CPU) {
     return reject(diag, d, Error::InvalidArgument, "%s must be a device tensor, got a CPU tensor", device_arg);
@@ -304,7 +306,7 @@ Error device_copy(Direction d, const Tensor& self, Tensor& out, CopyDiagnostic* 
   DeviceAllocator* alloc = server.alloc;
   if (alloc == nullptr) {
     return reject(diag, d, Error::NotFound, "no DeviceAllocator is registered for %s",
-                  device_name(device.device_type()));
+                  device_type_name(device.device_type()));
   }
   const auto index = device.device_index();
   if (CountingDeviceAllocator* counting = server.counting) {
@@ -314,7 +316,7 @@ Error device_copy(Direction d, const Tensor& self, Tensor& out, CopyDiagnostic* 
     }
     if (index < -1 || index >= count.get()) {
       return reject(diag, d, Error::InvalidArgument, "%s is on %s device %d, but the %s allocator has %d device(s)",
-                    device_arg, device_name(device.device_type()), static_cast<int>(index), counting->name(),
+                    device_arg, device_type_name(device.device_type()), static_cast<int>(index), counting->name(),
                     count.get());
     }
   }

@@ -19,13 +19,6 @@ namespace et = executorch::runtime::etensor;
 
 namespace {
 
-ET_NODISCARD Error fail(Error e, std::string* what, std::string message) {
-  if (what != nullptr) {
-    *what = std::move(message);
-  }
-  return e;
-}
-
 // Arena map key: (owner, 0, session id) or (owner, 1, named data map address).
 using ArenaMapKey = std::tuple<std::string, int, uintptr_t>;
 
@@ -105,39 +98,39 @@ Error DeviceBlock::write(size_t offset, const void* src, size_t nbytes) {
 
 Result<std::shared_ptr<DeviceBlock>> acquire_weight(const std::string& key, et::DeviceType type, et::DeviceIndex index,
                                                     size_t nbytes, const NamedDataMap* source, std::optional<int> pool,
-                                                    std::string* what) {
+                                                    FailureReport* report) {
   Caches& c = caches();
   std::lock_guard<std::mutex> lock(c.mutex); // one upload per key, even with concurrent loads
   const auto cache_key = std::make_tuple(key, static_cast<int>(type), static_cast<int>(index));
   std::shared_ptr<DeviceBlock> block = c.weights[cache_key].lock();
   if (block != nullptr && block->nbytes() != nbytes) {
-    return fail(Error::DelegateInvalidCompatibility, what,
+    return fail(report, Error::DelegateInvalidCompatibility,
                 "content key '" + key + "' names " + std::to_string(nbytes) + " bytes here and " +
                     std::to_string(block->nbytes()) + " bytes in a weight already uploaded");
   }
   if (block == nullptr) {
     if (source == nullptr) {
-      return fail(Error::NotFound, what, "the program has no named data to read '" + key + "' from");
+      return fail(report, Error::NotFound, "the program has no named data to read '" + key + "' from");
     }
     auto host = source->get_data(key);
     if (!host.ok()) {
-      return fail(host.error(), what, "the program's named data has no '" + key + "'");
+      return fail(report, host.error(), "the program's named data has no '" + key + "'");
     }
     if (host->size() != nbytes) {
-      return fail(Error::DelegateInvalidCompatibility, what,
+      return fail(report, Error::DelegateInvalidCompatibility,
                   "named data '" + key + "' has " + std::to_string(host->size()) + " bytes, the record says " +
                       std::to_string(nbytes));
     }
     auto made = DeviceBlock::create(type, index, nbytes);
     if (!made.ok()) {
-      return fail(made.error(), what,
+      return fail(report, made.error(),
                   "cannot allocate " + std::to_string(nbytes) + " bytes on " + device_name(type, index));
     }
     block = std::move(*made);
     const Error e = block->write(0, host->data(), nbytes);
     host->Free();
     if (e != Error::Ok) {
-      return fail(e, what, "the host-to-device copy failed");
+      return fail(report, e, "the host-to-device copy failed");
     }
     c.weights[cache_key] = block;
   }
@@ -195,13 +188,13 @@ struct ResidencyAccess {
   static Result<std::shared_ptr<StateArena>> acquire(const ArenaKey& key, et::DeviceType type, et::DeviceIndex index,
                                                      size_t nbytes, const std::vector<ArenaState>& states,
                                                      const NamedDataMap* source, const std::string& method,
-                                                     std::string* what) {
+                                                     FailureReport* report) {
     Caches& c = caches();
     std::lock_guard<std::mutex> lock(c.mutex);
     const ArenaMapKey mk = map_key(key);
     std::shared_ptr<StateArena> arena = c.arenas[mk].lock();
     if (arena != nullptr && arena->block_->nbytes() != nbytes) {
-      return fail(Error::InvalidProgram, what,
+      return fail(report, Error::InvalidProgram,
                   "method '" + method + "' plans its state as " + std::to_string(nbytes) + " bytes, method '" +
                       arena->method_ + "' of the same session as " + std::to_string(arena->block_->nbytes()) +
                       " bytes: methods of one program must agree");
@@ -211,7 +204,7 @@ struct ResidencyAccess {
       auto block = DeviceBlock::create(type, index, nbytes);
       if (!block.ok()) {
         return fail(
-            block.error(), what,
+            report, block.error(),
             "cannot allocate the state arena (" + std::to_string(nbytes) + " bytes) on " + device_name(type, index));
       }
       arena = std::make_shared<StateArena>();
@@ -224,7 +217,7 @@ struct ResidencyAccess {
       auto known = arena->states_.find(s.name);
       if (known != arena->states_.end()) {
         if (known->second.offset != s.offset || known->second.nbytes != s.nbytes) {
-          return fail(Error::InvalidProgram, what,
+          return fail(report, Error::InvalidProgram,
                       "state '" + s.name + "' is " + std::to_string(s.nbytes) + " bytes at " +
                           std::to_string(s.offset) + " here, " + std::to_string(known->second.nbytes) + " bytes at " +
                           std::to_string(known->second.offset) + " in method '" + arena->method_ + "'");
@@ -232,7 +225,7 @@ struct ResidencyAccess {
         continue;
       }
       if (s.offset > nbytes || s.nbytes > nbytes - s.offset) {
-        return fail(Error::InvalidProgram, what,
+        return fail(report, Error::InvalidProgram,
                     "state '" + s.name + "' (" + std::to_string(s.nbytes) + " bytes at " + std::to_string(s.offset) +
                         ") leaves the arena of " + std::to_string(nbytes) + " bytes");
       }
@@ -240,7 +233,7 @@ struct ResidencyAccess {
       if (!s.initial_key.empty()) {
         auto blob = source == nullptr ? Result<FreeableBuffer>(Error::NotFound) : source->get_data(s.initial_key);
         if (!blob.ok() || blob->size() != s.nbytes) {
-          return fail(blob.ok() ? Error::DelegateInvalidCompatibility : blob.error(), what,
+          return fail(report, blob.ok() ? Error::DelegateInvalidCompatibility : blob.error(),
                       "state '" + s.name + "': the initial value '" + s.initial_key + "' is " +
                           (blob.ok() ? std::to_string(blob->size()) + " bytes, not " + std::to_string(s.nbytes)
                                      : std::string("not in the program's named data")));
@@ -267,7 +260,7 @@ struct ResidencyAccess {
       }
     }
     if (e != Error::Ok) {
-      return fail(e, what, "writing the start state failed");
+      return fail(report, e, "writing the start state failed");
     }
     c.arenas[mk] = arena;
     drop_expired(c.arenas);
@@ -278,8 +271,8 @@ struct ResidencyAccess {
 Result<std::shared_ptr<StateArena>> acquire_arena(const ArenaKey& key, et::DeviceType type, et::DeviceIndex index,
                                                   size_t nbytes, const std::vector<ArenaState>& states,
                                                   const NamedDataMap* source, const std::string& method,
-                                                  std::string* what) {
-  return ResidencyAccess::acquire(key, type, index, nbytes, states, source, method, what);
+                                                  FailureReport* report) {
+  return ResidencyAccess::acquire(key, type, index, nbytes, states, source, method, report);
 }
 
 namespace {

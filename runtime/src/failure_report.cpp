@@ -12,6 +12,19 @@ const char* error_name(executorch::runtime::Error e) {
   return std::strncmp(full, kPrefix, sizeof(kPrefix) - 1) == 0 ? full + sizeof(kPrefix) - 1 : full;
 }
 
+executorch::runtime::Error fail(FailureReport* report, executorch::runtime::Error error, std::string detail,
+                                std::string step) {
+  if (report != nullptr) {
+    report->error = error;
+    report->step = std::move(step);
+    report->detail = std::move(detail);
+    report->instruction.clear();
+    report->op.clear();
+    report->log.clear();
+  }
+  return error;
+}
+
 std::string device_name(int device_type, int device_index) {
   const std::string index = std::to_string(device_index);
   if (device_type == static_cast<int>(executorch::runtime::etensor::DeviceType::CPU)) {

@@ -22,22 +22,6 @@ namespace et = executorch::runtime::etensor;
 
 namespace {
 
-ET_NODISCARD Error fail(FailureReport* report, Error e, std::string step, std::string detail = "") {
-  if (report != nullptr) {
-    report->error = e;
-    report->step = std::move(step);
-    report->detail = std::move(detail);
-    report->instruction.clear();
-    report->op.clear();
-    report->log.clear();
-  }
-  return e;
-}
-
-std::string device_str(et::Device d) {
-  return device_name(static_cast<int>(d.type()), static_cast<int>(d.index()));
-}
-
 bool same_device(et::Device a, et::Device b) {
   return a.type() == b.type() && a.index() == b.index();
 }
@@ -67,7 +51,7 @@ Result<LoadedMethod*> Session::load(const std::string& name, executorch::runtime
   if (found != loaded_.end()) {
     LoadedMethod* lm = found->second.get();
     if (lm->tracer_.inner() != profiler) {
-      return fail(report, Error::InvalidArgument, step, "it is already loaded with another profiler, which it keeps");
+      return fail(report, Error::InvalidArgument, "it is already loaded with another profiler, which it keeps", step);
     }
     if (!lm->described_) {
       if (const Error e = lm->describe(report); e != Error::Ok) { // it failed before
@@ -77,12 +61,12 @@ Result<LoadedMethod*> Session::load(const std::string& name, executorch::runtime
     return lm;
   }
   std::unique_ptr<LoadedMethod> lm(new LoadedMethod(pool_, name, profiler));
-  std::string failed;
+  FailureReport failed;
   LogCapture capture;
   std::lock_guard<std::mutex> lock(pool_->execution_lock()); // loading may write the state
   auto m = method(name, &failed, &lm->tracer_);
   if (!m.ok()) {
-    const Error e = fail(report, m.error(), step, failed);
+    const Error e = fail(report, m.error(), std::move(failed.detail), step);
     if (report != nullptr) {
       report->log = capture.lines();
     }
@@ -106,7 +90,7 @@ Error LoadedMethod::describe(FailureReport* report) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
   if (m.get_inputs(values.data(), values.size()) != Error::Ok) {
-    return fail(report, Error::Internal, step, "could not read the method's inputs");
+    return fail(report, Error::Internal, "could not read the method's inputs", step);
   }
 #pragma GCC diagnostic pop
   io_.inputs.clear();
@@ -115,7 +99,7 @@ Error LoadedMethod::describe(FailureReport* report) {
     io_.inputs.push_back(values[i].isTensor() ? slot_of(values[i], meta.input_tensor_meta(i)) : IoSlot{});
   }
   if (m.get_outputs(values.data(), values.size()) != Error::Ok) {
-    return fail(report, Error::Internal, step, "could not read the method's outputs");
+    return fail(report, Error::Internal, "could not read the method's outputs", step);
   }
   const Span<const uint8_t> bytes = pool_->program_bytes();
   std::vector<bool> filled;
@@ -134,18 +118,18 @@ Error LoadedMethod::describe(FailureReport* report) {
 Error LoadedMethod::check(Span<const EValue> inputs, Span<MethodOutput> outputs, FailureReport* report) const {
   const std::string step = "method '" + name_ + "'";
   if (inputs.size() != io_.inputs.size()) {
-    return fail(report, Error::InvalidArgument, step,
-                "takes " + std::to_string(io_.inputs.size()) + " inputs, got " + std::to_string(inputs.size()));
+    return fail(report, Error::InvalidArgument,
+                "takes " + std::to_string(io_.inputs.size()) + " inputs, got " + std::to_string(inputs.size()), step);
   }
   if (outputs.size() != io_.outputs.size()) {
-    return fail(report, Error::InvalidArgument, step,
-                "has " + std::to_string(io_.outputs.size()) + " outputs, got " + std::to_string(outputs.size()));
+    return fail(report, Error::InvalidArgument,
+                "has " + std::to_string(io_.outputs.size()) + " outputs, got " + std::to_string(outputs.size()), step);
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     const IoSlot& slot = io_.inputs[i];
     const std::string arg = "input " + std::to_string(i) + (slot.name.empty() ? "" : " (" + slot.name + ")");
     if (slot.tensor != inputs[i].isTensor()) {
-      return fail(report, Error::InvalidArgument, step, arg + (slot.tensor ? " must be a tensor" : " is not a tensor"));
+      return fail(report, Error::InvalidArgument, arg + (slot.tensor ? " must be a tensor" : " is not a tensor"), step);
     }
     if (!slot.tensor) {
       continue;
@@ -153,9 +137,10 @@ Error LoadedMethod::check(Span<const EValue> inputs, Span<MethodOutput> outputs,
     const auto& t = inputs[i].toTensor();
     const et::Device device(t.unsafeGetTensorImpl()->device_type(), t.unsafeGetTensorImpl()->device_index());
     if (t.scalar_type() != slot.dtype || !same_device(device, slot.device)) {
-      return fail(report, Error::InvalidArgument, step,
-                  arg + " must be " + executorch::runtime::toString(slot.dtype) + " on " + device_str(slot.device) +
-                      ", got " + executorch::runtime::toString(t.scalar_type()) + " on " + device_str(device));
+      return fail(report, Error::InvalidArgument,
+                  arg + " must be " + executorch::runtime::toString(slot.dtype) + " on " + device_name(slot.device) +
+                      ", got " + executorch::runtime::toString(t.scalar_type()) + " on " + device_name(device),
+                  step);
     }
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -166,14 +151,15 @@ Error LoadedMethod::check(Span<const EValue> inputs, Span<MethodOutput> outputs,
       continue;
     }
     if (!slot.tensor) {
-      return fail(report, Error::InvalidArgument, step, arg + " is not a tensor: give it no memory");
+      return fail(report, Error::InvalidArgument, arg + " is not a tensor: give it no memory", step);
     }
     const et::Device host(et::DeviceType::CPU, 0);
     const et::Device want = slot.planned ? host : slot.device;
     if (!same_device(o.device, want) || o.nbytes < slot.nbytes) {
-      return fail(report, Error::InvalidArgument, step,
-                  arg + " needs " + std::to_string(slot.nbytes) + " bytes on " + device_str(want) + ", got " +
-                      std::to_string(o.nbytes) + " on " + device_str(o.device));
+      return fail(report, Error::InvalidArgument,
+                  arg + " needs " + std::to_string(slot.nbytes) + " bytes on " + device_name(want) + ", got " +
+                      std::to_string(o.nbytes) + " on " + device_name(o.device),
+                  step);
     }
   }
   return Error::Ok;
@@ -246,7 +232,7 @@ Error LoadedMethod::execute(Span<const EValue> inputs, Span<MethodOutput> output
                                  : allocator->copy_device_to_host(outputs[i].data, t.const_data_ptr(), t.nbytes(),
                                                                   io_.outputs[i].device.index());
       if (err != Error::Ok) {
-        step = "copying output " + std::to_string(i) + " from " + device_str(io_.outputs[i].device);
+        step = "copying output " + std::to_string(i) + " from " + device_name(io_.outputs[i].device);
       }
     }
   }
@@ -256,7 +242,7 @@ Error LoadedMethod::execute(Span<const EValue> inputs, Span<MethodOutput> output
     }
   }
   if (err != Error::Ok) {
-    err = fail(report, err, step);
+    err = fail(report, err, "", step);
     if (report != nullptr) {
       report->instruction = std::move(instruction);
       report->op = std::move(op);

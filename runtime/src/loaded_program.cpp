@@ -15,12 +15,10 @@ using executorch::runtime::Result;
 
 namespace {
 
-ET_NODISCARD Error fail(FailureReport* report, Error e, std::string step, std::string detail = "",
-                        std::vector<std::string> log = {}) {
+// fail(), with the lines ExecuTorch logged meanwhile.
+ET_NODISCARD Error fail_logged(FailureReport* report, Error e, std::string step, std::vector<std::string> log) {
+  e = fail(report, e, "", std::move(step));
   if (report != nullptr) {
-    report->error = e;
-    report->step = std::move(step);
-    report->detail = std::move(detail);
     report->log = std::move(log);
   }
   return e;
@@ -29,7 +27,7 @@ ET_NODISCARD Error fail(FailureReport* report, Error e, std::string step, std::s
 ET_NODISCARD Result<std::unique_ptr<DataLoader>> mmap_file(const std::string& path, FailureReport* report) {
   auto loader = MmapDataLoader::from(path.c_str(), MmapDataLoader::MlockConfig::NoMlock);
   if (!loader.ok()) {
-    return fail(report, loader.error(), "mapping " + path, "missing, unreadable or empty");
+    return fail(report, loader.error(), "missing, unreadable or empty", "mapping " + path);
   }
   return std::unique_ptr<DataLoader>(std::make_unique<MmapDataLoader>(std::move(*loader)));
 }
@@ -44,7 +42,7 @@ Result<std::unique_ptr<LoadedProgram>> LoadedProgram::load(std::unique_ptr<DataL
                                                            std::unique_ptr<DataLoader> data, const LoadOptions& options,
                                                            FailureReport* report) {
   if (program == nullptr) {
-    return fail(report, Error::InvalidArgument, "loading the program", "no program given");
+    return fail(report, Error::InvalidArgument, "no program given", "loading the program");
   }
   std::unique_ptr<LoadedProgram> lp(new LoadedProgram());
   lp->loader_ = std::move(program);
@@ -52,30 +50,30 @@ Result<std::unique_ptr<LoadedProgram>> LoadedProgram::load(std::unique_ptr<DataL
     lp->data_loader_ = std::move(data);
     auto map = FlatTensorDataMap::load(lp->data_loader_.get());
     if (!map.ok()) {
-      return fail(report, map.error(), "reading the data file");
+      return fail(report, map.error(), "", "reading the data file");
     }
     lp->data_map_.emplace(std::move(*map));
   }
   LogCapture capture;
   auto loaded = Program::load(lp->loader_.get(), options.verification);
   if (!loaded.ok()) {
-    return fail(report, loaded.error(), "loading the program", "", capture.lines());
+    return fail_logged(report, loaded.error(), "loading the program", capture.lines());
   }
   auto size = lp->loader_->size();
   auto whole =
       lp->loader_->load(0, size.ok() ? *size : 0, DataLoader::SegmentInfo(DataLoader::SegmentInfo::Type::Program));
   if (!whole.ok()) {
-    return fail(report, whole.error(), "reading the program", "", capture.lines());
+    return fail_logged(report, whole.error(), "reading the program", capture.lines());
   }
   lp->whole_.emplace(std::move(*whole));
   lp->program_.emplace(std::move(*loaded));
   // The pool checks the bytes first: an index ExecuTorch would abort the
   // process on later, or a program whose host would touch device memory.
-  std::string refusal;
+  FailureReport refusal;
   auto pool = SessionPool::create(lp->bytes(), &*lp->program_, options.kernels,
                                   lp->data_map_ ? &*lp->data_map_ : nullptr, &refusal);
   if (!pool.ok()) {
-    return fail(report, pool.error(), "checking the program", refusal);
+    return fail(report, pool.error(), std::move(refusal.detail), "checking the program");
   }
   lp->pool_ = std::move(*pool);
   return lp;

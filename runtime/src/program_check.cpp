@@ -19,18 +19,16 @@ namespace tag = internal::tag;
 
 struct Walk {
   Reader& r;
-  std::string* message;
+  FailureReport* report;
   std::string where;
   uint32_t values = 0;
   Error error = Error::Ok;
 
   void bad(const std::string& what, int64_t index, uint32_t limit) {
     if (error == Error::Ok) {
-      error = Error::InvalidProgram;
-      if (message != nullptr) {
-        *message =
-            where + ": " + what + " " + std::to_string(index) + " is out of range (" + std::to_string(limit) + ")";
-      }
+      error =
+          fail(report, Error::InvalidProgram,
+               where + ": " + what + " " + std::to_string(index) + " is out of range (" + std::to_string(limit) + ")");
     }
   }
 
@@ -131,9 +129,9 @@ struct Walk {
 
 } // namespace
 
-Error check_program_indices(const void* data, size_t size, std::string* message) {
+Error check_program_indices(const void* data, size_t size, FailureReport* report) {
   Reader r(data, size);
-  Walk walk{r, message, {}};
+  Walk walk{r, report, {}};
   const size_t root = r.read<uint32_t>(0); // the root table offset, from the start
   size_t plans_at = 0;
   const uint32_t plans = r.vector(root, slot::kProgramPlans, &plans_at);
@@ -141,10 +139,7 @@ Error check_program_indices(const void* data, size_t size, std::string* message)
     walk.plan(r.table_at(plans_at, i), i);
   }
   if (walk.error == Error::Ok && r.failed()) {
-    if (message != nullptr) {
-      *message = "the program's flatbuffer has an offset outside the file";
-    }
-    return Error::InvalidProgram;
+    return fail(report, Error::InvalidProgram, "the program's flatbuffer has an offset outside the file");
   }
   return walk.error;
 }

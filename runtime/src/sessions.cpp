@@ -27,13 +27,6 @@ namespace et = executorch::runtime::etensor;
 
 namespace {
 
-ET_NODISCARD Error fail(Error e, std::string* what, std::string message) {
-  if (what != nullptr) {
-    *what = std::move(message);
-  }
-  return e;
-}
-
 // Host bytes into `dst` on `device`: the DeviceAllocator's counted h2d copy
 // for a device, memcpy for the host.
 ET_NODISCARD Error copy_in(et::Device device, void* dst, const void* src, size_t nbytes) {
@@ -57,15 +50,15 @@ namespace {
 
 // Planned buffer `i` of a method, allocated on the device the program names.
 ET_NODISCARD Result<PlannedBuffer> planned_buffer(const executorch::runtime::MethodMeta& meta, size_t i,
-                                                  std::string* what) {
+                                                  FailureReport* report) {
   auto size = meta.memory_planned_buffer_size(i);
   auto device = meta.memory_planned_buffer_device(i);
   if (!size.ok() || !device.ok() || *size < 0) {
-    return fail(Error::InvalidProgram, what, "planned buffer " + std::to_string(i) + " has no valid size or device");
+    return fail(report, Error::InvalidProgram, "planned buffer " + std::to_string(i) + " has no valid size or device");
   }
   auto b = PlannedBuffer::create(static_cast<size_t>(*size), *device);
   if (!b.ok()) {
-    return fail(b.error(), what,
+    return fail(report, b.error(),
                 "could not allocate planned buffer " + std::to_string(i) + " (" + std::to_string(*size) +
                     " bytes) on " + device_name(*device) + ": no DeviceAllocator is registered for it, or it failed");
   }
@@ -140,29 +133,24 @@ Result<std::unique_ptr<SessionPool>> SessionPool::create(Span<const uint8_t> pro
                                                          const executorch::runtime::Program* program,
                                                          Span<const executorch::runtime::Kernel> kernels,
                                                          const executorch::runtime::NamedDataMap* named_data,
-                                                         std::string* what) {
+                                                         FailureReport* report) {
   if (program == nullptr) {
-    if (what != nullptr) {
-      *what = "SessionPool::create: no program";
-    }
-    return Error::InvalidArgument;
+    return fail(report, Error::InvalidArgument, "SessionPool::create: no program");
   }
-  std::string refusal;
-  const Error e =
-      check_device_access(program_bytes.data(), program_bytes.size(), device_backends(), what ? &refusal : nullptr);
+  FailureReport refusal;
+  const Error e = check_device_access(program_bytes.data(), program_bytes.size(), device_backends(),
+                                      report != nullptr ? &refusal : nullptr);
   if (e != Error::Ok) {
     // With nothing serving the device, no backend can be allowed on it: that, not the program, is what to fix.
     const bool unserved = executorch::runtime::get_device_allocator(et::DeviceType::CUDA) == nullptr;
-    if (what != nullptr) {
-      *what = unserved ? "no DeviceAllocator is registered for cuda, where this program plans memory, so nothing "
-                         "may run there yet; register one before loading (" +
-                             refusal + ")"
-                       : std::move(refusal);
-    }
-    return unserved ? Error::NotFound : e;
+    return fail(report, unserved ? Error::NotFound : e,
+                unserved ? "no DeviceAllocator is registered for cuda, where this program plans memory, so nothing "
+                           "may run there yet; register one before loading (" +
+                               refusal.detail + ")"
+                         : std::move(refusal.detail));
   }
   auto data = program->get_named_data_map();
-  auto record = read_program_record(data.ok() ? *data : nullptr, what);
+  auto record = read_program_record(data.ok() ? *data : nullptr, report);
   if (!record.ok()) {
     return record.error();
   }
@@ -185,14 +173,14 @@ size_t SessionPool::device_scratch_nbytes() const {
   return n;
 }
 
-Result<SessionPool::MethodScratch*> SessionPool::scratch(const std::string& name, std::string* what) {
+Result<SessionPool::MethodScratch*> SessionPool::scratch(const std::string& name, FailureReport* report) {
   auto found = scratch_.find(name);
   if (found != scratch_.end()) {
     return &found->second;
   }
   auto meta = program_->method_meta(name.c_str());
   if (!meta.ok()) {
-    return fail(meta.error(), what, "the program has no method '" + name + "'");
+    return fail(report, meta.error(), "the program has no method '" + name + "'");
   }
   MethodScratch s;
   const size_t n = meta->num_memory_planned_buffers();
@@ -202,14 +190,14 @@ Result<SessionPool::MethodScratch*> SessionPool::scratch(const std::string& name
   s.all_scratch = record_.state_in_delegates;
   if (s.all_scratch && meta->num_attributes() > 0) {
     // Shared as scratch, that state would be every session's: refuse, not guess.
-    return fail(Error::InvalidProgram, what,
+    return fail(report, Error::InvalidProgram,
                 "method '" + name + "' names " + std::to_string(meta->num_attributes()) +
                     " state tensors of its own, but the program's record says all of its state lives in its device "
                     "delegates (export the program again)");
   }
   s.has_arena = !s.all_scratch && n > 0 && meta->num_attributes() > 0;
   for (size_t i = 0; (s.all_scratch || s.has_arena) && i + (s.has_arena ? 1 : 0) < n; ++i) {
-    auto b = planned_buffer(*meta, i, what);
+    auto b = planned_buffer(*meta, i, report);
     if (!b.ok()) {
       return b.error();
     }
@@ -218,18 +206,18 @@ Result<SessionPool::MethodScratch*> SessionPool::scratch(const std::string& name
   return &scratch_.emplace(name, std::move(s)).first->second;
 }
 
-Result<Method*> Session::method(const std::string& name, std::string* what,
+Result<Method*> Session::method(const std::string& name, FailureReport* report,
                                 executorch::runtime::EventTracer* event_tracer) {
   auto found = methods_.find(name);
   if (found != methods_.end()) {
     Method* m = found->second->method.get();
     if (event_tracer != nullptr && m->get_event_tracer() != event_tracer) {
-      return fail(Error::InvalidArgument, what,
+      return fail(report, Error::InvalidArgument,
                   "method '" + name + "' is already loaded with another event tracer, which it keeps");
     }
     return m;
   }
-  auto scratch = pool_->scratch(name, what);
+  auto scratch = pool_->scratch(name, report);
   if (!scratch.ok()) {
     return scratch.error();
   }
@@ -242,7 +230,7 @@ Result<Method*> Session::method(const std::string& name, std::string* what,
   }
   for (size_t i = 0; !(*scratch)->has_arena && !(*scratch)->all_scratch && i < n; ++i) {
     // No arena: nothing tells state from scratch, so all of it is this session's.
-    auto b = planned_buffer(*meta, i, what);
+    auto b = planned_buffer(*meta, i, report);
     if (!b.ok()) {
       return b.error();
     }
@@ -254,19 +242,19 @@ Result<Method*> Session::method(const std::string& name, std::string* what,
     const auto size = meta->memory_planned_buffer_size(n - 1);
     const auto device = meta->memory_planned_buffer_device(n - 1);
     if (!size.ok() || !device.ok() || *size < 0) {
-      return fail(Error::InvalidProgram, what, "the state buffer has no valid size or device");
+      return fail(report, Error::InvalidProgram, "the state buffer has no valid size or device");
     }
     if (arena_ == nullptr) {
       auto b = PlannedBuffer::create(static_cast<size_t>(*size), *device);
       if (!b.ok()) {
-        return fail(b.error(), what,
+        return fail(report, b.error(),
                     "could not allocate the state (" + std::to_string(*size) + " bytes) on " + device_name(*device) +
                         ": no DeviceAllocator is registered for it, or it failed");
       }
       arena_ = std::make_unique<PlannedBuffer>(std::move(*b));
     } else if (arena_->span().size() != static_cast<size_t>(*size) || arena_->device().type() != device->type() ||
                arena_->device().index() != device->index()) {
-      return fail(Error::InvalidProgram, what,
+      return fail(report, Error::InvalidProgram,
                   "method '" + name + "' plans its state as " + std::to_string(*size) + " bytes on " +
                       device_name(*device) + ", another method as " + std::to_string(arena_->span().size()) +
                       " bytes on " + device_name(arena_->device()) + ": methods of one program must agree");
@@ -283,7 +271,7 @@ Result<Method*> Session::method(const std::string& name, std::string* what,
   auto result = pool_->program_->load_method(name.c_str(), loaded->memory.get(), event_tracer, pool_->named_data_,
                                              &backend_options_, pool_->kernels_);
   if (!result.ok()) {
-    return fail(result.error(), what, "loading method '" + name + "'");
+    return fail(report, result.error(), "loading method '" + name + "'");
   }
   loaded->method = std::make_unique<Method>(std::move(*result));
   if ((*scratch)->has_arena) {
@@ -295,14 +283,14 @@ Result<Method*> Session::method(const std::string& name, std::string* what,
       auto t = info.ok() ? loaded->method->get_attribute(std::string_view(info->name().data(), info->name().size()))
                          : Result<executorch::aten::Tensor>(info.error());
       if (!t.ok()) {
-        return fail(Error::InvalidProgram, what,
+        return fail(report, Error::InvalidProgram,
                     "method '" + name + "': cannot read its state tensor " + std::to_string(i));
       }
       const auto* p = static_cast<const uint8_t*>(t->const_data_ptr());
       if (p < base || static_cast<size_t>(p - base) > size || t->nbytes() > size - static_cast<size_t>(p - base)) {
         if (pool_->record_.present) {
           // et_copy.export puts all named state in the last buffer: a program of its that does not is refused.
-          return fail(Error::InvalidProgram, what,
+          return fail(report, Error::InvalidProgram,
                       "method '" + name + "': state tensor '" + std::string(info->name().data(), info->name().size()) +
                           "' lies outside the state buffer (the last planned buffer), where et_copy.export puts "
                           "every state tensor of a program with a record (export the program again)");
@@ -314,14 +302,14 @@ Result<Method*> Session::method(const std::string& name, std::string* what,
         if (methods_.empty()) {
           arena_.reset();
         }
-        return method(name, what, event_tracer);
+        return method(name, report, event_tracer);
       }
     }
   }
   Method* m = loaded->method.get();
   methods_.emplace(name, std::move(loaded));
   if ((*scratch)->has_arena) {
-    const Error e = initialize(*m, what);
+    const Error e = initialize(*m, report);
     if (e != Error::Ok) {
       methods_.erase(name);
       return e;
@@ -330,14 +318,14 @@ Result<Method*> Session::method(const std::string& name, std::string* what,
   return m;
 }
 
-Error Session::initialize(Method& m, std::string* what) {
+Error Session::initialize(Method& m, FailureReport* report) {
   const auto meta = m.method_meta();
   if (initialized_.empty()) {
     // A fresh arena: zeros first, through the same counted h2d path.
     std::vector<uint8_t> zeros(arena_->span().size(), 0);
     const Error e = copy_in(arena_->device(), arena_->span().data(), zeros.data(), zeros.size());
     if (e != Error::Ok) {
-      return fail(e, what, "writing the initial (zero) state to " + device_name(arena_->device()));
+      return fail(report, e, "writing the initial (zero) state to " + device_name(arena_->device()));
     }
     initialized_.insert(""); // the zeros
   }
@@ -357,19 +345,19 @@ Error Session::initialize(Method& m, std::string* what) {
     }
     auto t = m.get_attribute(std::string_view(name));
     if (!t.ok() || blob->size() != t->nbytes()) {
-      return fail(Error::InvalidProgram, what,
+      return fail(report, Error::InvalidProgram,
                   "the initial value of state tensor '" + name + "' has " + std::to_string(blob->size()) +
                       " bytes, the tensor " + (t.ok() ? std::to_string(t->nbytes()) : std::string("?")));
     }
     const Error e = copy_in(arena_->device(), t->mutable_data_ptr(), blob->data(), blob->size());
     if (e != Error::Ok) {
-      return fail(e, what, "writing the initial value of state tensor '" + name + "'");
+      return fail(report, e, "writing the initial value of state tensor '" + name + "'");
     }
   }
   return Error::Ok;
 }
 
-Error Session::reset(std::string* what) {
+Error Session::reset(FailureReport* report) {
   if (methods_.empty()) {
     return Error::Ok;
   }
@@ -380,14 +368,14 @@ Error Session::reset(std::string* what) {
     }
   }
   if (arena_ == nullptr && holding.empty()) {
-    return fail(Error::NotSupported, what,
+    return fail(report, Error::NotSupported,
                 "the program does not keep its state in a buffer of its own, so it cannot be reset (export it "
                 "with et_copy.export, or load the program again)");
   }
   for (DeviceBackend* b : holding) {
     const Error e = b->reset_state(id_);
     if (e != Error::Ok) {
-      return fail(e, what, std::string("resetting the state in the device backend ") + b->id());
+      return fail(report, e, std::string("resetting the state in the device backend ") + b->id());
     }
   }
   if (arena_ == nullptr) {
@@ -395,7 +383,7 @@ Error Session::reset(std::string* what) {
   }
   initialized_.clear();
   for (auto& [name, loaded] : methods_) {
-    const Error e = initialize(*loaded->method, what);
+    const Error e = initialize(*loaded->method, report);
     if (e != Error::Ok) {
       return e;
     }

@@ -198,10 +198,10 @@ ET_NODISCARD Error bind_weights(Handle& h, const NamedDataMap* outer, std::optio
                   "weight '" + w.fqn + "' is " + std::to_string(w.nbytes) + " bytes in the record, " +
                       std::to_string(layout_nbytes(*layout->second)) + " in the nested program");
     }
-    std::string what;
-    auto block = acquire_weight(w.key, h.record.device_type, h.record.device_index, w.nbytes, outer, pool, &what);
+    FailureReport report;
+    auto block = acquire_weight(w.key, h.record.device_type, h.record.device_index, w.nbytes, outer, pool, &report);
     if (!block.ok()) {
-      return fail(block.error(), h.method_name, "weight '" + w.fqn + "': " + what);
+      return fail(block.error(), h.method_name, "weight '" + w.fqn + "': " + report.detail);
     }
     h.weights.entries[w.fqn] = WeightDataMap::Entry{*layout->second, std::move(*block)};
   }
@@ -222,11 +222,11 @@ ET_NODISCARD Error bind_arena(Handle& h, BackendInitContext& context, size_t are
   for (const auto& s : h.record.states) {
     states.push_back(ArenaState{s.name, s.offset, s.nbytes, s.initial_key});
   }
-  std::string what;
+  FailureReport report;
   auto arena = acquire_arena(key, h.record.device_type, h.record.device_index, arena_size, states,
-                             context.get_named_data_map(), h.method_name, &what);
+                             context.get_named_data_map(), h.method_name, &report);
   if (!arena.ok()) {
-    return fail(arena.error(), h.method_name, what);
+    return fail(arena.error(), h.method_name, report.detail);
   }
   h.arena = std::move(*arena);
   return Error::Ok;
@@ -276,10 +276,10 @@ ET_NODISCARD Result<Handle*> init_handle(BackendInitContext& context, FreeableBu
   if (processed == nullptr) {
     return fail(Error::InvalidArgument, h->method_name, "no processed bytes");
   }
-  std::string what;
-  auto record = parse_delegate_record(processed->data(), processed->size(), &what);
+  FailureReport report;
+  auto record = parse_delegate_record(processed->data(), processed->size(), &report);
   if (!record.ok()) {
-    return fail(record.error(), h->method_name, what);
+    return fail(record.error(), h->method_name, report.detail);
   }
   h->record = std::move(*record);
   if (h->record.payload_kind != PayloadKind::kProgram) {

@@ -50,8 +50,8 @@ std::string good_aoti_record() {
          kProgram;
 }
 
-Result<DelegateRecord> parse(const std::string& bytes, std::string* what = nullptr) {
-  return parse_delegate_record(bytes.data(), bytes.size(), what);
+Result<DelegateRecord> parse(const std::string& bytes, et_copy::FailureReport* report = nullptr) {
+  return parse_delegate_record(bytes.data(), bytes.size(), report);
 }
 
 // The record with line `n` (0-based) replaced by `text` (without its '\n').
@@ -65,11 +65,11 @@ std::string with_line(size_t n, const std::string& text, std::string r = good_re
 }
 
 void expect_refused(const std::string& bytes, const std::string& expected_in_message) {
-  std::string what;
-  auto r = parse(bytes, &what);
+  et_copy::FailureReport report;
+  auto r = parse(bytes, &report);
   ASSERT_FALSE(r.ok()) << "accepted: " << bytes;
   EXPECT_EQ(r.error(), Error::DelegateInvalidCompatibility);
-  EXPECT_NE(what.find(expected_in_message), std::string::npos) << "message: " << what;
+  EXPECT_NE(report.detail.find(expected_in_message), std::string::npos) << "message: " << report.detail;
 }
 
 TEST(DelegateRecord, ParsesEveryKindOfLine) {
@@ -103,9 +103,9 @@ TEST(DelegateRecord, ParsesEveryKindOfLine) {
 
 TEST(DelegateRecord, ParsesAnAotiRecord) {
   const std::string bytes = good_aoti_record();
-  std::string what;
-  auto r = parse(bytes, &what);
-  ASSERT_TRUE(r.ok()) << what;
+  et_copy::FailureReport report;
+  auto r = parse(bytes, &report);
+  ASSERT_TRUE(r.ok()) << report.detail;
   EXPECT_EQ(r->device_index, 1);
   EXPECT_TRUE(r->has_arena);
   EXPECT_FALSE(r->has_arena_buffer);
@@ -325,11 +325,11 @@ TEST(DelegateRecord, PayloadSizeMustMatchTheBytesThatFollow) {
 }
 
 TEST(DelegateRecord, MessagesShowControlBytesEscapedAndLongLinesCut) {
-  std::string what;
+  et_copy::FailureReport report;
   const std::string junk = std::string("\x01\xff", 2) + std::string(500, 'a');
-  ASSERT_FALSE(parse(with_line(2, junk), &what).ok());
-  EXPECT_NE(what.find("\\x01\\xff"), std::string::npos) << what;
-  EXPECT_LT(what.size(), 300u) << what;
+  ASSERT_FALSE(parse(with_line(2, junk), &report).ok());
+  EXPECT_NE(report.detail.find("\\x01\\xff"), std::string::npos) << report.detail;
+  EXPECT_LT(report.detail.size(), 300u) << report.detail;
 }
 
 // A shown line is cut at exactly 80 bytes: a line of 80 is shown whole, one

@@ -161,14 +161,13 @@ TEST(DeviceBackend, ASessionPassesItsSpecsToTheBackendAndAsksItForItsState) {
   EXPECT_TRUE(on_simulated().resets.empty());
 
   on_simulated().inits.clear();
-  std::string what;
-  ASSERT_TRUE(session->method("forward", &what).ok()) << what;
+  ASSERT_TRUE(session->load("forward", nullptr, &report).ok()) << report.message();
   ASSERT_EQ(on_simulated().inits.size(), 1u);
   EXPECT_EQ(on_simulated().inits[0], std::make_pair(pool.id(), session->id()));
   // The session's state is what the backend reports, and reset goes to it.
   EXPECT_EQ(session->state_nbytes(), 100u);
   auto other = pool.new_session();
-  ASSERT_TRUE(other->method("forward", &what).ok()) << what;
+  ASSERT_TRUE(other->load("forward", nullptr, &report).ok()) << report.message();
   EXPECT_EQ(on_simulated().inits[1], std::make_pair(pool.id(), other->id()));
   const size_t without = session->device_nbytes() - 100;
   EXPECT_EQ(other->device_nbytes(), without + 100) << "each session counts its own state once";

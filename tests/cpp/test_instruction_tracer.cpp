@@ -27,6 +27,21 @@
 #include <executorch/devtools/etdump/etdump_flatcc.h>
 #endif
 
+namespace et_copy {
+
+// Session::method is private: load() is the one public way in, and it puts
+// the LoadedMethod's own tracer in front of the profiler. These tests give
+// the raw Method a tracer of their choosing.
+struct SessionTestAccess {
+  static executorch::runtime::Result<executorch::runtime::Method*> method(
+      Session& s, const std::string& name, FailureReport* report,
+      executorch::runtime::EventTracer* event_tracer = nullptr) {
+    return s.method(name, report, event_tracer);
+  }
+};
+
+} // namespace et_copy
+
 namespace {
 
 using et_copy::InstructionTracer;
@@ -81,9 +96,9 @@ struct Loaded {
 // The method with input 0 set to a float32[2, 3, 4] counting up.
 struct Forward {
   Forward(Loaded& l, EventTracer* tracer, bool set_input = true) {
-    std::string what;
-    auto m = l.session->method("forward", &what, tracer);
-    EXPECT_TRUE(m.ok()) << what;
+    et_copy::FailureReport report;
+    auto m = et_copy::SessionTestAccess::method(*l.session, "forward", &report, tracer);
+    EXPECT_TRUE(m.ok()) << report.detail;
     if (!m.ok()) {
       return;
     }
@@ -116,15 +131,16 @@ TEST(SessionPool, ComesOnlyFromCheckedBytesAndRefusesAProgramWhoseHostWouldTouch
   executorch::extension::BufferDataLoader loader(bytes.data(), bytes.size());
   auto program = Program::load(&loader);
   ASSERT_TRUE(program.ok());
-  std::string what;
-  auto refused =
-      et_copy::SessionPool::create({bytes.data(), bytes.size()}, &*program, et_copy::method_kernels(), nullptr, &what);
+  et_copy::FailureReport report;
+  auto refused = et_copy::SessionPool::create({bytes.data(), bytes.size()}, &*program, et_copy::method_kernels(),
+                                              nullptr, &report);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error(), Error::InvalidProgram);
-  EXPECT_NE(what.find("method 'forward', instruction 0:2 (aten::addmm.out): argument 1 (value 5) is planned on "
-                      "cuda:0"),
-            std::string::npos)
-      << what;
+  EXPECT_NE(
+      report.detail.find("method 'forward', instruction 0:2 (aten::addmm.out): argument 1 (value 5) is planned on "
+                         "cuda:0"),
+      std::string::npos)
+      << report.detail;
   // Bytes cut short are refused too (check_program_indices runs first).
   EXPECT_FALSE(
       et_copy::SessionPool::create({bytes.data(), bytes.size() / 2}, &*program, et_copy::method_kernels()).ok());
@@ -410,22 +426,25 @@ TEST(SessionEventTracer, ALoadedMethodKeepsItsTracerAndRefusesAnother) {
   Loaded l("roundtrip.pte");
   ASSERT_NE(l.program, nullptr);
   InstructionTracer tracer, other;
-  std::string what;
-  auto first = l.session->method("forward", &what, &tracer);
-  ASSERT_TRUE(first.ok()) << what;
+  et_copy::FailureReport report;
+  auto method = [&](et_copy::Session& s, EventTracer* t) {
+    return et_copy::SessionTestAccess::method(s, "forward", &report, t);
+  };
+  auto first = method(*l.session, &tracer);
+  ASSERT_TRUE(first.ok()) << report.detail;
   EXPECT_EQ((*first)->get_event_tracer(), &tracer);
-  auto again = l.session->method("forward", &what);
+  auto again = method(*l.session, nullptr);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, *first);
-  auto same_tracer = l.session->method("forward", &what, &tracer);
+  auto same_tracer = method(*l.session, &tracer);
   ASSERT_TRUE(same_tracer.ok());
-  auto refused = l.session->method("forward", &what, &other);
+  auto refused = method(*l.session, &other);
   EXPECT_EQ(refused.error(), Error::InvalidArgument);
-  EXPECT_EQ(what, "method 'forward' is already loaded with another event tracer, which it keeps");
+  EXPECT_EQ(report.detail, "method 'forward' is already loaded with another event tracer, which it keeps");
   // Another session of the pool loads the method with a tracer of its own.
   auto s2 = l.pool->new_session();
-  auto second = s2->method("forward", &what, &other);
-  ASSERT_TRUE(second.ok()) << what;
+  auto second = method(*s2, &other);
+  ASSERT_TRUE(second.ok()) << report.detail;
   EXPECT_EQ((*second)->get_event_tracer(), &other);
 }
 

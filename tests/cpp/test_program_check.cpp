@@ -54,9 +54,9 @@ std::vector<uint8_t> plan_with_input(int32_t input) {
 
 TEST(ProgramCheck, NamesAMethodInputIndexOutOfRange) {
   const auto b = plan_with_input(5);
-  std::string message;
-  EXPECT_EQ(et_copy::check_program_indices(b.data(), b.size(), &message), Error::InvalidProgram);
-  EXPECT_EQ(message, "execution plan 0: method input value 5 is out of range (0)");
+  et_copy::FailureReport report;
+  EXPECT_EQ(et_copy::check_program_indices(b.data(), b.size(), &report), Error::InvalidProgram);
+  EXPECT_EQ(report.detail, "execution plan 0: method input value 5 is out of range (0)");
 }
 
 TEST(ProgramCheck, RejectsEmptyAndTinyBuffers) {
@@ -297,12 +297,12 @@ std::vector<uint8_t> build(const Plan& p) {
   return f.bytes();
 }
 
-// Ok, or the message of the rejection.
+// Ok, or the detail of the rejection.
 std::string check(const Plan& p) {
   const auto b = build(p);
-  std::string message;
-  const Error e = et_copy::check_program_indices(b.data(), b.size(), &message);
-  return e == Error::Ok ? "ok" : message;
+  et_copy::FailureReport report;
+  const Error e = et_copy::check_program_indices(b.data(), b.size(), &report);
+  return e == Error::Ok ? "ok" : report.detail;
 }
 
 std::string out_of_range(const std::string& what, int64_t index, uint32_t limit) {
@@ -402,9 +402,9 @@ TEST(ProgramCheckEdges, ADeviceEntryNamesAPlannedBufferThatExists) {
 TEST(ProgramCheckEdges, AProgramWhoseLastFieldEndsTheFileIsRead) {
   // plan_with_input's input index is its last 4 bytes.
   const auto b = plan_with_input(0);
-  std::string message;
-  EXPECT_EQ(et_copy::check_program_indices(b.data(), b.size(), &message), Error::InvalidProgram);
-  EXPECT_EQ(message, "execution plan 0: method input value 0 is out of range (0)");
+  et_copy::FailureReport report;
+  EXPECT_EQ(et_copy::check_program_indices(b.data(), b.size(), &report), Error::InvalidProgram);
+  EXPECT_EQ(report.detail, "execution plan 0: method input value 0 is out of range (0)");
 }
 
 // ---- instruction_operator ---------------------------------------------------
@@ -649,14 +649,15 @@ namespace {
 
 const std::vector<std::string> kSimulated = {"SimulatedDeviceBackend"};
 
-// "ok", or the refusal's message (with the error when it is not InvalidProgram).
+// "ok", or the refusal's detail (with the error when it is not InvalidProgram).
 std::string access(const std::vector<uint8_t>& b, const std::vector<std::string>& allowed = kSimulated) {
-  std::string message;
-  const Error e = et_copy::check_device_access(b.data(), b.size(), allowed, &message);
+  et_copy::FailureReport report;
+  const Error e = et_copy::check_device_access(b.data(), b.size(), allowed, &report);
   if (e == Error::Ok) {
     return "ok";
   }
-  return e == Error::InvalidProgram ? message : "error " + std::to_string(static_cast<int>(e)) + ": " + message;
+  return e == Error::InvalidProgram ? report.detail
+                                    : "error " + std::to_string(static_cast<int>(e)) + ": " + report.detail;
 }
 
 bool has(const std::string& text, const std::string& part) {
@@ -933,17 +934,17 @@ TEST(CheckDeviceAccess, SurvivesEveryTruncationBitFlipAndRandomBytes) {
     for (size_t n = 0; n < b.size(); ++n) {
       // A copy of exactly n bytes, so a read past it is caught by ASan.
       std::vector<uint8_t> cut(b.begin(), b.begin() + n);
-      std::string message;
-      const Error e = et_copy::check_device_access(cut.data(), cut.size(), kSimulated, &message);
-      EXPECT_TRUE(e == Error::Ok || (e == Error::InvalidProgram && !message.empty())) << file << " cut at " << n;
+      et_copy::FailureReport report;
+      const Error e = et_copy::check_device_access(cut.data(), cut.size(), kSimulated, &report);
+      EXPECT_TRUE(e == Error::Ok || (e == Error::InvalidProgram && !report.detail.empty())) << file << " cut at " << n;
     }
     for (size_t at = 0; at < b.size(); ++at) {
       for (uint8_t bit : {0x01, 0x80}) {
         auto flipped = b;
         flipped[at] ^= bit;
-        std::string message;
-        const Error e = et_copy::check_device_access(flipped.data(), flipped.size(), kSimulated, &message);
-        EXPECT_TRUE(e == Error::Ok || (e == Error::InvalidProgram && !message.empty())) << file << " at " << at;
+        et_copy::FailureReport report;
+        const Error e = et_copy::check_device_access(flipped.data(), flipped.size(), kSimulated, &report);
+        EXPECT_TRUE(e == Error::Ok || (e == Error::InvalidProgram && !report.detail.empty())) << file << " at " << at;
       }
     }
   }

@@ -27,11 +27,11 @@ TEST(ProgramRecord, StatesThatTheStateIsInTheDelegates) {
 
 TEST(ProgramRecord, AnotherVersionIsRefusedNamingBoth) {
   const std::string v2 = "et_copy.program 2\nstate\tdelegates\n";
-  std::string what;
-  auto r = parse_program_record(v2.data(), v2.size(), &what);
+  et_copy::FailureReport report;
+  auto r = parse_program_record(v2.data(), v2.size(), &report);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error(), Error::InvalidProgram);
-  EXPECT_NE(what.find("version '2'; this runtime reads version 1"), std::string::npos) << what;
+  EXPECT_NE(report.detail.find("version '2'; this runtime reads version 1"), std::string::npos) << report.detail;
 }
 
 TEST(ProgramRecord, UnknownRepeatedAndUnterminatedLinesAreRefused) {
@@ -42,11 +42,11 @@ TEST(ProgramRecord, UnknownRepeatedAndUnterminatedLinesAreRefused) {
            std::string("et_copy.delegate 1\n"),
            std::string(""),
        }) {
-    std::string what;
-    auto r = parse_program_record(bad.data(), bad.size(), &what);
+    et_copy::FailureReport report;
+    auto r = parse_program_record(bad.data(), bad.size(), &report);
     EXPECT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.error(), Error::InvalidProgram) << bad;
-    EXPECT_EQ(what.rfind("et_copy program record: ", 0), 0u) << what;
+    EXPECT_EQ(report.detail.rfind("et_copy program record: ", 0), 0u) << report.detail;
   }
 }
 

@@ -153,9 +153,10 @@ ET_NODISCARD Error bind_constants(Handle& h, BackendInitContext& context) {
     return fail(Error::InvalidArgument, h.method_name, "runtime spec 'pool' must be an int");
   }
   for (const DelegateWeight& w : r.weights) {
-    auto block = acquire_weight(w.key, r.device_type, r.device_index, w.nbytes, named, pool, &what);
+    FailureReport report;
+    auto block = acquire_weight(w.key, r.device_type, r.device_index, w.nbytes, named, pool, &report);
     if (!block.ok()) {
-      return fail(block.error(), h.method_name, "weight '" + w.fqn + "': " + what);
+      return fail(block.error(), h.method_name, "weight '" + w.fqn + "': " + report.detail);
     }
     memory[w.fqn] = {static_cast<uint8_t*>((*block)->device()), (*block)->host_alias()};
     h.weights.push_back(std::move(*block));
@@ -172,9 +173,11 @@ ET_NODISCARD Error bind_constants(Handle& h, BackendInitContext& context) {
     for (const DelegateState& s : r.states) {
       states.push_back(ArenaState{s.name, s.offset, s.nbytes, s.initial_key});
     }
-    auto arena = acquire_arena(key, r.device_type, r.device_index, r.arena_nbytes, states, named, h.method_name, &what);
+    FailureReport report;
+    auto arena =
+        acquire_arena(key, r.device_type, r.device_index, r.arena_nbytes, states, named, h.method_name, &report);
     if (!arena.ok()) {
-      return fail(arena.error(), h.method_name, what);
+      return fail(arena.error(), h.method_name, report.detail);
     }
     h.arena = std::move(*arena);
     auto* device = static_cast<uint8_t*>(h.arena->block().device());
@@ -220,10 +223,10 @@ ET_NODISCARD Result<Handle*> init_handle(BackendInitContext& context, FreeableBu
   if (processed == nullptr) {
     return fail(Error::InvalidArgument, h->method_name, "no processed bytes");
   }
-  std::string what;
-  auto record = parse_delegate_record(processed->data(), processed->size(), &what);
+  FailureReport report;
+  auto record = parse_delegate_record(processed->data(), processed->size(), &report);
   if (!record.ok()) {
-    return fail(record.error(), h->method_name, what);
+    return fail(record.error(), h->method_name, report.detail);
   }
   h->record = std::move(*record);
   if (h->record.payload_kind != PayloadKind::kAoti) {
@@ -245,6 +248,7 @@ ET_NODISCARD Result<Handle*> init_handle(BackendInitContext& context, FreeableBu
   if (e != Error::Ok) {
     return e;
   }
+  std::string what; // aoti_runtime.h's own reason
   auto library = aoti::load_library(h->record.payload, h->record.payload_nbytes, &what);
   h->record.payload = nullptr; // the bytes go with `processed`
   processed->Free();

@@ -33,6 +33,8 @@
 #include <executorch/runtime/core/portable_type/scalar_type.h>
 #include <executorch/runtime/core/result.h>
 
+#include <et_copy/failure_report.h>
+
 namespace et_copy {
 
 /// The version line's text, with the one version this reader knows.
@@ -100,9 +102,9 @@ struct DelegateRecord {
 /**
  * Parses a delegate record from `data[0, size)`. Any bytes are safe: every
  * read is bounds-checked. Lines between the version line and the payload
- * line may come in any order. Fails with DelegateInvalidCompatibility, and
- * writes the reason naming the line ("line 3 ('weight\tw\tk'): ...") to
- * `what` when not null, for: another magic or version; an unknown kind of
+ * line may come in any order. Fails with DelegateInvalidCompatibility, with
+ * the reason naming the line ("line 3 ('weight\tw\tk'): ...") in `report`'s
+ * detail when `report` is not null, for: another magic or version; an unknown kind of
  * line; a line without its '\n'; a field count other than the kind's; a
  * number that is not plain decimal or overflows; an empty name or key; a
  * device type other than "cuda" or an index outside 0..kMaxDeviceIndex; a
@@ -125,6 +127,6 @@ struct DelegateRecord {
  * outlive that use. Thread-safe: no shared state.
  */
 ET_NODISCARD executorch::runtime::Result<DelegateRecord> parse_delegate_record(const void* data, size_t size,
-                                                                               std::string* what = nullptr);
+                                                                               FailureReport* report = nullptr);
 
 } // namespace et_copy

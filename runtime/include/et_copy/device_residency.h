@@ -38,6 +38,8 @@
 #include <executorch/runtime/core/portable_type/device.h>
 #include <executorch/runtime/core/result.h>
 
+#include <et_copy/failure_report.h>
+
 namespace et_copy {
 
 /// One allocation on a device, freed with the object.
@@ -98,8 +100,8 @@ class DeviceBlock {
  * (open_pool), the weight is also pinned in that pool until
  * release_pool(pool).
  *
- * On failure returns the error and writes why to `what` (when not null),
- * naming the key: DelegateInvalidCompatibility when the cache holds the key
+ * On failure returns the error, with why in `report`'s detail (when not
+ * null), naming the key: DelegateInvalidCompatibility when the cache holds the key
  * with another size or `source` has it with another size; NotFound when
  * `source` is null; `source`'s error when it lacks the key; DeviceBlock's
  * errors when the upload fails (nothing is cached then).
@@ -107,7 +109,7 @@ class DeviceBlock {
 ET_NODISCARD executorch::runtime::Result<std::shared_ptr<DeviceBlock>> acquire_weight(
     const std::string& key, executorch::runtime::etensor::DeviceType type,
     executorch::runtime::etensor::DeviceIndex index, size_t nbytes, const executorch::runtime::NamedDataMap* source,
-    std::optional<int> pool, std::string* what);
+    std::optional<int> pool, FailureReport* report);
 
 /// Starts pinning: from now until release_pool(pool), weights acquired with
 /// `pool` stay resident. A SessionPool opens its id at creation. Idempotent.
@@ -162,7 +164,8 @@ class StateArena {
  * the rest left as they are). `method` names the load in messages. The
  * arena lives while a returned pointer does.
  *
- * On failure returns the error and writes why to `what` (when not null):
+ * On failure returns the error, with why in `report`'s detail (when not
+ * null):
  * InvalidProgram when the existing arena has another size or holds a state
  * of that name at another offset or size (methods of one program must
  * agree); DelegateInvalidCompatibility when an initial value has another
@@ -173,7 +176,7 @@ class StateArena {
 ET_NODISCARD executorch::runtime::Result<std::shared_ptr<StateArena>> acquire_arena(
     const ArenaKey& key, executorch::runtime::etensor::DeviceType type, executorch::runtime::etensor::DeviceIndex index,
     size_t nbytes, const std::vector<ArenaState>& states, const executorch::runtime::NamedDataMap* source,
-    const std::string& method, std::string* what);
+    const std::string& method, FailureReport* report);
 
 /// Puts the arena of (owner, session) back to its start: zeros, then each
 /// state's initial value, through counted h2d copies. NotFound when there

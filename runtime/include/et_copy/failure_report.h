@@ -1,7 +1,8 @@
 // What failed when a program or method loaded or ran, in the runtime's own
-// words: the one shape in which et_copy::LoadedProgram and
-// et_copy::LoadedMethod report a failure, and the one place its message is
-// composed (the Python bindings prefix it and raise it as EtCopyError).
+// words: the one shape in which et-copy's C++ functions say why they failed
+// (each takes a `FailureReport* report`, null for none, and fills it through
+// fail()), and the one place its message is composed (the Python bindings
+// prefix it and raise it as EtCopyError).
 #pragma once
 
 #include <string>
@@ -33,6 +34,16 @@ struct FailureReport {
   /// ExecuTorch writes after a failed kernel call (they stay in `log`).
   std::string message() const;
 };
+
+/**
+ * How et-copy's C++ functions fail: returns `error` and, when `report` is
+ * not null, makes it describe this failure alone: `error`, `detail` and
+ * `step`, with instruction, op and log cleared. A function that does not
+ * know the step leaves it empty; the caller that does (LoadedProgram,
+ * LoadedMethod) sets it, and the log and instruction when it has them.
+ */
+ET_NODISCARD executorch::runtime::Error fail(FailureReport* report, executorch::runtime::Error error,
+                                             std::string detail, std::string step = {});
 
 /// "InvalidArgument" for Error::InvalidArgument: ExecuTorch's to_string
 /// without its "Error::" prefix.

@@ -20,10 +20,11 @@ struct InstructionLocation {
 };
 
 /**
- * Give it to Program::load_method (or Session::method) as the method's event
- * tracer. ExecuTorch, built with ET_EVENT_TRACER_ENABLED as the 1.5.1 wheel
- * is, sets the chain and instruction on the tracer before each instruction and
- * opens a profiling scope around it ("OPERATOR_CALL", "DELEGATE_CALL", ...).
+ * Give it to Program::load_method as the method's event tracer
+ * (Session::load gives each LoadedMethod one of its own). ExecuTorch, built
+ * with ET_EVENT_TRACER_ENABLED as the 1.5.1 wheel is, sets the chain and
+ * instruction on the tracer before each instruction and opens a profiling
+ * scope around it ("OPERATOR_CALL", "DELEGATE_CALL", ...).
  * This tracer records the instruction whenever such a scope starts, so after
  * a failed execute() last_instruction() is the instruction that failed: the
  * run stops there. Each event block (load_method and each execute() open one)

@@ -15,6 +15,8 @@
 #include <executorch/runtime/core/error.h>
 #include <executorch/runtime/core/portable_type/device.h>
 
+#include <et_copy/failure_report.h>
+
 namespace et_copy {
 
 /**
@@ -28,11 +30,12 @@ namespace et_copy {
  *
  * `data` is the whole .pte (the flatbuffer at its start). Every read is
  * bounds-checked, so any bytes are safe to pass. Returns Error::Ok, or
- * Error::InvalidProgram with `message` (when given) naming the plan and
- * the index. Threading: pure function of its arguments.
+ * Error::InvalidProgram with `report` (when given; see fail()) naming the
+ * plan and the index in its detail. Threading: pure function of its
+ * arguments.
  */
 ET_NODISCARD executorch::runtime::Error check_program_indices(const void* data, size_t size,
-                                                              std::string* message = nullptr);
+                                                              FailureReport* report = nullptr);
 
 /**
  * What instruction `instruction` of chain `chain` of method `method_name`
@@ -150,10 +153,10 @@ std::vector<std::string> device_backends(
  *     elsewhere, which the checks above would misjudge.
  *
  * `data` is the whole .pte; check_program_indices runs first (its error and
- * message are returned as they are), and every read is bounds-checked, so
+ * report are returned as they are), and every read is bounds-checked, so
  * any bytes are safe. Returns Error::Ok, or Error::InvalidProgram (the
- * contents of the program are at fault, as for a bad index) with `message`
- * (when given) naming the method, the instruction ("chain:index"), the
+ * contents of the program are at fault, as for a bad index) with `report`'s
+ * detail (when given) naming the method, the instruction ("chain:index"), the
  * operator (as instruction_operator names it, "delegate:<id>" for a
  * delegate), the argument position and value, and the device ("cuda:0"):
  * the first refusal in method, input, value, instruction order, followed by
@@ -161,6 +164,6 @@ std::vector<std::string> device_backends(
  */
 ET_NODISCARD executorch::runtime::Error check_device_access(const void* data, size_t size,
                                                             const std::vector<std::string>& allowed_backends,
-                                                            std::string* message = nullptr);
+                                                            FailureReport* report = nullptr);
 
 } // namespace et_copy

@@ -10,6 +10,8 @@
 #include <executorch/runtime/core/named_data_map.h>
 #include <executorch/runtime/core/result.h>
 
+#include <et_copy/failure_report.h>
+
 namespace et_copy {
 
 /// The named-data key of the record, and the one version this runtime reads.
@@ -33,11 +35,11 @@ struct ProgramRecord {
 /**
  * Parses a record: the line "et_copy.program <version>", then one line per
  * fact, tab-separated ("state\tdelegates"). Returns InvalidProgram, with
- * `what` naming the line, for another version, an unknown or repeated
+ * `report`'s detail naming the line, for another version, an unknown or repeated
  * line, or bytes that are not such a record. Pure function of its arguments.
  */
 ET_NODISCARD executorch::runtime::Result<ProgramRecord> parse_program_record(const void* data, size_t size,
-                                                                             std::string* what = nullptr);
+                                                                             FailureReport* report = nullptr);
 
 /**
  * The record of a program with named data `data` (Program::get_named_data_map):
@@ -45,6 +47,6 @@ ET_NODISCARD executorch::runtime::Result<ProgramRecord> parse_program_record(con
  * et_copy.export did not build), else parse_program_record's result.
  */
 ET_NODISCARD executorch::runtime::Result<ProgramRecord> read_program_record(
-    const executorch::runtime::NamedDataMap* data, std::string* what = nullptr);
+    const executorch::runtime::NamedDataMap* data, FailureReport* report = nullptr);
 
 } // namespace et_copy

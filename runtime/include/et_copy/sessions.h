@@ -61,6 +61,7 @@
 #include <executorch/runtime/executor/program.h>
 #include <executorch/runtime/kernel/operator_registry.h>
 
+#include <et_copy/failure_report.h>
 #include <et_copy/program_record.h>
 
 namespace et_copy {
@@ -92,7 +93,6 @@ class PlannedBuffer {
 
 class Session;
 class LoadedMethod;
-struct FailureReport;
 
 /// What a program's sessions share: the Program, the kernels methods are
 /// loaded with, and every scratch buffer.
@@ -103,8 +103,8 @@ class SessionPool {
   /// Method would abort on (check_program_indices), and any way the host
   /// would read or write device memory (check_device_access, allowing the
   /// backends of whoever serves the device now: device_backends()). A
-  /// refused program gives InvalidProgram, with the refusal written to
-  /// `what` (when not null); NotFound instead when no DeviceAllocator is
+  /// refused program gives InvalidProgram, with the refusal in `report`'s
+  /// detail (when not null); NotFound instead when no DeviceAllocator is
   /// registered for CUDA yet (nothing may run on an unserved device). `kernels` are passed to each
   /// Program::load_method (et_copy::method_kernels()), and `named_data`
   /// (data kept outside the program, a .ptd file), when not null. The bytes
@@ -113,7 +113,7 @@ class SessionPool {
   ET_NODISCARD static executorch::runtime::Result<std::unique_ptr<SessionPool>> create(
       executorch::runtime::Span<const uint8_t> program_bytes, const executorch::runtime::Program* program,
       executorch::runtime::Span<const executorch::runtime::Kernel> kernels,
-      const executorch::runtime::NamedDataMap* named_data = nullptr, std::string* what = nullptr);
+      const executorch::runtime::NamedDataMap* named_data = nullptr, FailureReport* report = nullptr);
   SessionPool(const SessionPool&) = delete;
   SessionPool& operator=(const SessionPool&) = delete;
   /// Calls release_pool(id()) on every registered device backend (and the
@@ -159,8 +159,8 @@ class SessionPool {
     bool all_scratch = false;           // the state is in the delegates: every buffer is shared
     std::vector<PlannedBuffer> buffers; // all but the arena
   };
-  // The scratch of `name`, allocated on first use. Writes what failed to `what`.
-  ET_NODISCARD executorch::runtime::Result<MethodScratch*> scratch(const std::string& name, std::string* what);
+  // The scratch of `name`, allocated on first use. Fails through `report`.
+  ET_NODISCARD executorch::runtime::Result<MethodScratch*> scratch(const std::string& name, FailureReport* report);
 
   executorch::runtime::Span<const uint8_t> program_bytes_;
   const executorch::runtime::Program* program_;
@@ -183,40 +183,27 @@ class Session {
   ~Session();
 
   /// The method `name` ready to run through LoadedMethod::execute
-  /// (et_copy/loaded_method.h), loaded on first use with method() and an
+  /// (et_copy/loaded_method.h), loaded on first use into this session's
+  /// state (which is then initialised, if it was not) with an
   /// InstructionTracer of its own that forwards to `profiler` (e.g.
   /// ExecuTorch's ETDumpGen; nullptr for none), and described once. The
-  /// LoadedMethod lives as long as the session. Fails as method() does
-  /// (with `report` saying what failed and what ExecuTorch logged), with
-  /// InvalidArgument when the method was loaded before through method()
-  /// or with another profiler, and InvalidProgram when its inputs and
-  /// outputs cannot be read. Takes the pool's execution_lock() (loading may
-  /// write the state): do not hold it.
+  /// LoadedMethod lives as long as the session; LoadedMethod::method() is
+  /// the raw executorch::runtime::Method. On failure returns the error with
+  /// `report` saying what failed and what ExecuTorch logged: the method's
+  /// error when it does not load, InvalidArgument when it was loaded before
+  /// with another profiler, and InvalidProgram when its inputs and outputs
+  /// cannot be read. Takes the pool's execution_lock() (loading may write
+  /// the state): do not hold it.
   ET_NODISCARD executorch::runtime::Result<LoadedMethod*> load(const std::string& name,
                                                                executorch::runtime::EventTracer* profiler = nullptr,
                                                                FailureReport* report = nullptr);
-
-  /// The method `name`, loaded on first use into this session's state
-  /// (which is then initialised, if it was not). On failure, returns the
-  /// error and writes what failed to `what` (when not null).
-  ///
-  /// `event_tracer` is the method's event tracer (e.g. an
-  /// et_copy::InstructionTracer, or ExecuTorch's ETDumpGen), passed to
-  /// Program::load_method when this call loads the method; the method keeps
-  /// it for its life, which ends with the session, so it must outlive the
-  /// session. Once the method is loaded, nullptr returns it whatever tracer
-  /// it has, and another tracer fails with InvalidArgument: a loaded
-  /// method's tracer cannot change (forward through an InstructionTracer to
-  /// switch profiles on and off).
-  ET_NODISCARD executorch::runtime::Result<executorch::runtime::Method*> method(
-      const std::string& name, std::string* what = nullptr, executorch::runtime::EventTracer* event_tracer = nullptr);
 
   /// Puts the state back to its start (zeros, then the program's named
   /// initial values) through the device's h2d copy, in the program's state
   /// arena and in each device backend that holds state of this session
   /// (DeviceBackend::reset_state). NotSupported for a program with
-  /// neither; no-op before any method is loaded.
-  ET_NODISCARD executorch::runtime::Error reset(std::string* what = nullptr);
+  /// neither; no-op before any method is loaded. Fails through `report`.
+  ET_NODISCARD executorch::runtime::Error reset(FailureReport* report = nullptr);
 
   /// Bytes of the state arena, the program's plus the device backends'
   /// (DeviceBackend::state_nbytes; 0 before a method with state is loaded).
@@ -233,7 +220,21 @@ class Session {
 
  private:
   friend class SessionPool;
+  // The tracer's tests attach their own EventTracer to a raw Method, which
+  // load() wraps in the LoadedMethod's tracer (tests/cpp/test_instruction_tracer.cpp).
+  friend struct SessionTestAccess;
   explicit Session(SessionPool* pool);
+  // The method `name`, loaded on first use into this session's state
+  // (which is then initialised, if it was not); load() is the one public
+  // way in. On failure returns the error, saying what failed in `report`.
+  //
+  // `event_tracer` is the method's event tracer, passed to
+  // Program::load_method when this call loads the method; the method keeps
+  // it for its life, which ends with the session. Once the method is
+  // loaded, nullptr returns it whatever tracer it has, and another tracer
+  // fails with InvalidArgument: a loaded method's tracer cannot change.
+  ET_NODISCARD executorch::runtime::Result<executorch::runtime::Method*> method(
+      const std::string& name, FailureReport* report, executorch::runtime::EventTracer* event_tracer);
   struct Loaded {
     executorch::extension::MallocMemoryAllocator method_allocator;
     executorch::extension::MallocMemoryAllocator temp_allocator;
@@ -247,7 +248,7 @@ class Session {
   void set_backend_specs();
   // Writes the initial value of every named state tensor of `m` not yet
   // written since the last reset.
-  ET_NODISCARD executorch::runtime::Error initialize(executorch::runtime::Method& m, std::string* what);
+  ET_NODISCARD executorch::runtime::Error initialize(executorch::runtime::Method& m, FailureReport* report);
 
   SessionPool* pool_;
   const int id_;
