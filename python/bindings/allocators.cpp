@@ -42,6 +42,16 @@ DeviceType checked_device_type(int device_type) {
   return static_cast<DeviceType>(device_type);
 }
 
+py::dict scope_dict(const ScopeStats& s) {
+  py::dict d;
+  d["allocations"] = s.allocations;
+  d["deallocations"] = s.deallocations;
+  d["live_allocations"] = s.live_allocations;
+  d["bytes_outstanding"] = s.bytes_outstanding;
+  d["peak_bytes_outstanding"] = s.peak_bytes_outstanding;
+  return d;
+}
+
 py::dict stats_dict(const DeviceAllocatorStats& s) {
   py::dict d;
   d["allocations"] = s.allocations;
@@ -285,6 +295,18 @@ void bind_allocators(py::module_& m) {
   m.def(
       "allocator_stats", [](int device_type) { return stats_dict(our_allocator(device_type).stats()); },
       py::arg("device_type"), "Counters of et_copy's allocator for a device type.");
+  m.def(
+      "open_counting_scope", [](int device_type) { return our_allocator(device_type).open_scope(); },
+      py::arg("device_type"), "Opens a counting scope on et_copy's allocator for a device type; returns its id.");
+  m.def(
+      "counting_scope_stats",
+      [](int device_type, uint64_t scope) { return scope_dict(our_allocator(device_type).scope_stats(scope)); },
+      py::arg("device_type"), py::arg("scope"),
+      "A counting scope's counts so far: only allocations made since it opened, and their frees.");
+  m.def(
+      "close_counting_scope",
+      [](int device_type, uint64_t scope) { return scope_dict(our_allocator(device_type).close_scope(scope)); },
+      py::arg("device_type"), py::arg("scope"), "Closes a counting scope and returns its final counts.");
 
   py::class_<DeviceBuffer>(m, "DeviceBuffer")
       .def(py::init<size_t, int, int, size_t>(), py::arg("nbytes"), py::arg("device_type"), py::arg("device_index"),

@@ -1,5 +1,7 @@
 #include <et_copy/counting_device_allocator.h>
 
+#include <algorithm>
+
 namespace et_copy {
 
 namespace {
@@ -39,6 +41,9 @@ Result<void*> CountingDeviceAllocator::allocate(size_t nbytes, DeviceIndex index
   uint64_t peak = peak_bytes_outstanding_.load(std::memory_order_relaxed);
   while (now > peak && !peak_bytes_outstanding_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
   }
+  if (open_scopes_.load(std::memory_order_acquire) > 0) {
+    scope_allocated(*r, nbytes);
+  }
   return r;
 }
 
@@ -53,6 +58,76 @@ void CountingDeviceAllocator::deallocate(void* ptr, DeviceIndex index) {
   if (r.known) {
     add(deallocations_, 1);
     bytes_outstanding_.fetch_sub(r.nbytes, std::memory_order_relaxed);
+    if (open_scopes_.load(std::memory_order_acquire) > 0) {
+      scope_freed(ptr);
+    }
+  }
+}
+
+uint64_t CountingDeviceAllocator::open_scope() {
+  std::lock_guard<std::mutex> lock(scope_mu_);
+  const uint64_t id = next_scope_id_++;
+  scopes_.emplace(id, Scope{next_serial_, {}});
+  open_scopes_.fetch_add(1, std::memory_order_release);
+  return id;
+}
+
+ScopeStats CountingDeviceAllocator::scope_stats(uint64_t scope) const {
+  std::lock_guard<std::mutex> lock(scope_mu_);
+  const auto it = scopes_.find(scope);
+  return it == scopes_.end() ? ScopeStats{} : it->second.stats;
+}
+
+ScopeStats CountingDeviceAllocator::close_scope(uint64_t scope) {
+  std::lock_guard<std::mutex> lock(scope_mu_);
+  const auto it = scopes_.find(scope);
+  if (it == scopes_.end()) {
+    return {};
+  }
+  const ScopeStats last = it->second.stats;
+  scopes_.erase(it);
+  open_scopes_.fetch_sub(1, std::memory_order_release);
+  if (scopes_.empty()) {
+    born_.clear(); // what is still live can concern no later scope
+  }
+  return last;
+}
+
+void CountingDeviceAllocator::scope_allocated(void* ptr, size_t nbytes) {
+  std::lock_guard<std::mutex> lock(scope_mu_);
+  if (scopes_.empty()) { // the last one closed since the unlocked check
+    return;
+  }
+  const uint64_t serial = next_serial_++;
+  born_[ptr] = Born{serial, nbytes};
+  for (auto& [id, s] : scopes_) {
+    if (serial < s.first_serial) {
+      continue;
+    }
+    ScopeStats& st = s.stats;
+    st.allocations += 1;
+    st.live_allocations += 1;
+    st.bytes_outstanding += nbytes;
+    st.peak_bytes_outstanding = std::max(st.peak_bytes_outstanding, st.bytes_outstanding);
+  }
+}
+
+void CountingDeviceAllocator::scope_freed(void* ptr) {
+  std::lock_guard<std::mutex> lock(scope_mu_);
+  const auto b = born_.find(ptr);
+  if (b == born_.end()) { // born before every open scope
+    return;
+  }
+  const Born born = b->second;
+  born_.erase(b);
+  for (auto& [id, s] : scopes_) {
+    if (born.serial < s.first_serial) {
+      continue;
+    }
+    ScopeStats& st = s.stats;
+    st.deallocations += 1;
+    st.live_allocations -= 1;
+    st.bytes_outstanding -= born.nbytes;
   }
 }
 

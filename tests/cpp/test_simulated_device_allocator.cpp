@@ -126,6 +126,50 @@ TEST(SimulatedDeviceAllocator, CountsAllocationsBytesAndPeak) {
   EXPECT_EQ(s.failed_calls, 0u);
 }
 
+TEST(SimulatedDeviceAllocator, AScopeCountsOnlyAllocationsMadeSinceItOpened) {
+  SimulatedDeviceAllocator a;
+  void* older = must_allocate(a, 64);
+  const uint64_t outer = a.open_scope();
+  void* p = must_allocate(a, 7);
+  const uint64_t inner = a.open_scope();
+  a.deallocate(older, 0); // born before both scopes: neither counts it
+  a.deallocate(p, 0);     // born in the outer scope only
+  void* q = must_allocate(a, 3);
+  et_copy::ScopeStats in = a.scope_stats(inner);
+  EXPECT_EQ(in.allocations, 1u);
+  EXPECT_EQ(in.deallocations, 0u);
+  EXPECT_EQ(in.live_allocations, 1u);
+  EXPECT_EQ(in.bytes_outstanding, 3u);
+  EXPECT_EQ(in.peak_bytes_outstanding, 3u);
+  in = a.close_scope(inner);
+  EXPECT_EQ(in.allocations, 1u);
+  EXPECT_EQ(a.scope_stats(inner).allocations, 0u) << "a closed scope reads as zero";
+  EXPECT_EQ(a.close_scope(inner).allocations, 0u) << "closing twice is harmless";
+  a.deallocate(q, 0);
+  const et_copy::ScopeStats out = a.close_scope(outer);
+  EXPECT_EQ(out.allocations, 2u);
+  EXPECT_EQ(out.deallocations, 2u);
+  EXPECT_EQ(out.live_allocations, 0u);
+  EXPECT_EQ(out.bytes_outstanding, 0u);
+  EXPECT_EQ(out.peak_bytes_outstanding, 7u);
+  EXPECT_EQ(a.stats().deallocations, 3u) << "the process-wide counters count everything";
+}
+
+TEST(SimulatedDeviceAllocator, MemoryAllocatedWhileNoScopeWasOpenNeverCountsInALaterOne) {
+  SimulatedDeviceAllocator a;
+  const uint64_t first = a.open_scope();
+  void* kept = must_allocate(a, 5); // born in `first`, still live when it closes
+  a.close_scope(first);
+  void* between = must_allocate(a, 9);
+  const uint64_t second = a.open_scope();
+  EXPECT_NE(second, first);
+  a.deallocate(kept, 0);
+  a.deallocate(between, 0);
+  const et_copy::ScopeStats s = a.close_scope(second);
+  EXPECT_EQ(s.deallocations, 0u);
+  EXPECT_EQ(s.bytes_outstanding, 0u);
+}
+
 TEST(SimulatedDeviceAllocator, ZeroByteAllocationsAreDistinctAndFreeable) {
   SimulatedDeviceAllocator a;
   void* p = must_allocate(a, 0);

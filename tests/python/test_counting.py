@@ -17,7 +17,9 @@ def simulated_device():
 
 def test_a_round_trip_counts_its_bytes_and_copies():
     x = torch.arange(12, dtype=torch.float64).reshape(3, 4)  # 96 bytes
-    with et_copy.counting() as c:
+    # scope="block": device memory an earlier test left to the garbage
+    # collector cannot be counted here, whenever the collector runs.
+    with et_copy.counting(scope="block") as c:
         d = et_copy.h2d_copy(x)
         back = et_copy.d2h_copy(d)
     assert torch.equal(back, x)
@@ -96,3 +98,40 @@ def test_garbage_an_earlier_test_left_is_not_counted_in_a_later_block():
     with et_copy.counting() as c:
         gc.collect()
     assert (c.deallocations, c.live_allocations) == (0, 0)
+
+
+def test_a_block_scope_counts_only_the_memory_it_allocated():
+    older = et_copy.h2d_copy(torch.ones(4))  # 16 bytes, allocated before both blocks
+    x = torch.zeros(3, dtype=torch.uint8)
+    with et_copy.counting() as process, et_copy.counting(scope="block") as block:
+        older.free()  # as the garbage collector might, inside someone's block
+        mine = et_copy.h2d_copy(x)
+        freed = et_copy.h2d_copy(x)
+        freed.free()
+        assert (block.allocations, block.deallocations, block.live_allocations) == (2, 1, 1), "so far"
+    assert (process.allocations, process.deallocations, process.live_allocations) == (2, 2, 0)
+    assert process.bytes_outstanding == 3 - 16
+    assert (block.allocations, block.deallocations, block.live_allocations) == (2, 1, 1)
+    assert (block.bytes_outstanding, block.peak_bytes_outstanding) == (3, 6)
+    assert (block.h2d_copies, block.h2d_bytes) == (2, 6), "copies are counted in either scope"
+    mine.free()
+    assert block.live_allocations == 1, "fixed once the block has exited"
+
+
+def test_block_scopes_nest_and_an_inner_one_sees_only_its_own():
+    x = torch.zeros(5, dtype=torch.uint8)
+    with et_copy.counting(scope="block") as outer:
+        a = et_copy.h2d_copy(x)
+        with et_copy.counting(scope="block") as inner:
+            a.free()  # the outer block's allocation: not the inner's business
+            b = et_copy.h2d_copy(x)
+        b.free()
+    assert (inner.allocations, inner.deallocations, inner.bytes_outstanding) == (1, 0, 5)
+    assert (outer.allocations, outer.deallocations, outer.bytes_outstanding) == (2, 2, 0)
+    assert outer.peak_bytes_outstanding == 5
+
+
+def test_a_scope_that_is_not_process_or_block_is_refused():
+    with pytest.raises(ValueError, match="et_copy.counting: scope must be 'process' or 'block', got 'thread'"):
+        with et_copy.counting(scope="thread"):  # type: ignore[arg-type]
+            pass

@@ -5,6 +5,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <unordered_map>
 
 #include <executorch/runtime/core/device_allocator.h>
 #include <executorch/runtime/core/error.h>
@@ -33,6 +36,18 @@ struct DeviceAllocatorStats {
   uint64_t d2d_copies = 0; ///< successful copy_device_to_device() calls
   uint64_t d2d_bytes = 0;
   uint64_t failed_calls = 0; ///< calls rejected with an Error
+};
+
+/// What one counting scope saw (open_scope()): only the allocations made
+/// since it opened, and their frees. Memory allocated before the scope and
+/// freed inside it (say, by the garbage collector) is not its business, so a
+/// test can count its own allocations whatever other tests left behind.
+struct ScopeStats {
+  uint64_t allocations = 0;   ///< allocations made since the scope opened
+  uint64_t deallocations = 0; ///< how many of those were freed since
+  uint64_t live_allocations = 0;
+  uint64_t bytes_outstanding = 0; ///< bytes of those still allocated
+  uint64_t peak_bytes_outstanding = 0;
 };
 
 /// Which way a copy moves bytes.
@@ -92,6 +107,17 @@ class CountingDeviceAllocator : public DeviceAllocator {
   /// atomically; fields are not read under one lock).
   DeviceAllocatorStats stats() const;
 
+  /// Opens a counting scope and returns its id (never 0). Scopes nest and
+  /// overlap freely; each must be closed. While any is open, allocate() and
+  /// deallocate() take a mutex to remember which allocations are whose (the
+  /// copies, the hot path, never do).
+  uint64_t open_scope();
+  /// The scope's counts so far; all zero for an id that is not open.
+  ScopeStats scope_stats(uint64_t scope) const;
+  /// Closes a scope, returning its final counts (all zero for an id that is
+  /// not open).
+  ScopeStats close_scope(uint64_t scope);
+
  protected:
   /// What release_bytes did with a pointer.
   struct Released {
@@ -130,6 +156,27 @@ class CountingDeviceAllocator : public DeviceAllocator {
   std::atomic<uint64_t> d2d_copies_{0};
   std::atomic<uint64_t> d2d_bytes_{0};
   std::atomic<uint64_t> failed_calls_{0};
+
+  // Counting scopes. An allocation made while a scope is open is born with
+  // the next serial; a scope counts the allocations born at or after the
+  // serial it opened at. Allocations made while none is open can never
+  // concern a scope, so nothing is remembered then.
+  struct Born {
+    uint64_t serial;
+    size_t nbytes;
+  };
+  struct Scope {
+    uint64_t first_serial;
+    ScopeStats stats;
+  };
+  void scope_allocated(void* ptr, size_t nbytes);
+  void scope_freed(void* ptr);
+  std::atomic<int> open_scopes_{0}; // read without the mutex on the fast path
+  mutable std::mutex scope_mu_;
+  uint64_t next_serial_ = 0;
+  uint64_t next_scope_id_ = 1;
+  std::map<uint64_t, Scope> scopes_;
+  std::unordered_map<const void*, Born> born_;
 };
 
 /// Returns `alloc` as et-copy's allocator type, or nullptr when it is some
