@@ -1,0 +1,291 @@
+#include <et_copy/argument_kinds.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "argument_kinds_table.h"
+
+namespace et_copy {
+
+namespace {
+
+using executorch::runtime::Error;
+using internal::OperatorKinds;
+
+// Field slots and union tags, from executorch's schema/program.fbs (a union
+// takes two slots: its type, then its value).
+constexpr int kProgramPlans = 1;
+constexpr int kPlanName = 0, kPlanValues = 2, kPlanChains = 5, kPlanOperators = 6;
+constexpr int kChainInstructions = 2;
+constexpr int kUnionType = 0, kUnionValue = 1;
+constexpr int kCallOperator = 0, kCallArguments = 1, kListItems = 0;
+constexpr int kOperatorName = 0, kOperatorOverload = 1;
+constexpr uint8_t kKernelCall = 1;
+// KernelTypes: Null 1, Int 2, Bool 3, Double 4, Tensor 5, String 6, IntList 7,
+// DoubleList 8, BoolList 9, TensorList 10, OptionalTensorList 11.
+constexpr uint8_t kNull = 1, kInt = 2, kTensor = 5, kIntList = 7, kTensorList = 10, kOptionalTensorList = 11;
+constexpr uint16_t kAny = 0xffff;
+
+const char* kind_name(uint8_t tag) {
+  static const char* const names[] = {"no value", "None",       "an Int",    "a Bool",     "a Double",
+                                      "a Tensor", "a String",   "an IntList", "a DoubleList", "a BoolList",
+                                      "a TensorList", "an OptionalTensorList"};
+  return tag < sizeof(names) / sizeof(names[0]) ? names[tag] : "a value of unknown kind";
+}
+
+std::string kinds_text(uint16_t kinds) {
+  std::string s;
+  for (uint8_t tag = 1; tag <= kOptionalTensorList; ++tag) {
+    if ((kinds & (1u << tag)) != 0) {
+      s += (s.empty() ? "" : " or ") + std::string(kind_name(tag));
+    }
+  }
+  return s;
+}
+
+// A bounds-checked flatbuffer reader: a bad offset marks it failed and reads
+// as zero, so the walk ends without touching memory outside `data`.
+class Reader {
+ public:
+  Reader(const void* data, size_t size) : p_(static_cast<const uint8_t*>(data)), n_(data == nullptr ? 0 : size) {}
+  bool failed() const {
+    return failed_;
+  }
+
+  template <typename T>
+  T read(size_t at) {
+    T v{};
+    if (at > n_ || sizeof(T) > n_ - at) {
+      failed_ = true;
+      return v;
+    }
+    std::memcpy(&v, p_ + at, sizeof(T));
+    return v;
+  }
+
+  // Where `field` of the table at `table` is, or 0 when it is absent.
+  size_t field(size_t table, int field) {
+    const int64_t vtable = static_cast<int64_t>(table) - read<int32_t>(table);
+    if (failed_ || vtable < 0) {
+      failed_ = true;
+      return 0;
+    }
+    const auto vt = static_cast<size_t>(vtable);
+    const uint16_t vsize = read<uint16_t>(vt);
+    const size_t entry = 4 + 2 * static_cast<size_t>(field);
+    if (failed_ || entry + 2 > vsize) {
+      return 0;
+    }
+    const uint16_t off = read<uint16_t>(vt + entry);
+    return off == 0 ? 0 : table + off;
+  }
+
+  size_t follow(size_t at) {
+    return at == 0 ? 0 : at + read<uint32_t>(at);
+  }
+
+  uint32_t vector(size_t table, int f, size_t* elements) {
+    const size_t v = follow(field(table, f));
+    *elements = v == 0 ? 0 : v + 4;
+    if (v == 0) {
+      return 0;
+    }
+    const uint32_t count = read<uint32_t>(v);
+    if (count > n_) { // more elements than bytes: corrupt
+      failed_ = true;
+      return 0;
+    }
+    return count;
+  }
+
+  size_t table_at(size_t elements, uint32_t i) {
+    return follow(elements + 4 * static_cast<size_t>(i));
+  }
+
+  int64_t int_field(size_t table, int f) {
+    const size_t at = field(table, f);
+    return at == 0 ? 0 : read<int32_t>(at);
+  }
+
+  uint8_t union_type(size_t table) {
+    const size_t at = field(table, kUnionType);
+    return at == 0 ? 0 : read<uint8_t>(at);
+  }
+
+  // A string field up to its first NUL, as ExecuTorch's c_str() reads it.
+  std::string string(size_t table, int f) {
+    const size_t s = follow(field(table, f));
+    if (s == 0) {
+      return {};
+    }
+    const uint32_t length = read<uint32_t>(s);
+    if (failed_ || length > n_ - (s + 4)) {
+      failed_ = true;
+      return {};
+    }
+    const char* chars = reinterpret_cast<const char*>(p_ + s + 4);
+    return std::string(chars, strnlen(chars, length));
+  }
+
+ private:
+  const uint8_t* p_;
+  size_t n_;
+  bool failed_ = false;
+};
+
+const OperatorKinds* find_operator(const std::string& name) {
+  const auto table = internal::operator_kinds_table();
+  const OperatorKinds* end = table.data() + table.size();
+  const OperatorKinds* it = std::lower_bound(table.data(), end, name, [](const OperatorKinds& op, const std::string& n) {
+    return std::strcmp(op.name, n.c_str()) < 0;
+  });
+  return it != end && name == it->name ? it : nullptr;
+}
+
+struct Walk {
+  Reader& r;
+  std::string prefix; // "<program>: method '<name>'"
+  std::string* what;
+  Error error = Error::Ok;
+  size_t values_at = 0;
+  uint32_t values = 0;
+
+  void refuse(const std::string& why) {
+    if (error == Error::Ok) {
+      error = Error::InvalidProgram;
+      if (what != nullptr) {
+        *what = prefix + ", " + why;
+      }
+    }
+  }
+
+  uint8_t tag_of(int64_t v) {
+    return r.union_type(r.table_at(values_at, static_cast<uint32_t>(v)));
+  }
+
+  bool in_range(int64_t v) const {
+    return v >= 0 && v < static_cast<int64_t>(values);
+  }
+
+  // The items of every list value must be what ExecuTorch's list accessors read.
+  void lists() {
+    for (uint32_t v = 0; v < values && error == Error::Ok && !r.failed(); ++v) {
+      const uint8_t tag = tag_of(v);
+      if (tag != kIntList && tag != kTensorList && tag != kOptionalTensorList) {
+        continue;
+      }
+      const size_t list = r.follow(r.field(r.table_at(values_at, v), kUnionValue));
+      size_t at = 0;
+      const uint32_t n = list == 0 ? 0 : r.vector(list, kListItems, &at);
+      for (uint32_t i = 0; i < n && error == Error::Ok && !r.failed(); ++i) {
+        const int64_t item = tag == kIntList ? r.read<int64_t>(at + 8 * static_cast<size_t>(i))
+                                             : r.read<int32_t>(at + 4 * static_cast<size_t>(i));
+        if (!in_range(item)) {
+          continue; // -1 (None) in an optional tensor list; anything else check_program_indices reports
+        }
+        const uint8_t found = tag_of(item);
+        const uint8_t want = tag == kIntList ? kInt : kTensor;
+        if (found != want && !(tag == kOptionalTensorList && found == kNull)) {
+          refuse("value " + std::to_string(v) + " (" + kind_name(tag) + ") item " + std::to_string(i) + " is value " +
+                 std::to_string(item) + ", " + kind_name(found) + ", not " +
+                 (tag == kOptionalTensorList ? "a Tensor or None" : kind_name(want)));
+        }
+      }
+    }
+  }
+
+  void kernel_call(size_t plan, size_t call, size_t chain, uint32_t index) {
+    size_t ops_at = 0;
+    const uint32_t ops = r.vector(plan, kPlanOperators, &ops_at);
+    const int64_t op_index = r.int_field(call, kCallOperator);
+    if (op_index < 0 || op_index >= static_cast<int64_t>(ops)) {
+      return;
+    }
+    const size_t entry = r.table_at(ops_at, static_cast<uint32_t>(op_index));
+    std::string name = r.string(entry, kOperatorName);
+    const std::string overload = r.string(entry, kOperatorOverload);
+    if (!overload.empty()) {
+      name += "." + overload;
+    }
+    const OperatorKinds* op = find_operator(name);
+    if (op == nullptr) {
+      return; // not in the table: cannot check
+    }
+    const std::string where = "instruction " + std::to_string(chain) + ":" + std::to_string(index) + ", operator " + name;
+    size_t args_at = 0;
+    const uint32_t n = r.vector(call, kCallArguments, &args_at);
+    if (n != op->arguments && !(op->results == 0 && n == op->schema_arguments)) {
+      refuse(where + ": the call has " + std::to_string(n) + " arguments; the schema takes " +
+             std::to_string(op->schema_arguments) + (op->results > 0 ? " and a result slot" : " and maybe a result slot"));
+      return;
+    }
+    const internal::ArgumentKinds* kinds = internal::argument_kinds_of(*op);
+    for (uint32_t i = 0; i < n && error == Error::Ok && !r.failed(); ++i) {
+      const int64_t v = r.read<int32_t>(args_at + 4 * static_cast<size_t>(i));
+      if (kinds[i].kinds == kAny || !in_range(v)) {
+        continue;
+      }
+      const uint8_t found = tag_of(v);
+      if (found >= 16 || (kinds[i].kinds & (1u << found)) == 0) {
+        refuse(where + ": argument " + std::to_string(i) + " '" + kinds[i].name + "' is value " + std::to_string(v) +
+               ", " + kind_name(found) + "; the schema takes " + kinds_text(kinds[i].kinds));
+      }
+    }
+  }
+
+  void plan(size_t p) {
+    prefix += "method '" + r.string(p, kPlanName) + "'";
+    values = r.vector(p, kPlanValues, &values_at);
+    lists();
+    size_t chains_at = 0;
+    const uint32_t chains = r.vector(p, kPlanChains, &chains_at);
+    for (uint32_t c = 0; c < chains && error == Error::Ok && !r.failed(); ++c) {
+      size_t instr_at = 0;
+      const uint32_t n = r.vector(r.table_at(chains_at, c), kChainInstructions, &instr_at);
+      for (uint32_t i = 0; i < n && error == Error::Ok && !r.failed(); ++i) {
+        const size_t instr = r.table_at(instr_at, i);
+        if (r.union_type(instr) == kKernelCall) {
+          const size_t call = r.follow(r.field(instr, kUnionValue));
+          if (call != 0) {
+            kernel_call(p, call, c, i);
+          }
+        }
+      }
+    }
+  }
+};
+
+} // namespace
+
+Error check_argument_kinds(const void* data, size_t size, const std::string& program, std::string* what) {
+  Reader r(data, size);
+  const size_t root = r.read<uint32_t>(0);
+  size_t plans_at = 0;
+  const uint32_t plans = r.vector(root, kProgramPlans, &plans_at);
+  for (uint32_t i = 0; i < plans && !r.failed(); ++i) {
+    Walk walk{r, program.empty() ? std::string() : program + ": ", what};
+    walk.plan(r.table_at(plans_at, i));
+    if (walk.error != Error::Ok) {
+      return walk.error;
+    }
+  }
+  if (r.failed()) {
+    if (what != nullptr) {
+      *what = (program.empty() ? std::string() : program + ": ") + "the program's flatbuffer has an offset outside the file";
+    }
+    return Error::InvalidProgram;
+  }
+  return Error::Ok;
+}
+
+size_t argument_kinds_operator_count() {
+  return internal::operator_kinds_table().size();
+}
+
+bool has_argument_kinds(const std::string& name) {
+  return find_operator(name) != nullptr;
+}
+
+} // namespace et_copy
