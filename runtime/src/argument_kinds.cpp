@@ -5,6 +5,9 @@
 #include <cstring>
 #include <string>
 
+#include <et_copy/delegate_record.h>
+#include <et_copy/program_check.h>
+
 #include "argument_kinds_table.h"
 
 namespace et_copy {
@@ -16,8 +19,16 @@ using internal::OperatorKinds;
 
 // Field slots and union tags, from executorch's schema/program.fbs (a union
 // takes two slots: its type, then its value).
-constexpr int kProgramPlans = 1;
-constexpr int kPlanName = 0, kPlanValues = 2, kPlanChains = 5, kPlanOperators = 6;
+constexpr int kProgramPlans = 1, kProgramInlineData = 3, kProgramSegments = 4;
+constexpr int kPlanName = 0, kPlanValues = 2, kPlanChains = 5, kPlanOperators = 6, kPlanDelegates = 7;
+constexpr int kDelegateProcessed = 1, kReferenceLocation = 0, kReferenceIndex = 1;
+constexpr int kInlineData = 0, kSegmentOffset = 0, kSegmentSize = 1;
+constexpr uint8_t kLocationSegment = 1;
+// The extended header, after the root offset and file identifier: magic
+// "eh00", its length, the flatbuffer's size, then where segments start.
+constexpr size_t kHeaderAt = 8, kHeaderSegmentBase = kHeaderAt + 16;
+// A nested program may itself hold delegates; nesting deeper than this is refused.
+constexpr int kMaxNesting = 4;
 constexpr int kChainInstructions = 2;
 constexpr int kUnionType = 0, kUnionValue = 1;
 constexpr int kCallOperator = 0, kCallArguments = 1, kListItems = 0;
@@ -109,6 +120,16 @@ class Reader {
     return at == 0 ? 0 : read<int32_t>(at);
   }
 
+  const uint8_t* bytes(size_t at, size_t n) {
+    if (at > n_ || n > n_ - at) {
+      return nullptr;
+    }
+    return p_ + at;
+  }
+  size_t size() const {
+    return n_;
+  }
+
   uint8_t union_type(size_t table) {
     const size_t at = field(table, kUnionType);
     return at == 0 ? 0 : read<uint8_t>(at);
@@ -144,10 +165,13 @@ const OperatorKinds* find_operator(const std::string& name) {
   return it != end && name == it->name ? it : nullptr;
 }
 
+Error check_program(const void* data, size_t size, const std::string& program, std::string* what, int depth);
+
 struct Walk {
   Reader& r;
   std::string prefix; // "<program>: method '<name>'"
   std::string* what;
+  int depth;
   Error error = Error::Ok;
   size_t values_at = 0;
   uint32_t values = 0;
@@ -235,8 +259,87 @@ struct Walk {
     }
   }
 
+  // Where delegate `d`'s processed bytes are in the file (nullptr when its
+  // reference leads outside it).
+  const uint8_t* processed(size_t d_entry, size_t* n) {
+    const size_t ref = r.follow(r.field(d_entry, kDelegateProcessed));
+    if (ref == 0) {
+      return nullptr;
+    }
+    const size_t location_at = r.field(ref, kReferenceLocation);
+    const size_t index_at = r.field(ref, kReferenceIndex);
+    const uint8_t location = location_at == 0 ? 0 : r.read<uint8_t>(location_at);
+    const uint32_t index = index_at == 0 ? 0 : r.read<uint32_t>(index_at);
+    const size_t root = r.read<uint32_t>(0);
+    size_t at = 0;
+    if (location == kLocationSegment) {
+      const uint32_t segments = r.vector(root, kProgramSegments, &at);
+      if (index >= segments || r.bytes(kHeaderAt, 4) == nullptr || std::memcmp(r.bytes(kHeaderAt, 4), "eh00", 4) != 0) {
+        return nullptr;
+      }
+      const size_t segment = r.table_at(at, index);
+      const size_t offset_at = r.field(segment, kSegmentOffset), size_at = r.field(segment, kSegmentSize);
+      const uint64_t base = r.read<uint64_t>(kHeaderSegmentBase);
+      const uint64_t offset = offset_at == 0 ? 0 : r.read<uint64_t>(offset_at);
+      const uint64_t nbytes = size_at == 0 ? 0 : r.read<uint64_t>(size_at);
+      if (base > r.size() || offset > r.size() - base || nbytes > r.size() - base - offset) {
+        return nullptr;
+      }
+      *n = static_cast<size_t>(nbytes);
+      return r.bytes(static_cast<size_t>(base + offset), *n);
+    }
+    const uint32_t inline_data = r.vector(root, kProgramInlineData, &at);
+    if (index >= inline_data) {
+      return nullptr;
+    }
+    size_t data_at = 0;
+    *n = r.vector(r.table_at(at, index), kInlineData, &data_at);
+    return data_at == 0 ? nullptr : r.bytes(data_at, *n);
+  }
+
+  // The nested program of every delegate whose processed bytes are an
+  // et-copy delegate record with a program payload (SimulatedDeviceBackend
+  // loads it at init): its indices, then its argument kinds.
+  void nested_programs(size_t p, const std::string& method) {
+    size_t at = 0;
+    const uint32_t n = r.vector(p, kPlanDelegates, &at);
+    for (uint32_t d = 0; d < n && error == Error::Ok && !r.failed(); ++d) {
+      size_t nbytes = 0;
+      const uint8_t* bytes = processed(r.table_at(at, d), &nbytes);
+      if (bytes == nullptr) {
+        continue; // ExecuTorch refuses a delegate whose data it cannot find
+      }
+      auto record = parse_delegate_record(bytes, nbytes);
+      if (!record.ok() || record->payload_kind != PayloadKind::kProgram) {
+        continue; // not ours, or no nested program: the backend's init judges it
+      }
+      const std::string name = "nested program of delegate " + std::to_string(d) + " in method '" + method + "'";
+      if (depth >= kMaxNesting) {
+        error = Error::InvalidProgram;
+        if (what != nullptr) {
+          *what = name + ": nested more than " + std::to_string(kMaxNesting) + " deep";
+        }
+        return;
+      }
+      std::string why;
+      Error e = check_program_indices(record->payload, record->payload_nbytes, what != nullptr ? &why : nullptr);
+      if (e != Error::Ok) {
+        why = name + ": " + why;
+      } else {
+        e = check_program(record->payload, record->payload_nbytes, name, what != nullptr ? &why : nullptr, depth + 1);
+      }
+      if (e != Error::Ok) {
+        error = e;
+        if (what != nullptr) {
+          *what = std::move(why);
+        }
+      }
+    }
+  }
+
   void plan(size_t p) {
-    prefix += "method '" + r.string(p, kPlanName) + "'";
+    const std::string method = r.string(p, kPlanName);
+    prefix += "method '" + method + "'";
     values = r.vector(p, kPlanValues, &values_at);
     lists();
     size_t chains_at = 0;
@@ -254,18 +357,23 @@ struct Walk {
         }
       }
     }
+    if (error == Error::Ok && !r.failed()) {
+      nested_programs(p, method);
+    }
   }
 };
 
 } // namespace
 
-Error check_argument_kinds(const void* data, size_t size, const std::string& program, std::string* what) {
+namespace {
+
+Error check_program(const void* data, size_t size, const std::string& program, std::string* what, int depth) {
   Reader r(data, size);
   const size_t root = r.read<uint32_t>(0);
   size_t plans_at = 0;
   const uint32_t plans = r.vector(root, kProgramPlans, &plans_at);
   for (uint32_t i = 0; i < plans && !r.failed(); ++i) {
-    Walk walk{r, program.empty() ? std::string() : program + ": ", what};
+    Walk walk{r, program.empty() ? std::string() : program + ": ", what, depth};
     walk.plan(r.table_at(plans_at, i));
     if (walk.error != Error::Ok) {
       return walk.error;
@@ -278,6 +386,12 @@ Error check_argument_kinds(const void* data, size_t size, const std::string& pro
     return Error::InvalidProgram;
   }
   return Error::Ok;
+}
+
+} // namespace
+
+Error check_argument_kinds(const void* data, size_t size, const std::string& program, std::string* what) {
+  return check_program(data, size, program, what, 0);
 }
 
 size_t argument_kinds_operator_count() {

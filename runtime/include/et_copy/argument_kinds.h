@@ -31,7 +31,11 @@ namespace et_copy {
  * A call of an operator not in the table loads unchecked. For every value:
  * an IntList's items must be Ints, a TensorList's Tensors, an
  * OptionalTensorList's Tensors or None (ExecuTorch reads list items with
- * the same aborting accessors).
+ * the same aborting accessors). And for every delegate whose processed
+ * bytes (inline or in a segment) are an et-copy delegate record with a
+ * program payload, which SimulatedDeviceBackend loads at init: the nested
+ * program's indices (check_program_indices) and argument kinds, named
+ * "nested program of delegate N in method 'M'" (nested at most 4 deep).
  *
  * `program` names the program in the message: "" for a program loaded on
  * its own, or e.g. "nested program of a delegate in method 'decode'".
