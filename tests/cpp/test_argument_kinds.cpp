@@ -20,6 +20,8 @@
 #include <et_copy/registration.h>
 #include <executorch/extension/data_loader/buffer_data_loader.h>
 
+#include "program_bytes.h"
+
 namespace {
 
 using executorch::runtime::Error;
@@ -30,54 +32,6 @@ std::vector<uint8_t> read_file(const std::string& name) {
   std::ifstream f(kPrograms + "/" + name, std::ios::binary);
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
 }
-
-// Just enough of a flatbuffer reader to find a program's parts; the bytes
-// are the committed programs, so no bounds checks.
-struct Flat {
-  std::vector<uint8_t>& b;
-  uint32_t u32(size_t at) const {
-    uint32_t v;
-    std::memcpy(&v, b.data() + at, 4);
-    return v;
-  }
-  size_t field(size_t table, int f) const {
-    int32_t back;
-    std::memcpy(&back, b.data() + table, 4);
-    const size_t vt = table - back;
-    uint16_t vsize, off;
-    std::memcpy(&vsize, b.data() + vt, 2);
-    if (4 + 2 * f + 2 > vsize) {
-      return 0;
-    }
-    std::memcpy(&off, b.data() + vt + 4 + 2 * f, 2);
-    return off == 0 ? 0 : table + off;
-  }
-  size_t follow(size_t at) const {
-    return at + u32(at);
-  }
-  size_t element(size_t vector, size_t i) const { // the i-th table of a vector of tables
-    return follow(vector + 4 + 4 * i);
-  }
-  size_t plan() const {
-    return element(follow(field(u32(0), 1)), 0);
-  }
-  // Where value v's union type byte is (its EValue's field 0).
-  size_t value_type(size_t v) const {
-    return field(element(follow(field(plan(), 2)), v), 0);
-  }
-  // Instruction i of chain 0's call table.
-  size_t call(size_t i) const {
-    const size_t chain = element(follow(field(plan(), 5)), 0);
-    return follow(field(element(follow(field(chain, 2)), i), 1));
-  }
-  // The arguments vector of that call: its count's position.
-  size_t arguments(size_t i) const {
-    return follow(field(call(i), 1));
-  }
-  int32_t argument(size_t i, size_t a) const {
-    return static_cast<int32_t>(u32(arguments(i) + 4 + 4 * a));
-  }
-};
 
 // The first instruction of linear_relu_linear.pte calling `op`.
 size_t instruction_calling(const std::vector<uint8_t>& b, const std::string& op) {
@@ -124,7 +78,7 @@ TEST(ArgumentKinds, AcceptsEveryCommittedProgramAndNestedProgram) {
 
 TEST(ArgumentKinds, NamesATensorArgumentThatBecameAnInt) {
   auto b = read_file("linear_relu_linear.pte");
-  Flat f{b};
+  et_copy_test::Flat f{b};
   const size_t i = instruction_calling(b, "aten::addmm.out");
   const int32_t self = f.argument(i, 0);
   b[f.value_type(self)] = kInt;
@@ -135,7 +89,7 @@ TEST(ArgumentKinds, NamesATensorArgumentThatBecameAnInt) {
 
 TEST(ArgumentKinds, NamesAScalarArgumentThatBecameATensor) {
   auto b = read_file("linear_relu_linear.pte");
-  Flat f{b};
+  et_copy_test::Flat f{b};
   const size_t i = instruction_calling(b, "aten::addmm.out");
   const int32_t beta = f.argument(i, 3);
   ASSERT_EQ(b[f.value_type(beta)], kInt);
@@ -148,7 +102,7 @@ TEST(ArgumentKinds, NamesAScalarArgumentThatBecameATensor) {
 
 TEST(ArgumentKinds, NamesAnIntListThatBecameATensorAndAListItemOfTheWrongKind) {
   auto b = read_file("linear_relu_linear.pte");
-  Flat f{b};
+  et_copy_test::Flat f{b};
   const size_t i = instruction_calling(b, "aten::permute_copy.out");
   const int32_t dims = f.argument(i, 1);
   const size_t at = f.value_type(dims);
@@ -170,7 +124,7 @@ TEST(ArgumentKinds, NamesAnIntListThatBecameATensorAndAListItemOfTheWrongKind) {
 
 TEST(ArgumentKinds, NamesACallWithTooFewArguments) {
   auto b = read_file("linear_relu_linear.pte");
-  Flat f{b};
+  et_copy_test::Flat f{b};
   const size_t i = instruction_calling(b, "aten::relu.out");
   const size_t count = f.arguments(i);
   ASSERT_EQ(f.u32(count), 3u); // self, out, the result slot
@@ -182,7 +136,7 @@ TEST(ArgumentKinds, NamesACallWithTooFewArguments) {
 
 TEST(ArgumentKinds, LeavesAnOperatorOutsideTheTableUnchecked) {
   auto b = read_file("linear_relu_linear.pte");
-  Flat f{b};
+  et_copy_test::Flat f{b};
   const size_t i = instruction_calling(b, "aten::permute_copy.out");
   b[f.value_type(f.argument(i, 0))] = kInt; // a weight only this call reads
   ASSERT_NE(refusal(b), "ok");
@@ -222,7 +176,7 @@ TEST(ArgumentKinds, LoadedProgramRefusesTheProgramAtLoad) {
   auto r = et_copy::parse_delegate_record(record.data(), record.size());
   ASSERT_TRUE(r.ok());
   std::vector<uint8_t> b(r->payload, r->payload + r->payload_nbytes);
-  Flat f{b};
+  et_copy_test::Flat f{b};
   {
     et_copy::FailureReport report;
     auto loaded = et_copy::LoadedProgram::load(
