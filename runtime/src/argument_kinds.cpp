@@ -40,9 +40,9 @@ constexpr uint8_t kNull = 1, kInt = 2, kTensor = 5, kIntList = 7, kTensorList = 
 constexpr uint16_t kAny = 0xffff;
 
 const char* kind_name(uint8_t tag) {
-  static const char* const names[] = {"no value", "None",       "an Int",    "a Bool",     "a Double",
-                                      "a Tensor", "a String",   "an IntList", "a DoubleList", "a BoolList",
-                                      "a TensorList", "an OptionalTensorList"};
+  static const char* const names[] = {"no value",     "None",       "an Int",       "a Bool",
+                                      "a Double",     "a Tensor",   "a String",     "an IntList",
+                                      "a DoubleList", "a BoolList", "a TensorList", "an OptionalTensorList"};
   return tag < sizeof(names) / sizeof(names[0]) ? names[tag] : "a value of unknown kind";
 }
 
@@ -159,9 +159,9 @@ class Reader {
 const OperatorKinds* find_operator(const std::string& name) {
   const auto table = internal::operator_kinds_table();
   const OperatorKinds* end = table.data() + table.size();
-  const OperatorKinds* it = std::lower_bound(table.data(), end, name, [](const OperatorKinds& op, const std::string& n) {
-    return std::strcmp(op.name, n.c_str()) < 0;
-  });
+  const OperatorKinds* it = std::lower_bound(
+      table.data(), end, name,
+      [](const OperatorKinds& op, const std::string& n) { return std::strcmp(op.name, n.c_str()) < 0; });
   return it != end && name == it->name ? it : nullptr;
 }
 
@@ -237,12 +237,14 @@ struct Walk {
     if (op == nullptr) {
       return; // not in the table: cannot check
     }
-    const std::string where = "instruction " + std::to_string(chain) + ":" + std::to_string(index) + ", operator " + name;
+    const std::string where =
+        "instruction " + std::to_string(chain) + ":" + std::to_string(index) + ", operator " + name;
     size_t args_at = 0;
     const uint32_t n = r.vector(call, kCallArguments, &args_at);
     if (n != op->arguments && !(op->results == 0 && n == op->schema_arguments)) {
       refuse(where + ": the call has " + std::to_string(n) + " arguments; the schema takes " +
-             std::to_string(op->schema_arguments) + (op->results > 0 ? " and a result slot" : " and maybe a result slot"));
+             std::to_string(op->schema_arguments) +
+             (op->results > 0 ? " and a result slot" : " and maybe a result slot"));
       return;
     }
     const internal::ArgumentKinds* kinds = internal::argument_kinds_of(*op);
@@ -381,7 +383,8 @@ Error check_program(const void* data, size_t size, const std::string& program, s
   }
   if (r.failed()) {
     if (what != nullptr) {
-      *what = (program.empty() ? std::string() : program + ": ") + "the program's flatbuffer has an offset outside the file";
+      *what = (program.empty() ? std::string() : program + ": ") +
+              "the program's flatbuffer has an offset outside the file";
     }
     return Error::InvalidProgram;
   }

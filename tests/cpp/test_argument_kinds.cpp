@@ -130,8 +130,9 @@ TEST(ArgumentKinds, NamesACallWithTooFewArguments) {
   ASSERT_EQ(f.u32(count), 3u); // self, out, the result slot
   const uint32_t two = 2;
   std::memcpy(b.data() + count, &two, 4);
-  EXPECT_EQ(refusal(b), "method 'forward', instruction 0:" + std::to_string(i) +
-                            ", operator aten::relu.out: the call has 2 arguments; the schema takes 2 and a result slot");
+  EXPECT_EQ(refusal(b),
+            "method 'forward', instruction 0:" + std::to_string(i) +
+                ", operator aten::relu.out: the call has 2 arguments; the schema takes 2 and a result slot");
 }
 
 TEST(ArgumentKinds, LeavesAnOperatorOutsideTheTableUnchecked) {

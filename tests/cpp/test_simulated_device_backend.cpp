@@ -158,8 +158,7 @@ class Delegate {
     init(data, specs, method);
   }
   // A record given as bytes (a fixture's, tampered with).
-  Delegate(std::vector<uint8_t> record, const NamedDataMap* data, const char* method)
-      : record_(std::move(record)) {
+  Delegate(std::vector<uint8_t> record, const NamedDataMap* data, const char* method) : record_(std::move(record)) {
     init(data, {}, method);
   }
   void init(const NamedDataMap* data, const std::map<std::string, int>& specs, const char* method) {

@@ -87,7 +87,7 @@ def run_every_method(data: bytes, verification=runtime.Verification.InternalCons
 
 
 def outcome(data: bytes) -> str:
-    """"ran", "refused" (EtCopyError), "other: <type>" or "signal <n>"."""
+    """One of: ran, refused (EtCopyError), "other: <type>", "signal <n>"."""
     kind, value = in_child(run_every_method, data)
     if kind == "signal":
         return f"signal {value}"
@@ -108,8 +108,12 @@ def test_every_operator_of_our_real_exports_is_in_the_table(llm_bytes):
     torch.manual_seed(0)
     mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
     conv = torch.nn.Sequential(
-        torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Flatten(), torch.nn.Linear(4 * 4 * 4, 5),
+        torch.nn.Conv2d(3, 4, 3, padding=1),
+        torch.nn.BatchNorm2d(4),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(4 * 4 * 4, 5),
     ).eval()
     programs = {
         "mlp": bytes(export_device_program(mlp, (torch.randn(2, 8),)).buffer),
