@@ -27,6 +27,8 @@ from listed_mutants import (
 )
 
 T_BACKEND = "cpp:et_copy_test_simulated_device_backend"
+T_KINDS = "cpp:et_copy_test_argument_kinds"
+P_LLM_UNTRUSTED = "py:tests/python/llm/test_llm_untrusted.py"
 T_DELEGATE = "cpp:et_copy_test_delegate_record"
 T_LAYOUT = "cpp:et_copy_test_tensor_layout"
 T_METHOD_KERNELS = "cpp:et_copy_test_method_kernels"
@@ -94,6 +96,9 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/src/instruction_operator.cpp", (T_CHECK, T_TRACER)),
     ("runtime/src/d2h_filled_outputs.cpp", (T_CHECK, "cpp:et_copy_test_loaded_method")),
     ("runtime/src/device_access.cpp", (T_CHECK,)),
+    # The kernel-argument kinds: their gtest, the backend's nested check, then the LLM's records tampered.
+    ("runtime/*/argument_kinds*", (T_KINDS, T_BACKEND, P_LLM_UNTRUSTED)),
+    ("runtime/tools/gen_argument_kinds.py", (T_KINDS, P_LLM_UNTRUSTED)),
     ("runtime/*/program_record.*", (T_RECORD, T_BACKEND)),
     ("runtime/*/instruction_tracer.*", (T_TRACER,)),
     ("runtime/*/tensor_layout.*", (T_LAYOUT, T_KERNELS)),

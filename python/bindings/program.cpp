@@ -20,6 +20,7 @@
 #include <et_copy/loaded_method.h>
 #include <et_copy/loaded_program.h>
 #include <et_copy/log_capture.h>
+#include <et_copy/argument_kinds.h>
 #include <et_copy/program_check.h>
 #include <et_copy/program_record.h>
 #include <et_copy/registration.h>
@@ -602,6 +603,31 @@ void bind_program(py::module_& m) {
       py::arg("program"), py::arg("backends") = py::none(),
       "Refuses a program whose host would read or write device memory (EtCopyError, InvalidProgram). backends: the "
       "delegate backend ids allowed on the device; None: device_backends().");
+  m.def(
+      "check_argument_kinds",
+      [](py::bytes program) {
+        char* data = nullptr;
+        Py_ssize_t size = 0;
+        if (PyBytes_AsStringAndSize(program.ptr(), &data, &size) != 0) {
+          throw py::error_already_set();
+        }
+        et_copy::FailureReport refusal;
+        Error e = Error::Ok;
+        {
+          py::gil_scoped_release release; // `program` keeps the bytes alive
+          e = et_copy::check_argument_kinds(data, static_cast<size_t>(size), "", &refusal);
+        }
+        if (e != Error::Ok) {
+          raise_runtime(e, "et_copy.check_argument_kinds", {refusal.detail});
+        }
+      },
+      py::arg("program"),
+      "Refuses a program with a kernel argument of a kind its operator's schema does not take (EtCopyError, "
+      "InvalidProgram). Indices out of range are skipped (the load check reports them).");
+  m.def("has_argument_kinds", &et_copy::has_argument_kinds, py::arg("operator"),
+        "Whether the argument-kind table holds `operator` ('name.overload'); a call of one it lacks loads unchecked.");
+  m.def("argument_kinds_operator_count", &et_copy::argument_kinds_operator_count,
+        "How many operators the argument-kind table holds (0: built without Python and torch).");
   m.def(
       "device_backends", [] { return et_copy::device_backends(); },
       "The delegate backend ids the allocator serving CUDA allows on the device.");

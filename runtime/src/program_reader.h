@@ -14,7 +14,7 @@ namespace et_copy::internal {
 // Field slots and union tags, from executorch's schema/program.fbs (a union
 // takes two slots: its type, then its value).
 namespace slot {
-constexpr int kProgramPlans = 1;
+constexpr int kProgramPlans = 1, kProgramInlineData = 3, kProgramSegments = 4;
 constexpr int kPlanName = 0, kPlanValues = 2, kPlanInputs = 3, kPlanOutputs = 4, kPlanChains = 5, kPlanOperators = 6,
               kPlanDelegates = 7, kPlanBufferSizes = 8, kPlanBufferDevices = 9;
 constexpr int kChainInputs = 0, kChainOutputs = 1, kChainInstructions = 2;
@@ -26,6 +26,9 @@ constexpr int kTensorScalarType = 0, kTensorSizes = 2, kTensorDimOrder = 3, kTen
 constexpr int kAllocationMemoryId = 0;
 constexpr int kExtraFullyQualifiedName = 1, kExtraLocation = 2, kExtraDeviceType = 3, kExtraDeviceIndex = 4;
 constexpr int kBufferDeviceIdx = 0, kBufferDeviceType = 1, kBufferDeviceIndex = 2;
+constexpr int kDelegateProcessed = 1, kReferenceLocation = 0, kReferenceIndex = 1; // BackendDelegate, its DataReference
+constexpr int kInlineData = 0, kSegmentOffset = 0, kSegmentSize = 1;
+constexpr int kListItems = 0; // IntList.items, TensorList.items, OptionalTensorList.items
 } // namespace slot
 
 namespace tag {
@@ -42,7 +45,7 @@ constexpr uint8_t kExternalLocation = 1; // TensorDataLocation::EXTERNAL
 // Threading: one reader per walk, on one thread.
 class Reader {
  public:
-  Reader(const void* data, size_t size) : p_(static_cast<const uint8_t*>(data)), n_(size) {}
+  Reader(const void* data, size_t size) : p_(static_cast<const uint8_t*>(data)), n_(data == nullptr ? 0 : size) {}
   bool failed() const {
     return failed_;
   }
@@ -72,6 +75,21 @@ class Reader {
   // The i-th table of a vector of tables starting at `elements`.
   size_t table_at(size_t elements, uint32_t i) {
     return follow(elements + 4 * static_cast<size_t>(i));
+  }
+
+  // The type tag of union field (EValue.val, Instruction.instr_args) of
+  // `table`; 0 (NONE) when absent.
+  uint8_t union_type(size_t table) {
+    const size_t at = field(table, slot::kUnionType);
+    return at == 0 ? 0 : read<uint8_t>(at);
+  }
+
+  // `n` bytes at `at` in the file, or nullptr when they are not all inside it.
+  const uint8_t* bytes(size_t at, size_t n) const {
+    return at > n_ || n > n_ - at ? nullptr : p_ + at;
+  }
+  size_t size() const {
+    return n_;
   }
 
   // An int field (absent: the schema default, 0).

@@ -7,6 +7,7 @@
 #include <et_copy/failure_report.h>
 #include <et_copy/copy_ops.h>
 #include <et_copy/loaded_method.h>
+#include <et_copy/argument_kinds.h>
 #include <et_copy/program_check.h>
 #include <et_copy/program_record.h>
 #include <et_copy/device_backend.h>
@@ -148,6 +149,11 @@ Result<std::unique_ptr<SessionPool>> SessionPool::create(Span<const uint8_t> pro
                            "may run there yet; register one before loading (" +
                                refusal.detail + ")"
                          : std::move(refusal.detail));
+  }
+  // Indices are in range now; a kernel argument of the wrong kind would abort in EValue's accessors.
+  if (const Error kinds = check_argument_kinds(program_bytes.data(), program_bytes.size(), "", report);
+      kinds != Error::Ok) {
+    return kinds;
   }
   auto data = program->get_named_data_map();
   auto record = read_program_record(data.ok() ? *data : nullptr, report);

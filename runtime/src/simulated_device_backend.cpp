@@ -9,10 +9,12 @@
 #include <string_view>
 #include <vector>
 
+#include <et_copy/argument_kinds.h>
 #include <et_copy/device_arguments.h>
 #include <et_copy/failure_report.h>
 #include <et_copy/delegate_record.h>
 #include <et_copy/device_residency.h>
+#include <et_copy/program_check.h>
 #include <et_copy/simulated_device_allocator.h>
 #include <executorch/extension/data_loader/buffer_data_loader.h>
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
@@ -314,6 +316,18 @@ ET_NODISCARD Result<Handle*> init_handle(BackendInitContext& context, FreeableBu
   Error e = bind_weights(*h, context.get_named_data_map(), pool.ok() ? std::optional<int>(*pool) : std::nullopt);
   if (e != Error::Ok) {
     return e;
+  }
+  // The nested program is as untrusted as the outer one: the checks that keep ExecuTorch from aborting on it.
+  const std::string nested = "nested program of a delegate in method '" + h->method_name + "'";
+  FailureReport refusal;
+  e = check_program_indices(h->program_bytes.data(), h->program_bytes.size(), &refusal);
+  if (e == Error::Ok) {
+    e = check_argument_kinds(h->program_bytes.data(), h->program_bytes.size(), nested, &refusal);
+  } else {
+    refusal.detail = nested + ": " + refusal.detail;
+  }
+  if (e != Error::Ok) {
+    return fail(e, h->method_name, refusal.detail);
   }
   h->loader =
       std::make_unique<executorch::extension::BufferDataLoader>(h->program_bytes.data(), h->program_bytes.size());

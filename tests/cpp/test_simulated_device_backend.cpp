@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <et_copy/delegate_record.h>
+#include <et_copy/log_capture.h>
 #include <et_copy/device_residency.h>
 #include <et_copy/log_capture.h>
 #include <et_copy/registration.h>
@@ -24,6 +25,7 @@
 #include <executorch/runtime/backend/backend_options_map.h>
 #include <executorch/runtime/backend/options.h>
 
+#include "program_bytes.h"
 #include "test_tensors.h"
 
 namespace {
@@ -153,6 +155,13 @@ class Delegate {
   Delegate(const std::string& fixture, const NamedDataMap* data, std::map<std::string, int> specs = {},
            const char* method = "forward", const std::string& target_device = "")
       : record_(read_file(fixture + ".record")), target_device_(target_device) {
+    init(data, specs, method);
+  }
+  // A record given as bytes (a fixture's, tampered with).
+  Delegate(std::vector<uint8_t> record, const NamedDataMap* data, const char* method) : record_(std::move(record)) {
+    init(data, {}, method);
+  }
+  void init(const NamedDataMap* data, const std::map<std::string, int>& specs, const char* method) {
     BackendOptions<4> options;
     for (const auto& [k, v] : specs) {
       EXPECT_EQ(k == "session" ? options.set_option("session", v) : options.set_option("pool", v), Error::Ok);
@@ -536,6 +545,58 @@ TEST_F(SimulatedDeviceBackendTest, AnOpenPoolKeepsItsWeightsUntilReleased) {
     ASSERT_TRUE(third.ok());
   }
   EXPECT_EQ(simulated_device_allocator().stats().bytes_outstanding, before.bytes_outstanding);
+}
+
+// The nested program is as untrusted as the outer one: init checks its
+// indices and its kernel-argument kinds before ExecuTorch loads it (a wrong
+// kind would abort the process in EValue::toInt when the kernel runs).
+TEST_F(SimulatedDeviceBackendTest, InitRefusesANestedProgramWithAnArgumentOfTheWrongKind) {
+  const auto record = read_file("linear.record");
+  FixtureData data(record);
+  auto r = et_copy::parse_delegate_record(record.data(), record.size());
+  ASSERT_TRUE(r.ok());
+  const size_t payload = static_cast<size_t>(r->payload - record.data());
+  std::vector<uint8_t> nested(r->payload, r->payload + r->payload_nbytes);
+  et_copy_test::Flat f{nested};
+  // The first IntList value's first item (an Int), retagged Double (4).
+  size_t list = 0;
+  while (nested[f.value_type(list)] != 7) {
+    ++list;
+  }
+  const int64_t item = et_copy_test::first_int_list_item(f, list);
+  ASSERT_EQ(nested[f.value_type(static_cast<size_t>(item))], 2);
+  nested[f.value_type(static_cast<size_t>(item))] = 4;
+  auto tampered = record;
+  std::copy(nested.begin(), nested.end(), tampered.begin() + static_cast<std::ptrdiff_t>(payload));
+  et_copy::LogCapture capture;
+  Delegate d(tampered, &data, "decode");
+  EXPECT_FALSE(d.ok());
+  EXPECT_EQ(d.error, Error::InvalidProgram);
+  const std::string want = "nested program of a delegate in method 'decode': method 'forward', value " +
+                           std::to_string(list) + " (an IntList) item 0 is value " + std::to_string(item) +
+                           ", a Double, not an Int";
+  bool found = false;
+  for (const auto& line : capture.lines()) {
+    found = found || line.find(want) != std::string::npos;
+  }
+  EXPECT_TRUE(found) << want;
+}
+
+TEST_F(SimulatedDeviceBackendTest, InitRefusesANestedProgramWithAnIndexOutOfRange) {
+  const auto record = read_file("linear.record");
+  FixtureData data(record);
+  auto r = et_copy::parse_delegate_record(record.data(), record.size());
+  ASSERT_TRUE(r.ok());
+  const size_t payload = static_cast<size_t>(r->payload - record.data());
+  std::vector<uint8_t> nested(r->payload, r->payload + r->payload_nbytes);
+  et_copy_test::Flat f{nested};
+  const uint32_t huge = 100000; // the first kernel call's first argument
+  std::memcpy(nested.data() + f.arguments(0) + 4, &huge, 4);
+  auto tampered = record;
+  std::copy(nested.begin(), nested.end(), tampered.begin() + static_cast<std::ptrdiff_t>(payload));
+  Delegate d(tampered, &data, "forward");
+  EXPECT_FALSE(d.ok());
+  EXPECT_EQ(d.error, Error::InvalidProgram);
 }
 
 } // namespace

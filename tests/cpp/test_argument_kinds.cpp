@@ -1,0 +1,207 @@
+// et_copy::check_argument_kinds on real programs (tests/cpp/programs) and on
+// copies whose kernel arguments were retagged to another kind of value, the
+// way a flipped byte does it; and LoadedProgram refusing such a program at
+// load. Registry state: the simulated device, for the load test.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <et_copy/argument_kinds.h>
+#include <et_copy/delegate_record.h>
+#include <et_copy/failure_report.h>
+#include <et_copy/loaded_program.h>
+#include <et_copy/program_check.h>
+#include <et_copy/registration.h>
+#include <executorch/extension/data_loader/buffer_data_loader.h>
+
+#include "program_bytes.h"
+
+namespace {
+
+using executorch::runtime::Error;
+
+const std::string kPrograms = ET_COPY_TEST_PROGRAMS;
+
+std::vector<uint8_t> read_file(const std::string& name) {
+  std::ifstream f(kPrograms + "/" + name, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+// The first instruction of linear_relu_linear.pte calling `op`.
+size_t instruction_calling(const std::vector<uint8_t>& b, const std::string& op) {
+  for (size_t i = 0; i < 64; ++i) {
+    if (et_copy::instruction_operator(b.data(), b.size(), "forward", 0, i) == op) {
+      return i;
+    }
+  }
+  ADD_FAILURE() << "no " << op;
+  return 0;
+}
+
+std::string refusal(const std::vector<uint8_t>& b, const std::string& program = "") {
+  et_copy::FailureReport report;
+  const Error e = et_copy::check_argument_kinds(b.data(), b.size(), program, &report);
+  return e == Error::Ok ? "ok" : report.detail;
+}
+
+constexpr uint8_t kInt = 2, kDouble = 4, kTensor = 5;
+
+TEST(ArgumentKinds, TheTableHoldsTheOperatorsOfTheCommittedPrograms) {
+  EXPECT_GT(et_copy::argument_kinds_operator_count(), 200u);
+  for (const char* op : {"aten::addmm.out", "aten::permute_copy.out", "aten::relu.out", "et_copy::_h2d_copy.out",
+                         "et_copy::_d2h_copy.out", "executorch_prim::et_view.default", "aten::sym_size.int"}) {
+    EXPECT_TRUE(et_copy::has_argument_kinds(op)) << op;
+  }
+  EXPECT_FALSE(et_copy::has_argument_kinds("aten::addmm"));
+  EXPECT_FALSE(et_copy::has_argument_kinds(""));
+}
+
+TEST(ArgumentKinds, AcceptsEveryCommittedProgramAndNestedProgram) {
+  for (const char* name :
+       {"linear_relu_linear.pte", "roundtrip.pte", "add_relu_xnnpack.pte", "d2h_fails.pte", "device_input.pte"}) {
+    EXPECT_EQ(refusal(read_file(name)), "ok") << name;
+  }
+  for (const char* name : {"linear.record", "acc.record", "acc8.record"}) {
+    const auto record = read_file(name);
+    auto r = et_copy::parse_delegate_record(record.data(), record.size());
+    ASSERT_TRUE(r.ok()) << name;
+    const std::vector<uint8_t> nested(r->payload, r->payload + r->payload_nbytes);
+    EXPECT_EQ(refusal(nested), "ok") << name;
+  }
+}
+
+TEST(ArgumentKinds, NamesATensorArgumentThatBecameAnInt) {
+  auto b = read_file("linear_relu_linear.pte");
+  et_copy_test::Flat f{b};
+  const size_t i = instruction_calling(b, "aten::addmm.out");
+  const int32_t self = f.argument(i, 0);
+  b[f.value_type(self)] = kInt;
+  EXPECT_EQ(refusal(b), "method 'forward', instruction 0:" + std::to_string(i) +
+                            ", operator aten::addmm.out: argument 0 'self' is value " + std::to_string(self) +
+                            ", an Int; the schema takes a Tensor");
+}
+
+TEST(ArgumentKinds, NamesAScalarArgumentThatBecameATensor) {
+  auto b = read_file("linear_relu_linear.pte");
+  et_copy_test::Flat f{b};
+  const size_t i = instruction_calling(b, "aten::addmm.out");
+  const int32_t beta = f.argument(i, 3);
+  ASSERT_EQ(b[f.value_type(beta)], kInt);
+  b[f.value_type(beta)] = kTensor;
+  EXPECT_EQ(refusal(b, "nested program of a delegate in method 'decode'"),
+            "nested program of a delegate in method 'decode': method 'forward', instruction 0:" + std::to_string(i) +
+                ", operator aten::addmm.out: argument 3 'beta' is value " + std::to_string(beta) +
+                ", a Tensor; the schema takes an Int or a Bool or a Double");
+}
+
+TEST(ArgumentKinds, NamesAnIntListThatBecameATensorAndAListItemOfTheWrongKind) {
+  auto b = read_file("linear_relu_linear.pte");
+  et_copy_test::Flat f{b};
+  const size_t i = instruction_calling(b, "aten::permute_copy.out");
+  const int32_t dims = f.argument(i, 1);
+  const size_t at = f.value_type(dims);
+  ASSERT_EQ(b[at], 7); // an IntList
+  auto retagged = b;
+  retagged[at] = kTensor;
+  EXPECT_NE(refusal(retagged).find("operator aten::permute_copy.out: argument 1 'dims' is value " +
+                                   std::to_string(dims) + ", a Tensor; the schema takes an IntList"),
+            std::string::npos)
+      << refusal(retagged);
+  // The list's first item (an Int value) retagged: ExecuTorch reads items with toInt.
+  const size_t list = f.follow(f.field(f.element(f.follow(f.field(f.plan(), 2)), dims), 1));
+  int64_t item;
+  std::memcpy(&item, b.data() + f.follow(f.field(list, 0)) + 4, 8);
+  b[f.value_type(static_cast<size_t>(item))] = kTensor;
+  EXPECT_EQ(refusal(b), "method 'forward', value " + std::to_string(dims) + " (an IntList) item 0 is value " +
+                            std::to_string(item) + ", a Tensor, not an Int");
+}
+
+TEST(ArgumentKinds, NamesACallWithTooFewArguments) {
+  auto b = read_file("linear_relu_linear.pte");
+  et_copy_test::Flat f{b};
+  const size_t i = instruction_calling(b, "aten::relu.out");
+  const size_t count = f.arguments(i);
+  ASSERT_EQ(f.u32(count), 3u); // self, out, the result slot
+  const uint32_t two = 2;
+  std::memcpy(b.data() + count, &two, 4);
+  EXPECT_EQ(refusal(b),
+            "method 'forward', instruction 0:" + std::to_string(i) +
+                ", operator aten::relu.out: the call has 2 arguments; the schema takes 2 and a result slot");
+}
+
+TEST(ArgumentKinds, LeavesAnOperatorOutsideTheTableUnchecked) {
+  auto b = read_file("linear_relu_linear.pte");
+  et_copy_test::Flat f{b};
+  const size_t i = instruction_calling(b, "aten::permute_copy.out");
+  b[f.value_type(f.argument(i, 0))] = kInt; // a weight only this call reads
+  ASSERT_NE(refusal(b), "ok");
+  // Rename the operator ("aten::permute_copy" -> "aten::permute_copz"): no schema, no check.
+  const std::string name = "aten::permute_copy";
+  for (size_t at = 0; at + name.size() <= b.size(); ++at) {
+    if (std::memcmp(b.data() + at, name.data(), name.size()) == 0) {
+      b[at + name.size() - 1] = 'z';
+    }
+  }
+  EXPECT_EQ(et_copy::instruction_operator(b.data(), b.size(), "forward", 0, i), "aten::permute_copz.out");
+  EXPECT_EQ(refusal(b), "ok");
+}
+
+TEST(ArgumentKinds, SurvivesEveryTruncationAndByteFlip) {
+  const auto b = read_file("linear_relu_linear.pte");
+  for (size_t n = 0; n < b.size(); n += 7) {
+    const std::vector<uint8_t> cut(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(n));
+    (void)et_copy::check_argument_kinds(cut.data(), cut.size(), "");
+  }
+  std::mt19937 rng(11);
+  for (int i = 0; i < 3000; ++i) {
+    auto flipped = b;
+    flipped[rng() % flipped.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
+    et_copy::FailureReport report;
+    if (et_copy::check_argument_kinds(flipped.data(), flipped.size(), "", &report) != Error::Ok) {
+      EXPECT_FALSE(report.detail.empty());
+    }
+  }
+  EXPECT_EQ(et_copy::check_argument_kinds(nullptr, 0, ""), Error::InvalidProgram);
+}
+
+TEST(ArgumentKinds, LoadedProgramRefusesTheProgramAtLoad) {
+  ASSERT_NE(et_copy::use_simulated_device(), et_copy::Registration::kFailed);
+  // The nested program of linear.record: a host program of a linear layer.
+  const auto record = read_file("linear.record");
+  auto r = et_copy::parse_delegate_record(record.data(), record.size());
+  ASSERT_TRUE(r.ok());
+  std::vector<uint8_t> b(r->payload, r->payload + r->payload_nbytes);
+  et_copy_test::Flat f{b};
+  {
+    et_copy::FailureReport report;
+    auto loaded = et_copy::LoadedProgram::load(
+        std::make_unique<executorch::extension::BufferDataLoader>(b.data(), b.size()), nullptr, {}, &report);
+    ASSERT_TRUE(loaded.ok()) << report.message();
+  }
+  // An Int item of permute_copy's dims retagged Double: both tables hold one
+  // 8-byte scalar, so ExecuTorch's flatbuffer verification passes, and
+  // without this check the kernel would abort in EValue::toInt.
+  const int32_t dims = f.argument(instruction_calling(b, "aten::permute_copy.out"), 1);
+  const size_t list = f.follow(f.field(f.element(f.follow(f.field(f.plan(), 2)), dims), 1));
+  int64_t item;
+  std::memcpy(&item, b.data() + f.follow(f.field(list, 0)) + 4, 8);
+  ASSERT_EQ(b[f.value_type(static_cast<size_t>(item))], kInt);
+  b[f.value_type(static_cast<size_t>(item))] = kDouble;
+  et_copy::FailureReport report;
+  auto loaded = et_copy::LoadedProgram::load(
+      std::make_unique<executorch::extension::BufferDataLoader>(b.data(), b.size()), nullptr, {}, &report);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.error(), Error::InvalidProgram);
+  EXPECT_NE(report.message().find("method 'forward', value " + std::to_string(dims) + " (an IntList) item 0 is value " +
+                                  std::to_string(item) + ", a Double, not an Int"),
+            std::string::npos)
+      << report.message();
+}
+
+} // namespace
