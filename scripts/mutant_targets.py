@@ -139,8 +139,8 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # test_backend_export.py holds the resident inputs/outputs (_keep_resident, _drop_copy);
     # test_state_export.py the mutable buffers planned on the device and the state arena.
     ("python/et_copy/export.py", (
-        "py:tests/python/test_state_arena_edges.py", "py:tests/python/test_export.py", "py:tests/python/test_state_export.py",
-        "py:tests/python/test_backend_export.py",
+        "py:tests/python/test_state_arena_edges.py", "py:tests/python/test_export.py",
+        "py:tests/python/test_state_export.py", "py:tests/python/test_backend_export.py",
     )),
     # llm/: each file's own rules first, then one exported program (qwen3 with
     # host picks, ~45 s to export) only where a rule shows in a run; never the

@@ -4,10 +4,9 @@ Nothing here is timed: each loop runs once or is refused before it runs."""
 
 from __future__ import annotations
 
+import et_copy
 import pytest
 import torch
-
-import et_copy
 from et_copy import _C
 from et_copy._C import loops as _loops
 

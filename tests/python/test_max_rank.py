@@ -6,10 +6,9 @@ tell apart from its neighbours."""
 
 from __future__ import annotations
 
+import et_copy
 import pytest
 import torch
-
-import et_copy
 from et_copy import _C
 
 MAX = _C.MAX_TENSOR_DIMS
