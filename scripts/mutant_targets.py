@@ -132,8 +132,11 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/bindings/kernels.*", (P_REGISTRY_OURS, *PY_BINDINGS, P_COPY)),
     # The bench's timing loops: their bounds and kinds, then the memcpy baseline on unreadable memory.
     ("python/bindings/loops.*", ("py:tests/python/test_bench_loops.py", P_MEMORY)),
-    # test_max_rank.py: every per-dim loop at the largest rank and one past it.
-    ("python/bindings/*", ("py:tests/python/test_max_rank.py", *PY_BINDINGS, P_COPY)),
+    # test_max_rank.py: every per-dim loop at the largest rank and one past it;
+    # test_boundary_enums.py: dtype and device codes against ExecuTorch's schema.
+    ("python/bindings/*", (
+        "py:tests/python/test_max_rank.py", "py:tests/python/test_boundary_enums.py", *PY_BINDINGS, P_COPY,
+    )),
     # ---- the package's Python -------------------------------------------------------
     ("python/et_copy/runtime.py", (P_API, *PY_RUNTIME)),
     # test_backend_export.py holds the resident inputs/outputs (_keep_resident, _drop_copy);
