@@ -67,6 +67,8 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("python/bindings/tensor_spec.cpp", "rel", "for (size_t i = 0; i < spec.rank; ++i) {",
                "i == rank writes dim_order[rank]: an unused slot below kMaxTensorDims, and at it the has_capacity "
                "flag, which read_tensor sets after reading the layout and dim_order_of never reads"),
+    Equivalent("python/bindings/tensor_spec.cpp", "int-1", "for (size_t i = 1; i < spec.rank; ++i) {",
+               "the insertion sort's pass for i = 0 takes order[0], moves nothing (j starts at 0) and writes it back"),
     Equivalent("python/bindings/tensor_spec.h", "int+1", "int device_index = 0;",
                "every TensorSpec that reaches a kernel, a view or a method's slot has its device set by its reader "
                "(torch_tensor.cpp, device_tensor.cpp's check_device); the rest (dense_strides, dim_order_of) never "

@@ -82,6 +82,19 @@ def test_the_check_crosses_a_sliding_window_only_where_its_decodes_fit_in_the_ca
     assert _check.check_plan(fits, 2) == [[2] + decodes, [2, 2, 2, 1] + decodes]
 
 
+def test_the_check_crosses_windows_of_two_tokens_and_more_but_not_of_one():
+    # A window of w is crossed by a prompt of w - 1 tokens: at least one, so w >= 2.
+    plans = {}
+    for window in (1, 2, 3):
+        model = llm.tiny_model("mistral")
+        model.config.sliding_window = window
+        plans[window] = _check.check_plan(llm.StatefulCausalLM(model, 10), 4)
+    decodes = [1] * _check.DECODE_STEPS
+    assert plans[1] == [[4] + decodes]
+    assert plans[2] == [[4] + decodes, [1] + decodes]
+    assert plans[3] == [[4] + decodes, [2] + decodes]
+
+
 def test_the_refusal_names_the_models_own_cache_layer_only_where_it_has_one():
     model = llm.tiny_model("qwen3")
     wrapper = llm.StatefulCausalLM(model, 16)
