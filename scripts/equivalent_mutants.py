@@ -70,6 +70,25 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("runtime/src/simulated_device_allocator.cpp", "eq", "if (kind == CopyKind::kDeviceToDevice) {",
                "glibc's x86-64 memcpy is its memmove, so the overlap test (DeviceToDeviceCopyHandlesOverlap) "
                "passes either way here; only the sanitizer build's memcpy-param-overlap check tells them apart"),
+    Equivalent("python/bindings/tensor_spec.cpp", "rel", "for (size_t i = 0; i < spec.rank; ++i) {",
+               "i == rank writes dim_order[rank]: an unused slot below kMaxTensorDims, and at it the has_capacity "
+               "flag, which read_tensor sets after reading the layout and dim_order_of never reads"),
+    Equivalent("python/bindings/tensor_spec.cpp", "int-1", "for (size_t i = 1; i < spec.rank; ++i) {",
+               "the insertion sort's pass for i = 0 takes order[0], moves nothing (j starts at 0) and writes it back"),
+    Equivalent("python/bindings/tensor_spec.h", "int+1", "int device_index = 0;",
+               "every TensorSpec that reaches a kernel, a view or a method's slot has its device set by its reader "
+               "(torch_tensor.cpp, device_tensor.cpp's check_device); the rest (dense_strides, dim_order_of) never "
+               "read it"),
+    Equivalent("runtime/src/delegate_record.cpp", "rel", "if (at_ >= n_) {",
+               "at at_ == n_ the memchr that follows searches 0 bytes, finds no newline and returns false as the "
+               "check does"),
+    Equivalent("runtime/src/program_check.cpp", "logic",
+               "if (value < 0 || static_cast<uint64_t>(value) >= places.size()) {",
+               "check_device_access runs check_program_indices first, which refuses any kernel or delegate argument "
+               "outside the values table, so tensors_of never sees one (a negative value fails both halves alike)"),
+    Equivalent("runtime/include/et_copy/cuda_device_allocator.h", "int+1", "kStaged = 1,",
+               "the enumerators are only compared with each other and cross to Python by name ('direct', 'staged'); "
+               "no integer form is stored, read or exchanged, and 2 collides with no other enumerator"),
 ]
 # fmt: on
 

@@ -31,6 +31,7 @@ T_KINDS = "cpp:et_copy_test_argument_kinds"
 P_LLM_UNTRUSTED = "py:tests/python/llm/test_llm_untrusted.py"
 T_DELEGATE = "cpp:et_copy_test_delegate_record"
 T_LAYOUT = "cpp:et_copy_test_tensor_layout"
+T_ODD = "cpp:et_copy_test_odd_sizes"
 T_METHOD_KERNELS = "cpp:et_copy_test_method_kernels"
 T_RECORD = "cpp:et_copy_test_program_record"
 T_THREADS = "cpp:et_copy_test_threads"
@@ -44,6 +45,8 @@ P_SAMPLING = "py:tests/python/llm/test_sampling.py"
 P_LLM = "py:tests/python/llm/test_llm.py"
 # No export: tiny models, the wrapper run eagerly, checks made before exporting (~1 min).
 P_LLM_UNITS = "py:tests/python/llm/test_llm_units.py"
+# What llm/'s constants drive (known noise, the check's plan edges, tiny models' settings, imports; ~1 min).
+P_LLM_CONSTANTS = "py:tests/python/llm/test_llm_constants.py"
 P_LLM_EAGER = tuple(
     P_LLM + "::" + t
     for t in (
@@ -84,8 +87,9 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/src/device_copy.*", (T_KERNELS,)),
     ("runtime/src/op_*.cpp", (T_KERNELS,)),
     ("runtime/include/et_copy/copy_ops.h", (T_KERNELS,)),
-    ("runtime/*/simulated_device_allocator.*", (T_SIM, T_THREADS)),
-    ("runtime/*/counting_device_allocator.*", (T_SIM, T_CUDA)),
+    # test_odd_sizes: each size and alignment computation against odd sizes, and the device count's caching.
+    ("runtime/*/simulated_device_allocator.*", (T_ODD, T_SIM, T_THREADS)),
+    ("runtime/*/counting_device_allocator.*", (T_ODD, T_SIM, T_CUDA)),
     ("runtime/include/et_copy/cuda_device_allocator.h", (T_CUDA,)),
     ("runtime/*/registration.*", (T_REG, T_FOREIGN)),
     ("runtime/src/registry_lock.h", (T_REG, T_FOREIGN)),
@@ -136,22 +140,28 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/bindings/program.*", (*PY_RUNTIME, P_API)),
     # run_registered dispatches the registry's kernel: et_copy's own only where the wheel's library is not loaded.
     ("python/bindings/kernels.*", (P_REGISTRY_OURS, *PY_BINDINGS, P_COPY)),
-    ("python/bindings/*", (*PY_BINDINGS, P_COPY)),
+    # The bench's timing loops: their bounds and kinds, then the memcpy baseline on unreadable memory.
+    ("python/bindings/loops.*", ("py:tests/python/test_bench_loops.py", P_MEMORY)),
+    # test_max_rank.py: every per-dim loop at the largest rank and one past it;
+    # test_boundary_enums.py: dtype and device codes against ExecuTorch's schema.
+    ("python/bindings/*", (
+        "py:tests/python/test_max_rank.py", "py:tests/python/test_boundary_enums.py", *PY_BINDINGS, P_COPY,
+    )),
     # ---- the package's Python -------------------------------------------------------
     ("python/et_copy/runtime.py", (P_API, *PY_RUNTIME)),
     # test_backend_export.py holds the resident inputs/outputs (_keep_resident, _drop_copy);
     # test_state_export.py the mutable buffers planned on the device and the state arena.
     ("python/et_copy/export.py", (
-        "py:tests/python/test_export.py", "py:tests/python/test_state_export.py",
-        "py:tests/python/test_backend_export.py",
+        "py:tests/python/test_state_arena_edges.py", "py:tests/python/test_export.py",
+        "py:tests/python/test_state_export.py", "py:tests/python/test_backend_export.py",
     )),
     # llm/: each file's own rules first, then one exported program (qwen3 with
     # host picks, ~45 s to export) only where a rule shows in a run; never the
     # whole of test_llm.py, which exports several models (many minutes).
-    ("python/et_copy/llm/_sampling.py", (P_SAMPLING,)),
-    ("python/et_copy/llm/_check.py", (P_LLM_UNITS, *P_LLM_EAGER, *P_LLM_QWEN3)),
-    ("python/et_copy/llm/_state.py", (P_LLM_UNITS, *P_LLM_EAGER, *P_LLM_QWEN3)),
-    ("python/et_copy/llm/_models.py", (P_LLM_UNITS, *P_LLM_EAGER, P_LLM_COVERS, *P_LLM_QWEN3)),
+    ("python/et_copy/llm/_sampling.py", (P_SAMPLING, P_LLM_CONSTANTS)),
+    ("python/et_copy/llm/_check.py", (P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, *P_LLM_QWEN3)),
+    ("python/et_copy/llm/_state.py", (P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, *P_LLM_QWEN3)),
+    ("python/et_copy/llm/_models.py", (P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, P_LLM_COVERS, *P_LLM_QWEN3)),
     ("python/et_copy/llm/_export.py", (P_LLM_UNITS, P_LLM_NOT_LLM, *P_LLM_QWEN3)),
     ("python/et_copy/llm/_generate.py", (P_LLM_UNITS, *P_LLM_QWEN3)),
     ("python/et_copy/llm/_cache.py", (P_LLM_CACHE_DIR, P_LLM_CACHED)),

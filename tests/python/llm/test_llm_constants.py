@@ -1,0 +1,152 @@
+"""What et_copy.llm's constants drive, asserted as behaviour (no export,
+seconds): the sampler's noise (known answers: a program exported by one
+version and a host pick by another must agree), the check's plan at the
+edge of the cache, the refusal's wording when the model's own cache has
+fewer layers, the tiny models' routing and rotary settings, and what
+importing et_copy.llm loads."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+pytest.importorskip("executorch.exir")
+pytest.importorskip("transformers")
+
+from et_copy import llm  # noqa: E402
+from et_copy.llm import _check  # noqa: E402
+from et_copy.llm._sampling import gumbel_noise, pick_token  # noqa: E402
+
+# gumbel_noise(seed, position, 6) as et_copy computes it: an exported
+# program's sampler and the host's must keep giving these bits, or a cached
+# program's device picks and a newer host's picks part ways.
+KNOWN_NOISE = {
+    (0, 0): [0.7032517194747925, 0.2851386070251465, 0.21637551486492157, 2.2436420917510986, 0.7464773654937744,
+             0.21503236889839172],
+    (1, 0): [-0.6767822504043579, 0.22858628630638123, 0.31344830989837646, 0.9335767030715942, 0.20210841298103333,
+             0.5407763719558716],
+    (0, 1): [2.6086745262145996, 0.63727867603302, -0.3359242081642151, 0.7469577789306641, -0.49835631251335144,
+             0.16066859662532806],
+    (2**63 - 1, 2**31): [1.105466365814209, 1.8045904636383057, 1.8642926216125488, 2.1104612350463867,
+                         2.024442672729492, 0.7725865244865417],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("seed, position", list(KNOWN_NOISE))
+def test_the_noise_of_a_seed_and_position_is_the_known_answer(seed, position):
+    got = gumbel_noise(torch.tensor([seed]), torch.tensor([position]), 6)
+    assert got.dtype == torch.float32 and got.shape == (1, 6)
+    assert [float(v) for v in got.reshape(-1)] == KNOWN_NOISE[(seed, position)]
+
+
+def test_sampled_picks_of_known_seeds_are_the_known_answer_and_top_k_edges_hold():
+    logits = torch.linspace(-1, 1, 32).reshape(1, 32)  # the largest last
+
+    def pick(seed, temperature=1.0, top_k=0, max_top_k=64):
+        return int(
+            pick_token(logits, torch.tensor([temperature]), torch.tensor([top_k]), torch.tensor([seed]),
+                       torch.tensor([7]), max_top_k)
+        )  # fmt: skip
+
+    assert [pick(s) for s in range(8)] == [28, 30, 15, 31, 24, 24, 29, 6]
+    for s in range(8):
+        assert pick(s, temperature=0.0) == 31  # greedy: the argmax, whatever the seed
+        assert pick(s, top_k=1) == 31  # top-1 keeps only the largest
+        assert pick(s, top_k=32) == pick(s)  # the whole vocabulary is no limit
+        assert pick(s, top_k=3) in (29, 30, 31)  # the 3 largest, and only those
+        assert pick(s, top_k=5, max_top_k=4) == pick(s, top_k=4, max_top_k=4)  # clamped to the bound
+
+
+def _wrapper(max_seq_len):
+    return llm.StatefulCausalLM(llm.tiny_model("mistral"), max_seq_len)  # sliding windows of 8 (SLIDING_WINDOW)
+
+
+def test_the_check_crosses_a_sliding_window_only_where_its_decodes_fit_in_the_cache():
+    steps = _check.DECODE_STEPS
+    window = 8
+    decodes = [1] * steps
+    # The prompt ending just before the window (window - 1 tokens), then the
+    # decodes crossing it, fit exactly: the plan runs it.
+    fits = _wrapper(window - 1 + steps)
+    assert {getattr(layer, "sliding_window", None) for layer in fits.cache.layers} == {window}
+    assert _check.check_plan(fits, 4) == [[4] + decodes, [4, 3] + decodes]
+    # One position less: that sequence does not fit, and only the first prompt runs.
+    assert _check.check_plan(_wrapper(window - 2 + steps), 4) == [[4] + decodes]
+    # A prompt bound as large as the window's prompt: one chunk; the first prompt fills what decodes leave.
+    assert _check.check_plan(fits, 7) == [[7] + decodes]
+    # A prompt is cut into chunks of the prompt bound, a last token alone as a decode.
+    assert _check.check_plan(fits, 2) == [[2] + decodes, [2, 2, 2, 1] + decodes]
+
+
+def test_the_check_crosses_windows_of_two_tokens_and_more_but_not_of_one():
+    # A window of w is crossed by a prompt of w - 1 tokens: at least one, so w >= 2.
+    plans = {}
+    for window in (1, 2, 3):
+        model = llm.tiny_model("mistral")
+        model.config.sliding_window = window
+        plans[window] = _check.check_plan(llm.StatefulCausalLM(model, 10), 4)
+    decodes = [1] * _check.DECODE_STEPS
+    assert plans[1] == [[4] + decodes]
+    assert plans[2] == [[4] + decodes, [1] + decodes]
+    assert plans[3] == [[4] + decodes, [2] + decodes]
+
+
+def test_the_refusal_names_the_models_own_cache_layer_only_where_it_has_one():
+    model = llm.tiny_model("qwen3")
+    wrapper = llm.StatefulCausalLM(model, 16)
+    same, other = torch.zeros(2, 3), torch.ones(2, 3)
+    theirs_cache = SimpleNamespace(layers=[SimpleNamespace()])  # the model's cache holds layer 0 only
+
+    def refusal(first_bad_layer):
+        ours = [same, same]
+        theirs = [same, same]
+        theirs[first_bad_layer] = other
+        with pytest.raises(llm.UnsupportedModelError) as e:
+            _check._refuse(wrapper, theirs_cache, ours, theirs, 0, 4, 1.0, 0.001)
+        return str(e.value)
+
+    last = refusal(1)  # its index equals the number of layers the model's cache holds
+    assert "the first decoder layer whose output differs is layer 1" in last
+    assert "the model's own cache" not in last
+    first = refusal(0)
+    assert "is layer 0" in first and "the model's own cache as SimpleNamespace" in first
+
+
+def test_the_tiny_gpt_oss_yarn_factor_is_the_ratio_of_its_two_context_lengths():
+    config = llm.tiny_model("gpt_oss").config
+    rope = config.rope_parameters
+    assert rope["rope_type"] == "yarn"
+    assert rope["factor"] * rope["original_max_position_embeddings"] == config.max_position_embeddings
+
+
+@pytest.mark.parametrize("arch", ["deepseek_v3", "deepseek_v32"])
+def test_a_tiny_deepseek_routes_each_token_within_its_top_groups_by_its_input(arch):
+    model = llm.tiny_model(arch)
+    gates = [m for n, m in model.named_modules() if n.endswith("mlp.gate") and hasattr(m, "num_group")]
+    assert gates, arch
+    torch.manual_seed(0)
+    for gate in gates:
+        assert 1 <= gate.topk_group < gate.num_group  # the group limit bites and leaves a group to pick
+        per_group = gate.num_experts // gate.num_group
+        hidden = torch.randn(64, gate.hidden_dim)
+        with torch.no_grad():
+            _, weights, experts = gate(hidden)
+        groups = experts // per_group
+        assert all(len(set(row.tolist())) <= gate.topk_group for row in groups)
+        assert bool((weights > 0).all())
+        # The input decides: tokens pick different experts, from every group.
+        assert len({tuple(sorted(row.tolist())) for row in experts}) > 1
+        assert set(groups.reshape(-1).tolist()) == set(range(gate.num_group))
+
+
+def test_importing_et_copy_llm_loads_no_transformers_model_code():
+    # The modules name transformers' model classes for type checkers only:
+    # the model code (~1 s to import) loads when a model is built.
+    code = "import sys, et_copy.llm; print('transformers.modeling_utils' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "False"

@@ -1,0 +1,56 @@
+"""Enum values that cross the Python boundary, checked against ExecuTorch's
+own schema rather than against et-copy's tables: each dtype's ScalarType
+code, and the device type codes a DeviceTensor carries."""
+
+from __future__ import annotations
+
+import et_copy
+import pytest
+import torch
+from et_copy import _C
+
+schema = pytest.importorskip("executorch.exir.schema")
+scalar_type = pytest.importorskip("executorch.exir.scalar_type")
+
+# torch's name for a dtype -> ExecuTorch's ScalarType name, where they differ.
+ET_NAMES = {
+    "uint8": "BYTE",
+    "int8": "CHAR",
+    "int16": "SHORT",
+    "int32": "INT",
+    "int64": "LONG",
+    "float16": "HALF",
+    "float32": "FLOAT",
+    "float64": "DOUBLE",
+    "float8_e4m3fn": "FLOAT8E4M3FN",
+    "float8_e5m2": "FLOAT8E5M2",
+    "float8_e4m3fnuz": "FLOAT8E4M3FNUZ",
+    "float8_e5m2fnuz": "FLOAT8E5M2FNUZ",
+}
+
+
+def test_every_dtype_code_is_executorchs_scalar_type_value():
+    codes = _C.dtype_codes()
+    checked = 0
+    for dtype, code in codes.items():
+        name = str(dtype).removeprefix("torch.")
+        et_name = ET_NAMES.get(name, name.upper())
+        if et_name not in scalar_type.ScalarType.__members__:
+            continue  # a code the schema's enum does not name (bits1x8 .. bits8)
+        assert code == scalar_type.ScalarType[et_name].value, dtype
+        checked += 1
+    assert checked >= 20
+    # The codes are distinct and run from 0 (uint8) to the last (uint64).
+    assert len(set(codes.values())) == len(codes)
+    assert codes[torch.uint8] == 0 and codes[torch.uint64] == max(codes.values())
+
+
+def test_a_device_tensor_carries_executorchs_cuda_device_type_and_its_index():
+    et_copy.use_simulated_device()
+    for index in (-1, 0):
+        t = et_copy.empty((3,), torch.float32, device="cuda:0" if index == 0 else "cuda")
+        assert t.device[0] == schema.DeviceType.CUDA.value
+        assert t.device[1] in (-1, 0)
+    with pytest.raises(ValueError, match="must be a CUDA device \\(type 1\\)"):
+        _C.DeviceTensor(et_copy.empty((3,), torch.uint8)._buffer, torch.uint8, (schema.DeviceType.CPU.value, 0), (3,),
+                        None, False)  # fmt: skip
