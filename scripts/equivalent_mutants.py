@@ -82,7 +82,7 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("runtime/src/delegate_record.cpp", "rel", "if (at_ >= n_) {",
                "at at_ == n_ the memchr that follows searches 0 bytes, finds no newline and returns false as the "
                "check does"),
-    Equivalent("runtime/src/program_check.cpp", "logic",
+    Equivalent("runtime/src/device_access.cpp", "logic",
                "if (value < 0 || static_cast<uint64_t>(value) >= places.size()) {",
                "check_device_access runs check_program_indices first, which refuses any kernel or delegate argument "
                "outside the values table, so tensors_of never sees one (a negative value fails both halves alike)"),
