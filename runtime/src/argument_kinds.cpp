@@ -209,7 +209,8 @@ struct Walk {
       }
       const std::string name = "nested program of delegate " + std::to_string(d) + " in method '" + method + "'";
       if (depth >= kMaxNesting) {
-        error = fail(report, Error::InvalidProgram, name + ": nested more than " + std::to_string(kMaxNesting) + " deep");
+        error =
+            fail(report, Error::InvalidProgram, name + ": nested more than " + std::to_string(kMaxNesting) + " deep");
         return;
       }
       FailureReport why;
@@ -268,9 +269,9 @@ Error check_program(const void* data, size_t size, const std::string& program, F
     }
   }
   if (r.failed()) {
-    return fail(report, Error::InvalidProgram,
-                (program.empty() ? std::string() : program + ": ") +
-                    "the program's flatbuffer has an offset outside the file");
+    return fail(
+        report, Error::InvalidProgram,
+        (program.empty() ? std::string() : program + ": ") + "the program's flatbuffer has an offset outside the file");
   }
   return Error::Ok;
 }
