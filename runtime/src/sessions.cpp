@@ -59,9 +59,12 @@ ET_NODISCARD Result<PlannedBuffer> planned_buffer(const executorch::runtime::Met
   }
   auto b = PlannedBuffer::create(static_cast<size_t>(*size), *device);
   if (!b.ok()) {
-    return fail(report, b.error(),
-                "could not allocate planned buffer " + std::to_string(i) + " (" + std::to_string(*size) +
-                    " bytes) on " + device_name(*device) + ": no DeviceAllocator is registered for it, or it failed");
+    return fail(
+        report, b.error(),
+        "could not allocate planned buffer " + std::to_string(i) + " (" + std::to_string(*size) + " bytes) on " +
+            device_name(*device) +
+            (device->type() == et::DeviceType::CPU ? ": the host has no memory to give it"
+                                                   : ": no DeviceAllocator is registered for it, or it failed"));
   }
   return b;
 }
@@ -72,8 +75,12 @@ Result<PlannedBuffer> PlannedBuffer::create(size_t nbytes, et::Device device) {
   PlannedBuffer b;
   b.device_ = device;
   if (device.type() == et::DeviceType::CPU) {
-    b.host_.resize(nbytes);
-    b.span_ = Span<uint8_t>(b.host_.data(), nbytes);
+    // At least one byte, so that an empty buffer still has an address.
+    b.host_.reset(static_cast<uint8_t*>(std::calloc(nbytes == 0 ? 1 : nbytes, 1)));
+    if (b.host_ == nullptr) {
+      return Error::MemoryAllocationFailed;
+    }
+    b.span_ = Span<uint8_t>(b.host_.get(), nbytes);
     return b;
   }
   auto memory = DeviceMemoryBuffer::create(nbytes, device.type(), device.index());

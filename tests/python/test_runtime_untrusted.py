@@ -8,11 +8,13 @@ build, where an out-of-bounds access anywhere fails the process."""
 from __future__ import annotations
 
 import random
+import struct
 
 import et_copy
 import pytest
 import torch
 from et_copy import runtime
+from helpers.program_bytes import ProgramView
 
 X = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)  # RoundTrip's input
 
@@ -69,3 +71,17 @@ def test_byte_flips_run_or_are_rejected_and_never_crash(original):
     assert "ran" in outcomes and len(set(outcomes)) > 1, set(outcomes)
     stats = et_copy.allocator_stats()
     assert stats["live_allocations"] >= 0  # the allocator is still sound after it all
+
+
+@pytest.mark.parametrize("nbytes", [2**45, 2**62, 2**63 - 1])
+def test_a_planned_buffer_no_machine_could_hold_is_refused_and_does_not_throw(original, nbytes):
+    # The sizes are read from the program's bytes: the host's buffer is
+    # allocated without throwing (std::bad_alloc once escaped here), the
+    # device's by its allocator, which refuses what it cannot give.
+    view = ProgramView(original)
+    sizes = view.planned_buffer_sizes_at(view.plan("forward"))
+    assert len(sizes) >= 2, "buffer 0 is reserved; RoundTrip plans at least one more"
+    for at in sizes[1:]:
+        data = bytearray(original)
+        struct.pack_into("<q", data, at, nbytes)
+        assert attempt(bytes(data)) in {"MemoryAllocationFailed", "InvalidProgram", "NotSupported"}

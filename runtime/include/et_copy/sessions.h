@@ -42,6 +42,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -74,7 +75,9 @@ inline constexpr const char* kInitialStateKey = "et_copy.initial_state:";
 class PlannedBuffer {
  public:
   /// Allocates `nbytes` on `device`. Fails with the allocator's error (or
-  /// NotFound when no DeviceAllocator serves the device type).
+  /// NotFound when no DeviceAllocator serves the device type), and with
+  /// MemoryAllocationFailed when the host has no `nbytes` to give: a size
+  /// read from program bytes may be absurd, and must not throw.
   ET_NODISCARD static executorch::runtime::Result<PlannedBuffer> create(size_t nbytes,
                                                                         executorch::runtime::etensor::Device device);
   executorch::runtime::Span<uint8_t> span() const {
@@ -85,7 +88,13 @@ class PlannedBuffer {
   }
 
  private:
-  std::vector<uint8_t> host_;
+  // calloc'd: zeros without touching the pages until they are used.
+  struct FreeHost {
+    void operator()(uint8_t* p) const noexcept {
+      std::free(p);
+    }
+  };
+  std::unique_ptr<uint8_t, FreeHost> host_;
   executorch::runtime::DeviceMemoryBuffer device_memory_;
   executorch::runtime::Span<uint8_t> span_;
   executorch::runtime::etensor::Device device_{executorch::runtime::etensor::DeviceType::CPU, 0};

@@ -75,6 +75,15 @@ class ProgramView:
     def value_count(self, plan: int) -> int:
         return len(self._vector(plan, 2))
 
+    def planned_buffer_sizes_at(self, plan: int) -> list[int]:
+        """Where each int64 of the plan's non_const_buffer_sizes is (buffer 0
+        is reserved and always 0)."""
+        at = self._field(plan, 8)
+        if at == 0:
+            return []
+        v = self._follow(at)
+        return [v + 4 + 8 * i for i in range(self._u32(v))]
+
     def value_type_at(self, plan: int, value: int) -> int:
         """Where value ``value``'s kind (its union type byte) is."""
         at = self._field(self._follow(self._vector(plan, 2)[value]), 0)
