@@ -43,7 +43,9 @@ EXPECTED = {
     "h2d_writes_host_output": "(et_copy::_h2d_copy.out): argument 1 (out) (value 2) is planned on cpu, "
     "but a host-to-device copy's out must be device memory",
     "d2h_reads_host_input": "et_copy::_d2h_copy.out: self must be a device tensor, got a CPU tensor",
-    "h2d_missing_argument": "et_copy::_h2d_copy.out: expected arguments (Tensor self, Tensor out)",
+    # Refused at load by the argument-kind check: the schema's two arguments and a result slot.
+    "h2d_missing_argument": "operator et_copy::_h2d_copy.out: the call has 2 arguments; the schema takes 2 and a "
+    "result slot",
     # Rejected by ExecuTorch's loader: the tensor does not fit its planned buffer.
     "device_dtype_double": "size_bytes (192) >= allocator size (96)",
     "device_sizes_beyond_buffer": "size_bytes (192) >= allocator size (96)",
