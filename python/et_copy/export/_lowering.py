@@ -23,6 +23,7 @@ from executorch.exir.passes.propagate_device_config import PropagateDeviceConfig
 
 from .._device import parse_device
 from .._exir_fixes import lifted_constants_in_signature_order
+from ..backend import DevicePartitioner
 from ..backends import DEFAULT_BACKEND, check_backend, partitioner_for
 from ._boundary_planning import BoundaryPlanningPass
 from ._errors import ExportArgumentError, check_argument, run_stage
@@ -66,8 +67,6 @@ def device_backend(op: str, *, backend: str, partitioner: Partitioner | None, de
 
     Raises ExportArgumentError for a bad word or device, a word beside a
     partitioner, or an et-copy partitioner for another device."""
-    from ..backend import DevicePartitioner
-
     check_backend_choice(op, backend, partitioner)
     target = str(check_argument(op, "device", lambda: parse_device(device, op=op)))
     if partitioner is None:
