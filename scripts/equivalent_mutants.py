@@ -25,10 +25,11 @@ class Equivalent:
 
 # fmt: off
 EQUIVALENT: list[Equivalent] = [
-    Equivalent("python/et_copy/export.py", "negate", "if merged:",
+    Equivalent("python/et_copy/export/_boundary_planning.py", "negate", "if merged:",
                "recompile() only refreshes the GraphModule's Python code; memory planning and the emitter read "
                "the graph, which the merge already changed, and nothing calls the module afterwards"),
-    Equivalent("python/et_copy/export.py", "logic", "if isinstance(out, torch.fx.Node) and not out.users:",
+    Equivalent("python/et_copy/export/_boundary_planning.py", "logic",
+               "if isinstance(out, torch.fx.Node) and not out.users:",
                "every copy here is an out-variant node whose out is an alloc node only that copy reads, so once "
                "the copy is erased both conditions hold"),
     Equivalent("python/et_copy/llm/_state.py", "int-1", "self.cumulative_length.add_(key_states.shape[-2])",

@@ -56,7 +56,7 @@ SCOPE = (
     "runtime/src/",
     "runtime/include/",
     "python/bindings/",
-    "python/et_copy/export.py",
+    "python/et_copy/export/",
     "python/et_copy/runtime.py",
     "python/et_copy/llm/",
 )

@@ -42,6 +42,10 @@ P_REGISTRY_OURS = (
     "test_run_registered_dispatches_et_copys_own_kernels_when_the_registry_holds_them"
 )
 P_SAMPLING = "py:tests/python/llm/test_sampling.py"
+P_ROUTES = "py:tests/python/test_export_routes.py"
+P_EXPORT = "py:tests/python/test_export.py"
+P_BACKEND_EXPORT = "py:tests/python/test_backend_export.py"
+P_STATE_EXPORT = "py:tests/python/test_state_export.py"
 P_LLM = "py:tests/python/llm/test_llm.py"
 # No export: tiny models, the wrapper run eagerly, checks made before exporting (~1 min).
 P_LLM_UNITS = "py:tests/python/llm/test_llm_units.py"
@@ -149,12 +153,23 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     )),
     # ---- the package's Python -------------------------------------------------------
     ("python/et_copy/runtime.py", (P_API, *PY_RUNTIME)),
-    # test_backend_export.py holds the resident inputs/outputs (_keep_resident, _drop_copy);
-    # test_state_export.py the mutable buffers planned on the device and the state arena.
-    ("python/et_copy/export.py", (
-        "py:tests/python/test_state_arena_edges.py", "py:tests/python/test_export.py",
-        "py:tests/python/test_state_export.py", "py:tests/python/test_backend_export.py",
-    )),
+    # export/: test_export_routes.py holds every route's contract (record, errors; ~20 s);
+    # test_export.py the emitted programs (device tags, planning, with_target_device, the
+    # boundary planner's counters); test_backend_export.py the resident inputs/outputs
+    # (_keep_resident, _drop_copy); test_state_export.py the mutable buffers planned on the
+    # device, the state arena and the initial state.
+    ("python/et_copy/export/__init__.py", (P_ROUTES, P_EXPORT)),
+    ("python/et_copy/export/_errors.py", (P_ROUTES, P_BACKEND_EXPORT)),
+    ("python/et_copy/export/_routes.py", (P_ROUTES, P_EXPORT, P_BACKEND_EXPORT)),
+    ("python/et_copy/export/_lowering.py", (P_ROUTES, P_EXPORT, P_BACKEND_EXPORT, P_STATE_EXPORT)),
+    ("python/et_copy/export/_copy_only.py", (P_ROUTES, P_EXPORT, P_STATE_EXPORT)),
+    ("python/et_copy/export/_methods.py", (P_ROUTES, P_STATE_EXPORT, P_BACKEND_EXPORT)),
+    ("python/et_copy/export/_graph_checks.py", (P_ROUTES, P_BACKEND_EXPORT, P_EXPORT)),
+    ("python/et_copy/export/_named_data.py", ("py:tests/python/test_state_arena_edges.py", P_ROUTES, P_STATE_EXPORT)),
+    ("python/et_copy/export/_boundary.py", (P_EXPORT, P_STATE_EXPORT)),
+    ("python/et_copy/export/_device_planning.py", (P_EXPORT, P_STATE_EXPORT)),
+    ("python/et_copy/export/_boundary_planning.py", (P_EXPORT, P_BACKEND_EXPORT)),
+    ("python/et_copy/export/_target_device.py", (P_EXPORT, P_ROUTES)),
     # llm/: each file's own rules first, then one exported program (qwen3 with
     # host picks, ~45 s to export) only where a rule shows in a run; never the
     # whole of test_llm.py, which exports several models (many minutes).

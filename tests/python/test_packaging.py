@@ -82,3 +82,21 @@ def test_running_programs_imports_no_tool():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == "[]"
+
+
+def test_the_installed_package_holds_every_module_of_the_source_tree_subpackages_included():
+    """wheel.packages names python/et_copy, and scikit-build-core takes its
+    subpackages with it: et_copy.export, et_copy.llm and et_copy.tools are
+    folders. A module missing from the wheel would fail only where it is imported."""
+    from pathlib import Path
+
+    import et_copy
+
+    source = Path(__file__).resolve().parents[2] / "python" / "et_copy"
+    installed = Path(et_copy.__file__).parent
+    if not source.is_dir():
+        pytest.skip("no source tree beside the tests")
+    wanted = sorted(p.relative_to(source).as_posix() for p in source.rglob("*.py"))
+    assert "export/__init__.py" in wanted and "export/_lowering.py" in wanted
+    assert [m for m in wanted if not (installed / m).is_file()] == []
+    assert not (installed / "export.py").exists()  # the package, not a stale module beside it

@@ -339,11 +339,11 @@ def _plain_host_program(model, max_seq_len: int) -> bytes:
     from et_copy import llm
 
     from ..._exir_fixes import lifted_constants_in_signature_order
-    from ...export import _entry
+    from ...export._methods import as_forward
 
     step = llm.StatefulCausalLM(model, max_seq_len, pick="device").eval()
     decode = torch.export.export(step, (torch.tensor([[0]]), torch.tensor([0])), strict=True)
-    with _entry(step, "decode_next"):
+    with as_forward(step, "decode_next"):
         decode_next = torch.export.export(step, (), strict=True)
     config = ExecutorchBackendConfig(
         run_reinplace_pass=True,

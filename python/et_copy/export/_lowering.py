@@ -1,0 +1,166 @@
+"""The one lowering path: every route that computes in a device backend
+lowers its methods here (docs/design.md, "Device programs compute in a
+device backend"), given a :class:`DeviceBackend`.
+
+The backend's partitioner puts the ``target_device`` compile spec on its
+partitions, so executorch's PropagateDevicePass inserts ``_h2d_copy``
+before them and ``_d2h_copy`` after; :class:`BoundaryPlanningPass` then
+tidies those copies and plans the rest. Every program gets the program
+record (:func:`~._named_data.write_program_record`), and every failure is
+an :class:`ExportError`.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+from executorch.exir import ExecutorchBackendConfig, ExecutorchProgramManager, to_edge_transform_and_lower
+from executorch.exir.backend.partitioner import Partitioner
+from executorch.exir.passes.propagate_device_config import PropagateDeviceConfig
+
+from .._device import parse_device
+from .._exir_fixes import lifted_constants_in_signature_order
+from ..backend import DevicePartitioner
+from ..backends import DEFAULT_BACKEND, check_backend, partitioner_for
+from ._boundary_planning import BoundaryPlanningPass
+from ._errors import ExportArgumentError, check_argument, run_stage
+from ._graph_checks import check_resident_outputs, has_delegate, refuse_input_mutation
+from ._methods import MethodInputs, export_method, to_edge_program
+from ._named_data import write_program_record
+from ._target_device import TargetDevicePartitioner, with_target_device
+
+
+@dataclass(frozen=True)
+class DeviceBackend:
+    """The device backend a route lowers to: ``partitioner`` tags every
+    partition with the route's device (``target_device``); ``name`` is the
+    class of the partitioner the caller chose, by word or by object, for
+    messages."""
+
+    partitioner: Partitioner
+    name: str
+
+
+def check_backend_choice(op: str, backend: object, partitioner: Partitioner | None) -> None:
+    """``backend`` is one of et_copy.backends' words, and not given beside a
+    ``partitioner``; else ExportArgumentError naming ``op``."""
+    check_argument(op, "backend", lambda: check_backend(backend, op=op))
+    if partitioner is not None and backend != DEFAULT_BACKEND:
+        raise ExportArgumentError(op, "partitioner", f"pass backend={backend!r} or a partitioner, not both")
+
+
+def device_backend(op: str, *, backend: str, partitioner: Partitioner | None, device: str) -> DeviceBackend:
+    """``backend=`` and ``partitioner=`` read one way by every route:
+
+    - no partitioner: the partitioner of et-copy's backend ``backend``
+      (:mod:`et_copy.backends`) for ``device``;
+    - one of et-copy's (an :class:`et_copy.backend.DevicePartitioner`, or
+      :func:`with_target_device`'s wrapper): used as it is; it must target
+      ``device``;
+    - any other (upstream's ``CudaPartitioner``, XNNPACK): annotated as
+      ``device`` with :func:`with_target_device`, which is only right for a
+      backend that runs on the device (et_copy.runtime refuses at load a CPU
+      backend handed device memory).
+
+    Raises ExportArgumentError for a bad word or device, a word beside a
+    partitioner, or an et-copy partitioner for another device."""
+    check_backend_choice(op, backend, partitioner)
+    target = str(check_argument(op, "device", lambda: parse_device(device, op=op)))
+    if partitioner is None:
+        chosen = partitioner_for(backend, target, op=op)
+        return DeviceBackend(chosen, type(chosen).__name__)
+    name = type(partitioner).__name__
+    if isinstance(partitioner, (DevicePartitioner, TargetDevicePartitioner)):
+        if partitioner.device != target:
+            raise ExportArgumentError(
+                op,
+                "partitioner",
+                f"the partitioner ({name}) targets {partitioner.device}, but device is {device!r}; "
+                "pass the same device to both",
+            )
+        return DeviceBackend(partitioner, name)
+    return DeviceBackend(with_target_device(partitioner, target), name)
+
+
+def lower(
+    module: torch.nn.Module,
+    methods: dict[str, MethodInputs],
+    backend: DeviceBackend,
+    *,
+    op: str,
+    strict: bool,
+    alloc_graph_input: bool,
+    alloc_graph_output: bool,
+    resident_inputs: Sequence[int] = (),
+    resident_outputs: Sequence[int] = (),
+    skip_h2d_for_method_inputs: bool = False,
+    skip_d2h_for_method_outputs: bool = False,
+    constant_methods: dict[str, Any] | None = None,
+    decompositions: dict[Any, Callable[..., Any]] | None = None,
+    transform_and_lower: bool = False,
+) -> ExecutorchProgramManager | None:
+    """Exports each method of ``module``, lowers it to ``backend`` and plans
+    it (:class:`BoundaryPlanningPass`; ``skip_*`` are PropagateDevicePass's
+    flags). None when the partitioner delegated nothing (a module with
+    nothing to compute): the caller decides what that means.
+
+    How the graph reaches the edge is the route's: et-copy's
+    ``to_edge`` (et_copy ops kept, :func:`~._methods.to_edge_program`) then
+    ``to_backend``, or with ``transform_and_lower`` upstream's
+    ``to_edge_transform_and_lower``, which keeps whole the ops the
+    partitioner asks for (``ops_to_not_decompose``: XNNPACK's) and is what
+    ``lower_to_device`` has always used."""
+    exported = {
+        name: run_stage(
+            op, name, "export", strict, functools.partial(export_method, module, inputs, inputs.dynamic_shapes, strict)
+        )
+        for name, inputs in methods.items()
+    }
+    if decompositions:
+        exported = {
+            name: run_stage(
+                op, name, "decompositions", strict, functools.partial(ep.run_decompositions, decompositions)
+            )
+            for name, ep in exported.items()
+        }
+    if transform_and_lower:
+        edge = run_stage(
+            op, None, "lowering", strict, lambda: _transform_and_lower(exported, backend.partitioner, constant_methods)
+        )
+        refuse_input_mutation({name: edge.exported_program(name) for name in edge.methods}, op, "lowering")
+    else:
+        edge = run_stage(op, None, "to_edge", strict, lambda: to_edge_program(exported, constant_methods))
+        # torch.export keeps an input's in-place update as an op; to_edge turns it into an output.
+        refuse_input_mutation({name: edge.exported_program(name) for name in edge.methods}, op, "to_edge")
+        edge = run_stage(op, None, "lowering", strict, lambda: edge.to_backend(backend.partitioner))
+    if not has_delegate(edge):
+        return None
+    check_resident_outputs(edge, resident_outputs, op)
+    # The state is in the delegates when the partitioner took every mutable buffer (ours always do).
+    outer_state = any(edge.exported_program(n).graph_signature.buffers_to_mutate for n in edge.methods)
+    write_program_record(edge, state_in_delegates=not outer_state)
+    config = ExecutorchBackendConfig(
+        memory_planning_pass=BoundaryPlanningPass(
+            alloc_graph_input=alloc_graph_input,
+            alloc_graph_output=alloc_graph_output,
+            resident_inputs=resident_inputs,
+            resident_outputs=resident_outputs,
+        ),
+        enable_non_cpu_memory_planning=True,
+        propagate_device_config=PropagateDeviceConfig(
+            skip_h2d_for_method_inputs=skip_h2d_for_method_inputs,
+            skip_d2h_for_method_outputs=skip_d2h_for_method_outputs,
+        ),
+    )
+    # Inference programs: exir's passes replay a mutated input's in-place copy,
+    # which autograd refuses on a leaf that requires grad.
+    with torch.no_grad():
+        return run_stage(op, None, "to_executorch", strict, lambda: edge.to_executorch(config))
+
+
+def _transform_and_lower(exported: dict, partitioner: Partitioner, constant_methods: dict[str, Any] | None):
+    with lifted_constants_in_signature_order():
+        return to_edge_transform_and_lower(exported, partitioner=[partitioner], constant_methods=constant_methods)
