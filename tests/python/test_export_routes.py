@@ -75,6 +75,15 @@ def test_every_route_writes_the_program_record_and_the_state_is_in_the_delegate(
     assert program_record(program) == RECORD_HEADER + "state\tdelegates\n"
 
 
+def test_a_copy_only_program_has_a_record_that_keeps_its_state_out_of_the_delegates():
+    class RoundTrip(torch.nn.Module):
+        def forward(self, x):
+            return torch.ops.et_copy._d2h_copy(torch.ops.et_copy._h2d_copy(x))
+
+    program = export_device_program(RoundTrip(), (torch.randn(3),), insert_copies=False)
+    assert program_record(program) == RECORD_HEADER
+
+
 def test_lower_to_device_programs_record_lets_sessions_share_the_scratch_and_keep_their_own_state():
     et_copy.use_simulated_device()
     program = et_copy.runtime.load(lower_to_device(Counter(), (torch.ones(4),)).buffer)

@@ -238,8 +238,8 @@ def test_a_host_output_of_one_byte_elements_one_element_short_is_refused(program
 
 
 def test_a_program_with_no_state_has_no_arena_its_planned_buffer_is_scratch(programs):
-    # A copy-only program carries no record of where its state lives and has
-    # no state: its one planned buffer is scratch, not a state arena.
+    # A copy-only program's record keeps its state out of the delegates, and it
+    # has no state: its one planned buffer is scratch, not a state arena.
     from et_copy.export import export_device_program
 
     x = torch.randn(4, 3)

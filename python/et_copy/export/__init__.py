@@ -13,9 +13,8 @@ The routes (docs/export.md says when to use which):
   annotated as the device by :func:`with_target_device`.
 
 Every route that delegates lowers through one path (``_lowering.lower``),
-given a device backend, which writes the program record (not yet in a
-copy-only program); every route raises :class:`ExportError`
-(:class:`ExportArgumentError` for bad input). The
+given a device backend; every route writes the program record and raises
+:class:`ExportError` (:class:`ExportArgumentError` for bad input). The
 modules: ``_routes`` (the functions), ``_lowering`` (the one path and the
 backend choice), ``_copy_only``, ``_methods`` (per-method export and
 to_edge), ``_boundary`` (:class:`DeviceBoundary`), ``_device_planning``

@@ -14,7 +14,7 @@ from ._boundary import DeviceBoundary, boundary_dynamic_shapes
 from ._device_planning import DevicePlanningPass, state_placeholders
 from ._errors import run_stage
 from ._methods import MethodInputs, as_forward, export_method, to_edge_program
-from ._named_data import keep_initial_state
+from ._named_data import keep_initial_state, write_program_record
 
 
 def export_copy_only(
@@ -56,9 +56,9 @@ def export_copy_only(
                 functools.partial(export_method, wrapped, inputs, shapes, strict, entry="forward"),
             )
     edge = run_stage(op, None, "to_edge", strict, lambda: to_edge_program(exported, constant_methods))
-    # No program record yet: with one, test_runtime_untrusted.py's seeded byte flips of this program
-    # meet a planned buffer of 2**45 bytes, which the runtime fails with std::bad_alloc, not EtCopyError.
     keep_initial_state(edge)
+    # No delegate holds state: what there is lies in DevicePlanningPass's arena, the last planned buffer.
+    write_program_record(edge, state_in_delegates=False)
     with warnings.catch_warnings():
         # The emitter's warning that mutable buffers start undefined: et_copy.runtime's sessions set them.
         warnings.filterwarnings("ignore", "Mutation on a buffer in the model is detected", UserWarning)

@@ -14,11 +14,12 @@ INITIAL_STATE_KEY = "et_copy.initial_state:"  # + buffer name: a named blob hold
 def write_program_record(edge, *, state_in_delegates: bool) -> None:
     """The program's record (C++'s et_copy/program_record.h, which owns the
     format): what et_copy.runtime's sessions may rely on, written, not guessed.
-    The lowering path writes one into every program it makes.
-    ``state_in_delegates``: all of the program's mutable state is inside its
-    device delegates, so every planned buffer of the program itself is
-    scratch. Otherwise the state outside the delegates is unnamed, where the
-    planner put it (another partitioner left it out of its delegates)."""
+    Every route writes one. ``state_in_delegates``: all of the program's
+    mutable state is inside its device delegates, so every planned buffer of
+    the program itself is scratch. Otherwise state outside the delegates is
+    in the program's planned memory: named, in its last buffer (the copy-only
+    route's arena, DevicePlanningPass), or unnamed where the planner put it
+    (another partitioner that left the state out of its delegates)."""
     lines = [f"{_C.PROGRAM_RECORD_KEY} {_C.PROGRAM_RECORD_VERSION}"]
     if state_in_delegates:
         lines.append("state\tdelegates")

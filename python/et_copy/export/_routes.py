@@ -70,9 +70,8 @@ def export_device_program(
     memory-planned, so the caller owns them.
 
     ``strict`` is torch.export's. Returns the ExecutorchProgramManager:
-    ``.buffer`` is the .pte bytes, ``.write_to_file(f)`` saves it; a program
-    that computes in a device backend carries its record (docs/design.md,
-    "The program record").
+    ``.buffer`` is the .pte bytes, ``.write_to_file(f)`` saves it; the
+    program carries its record (docs/design.md, "The program record").
     Raises :class:`ExportArgumentError` (an :class:`ExportError` and a
     ValueError) naming the argument for a bad device or option, and
     :class:`ExportError` naming the method, the stage and the way out when
