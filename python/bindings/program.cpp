@@ -517,6 +517,26 @@ py::list execute(LoadedMethod& lm, const py::handle& inputs, const py::handle& o
   return result;
 }
 
+// Runs one of the runtime's load checks over a program's bytes without the
+// GIL, raising its refusal as EtCopyError under `name`.
+template <typename Check>
+void run_load_check(const char* name, const py::bytes& program, Check check) {
+  char* data = nullptr;
+  Py_ssize_t size = 0;
+  if (PyBytes_AsStringAndSize(program.ptr(), &data, &size) != 0) {
+    throw py::error_already_set();
+  }
+  et_copy::FailureReport refusal;
+  Error e = Error::Ok;
+  {
+    py::gil_scoped_release release; // `program` keeps the bytes alive
+    e = check(data, static_cast<size_t>(size), &refusal);
+  }
+  if (e != Error::Ok) {
+    raise_runtime(e, name, {refusal.detail});
+  }
+}
+
 } // namespace
 
 void bind_program(py::module_& m) {
@@ -585,20 +605,10 @@ void bind_program(py::module_& m) {
       "check_device_access",
       [](py::bytes program, std::optional<std::vector<std::string>> backends) {
         const std::vector<std::string> allowed = backends ? std::move(*backends) : et_copy::device_backends();
-        char* data = nullptr;
-        Py_ssize_t size = 0;
-        if (PyBytes_AsStringAndSize(program.ptr(), &data, &size) != 0) {
-          throw py::error_already_set();
-        }
-        et_copy::FailureReport refusal;
-        Error e = Error::Ok;
-        {
-          py::gil_scoped_release release; // `program` keeps the bytes alive
-          e = et_copy::check_device_access(data, static_cast<size_t>(size), allowed, &refusal);
-        }
-        if (e != Error::Ok) {
-          raise_runtime(e, "et_copy.check_device_access", {refusal.detail});
-        }
+        run_load_check("et_copy.check_device_access", program,
+                       [&](const void* data, size_t size, et_copy::FailureReport* refusal) {
+                         return et_copy::check_device_access(data, size, allowed, refusal);
+                       });
       },
       py::arg("program"), py::arg("backends") = py::none(),
       "Refuses a program whose host would read or write device memory (EtCopyError, InvalidProgram). backends: the "
@@ -606,20 +616,10 @@ void bind_program(py::module_& m) {
   m.def(
       "check_argument_kinds",
       [](py::bytes program) {
-        char* data = nullptr;
-        Py_ssize_t size = 0;
-        if (PyBytes_AsStringAndSize(program.ptr(), &data, &size) != 0) {
-          throw py::error_already_set();
-        }
-        et_copy::FailureReport refusal;
-        Error e = Error::Ok;
-        {
-          py::gil_scoped_release release; // `program` keeps the bytes alive
-          e = et_copy::check_argument_kinds(data, static_cast<size_t>(size), "", &refusal);
-        }
-        if (e != Error::Ok) {
-          raise_runtime(e, "et_copy.check_argument_kinds", {refusal.detail});
-        }
+        run_load_check("et_copy.check_argument_kinds", program,
+                       [](const void* data, size_t size, et_copy::FailureReport* refusal) {
+                         return et_copy::check_argument_kinds(data, size, "", refusal);
+                       });
       },
       py::arg("program"),
       "Refuses a program with a kernel argument of a kind its operator's schema does not take (EtCopyError, "
