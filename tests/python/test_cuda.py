@@ -382,6 +382,26 @@ def test_device_to_device_copies_and_rejects_host_pointers(cuda):
 
 
 @gpu
+def test_the_benchs_raw_cuda_memcpy_moves_each_kind_and_refuses_others_and_host_memory_is_on_no_device(cuda):
+    # The baseline python -m et_copy bench times: each kind copies, through no allocator.
+    x = random_tensor(torch.int32, 4096)
+    back = torch.zeros_like(x)
+    a = et_copy.empty(x.shape, x.dtype)
+    b = et_copy.empty(x.shape, x.dtype)
+    before = et_copy.allocator_stats()
+    _loops.cuda_raw_memcpy(a.data_ptr(), x.data_ptr(), 4096, "h2d")
+    _loops.cuda_raw_memcpy(b.data_ptr(), a.data_ptr(), 4096, "d2d")
+    _loops.cuda_raw_memcpy(back.data_ptr(), b.data_ptr(), 4096, "d2h")
+    assert torch.equal(back, x)
+    after = et_copy.allocator_stats()
+    assert [after[k] - before[k] for k in ("h2d_copies", "d2h_copies", "d2d_copies")] == [0, 0, 0]
+    with pytest.raises(ValueError, match="kind must be 'h2d', 'd2h' or 'd2d', got 'h2h'"):
+        _loops.cuda_raw_memcpy(back.data_ptr(), x.data_ptr(), 4096, "h2h")
+    assert _loops.cuda_pointer_device(x.data_ptr()) == -1
+    assert _loops.cuda_pointer_device(a.data_ptr()) == 0
+
+
+@gpu
 def test_host_and_device_sides_are_checked_by_pointer(cuda):
     d = et_copy.h2d_copy(torch.arange(8.0))
     host = torch.arange(8.0)
