@@ -136,7 +136,9 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/*/failure_report.*", ("cpp:et_copy_test_loaded_method", "py:tests/python/test_errors.py")),
     # The loaded method's gtest holds LogCapture's line limit.
     ("runtime/*/log_capture.*", (
-        "cpp:et_copy_test_loaded_method:LogCapture.*", "py:tests/python/test_quiet.py", "py:tests/python/test_errors.py",
+        "cpp:et_copy_test_loaded_method:LogCapture.*",
+        "py:tests/python/test_quiet.py",
+        "py:tests/python/test_errors.py",
     )),
     # ---- python/bindings/: pytest against the development package ------------------
     ("python/bindings/allocators.*", (P_MEMORY, P_FIELDS)),
