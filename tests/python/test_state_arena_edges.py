@@ -84,13 +84,15 @@ class Running(torch.nn.Module):
         return self.total * 1.0
 
 
-def test_another_exporters_host_state_in_the_last_buffer_is_each_sessions_arena_and_reset_zeroes_it():
+def test_another_exporters_host_state_is_each_sessions_arena_shared_by_its_methods_and_reset_zeroes_it():
     # ExecuTorch's own export with its buffers named: no record, all on the
     # host, the state in the last (only) planned buffer, so the session
     # gives it an arena of its own, starts it at zero and can reset it.
     from executorch.exir import ExecutorchBackendConfig, to_edge
 
-    exported = torch.export.export(Running(), (torch.ones(3),), strict=True)
+    # Two methods planned alike share the session's arena: the second's load
+    # must not start the state again.
+    exported = {name: torch.export.export(Running(), (torch.ones(3),), strict=True) for name in ("forward", "again")}
     config = ExecutorchBackendConfig(emit_mutable_buffer_names=True)
     with warnings.catch_warnings():  # that it keeps no start: it starts at zero here, as the session's arena does
         warnings.filterwarnings("ignore", message="Mutation on a buffer in the model is detected")
@@ -105,3 +107,5 @@ def test_another_exporters_host_state_in_the_last_buffer_is_each_sessions_arena_
     a_session.reset()
     assert a.execute([one])[0].tolist() == [1.0] * 3
     assert b.execute([one])[0].tolist() == [6.0] * 3  # untouched by a's reset
+    assert a_session.load_method("again").execute([one])[0].tolist() == [2.0] * 3  # a's state, not a new start
+    assert a.execute([one])[0].tolist() == [3.0] * 3
