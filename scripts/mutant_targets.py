@@ -151,7 +151,13 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # run_registered dispatches the registry's kernel: et_copy's own only where the wheel's library is not loaded.
     ("python/bindings/kernels.*", (P_REGISTRY_OURS, *PY_BINDINGS, P_COPY)),
     # The bench's timing loops: their bounds and kinds, then the memcpy baseline on unreadable memory.
-    ("python/bindings/loops.*", ("py:tests/python/test_bench_loops.py", P_MEMORY)),
+    # test_cuda.py: the CUDA baselines' errors on a machine without a GPU (their copies are gpu-marked).
+    ("python/bindings/loops.*", (
+        "py:tests/python/test_bench_loops.py",
+        "py:tests/python/test_cuda.py::"
+        "test_without_a_gpu_the_benchs_cuda_baselines_fail_naming_cuda_and_an_unknown_kind_is_refused_first",
+        P_MEMORY,
+    )),
     # test_max_rank.py: every per-dim loop at the largest rank and one past it;
     # test_boundary_enums.py: dtype and device codes against ExecuTorch's schema.
     ("python/bindings/*", (

@@ -121,6 +121,20 @@ def test_use_cuda_is_refused_while_the_simulated_device_serves_cuda():
 
 @needs_cuda_build
 @no_gpu_here
+def test_without_a_gpu_the_benchs_cuda_baselines_fail_naming_cuda_and_an_unknown_kind_is_refused_first():
+    x, y = torch.arange(16.0), torch.zeros(16)
+    with pytest.raises(RuntimeError, match="NotFound: cannot query the pointer: no CUDA driver"):
+        _loops.cuda_pointer_device(x.data_ptr())
+    for kind in ("h2d", "d2h", "d2d"):  # each a kind cudaMemcpy is asked for, and fails without a driver
+        with pytest.raises(RuntimeError, match="cudaMemcpy failed"):
+            _loops.cuda_raw_memcpy(y.data_ptr(), x.data_ptr(), 64, kind)
+    with pytest.raises(ValueError, match="kind must be 'h2d', 'd2h' or 'd2d', got 'h2h'"):
+        _loops.cuda_raw_memcpy(y.data_ptr(), x.data_ptr(), 64, "h2h")
+    assert torch.equal(y, torch.zeros(16))
+
+
+@needs_cuda_build
+@no_gpu_here
 def test_use_cuda_without_a_gpu_says_why_and_leaves_the_registry_usable():
     out = last_json(
         run_fresh("""
