@@ -90,6 +90,32 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("runtime/include/et_copy/cuda_device_allocator.h", "int+1", "kStaged = 1,",
                "the enumerators are only compared with each other and cross to Python by name ('direct', 'staged'); "
                "no integer form is stored, read or exchanged, and 2 collides with no other enumerator"),
+    # Thresholds no input can see: which copies release the GIL changes only how long other threads wait.
+    Equivalent("python/bindings/copies.cpp", "int-1", "constexpr size_t kReleaseGilFromBytes = 64 * 1024;",
+               "the size from which a copy releases the GIL: the same bytes move either way, and only timing (other "
+               "Python threads running meanwhile) tells the sides apart"),
+    Equivalent("python/bindings/copies.cpp", "int+1", "constexpr size_t kReleaseGilFromBytes = 64 * 1024;",
+               "as int-1 on this line: only timing tells which copies release the GIL"),
+    Equivalent("python/bindings/copies.cpp", "rel", "if (self_view.tensor().nbytes() >= kReleaseGilFromBytes) {",
+               "a copy of exactly the threshold keeping the GIL moves the same bytes; only timing tells"),
+    Equivalent("python/bindings/copies.cpp", "negate", "if (self_view.tensor().nbytes() >= kReleaseGilFromBytes) {",
+               "the same kernel runs on both branches; only whether other threads run meanwhile differs"),
+    # snprintf scratch that must only hold its longest text: one byte more or less changes nothing.
+    Equivalent("runtime/src/device_arguments.cpp", "int+1", "char where[64];",
+               "holds \"%zu bytes at %p\", at most 20 + 10 + 18 characters and the NUL (49), so 65 bytes change "
+               "nothing"),
+    Equivalent("runtime/src/device_arguments.cpp", "int-1", "char where[64];",
+               "as int+1 on this line: the longest text (49 bytes with the NUL) fits in 63 too"),
+    Equivalent("python/bindings/allocators.cpp", "int+1", "char at[32];",
+               "holds \"%#\" PRIxPTR, at most 18 characters and the NUL, so 33 bytes change nothing"),
+    Equivalent("python/bindings/allocators.cpp", "int-1", "char at[32];",
+               "as int+1 on this line: at most 19 bytes with the NUL fit in 31 too"),
+    # An allocation failure of a tiny tuple: only an interpreter out of memory takes the other side.
+    Equivalent("python/bindings/torch_tensor.cpp", "logic", "bool ok = sizes != nullptr && strides != nullptr;",
+               "PyTuple_New of at most 16 items returns null only when the interpreter is out of memory, which no "
+               "input to the copy brings about; with both tuples made, && and || agree"),
+    Equivalent("python/bindings/torch_tensor.cpp", "logic", "ok = a != nullptr && b != nullptr;",
+               "as on the line above: PyLong_FromLongLong fails only out of memory, so both are made"),
 ]
 # fmt: on
 

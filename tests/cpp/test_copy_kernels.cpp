@@ -434,6 +434,33 @@ TEST_P(Rejections, ARepeatedDimInADimOrderIsNotAPermutation) {
                   "self has a dim order that is not a permutation");
 }
 
+TEST_P(Rejections, ARepeatedSizeOneDimIsNotAPermutationAtEitherEndForSelfOrOut) {
+  // A size-1 dim needs no stride check, so only the dim order's membership
+  // check refuses it repeated: the walk meets the repeat last (first
+  // position) or first (last position), in self and out alike, or in out alone.
+  struct Case {
+    std::vector<SizesType> sizes;
+    std::vector<DimOrderType> repeated;
+  };
+  const Case cases[] = {{{1, 3}, {0, 0}}, {{3, 1}, {1, 1}}, {{1, 2, 3}, {0, 1, 0}}, {{3, 2, 1}, {2, 1, 2}}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(::testing::PrintToString(c.repeated));
+    GuardedBuffer host(24, 3);
+    host.fill_pattern();
+    DeviceBuffer dev(24);
+    TestTensor::Options bad;
+    bad.dim_order = c.repeated;
+    bad.strides.assign(c.sizes.size(), 1);
+    Sides both(h2d(), ScalarType::Float, c.sizes, host.data(), dev.data(), ScalarType::Float, c.sizes, bad, bad);
+    expect_rejected(h2d(), both.self.t(), both.out.t(), Error::InvalidArgument,
+                    "self has a dim order that is not a permutation");
+    Sides out_only(h2d(), ScalarType::Float, c.sizes, host.data(), dev.data(), ScalarType::Float, c.sizes, {}, bad);
+    expect_rejected(h2d(), out_only.self.t(), out_only.out.t(), Error::InvalidArgument,
+                    "out has a dim order that is not a permutation");
+    EXPECT_TRUE(host.guards_intact());
+  }
+}
+
 TEST_P(Rejections, DimOrdersMustMatchEvenWhereSizeOneDimsMakeTheBytesAgree) {
   // [1, 3] in dim order {0, 1} and in {1, 0} hold the same bytes, but the
   // rule is that dim orders match: no path may skip it.

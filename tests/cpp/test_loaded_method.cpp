@@ -3,7 +3,8 @@
 // (tests/cpp/programs): a program loaded and checked, a session's method
 // loaded and described, inputs bound, outputs landing in the caller's
 // memory (the d2h redirect), a failing kernel named by its instruction,
-// operator and message, and bad calls refused before anything runs.
+// operator and message, and bad calls refused before anything runs; the
+// log capture that failure reports quote, at its line limit.
 //
 // Registry state: this process registers the simulated allocator for CUDA
 // and no kernels (methods load with et_copy::method_kernels()).
@@ -20,10 +21,12 @@
 #include <et_copy/counting_device_allocator.h>
 #include <et_copy/loaded_method.h>
 #include <et_copy/loaded_program.h>
+#include <et_copy/log_capture.h>
 #include <et_copy/registration.h>
 #include <et_copy/tensor_layout.h>
 #include <executorch/extension/data_loader/buffer_data_loader.h>
 #include <executorch/runtime/core/device_allocator.h>
+#include <executorch/runtime/platform/log.h>
 
 namespace {
 
@@ -126,6 +129,30 @@ TEST(LoadedMethod, RunsWithHostInputsBoundAndTheOutputLandingInTheCallersMemory)
   std::reverse(r.input.begin(), r.input.end());
   ASSERT_EQ(r.method->execute({inputs, 1}, {&output, 1}, &r.report), Error::Ok) << r.report.message();
   EXPECT_EQ(out, r.input);
+}
+
+TEST(LoadedMethod, APlannedOutputGivenNoMemoryStaysInTheMethodsMemory) {
+  // MethodOutput's nullptr: nothing is bound, redirected or copied out.
+  Forward r("roundtrip.pte");
+  ASSERT_NE(r.method, nullptr);
+  ASSERT_TRUE(r.method->io().outputs[0].planned);
+  et_copy::MethodOutput output;
+  const EValue inputs[] = {EValue(r.view.tensor())};
+  ASSERT_EQ(r.method->execute({inputs, 1}, {&output, 1}, &r.report), Error::Ok) << r.report.message();
+  const auto& t = r.method->method().get_output(0).toTensor();
+  ASSERT_EQ(t.nbytes(), 96u);
+  const auto* got = t.const_data_ptr<float>();
+  EXPECT_EQ(std::vector<float>(got, got + 24), r.input);
+  EXPECT_EQ(output.rank, 3u);
+}
+
+TEST(LogCapture, KeepsTheFirst64ErrorLinesAndDropsTheRest) {
+  et_copy::LogCapture capture;
+  for (int i = 0; i < 65; ++i) {
+    ET_LOG(Error, "captured line %d", i);
+  }
+  ASSERT_EQ(capture.lines().size(), 64u);
+  EXPECT_NE(capture.lines().back().find("captured line 63"), std::string::npos) << capture.lines().back();
 }
 
 TEST(LoadedMethod, AFailingKernelIsNamedByInstructionOperatorAndMessageAndLeavesTheOutputAlone) {

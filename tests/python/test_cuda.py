@@ -121,6 +121,20 @@ def test_use_cuda_is_refused_while_the_simulated_device_serves_cuda():
 
 @needs_cuda_build
 @no_gpu_here
+def test_without_a_gpu_the_benchs_cuda_baselines_fail_naming_cuda_and_an_unknown_kind_is_refused_first():
+    x, y = torch.arange(16.0), torch.zeros(16)
+    with pytest.raises(RuntimeError, match="NotFound: cannot query the pointer: no CUDA driver"):
+        _loops.cuda_pointer_device(x.data_ptr())
+    for kind in ("h2d", "d2h", "d2d"):  # each a kind cudaMemcpy is asked for, and fails without a driver
+        with pytest.raises(RuntimeError, match="cudaMemcpy failed"):
+            _loops.cuda_raw_memcpy(y.data_ptr(), x.data_ptr(), 64, kind)
+    with pytest.raises(ValueError, match="kind must be 'h2d', 'd2h' or 'd2d', got 'h2h'"):
+        _loops.cuda_raw_memcpy(y.data_ptr(), x.data_ptr(), 64, "h2h")
+    assert torch.equal(y, torch.zeros(16))
+
+
+@needs_cuda_build
+@no_gpu_here
 def test_use_cuda_without_a_gpu_says_why_and_leaves_the_registry_usable():
     out = last_json(
         run_fresh("""
@@ -379,6 +393,26 @@ def test_device_to_device_copies_and_rejects_host_pointers(cuda):
     with pytest.raises(RuntimeError, match="InvalidArgument: .*not device memory"):
         _loops.device_to_device(b.data_ptr(), x.data_ptr(), 64, 0)
     assert torch.equal(b.cpu(), x)
+
+
+@gpu
+def test_the_benchs_raw_cuda_memcpy_moves_each_kind_and_refuses_others_and_host_memory_is_on_no_device(cuda):
+    # The baseline python -m et_copy bench times: each kind copies, through no allocator.
+    x = random_tensor(torch.int32, 4096)
+    back = torch.zeros_like(x)
+    a = et_copy.empty(x.shape, x.dtype)
+    b = et_copy.empty(x.shape, x.dtype)
+    before = et_copy.allocator_stats()
+    _loops.cuda_raw_memcpy(a.data_ptr(), x.data_ptr(), 4096, "h2d")
+    _loops.cuda_raw_memcpy(b.data_ptr(), a.data_ptr(), 4096, "d2d")
+    _loops.cuda_raw_memcpy(back.data_ptr(), b.data_ptr(), 4096, "d2h")
+    assert torch.equal(back, x)
+    after = et_copy.allocator_stats()
+    assert [after[k] - before[k] for k in ("h2d_copies", "d2h_copies", "d2d_copies")] == [0, 0, 0]
+    with pytest.raises(ValueError, match="kind must be 'h2d', 'd2h' or 'd2d', got 'h2h'"):
+        _loops.cuda_raw_memcpy(back.data_ptr(), x.data_ptr(), 4096, "h2h")
+    assert _loops.cuda_pointer_device(x.data_ptr()) == -1
+    assert _loops.cuda_pointer_device(a.data_ptr()) == 0
 
 
 @gpu

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import warnings
+import weakref
 
 import et_copy
 import pytest
@@ -146,6 +147,21 @@ def test_a_device_tensor_takes_no_new_attributes_and_its_type_none_either():
         dev.__dict__
     with pytest.raises(TypeError):
         et_copy._C.DeviceTensor.shape = property(lambda self: (4,))
+
+
+def test_a_device_tensor_is_a_fixed_size_object_so_a_subclass_may_add_slots_and_weak_references_reach_it():
+    # A type with items (tp_itemsize) would refuse a subclass's slots.
+    assert et_copy._C.DeviceTensor.__itemsize__ == 0
+
+    class Tagged(et_copy.DeviceTensor):
+        __slots__ = ("tag",)
+
+    dev, x = filled((2, 3))
+    tagged = Tagged(**fields_of(dev))
+    tagged.tag = "kept"
+    assert tagged.tag == "kept"
+    assert torch.equal(et_copy.d2h_copy(tagged), x)
+    assert weakref.ref(tagged)() is tagged
 
 
 @pytest.mark.parametrize("device", [Device(1, 128), Device(1, -129), Device(128, 0), Device(-1, 0)])

@@ -7,6 +7,7 @@ arena, each session's own; the ones before it, shared scratch)."""
 from __future__ import annotations
 
 import re
+import warnings
 
 import pytest
 import torch
@@ -71,3 +72,40 @@ def test_each_session_owns_the_last_planned_buffer_and_starts_from_the_stored_va
     assert a.execute([one])[0].tolist() == _expected(2)
     assert b.execute([one])[0].tolist() == _expected(1)  # its own state, not a's
     assert a.execute([one])[0].tolist() == _expected(3)
+
+
+class Running(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("total", torch.zeros(3))
+
+    def forward(self, x):
+        self.total.add_(x)
+        return self.total * 1.0
+
+
+def test_another_exporters_host_state_is_each_sessions_arena_shared_by_its_methods_and_reset_zeroes_it():
+    # ExecuTorch's own export with its buffers named: no record, all on the
+    # host, the state in the last (only) planned buffer, so the session
+    # gives it an arena of its own, starts it at zero and can reset it.
+    from executorch.exir import ExecutorchBackendConfig, to_edge
+
+    # Two methods planned alike share the session's arena: the second's load
+    # must not start the state again.
+    exported = {name: torch.export.export(Running(), (torch.ones(3),), strict=True) for name in ("forward", "again")}
+    config = ExecutorchBackendConfig(emit_mutable_buffer_names=True)
+    with warnings.catch_warnings():  # that it keeps no start: it starts at zero here, as the session's arena does
+        warnings.filterwarnings("ignore", message="Mutation on a buffer in the model is detected")
+        program = et_copy.runtime.load(to_edge(exported).to_executorch(config).buffer)
+    one = torch.ones(3)
+    a_session = program.new_session()
+    a = a_session.load_method("forward")
+    assert a.execute([one])[0].tolist() == [1.0] * 3
+    assert a.execute([one])[0].tolist() == [2.0] * 3
+    b = program.new_session().load_method("forward")
+    assert b.execute([one * 5])[0].tolist() == [5.0] * 3  # its own arena, from zero
+    a_session.reset()
+    assert a.execute([one])[0].tolist() == [1.0] * 3
+    assert b.execute([one])[0].tolist() == [6.0] * 3  # untouched by a's reset
+    assert a_session.load_method("again").execute([one])[0].tolist() == [2.0] * 3  # a's state, not a new start
+    assert a.execute([one])[0].tolist() == [3.0] * 3

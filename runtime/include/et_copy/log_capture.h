@@ -26,6 +26,8 @@ bool set_forwarded_levels(bool info_and_debug);
 /// While alive, the error and fatal lines ExecuTorch logs on this thread
 /// are also kept in `lines()` (it installs the hook first). An inner scope
 /// takes the lines until it ends; the outer one gets them again after.
+/// It keeps the first 64 lines and drops the rest, so a runaway loop of
+/// errors cannot grow it without bound.
 class LogCapture {
  public:
   LogCapture();

@@ -95,6 +95,26 @@ def test_the_check_crosses_windows_of_two_tokens_and_more_but_not_of_one():
     assert plans[3] == [[4] + decodes, [2] + decodes]
 
 
+def test_the_check_feeds_each_decode_the_previous_greedy_pick_and_draws_every_prompt():
+    # A window of 2 makes a second sequence whose prompt is one token: drawn
+    # like any prompt (there is no pick yet), while every decode after a step
+    # takes that step's greedy pick, as generate() would.
+    model = llm.tiny_model("mistral")
+    model.config.sliding_window = 2
+    wrapper = llm.StatefulCausalLM(model, 10)
+    steps = []
+    wrapper.register_forward_hook(lambda _, args, logits: steps.append((args[0].clone(), args[1][0].item(), logits)))
+    _check.check_wrapper(wrapper, 4)
+    shapes = [(tuple(ids.shape), start) for ids, start, _ in steps]
+    assert shapes == [((1, 4), 0)] + [((1, 1), start) for start in (4, 5, 6, 0, 1, 2, 3)]
+    for (_, _, before), (ids, start, _) in zip(steps, steps[1:]):
+        if start > 0:
+            assert ids.item() == int(before.argmax())
+    vocab = model.config.vocab_size
+    # The single-token prompt is the check's own draw (seeded by its sequence's length), not the last pick.
+    assert steps[4][0].item() == torch.randint(vocab, (1, 1), generator=torch.Generator().manual_seed(4)).item()
+
+
 def test_the_refusal_names_the_models_own_cache_layer_only_where_it_has_one():
     model = llm.tiny_model("qwen3")
     wrapper = llm.StatefulCausalLM(model, 16)
