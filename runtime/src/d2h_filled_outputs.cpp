@@ -25,8 +25,7 @@ std::vector<bool> filled_by_d2h(Reader& r, size_t plan) {
   const uint32_t values = r.vector(plan, slot::kPlanValues, &values_at);
   for (uint32_t v = 0; v < values && !r.failed(); ++v) {
     const size_t e = r.table_at(values_at, v);
-    const size_t type_at = r.field(e, slot::kUnionType);
-    const uint8_t type = type_at == 0 ? 0 : r.read<uint8_t>(type_at);
+    const uint8_t type = r.union_type(e);
     if (type == tag::kTensorList || type == tag::kOptionalTensorList) {
       const size_t list = r.follow(r.field(e, slot::kUnionValue));
       if (list != 0) {
@@ -52,8 +51,7 @@ std::vector<bool> filled_by_d2h(Reader& r, size_t plan) {
   };
   for (uint32_t i = 0; i < n && !r.failed(); ++i) {
     const size_t instr = r.table_at(instr_at, i);
-    const size_t type_at = r.field(instr, slot::kUnionType);
-    const uint8_t type = type_at == 0 ? 0 : r.read<uint8_t>(type_at);
+    const uint8_t type = r.union_type(instr);
     const size_t call = r.follow(r.field(instr, slot::kUnionValue));
     if (type == tag::kJumpFalseCall) {
       return filled; // the order instructions run in is not the order they are listed in

@@ -109,10 +109,8 @@ struct DeviceWalk {
     const uint32_t values = r.vector(plan, slot::kPlanValues, &values_at);
     places.assign(values, Place{});
     for (uint32_t v = 0; v < values && !r.failed(); ++v) {
-      const size_t e = r.table_at(values_at, v);
-      const size_t type_at = r.field(e, slot::kUnionType);
-      const size_t t = r.follow(r.field(e, slot::kUnionValue));
-      if (type_at == 0 || r.read<uint8_t>(type_at) != tag::kTensor || t == 0) {
+      const size_t t = r.tensor(r.table_at(values_at, v));
+      if (t == 0) {
         continue;
       }
       Place& p = places[v];
@@ -173,8 +171,7 @@ struct DeviceWalk {
       return;
     }
     const size_t e = r.table_at(plan_values_at, static_cast<uint32_t>(value));
-    const size_t type_at = r.field(e, slot::kUnionType);
-    const uint8_t type = type_at == 0 ? 0 : r.read<uint8_t>(type_at);
+    const uint8_t type = r.union_type(e);
     if (type != tag::kTensorList && type != tag::kOptionalTensorList) {
       return;
     }
@@ -219,8 +216,7 @@ struct DeviceWalk {
   }
 
   void instruction(size_t plan, size_t values_at, size_t instr, const std::string& index) {
-    const size_t type_at = r.field(instr, slot::kUnionType);
-    const uint8_t type = type_at == 0 ? 0 : r.read<uint8_t>(type_at);
+    const uint8_t type = r.union_type(instr);
     const size_t call = r.follow(r.field(instr, slot::kUnionValue));
     if (call == 0) {
       return;
@@ -359,10 +355,8 @@ MethodIoDevices method_io_devices(const void* data, size_t size, const char* met
   size_t values_at = 0;
   const uint32_t values = r.vector(plan, slot::kPlanValues, &values_at);
   for (uint32_t v = 0; v < values && !r.failed(); ++v) {
-    const size_t e = r.table_at(values_at, v);
-    const size_t type_at = r.field(e, slot::kUnionType);
-    const size_t t = r.follow(r.field(e, slot::kUnionValue));
-    if (type_at == 0 || r.read<uint8_t>(type_at) != tag::kTensor || t == 0) {
+    const size_t t = r.tensor(r.table_at(values_at, v));
+    if (t == 0) {
       continue;
     }
     const size_t extra = r.follow(r.field(t, slot::kTensorExtraInfo));

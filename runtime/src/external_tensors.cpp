@@ -21,8 +21,7 @@ Result<std::vector<ExternalTensor>> external_tensors(const uint8_t* pte, size_t 
     const uint32_t values = r.vector(plan, slot::kPlanValues, &values_at);
     for (uint32_t v = 0; v < values && !r.failed(); ++v) {
       const size_t value = r.table_at(values_at, v);
-      const size_t type_at = r.field(value, slot::kUnionType);
-      if (type_at == 0 || r.read<uint8_t>(type_at) != tag::kTensor) {
+      if (r.union_type(value) != tag::kTensor) {
         continue;
       }
       const size_t tensor = r.follow(r.field(value, slot::kUnionValue));

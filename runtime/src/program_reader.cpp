@@ -83,8 +83,7 @@ void Reader::append_values(size_t table, int f, std::vector<int64_t>* out) {
 }
 
 std::string Reader::call_name(size_t plan, size_t instr) {
-  const size_t type_at = field(instr, slot::kUnionType);
-  const uint8_t type = type_at == 0 ? 0 : read<uint8_t>(type_at); // absent: NONE
+  const uint8_t type = union_type(instr);
   const size_t call = follow(field(instr, slot::kUnionValue));
   if (call == 0 || (type != tag::kKernelCall && type != tag::kDelegateCall)) {
     return {};

@@ -84,6 +84,14 @@ class Reader {
     return at == 0 ? 0 : read<uint8_t>(at);
   }
 
+  // The Tensor table EValue table `value` holds; 0 when it holds another
+  // kind or nothing. Reads the value's offset whatever its kind, so a bad
+  // one fails the reader either way.
+  size_t tensor(size_t value) {
+    const size_t t = follow(field(value, slot::kUnionValue));
+    return union_type(value) == tag::kTensor ? t : 0;
+  }
+
   // `n` bytes at `at` in the file, or nullptr when they are not all inside it.
   const uint8_t* bytes(size_t at, size_t n) const {
     return at > n_ || n > n_ - at ? nullptr : p_ + at;
