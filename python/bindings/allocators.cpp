@@ -42,7 +42,10 @@ DeviceType checked_device_type(int device_type) {
   return static_cast<DeviceType>(device_type);
 }
 
-py::dict scope_dict(const ScopeStats& s) {
+// The device-memory counters, which a counting scope keeps as the whole
+// allocator does (ScopeStats, DeviceAllocatorStats).
+template <typename Stats>
+py::dict memory_dict(const Stats& s) {
   py::dict d;
   d["allocations"] = s.allocations;
   d["deallocations"] = s.deallocations;
@@ -53,12 +56,7 @@ py::dict scope_dict(const ScopeStats& s) {
 }
 
 py::dict stats_dict(const DeviceAllocatorStats& s) {
-  py::dict d;
-  d["allocations"] = s.allocations;
-  d["deallocations"] = s.deallocations;
-  d["live_allocations"] = s.live_allocations;
-  d["bytes_outstanding"] = s.bytes_outstanding;
-  d["peak_bytes_outstanding"] = s.peak_bytes_outstanding;
+  py::dict d = memory_dict(s);
   d["h2d_copies"] = s.h2d_copies;
   d["h2d_bytes"] = s.h2d_bytes;
   d["d2h_copies"] = s.d2h_copies;
@@ -300,12 +298,12 @@ void bind_allocators(py::module_& m) {
       py::arg("device_type"), "Opens a counting scope on et_copy's allocator for a device type; returns its id.");
   m.def(
       "counting_scope_stats",
-      [](int device_type, uint64_t scope) { return scope_dict(our_allocator(device_type).scope_stats(scope)); },
+      [](int device_type, uint64_t scope) { return memory_dict(our_allocator(device_type).scope_stats(scope)); },
       py::arg("device_type"), py::arg("scope"),
       "A counting scope's counts so far: only allocations made since it opened, and their frees.");
   m.def(
       "close_counting_scope",
-      [](int device_type, uint64_t scope) { return scope_dict(our_allocator(device_type).close_scope(scope)); },
+      [](int device_type, uint64_t scope) { return memory_dict(our_allocator(device_type).close_scope(scope)); },
       py::arg("device_type"), py::arg("scope"), "Closes a counting scope and returns its final counts.");
 
   py::class_<DeviceBuffer>(m, "DeviceBuffer")
