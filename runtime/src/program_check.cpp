@@ -64,7 +64,7 @@ struct Walk {
     value_indices<int32_t>(p, slot::kPlanOutputs, "method output value");
     for (uint32_t v = 0; v < values && error == Error::Ok && !r.failed(); ++v) {
       const size_t e = r.table_at(values_at, v);
-      const uint8_t type = r.read<uint8_t>(r.field(e, slot::kUnionType));
+      const uint8_t type = r.union_type(e);
       if (type == tag::kIntList || type == tag::kTensorList || type == tag::kOptionalTensorList) {
         const size_t list = r.follow(r.field(e, slot::kUnionValue));
         if (list != 0 && type == tag::kIntList) {
@@ -96,7 +96,7 @@ struct Walk {
   }
 
   void instruction(size_t instr, uint32_t ops, uint32_t delegates, uint32_t instructions) {
-    const uint8_t type = r.read<uint8_t>(r.field(instr, slot::kUnionType));
+    const uint8_t type = r.union_type(instr);
     const size_t call = r.follow(r.field(instr, slot::kUnionValue));
     if (call == 0) {
       return; // no arguments: ExecuTorch rejects the instruction itself
