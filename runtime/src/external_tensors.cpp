@@ -2,6 +2,9 @@
 
 #include <set>
 
+#include <et_copy/limits.h>
+#include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
+
 #include "program_reader.h"
 
 namespace et_copy::internal {
@@ -45,6 +48,16 @@ Result<std::vector<ExternalTensor>> external_tensors(const uint8_t* pte, size_t 
       const uint32_t order = r.vector(tensor, slot::kTensorDimOrder, &at);
       for (uint32_t d = 0; d < order && !r.failed(); ++d) {
         t.dim_order.push_back(r.read<uint8_t>(at + d));
+      }
+      // elementSize aborts on an unknown type, and a layout is sized from
+      // these before ExecuTorch's own checks run: refuse the program instead.
+      if (!executorch::runtime::isValid(t.scalar_type) || t.sizes.size() > kMaxTensorDims) {
+        return Error::InvalidProgram;
+      }
+      for (const int32_t s : t.sizes) {
+        if (s < 0) {
+          return Error::InvalidProgram;
+        }
       }
       if (!r.failed() && seen.insert(t.fqn).second) {
         out.push_back(std::move(t));

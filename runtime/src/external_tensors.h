@@ -27,7 +27,9 @@ struct ExternalTensor {
  * for each by that name, and checks the layout it returns against the
  * program's (Method::parse_external_constants, validateTensorLayout); the
  * delegate record names no layout, so the backend reads it here. Every read
- * is bounds-checked; InvalidProgram for bytes that are not such a program.
+ * is bounds-checked; InvalidProgram for bytes that are not such a program,
+ * and for an external tensor of an unknown scalar type, a negative size or
+ * more than kMaxTensorDims dims.
  */
 ET_NODISCARD executorch::runtime::Result<std::vector<ExternalTensor>> external_tensors(const uint8_t* pte, size_t size);
 

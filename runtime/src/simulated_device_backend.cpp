@@ -1,5 +1,6 @@
 #include <et_copy/simulated_device_backend.h>
 
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -160,10 +161,16 @@ ET_NODISCARD Error fail(Error e, const std::string& method, const std::string& m
   return e;
 }
 
+// The bytes of a dense tensor of `t`'s layout, or SIZE_MAX when that does
+// not fit a size_t (no record's weight is that large, so it never matches).
+// external_tensors() has refused unknown types and negative sizes.
 size_t layout_nbytes(const internal::ExternalTensor& t) {
   size_t n = executorch::runtime::elementSize(t.scalar_type);
   for (const int32_t s : t.sizes) {
-    n *= s < 0 ? 0 : static_cast<size_t>(s);
+    if (s != 0 && n > SIZE_MAX / static_cast<size_t>(s)) {
+      return SIZE_MAX;
+    }
+    n *= static_cast<size_t>(s);
   }
   return n;
 }

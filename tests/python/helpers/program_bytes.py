@@ -105,6 +105,28 @@ class ProgramView:
         width, fmt = (8, "<q") if kind == INT_LIST else (4, "<i")
         return [struct.unpack_from(fmt, self.data, v + 4 + width * i)[0] for i in range(self._u32(v))]
 
+    def external_constants(self, plan: int) -> dict[str, tuple[int, int]]:
+        """Each tensor constant stored outside the program (its extra info's
+        location EXTERNAL): its name -> (where its scalar_type byte is, where
+        its sizes vector's first int32 is); 0 for a field left at its default."""
+        found = {}
+        for e in self._vector(plan, 2):
+            value = self._follow(e)
+            type_at = self._field(value, 0)
+            if type_at == 0 or self.data[type_at] != TENSOR:
+                continue
+            tensor = self._follow(self._field(value, 1))
+            extra_at = self._field(tensor, 9)
+            if extra_at == 0:
+                continue
+            extra = self._follow(extra_at)
+            location = self._field(extra, 2)
+            if location == 0 or self.data[location] != 1:  # TensorDataLocation.EXTERNAL
+                continue
+            sizes = self._vector(tensor, 2)
+            found[self._string(extra, 1)] = (self._field(tensor, 0), sizes[0] if sizes else 0)
+        return found
+
     def kernel_calls(self, plan: int) -> list[KernelCall]:
         ops = []
         for e in self._vector(plan, 6):

@@ -24,6 +24,7 @@ import os
 import pickle
 import random
 import re
+import struct
 
 import pytest
 import torch
@@ -118,7 +119,7 @@ def test_every_operator_of_our_real_exports_is_in_the_table(llm_bytes):
     programs = {
         "mlp": bytes(export_device_program(mlp, (torch.randn(2, 8),)).buffer),
         "convnet": bytes(export_device_program(conv, (torch.randn(1, 3, 8, 8),)).buffer),
-        "copy": bytes(export_device_program(RoundTrip(), RoundTrip.example_inputs()).buffer),
+        "copy": bytes(export_device_program(RoundTrip(), RoundTrip.example_inputs(), insert_copies=False).buffer),
         ARCH: llm_bytes,
     }
     assert _C.argument_kinds_operator_count() > 200
@@ -206,6 +207,26 @@ def test_a_nested_list_item_retagged_is_refused(llm_bytes):
     assert (name, error) == ("EtCopyError", "InvalidProgram"), value
     want = f"method 'forward', value {v} (an IntList) item 0 is value {item}, a Double, not an Int"
     assert re.search(r"nested program of delegate \d+ in method '\w+': " + re.escape(want), message), message
+
+
+@pytest.mark.parametrize("edit", ["scalar type -1", "scalar type 127", "negative size", "size 2**31-1"])
+def test_a_nested_external_constant_with_an_impossible_layout_is_refused(llm_bytes, edit):
+    """The backend sizes each weight from the nested program's layout before
+    ExecuTorch reads it. Found by fuzz/fuzz_program_load.cpp: a scalar type
+    of -1 made elementSize() abort the process."""
+    data = bytearray(llm_bytes)
+    view = ProgramView(data, nested_programs(data)[0].payload)
+    constants = view.external_constants(view.plans()[0])
+    dtype_at, size_at = next((d, s) for d, s in constants.values() if d and s)
+    if edit.startswith("scalar type"):
+        data[dtype_at] = int(edit.split()[-1]) & 0xFF
+    else:
+        struct.pack_into("<i", data, size_at, -3 if edit == "negative size" else 2**31 - 1)
+    kind, value = in_child(run_every_method, bytes(data))
+    assert kind == "raised", (kind, value)
+    name, message, error = value
+    assert name == "EtCopyError" and error in ("InvalidProgram", "DelegateInvalidCompatibility"), value
+    assert re.search(r"method '\w+'", message), message
 
 
 # ---- fuzzing the delegate records and nested programs ----------------------
