@@ -13,6 +13,7 @@ pytest.importorskip("executorch.exir")
 
 import et_copy  # noqa: E402
 import et_copy.runtime  # noqa: E402
+import et_copy.tools.models  # noqa: E402
 from et_copy import _C  # noqa: E402
 from et_copy.backend import SimulatedDevicePartitioner  # noqa: E402
 from et_copy.export import (  # noqa: E402
@@ -99,6 +100,39 @@ def test_lower_to_device_programs_record_lets_sessions_share_the_scratch_and_kee
     assert first.device_nbytes == first.state_nbytes > 0
     first.reset()
     assert torch.equal(one.execute([x])[0], (torch.arange(4) + 2.0) * 2)
+
+
+class OwnCopies(torch.nn.Module):
+    """Calls et_copy's copies itself, with compute between them."""
+
+    def forward(self, x):
+        return torch.ops.et_copy._d2h_copy(torch.ops.et_copy._h2d_copy(x) * 2.0)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_every_delegating_route_refuses_a_module_that_calls_the_copies_itself(route):
+    """Lowered to a backend, the module's own h2d would sit inside the
+    delegate with a host output, and every execution would fail; refused at
+    export instead, pointing at insert_copies=False."""
+    et_copy.aot.ensure_registered()
+    with pytest.raises(ExportArgumentError) as info:
+        ROUTES[route](OwnCopies(), (torch.ones(3),))
+    e = info.value
+    assert (e.op, e.argument, e.method, e.stage) == (f"et_copy.export.{route}", "module", "forward", "export")
+    assert str(e).startswith(
+        f"et_copy.export.{route}: method 'forward' calls et_copy._d2h_copy.default, et_copy._h2d_copy.default itself"
+    ), str(e)
+    assert "leave the copies out of the module, or, for a module that only copies, export it with " in str(e)
+    assert "export_device_program(..., insert_copies=False)" in str(e)
+
+
+def test_a_module_that_only_copies_takes_the_refusals_way_out_and_runs():
+    """The refusal's way out for a copy-only module: insert_copies=False."""
+    et_copy.use_simulated_device()
+    module = et_copy.tools.models.RoundTrip()
+    program = export_device_program(module, module.example_inputs(), insert_copies=False)
+    x = module.example_inputs()[0]
+    assert torch.equal(et_copy.runtime.load(program.buffer).load_method("forward").execute([x])[0], x)
 
 
 @pytest.mark.parametrize(

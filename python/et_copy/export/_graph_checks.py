@@ -33,6 +33,27 @@ def refuse_input_mutation(exported: dict, op: str, stage: str) -> None:
             )
 
 
+def refuse_own_copies(exported: dict, op: str) -> None:
+    """A module that calls ``torch.ops.et_copy``'s copies itself, lowered to
+    a backend that gets copies inserted at its boundary: its own copies would
+    end up inside the delegate, where the h2d's output is no device tensor,
+    and every execution would fail. Refused at export, pointing at
+    ``insert_copies=False`` (the copies alone, as the module wrote them)."""
+    own = {torch.ops.et_copy._h2d_copy.default, torch.ops.et_copy._d2h_copy.default}
+    for name, ep in exported.items():
+        calls = sorted({str(n.target) for n in ep.graph.nodes if n.op == "call_function" and n.target in own})
+        if calls:
+            raise ExportArgumentError(
+                op,
+                "module",
+                f"method '{name}' calls {', '.join(calls)} itself, but a device backend gets its copies inserted "
+                "at its boundary: leave the copies out of the module, or, for a module that only copies, "
+                "export it with export_device_program(..., insert_copies=False)",
+                method=name,
+                stage="export",
+            )
+
+
 def check_resident_outputs(edge, outputs: Sequence[int], op: str) -> None:
     """Each resident output must be a delegate's result: nothing else has a device to stay on."""
     from executorch.exir.delegate import executorch_call_delegate

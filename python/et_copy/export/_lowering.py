@@ -27,7 +27,7 @@ from ..backend import DevicePartitioner
 from ..backends import DEFAULT_BACKEND, check_backend, partitioner_for
 from ._boundary_planning import BoundaryPlanningPass
 from ._errors import ExportArgumentError, check_argument, run_stage
-from ._graph_checks import check_resident_outputs, has_delegate, refuse_input_mutation
+from ._graph_checks import check_resident_outputs, has_delegate, refuse_input_mutation, refuse_own_copies
 from ._methods import MethodInputs, export_method, to_edge_program
 from ._named_data import write_program_record
 from ._target_device import TargetDevicePartitioner, with_target_device
@@ -119,6 +119,7 @@ def lower(
         )
         for name, inputs in methods.items()
     }
+    refuse_own_copies(exported, op)
     if decompositions:
         exported = {
             name: run_stage(
