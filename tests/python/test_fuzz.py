@@ -79,13 +79,22 @@ def _libfuzzer_available() -> bool:
     return probe.returncode == 0
 
 
+@pytest.fixture(scope="module")
+def fuzz_build(tmp_path_factory) -> Path:
+    """One build folder for both targets: they share the instrumented runtime."""
+    return tmp_path_factory.mktemp("fuzz") / "build"
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not _libfuzzer_available(), reason="needs clang++ with libFuzzer (apt-get install clang)")
-def test_libfuzzer_target_finds_nothing_in_a_bounded_run(tmp_path):
-    """fuzz/run.sh: the C++ fuzz target over the kernel entry points, from
-    the seed corpus, for 20 seconds under ASan and UBSan."""
+@pytest.mark.parametrize("target", ["kernels", "programs"])
+def test_libfuzzer_target_finds_nothing_in_a_bounded_run(fuzz_build, target):
+    """fuzz/run.sh: a C++ fuzz target for 20 seconds under ASan and UBSan:
+    the kernel entry points from the seed corpus, or whole programs (real
+    exports, an LLM's delegate records and nested programs among them)
+    loaded and run."""
     script = Path(__file__).resolve().parents[2] / "fuzz" / "run.sh"
-    env = dict(os.environ, ET_COPY_FUZZ_BUILD_DIR=str(tmp_path / "build"))
+    env = dict(os.environ, ET_COPY_FUZZ_BUILD_DIR=str(fuzz_build), PYTHON=sys.executable)
     try:
         import cmake
 
@@ -95,7 +104,7 @@ def test_libfuzzer_target_finds_nothing_in_a_bounded_run(tmp_path):
         env["PATH"] = f"{ninja.BIN_DIR}{os.pathsep}{env['PATH']}"
     except ImportError:
         pass
-    proc = subprocess.run(["bash", str(script), "20"], capture_output=True, text=True, env=env, timeout=900)
+    proc = subprocess.run(["bash", str(script), "20", target], capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-8000:]}"
     assert "stat::number_of_executed_units" in proc.stderr
 
