@@ -126,6 +126,6 @@ def test_another_exporters_named_state_in_a_program_with_et_copys_record_is_refu
         warnings.filterwarnings("ignore", message="Mutation on a buffer in the model is detected")
         buffer = edge.to_executorch(ExecutorchBackendConfig(emit_mutable_buffer_names=True)).buffer
     session = et_copy.runtime.load(buffer).new_session()
-    with pytest.raises(et_copy.EtCopyError, match="names 1 state tensors of its own, but a program et_copy.export") as e:
+    with pytest.raises(et_copy.EtCopyError, match="names 1 state tensors of its own, but a program et_copy") as e:
         session.load_method("forward")
     assert e.value.error == "InvalidProgram"

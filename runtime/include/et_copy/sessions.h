@@ -9,7 +9,9 @@
 //   LLM's KV caches and recurrent states) inside its device delegates
 //   (record: "state\tdelegates"): each delegate binds the session's state
 //   arena, laid out by the exporter and read from the delegate record, and
-//   every planned buffer of the program itself is scratch.
+//   every planned buffer of the program itself is scratch. A method of a
+//   program with a record that names state of its own is refused
+//   (InvalidProgram): et_copy.export keeps none outside its delegates.
 // - A program without a record (another exporter's, ExecuTorch's own) whose
 //   methods name their state (emit_mutable_buffer_names) and keep all of it
 //   in the last planned buffer (as share_mutable_buffers plans it) gets that
