@@ -66,8 +66,6 @@ EQUIVALENT: list[Equivalent] = [
                "return Error::InvalidArgument; // not from Method: it asks for the layout's size, which init matched",
                "Method calls load_data_into only after checking the tensor against get_tensor_layout, for that "
                "layout's nbytes, and init refuses a weight whose block differs from the layout in size"),
-    Equivalent("runtime/src/sessions.cpp", "rel", "for (size_t i = 0; i < meta.num_attributes(); ++i) {",
-               "attribute_tensor_meta(num_attributes()) returns an error, and the loop skips an entry it cannot read"),
     Equivalent("runtime/src/simulated_device_allocator.cpp", "eq", "if (kind == CopyKind::kDeviceToDevice) {",
                "glibc's x86-64 memcpy is its memmove, so the overlap test (DeviceToDeviceCopyHandlesOverlap) "
                "passes either way here; only the sanitizer build's memcpy-param-overlap check tells them apart"),

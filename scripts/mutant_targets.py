@@ -128,7 +128,8 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # The LLM's method names: an export and its runner must agree on them.
     ("runtime/include/et_copy/llm_methods.h", (P_LLM_UNITS, *P_LLM_QWEN3)),
     # Sessions serve et_copy.runtime's methods; the tracer's test drives them in C++.
-    # test_state_arena_edges.py: another exporter's host state, each session's arena, reset.
+    # test_state_arena_edges.py: another exporter's host state, each session's arena, reset;
+    # named state beside et_copy's record refused.
     ("runtime/*/sessions.*", ("py:tests/python/test_state_arena_edges.py", T_TRACER, *PY_RUNTIME)),
     # The one way to run a method: its gtest, then et_copy.runtime's checks through the bindings.
     ("runtime/*/loaded_method.*", ("cpp:et_copy_test_loaded_method", *PY_RUNTIME)),
@@ -168,8 +169,8 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # export/: test_export_routes.py holds every route's contract (record, errors; ~20 s);
     # test_export.py the emitted programs (device tags, planning, with_target_device, the
     # boundary planner's counters); test_backend_export.py the resident inputs/outputs
-    # (_keep_resident, _drop_copy); test_state_export.py the mutable buffers planned on the
-    # device, the state arena and the initial state.
+    # (_keep_resident, _drop_copy); test_state_export.py the mutable buffers in the delegate's
+    # state arena, their initial state, and the copy-only route's refusal of state.
     ("python/et_copy/export/__init__.py", (P_ROUTES, P_EXPORT)),
     ("python/et_copy/export/_errors.py", (P_ROUTES, P_BACKEND_EXPORT)),
     ("python/et_copy/export/_routes.py", (P_ROUTES, P_EXPORT, P_BACKEND_EXPORT)),

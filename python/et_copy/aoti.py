@@ -33,7 +33,7 @@ from executorch.exir._serialize._named_data_store import NamedDataStore
 from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 
-from . import _compile_cache
+from . import _C, _compile_cache
 from ._dtypes import scalar_type_code
 from .backend import (
     RECORD_VERSION,
@@ -49,7 +49,7 @@ from .backend import (
 BACKEND_ID = "AotiDeviceBackend"  # the C++ backend registers under this name (et_copy.use_aoti_backend())
 TARGET_KEY = "aoti_target"  # CompileSpec: what the code is compiled for
 TARGETS = ("cpu", "cuda")
-PAYLOAD_AOTI = "aoti"  # the record's payload kind: an AOTInductor .so
+PAYLOAD_AOTI = _C.PAYLOAD_AOTI  # the record's payload kind: an AOTInductor .so
 
 __all__ = [
     "BACKEND_ID",

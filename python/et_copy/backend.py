@@ -51,10 +51,9 @@ from ._device import parse_device
 
 BACKEND_ID = "SimulatedDeviceBackend"  # the C++ backend registers under this name (et_copy::kSimulatedDeviceBackend)
 TARGET_DEVICE_KEY = "target_device"  # executorch's PropagateDevicePass reads this CompileSpec key
-# The record's magic and version: C++ owns them (delegate_record.h); once _C exposes them this line reads
-# RECORD_MAGIC, RECORD_VERSION = _C.DELEGATE_RECORD_MAGIC, _C.DELEGATE_RECORD_VERSION
-RECORD_MAGIC, RECORD_VERSION = "et_copy.delegate", 2
-PAYLOAD_PROGRAM = "program"  # the payload is a nested .pte (this backend)
+# The record's magic, version and payload kinds: C++ owns them (delegate_record.h).
+RECORD_MAGIC, RECORD_VERSION = _C.DELEGATE_RECORD_MAGIC, _C.DELEGATE_RECORD_VERSION
+PAYLOAD_PROGRAM = _C.PAYLOAD_PROGRAM  # the payload is a nested .pte (this backend)
 WEIGHT_KEY = "et_copy.weight:"  # + content hash: a weight's bytes in the outer program's named data
 STATE_KEY = "et_copy.state:"  # + content hash: a state tensor's non-zero initial value
 STATE_ALIGNMENT = _C.TENSOR_ALIGNMENT  # each state tensor's offset in the arena (the core checks it)

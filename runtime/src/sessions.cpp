@@ -198,15 +198,16 @@ Result<SessionPool::MethodScratch*> SessionPool::scratch(const std::string& name
   MethodScratch s;
   const size_t n = meta->num_memory_planned_buffers();
   // The program's record says its state lives in its device delegates: every
-  // planned buffer is scratch. Else et_copy.export names every state tensor and
-  // puts them all in the last buffer; Session::method checks that after loading.
+  // planned buffer is scratch. Without a record, named state in the last buffer
+  // is each session's (Session::method checks where it lies after loading).
   s.all_scratch = record_.state_in_delegates;
-  if (s.all_scratch && meta->num_attributes() > 0) {
-    // Shared as scratch, that state would be every session's: refuse, not guess.
+  if (record_.present && meta->num_attributes() > 0) {
+    // et_copy.export keeps state only in device delegates (an older export kept it in the program, with
+    // starts this runtime no longer reads): shared as scratch it would be every session's. Refuse, not guess.
     return fail(report, Error::InvalidProgram,
                 "method '" + name + "' names " + std::to_string(meta->num_attributes()) +
-                    " state tensors of its own, but the program's record says all of its state lives in its device "
-                    "delegates (export the program again)");
+                    " state tensors of its own, but a program et_copy.export built keeps its state in its device "
+                    "delegates (export the program again, with a device backend)");
   }
   s.has_arena = !s.all_scratch && n > 0 && meta->num_attributes() > 0;
   for (size_t i = 0; (s.all_scratch || s.has_arena) && i + (s.has_arena ? 1 : 0) < n; ++i) {
@@ -301,14 +302,7 @@ Result<Method*> Session::method(const std::string& name, FailureReport* report,
       }
       const auto* p = static_cast<const uint8_t*>(t->const_data_ptr());
       if (p < base || static_cast<size_t>(p - base) > size || t->nbytes() > size - static_cast<size_t>(p - base)) {
-        if (pool_->record_.present) {
-          // et_copy.export puts all named state in the last buffer: a program of its that does not is refused.
-          return fail(report, Error::InvalidProgram,
-                      "method '" + name + "': state tensor '" + std::string(info->name().data(), info->name().size()) +
-                          "' lies outside the state buffer (the last planned buffer), where et_copy.export puts "
-                          "every state tensor of a program with a record (export the program again)");
-        }
-        // Named state that lives in the scratch (another exporter): load it again with memory of its own.
+        // Named state that lives in the scratch: load it again with memory of its own.
         loaded.reset();
         (*scratch)->has_arena = false;
         (*scratch)->buffers.clear();
@@ -321,8 +315,9 @@ Result<Method*> Session::method(const std::string& name, FailureReport* report,
   }
   Method* m = loaded->method.get();
   methods_.emplace(name, std::move(loaded));
-  if ((*scratch)->has_arena) {
-    const Error e = initialize(*m, report);
+  if ((*scratch)->has_arena && !state_zeroed_) {
+    // After the load, whatever it wrote: the state starts at zero, once, whichever method comes first.
+    const Error e = zero_state(report);
     if (e != Error::Ok) {
       methods_.erase(name);
       return e;
@@ -331,42 +326,13 @@ Result<Method*> Session::method(const std::string& name, FailureReport* report,
   return m;
 }
 
-Error Session::initialize(Method& m, FailureReport* report) {
-  const auto meta = m.method_meta();
-  if (initialized_.empty()) {
-    // A fresh arena: zeros first, through the same counted h2d path.
-    std::vector<uint8_t> zeros(arena_->span().size(), 0);
-    const Error e = copy_in(arena_->device(), arena_->span().data(), zeros.data(), zeros.size());
-    if (e != Error::Ok) {
-      return fail(report, e, "writing the initial (zero) state to " + device_name(arena_->device()));
-    }
-    initialized_.insert(""); // the zeros
+Error Session::zero_state(FailureReport* report) {
+  std::vector<uint8_t> zeros(arena_->span().size(), 0);
+  const Error e = copy_in(arena_->device(), arena_->span().data(), zeros.data(), zeros.size());
+  if (e != Error::Ok) {
+    return fail(report, e, "writing the initial (zero) state to " + device_name(arena_->device()));
   }
-  auto data = pool_->program_->get_named_data_map();
-  for (size_t i = 0; i < meta.num_attributes(); ++i) {
-    auto info = meta.attribute_tensor_meta(i);
-    if (!info.ok()) {
-      continue;
-    }
-    const std::string name(info->name().data(), info->name().size());
-    if (!initialized_.insert(name).second || !data.ok() || *data == nullptr) {
-      continue;
-    }
-    auto blob = (*data)->get_data(std::string_view(kInitialStateKey + name));
-    if (!blob.ok()) {
-      continue; // no blob: the state starts at zero
-    }
-    auto t = m.get_attribute(std::string_view(name));
-    if (!t.ok() || blob->size() != t->nbytes()) {
-      return fail(report, Error::InvalidProgram,
-                  "the initial value of state tensor '" + name + "' has " + std::to_string(blob->size()) +
-                      " bytes, the tensor " + (t.ok() ? std::to_string(t->nbytes()) : std::string("?")));
-    }
-    const Error e = copy_in(arena_->device(), t->mutable_data_ptr(), blob->data(), blob->size());
-    if (e != Error::Ok) {
-      return fail(report, e, "writing the initial value of state tensor '" + name + "'");
-    }
-  }
+  state_zeroed_ = true;
   return Error::Ok;
 }
 
@@ -391,17 +357,7 @@ Error Session::reset(FailureReport* report) {
       return fail(report, e, std::string("resetting the state in the device backend ") + b->id());
     }
   }
-  if (arena_ == nullptr) {
-    return Error::Ok;
-  }
-  initialized_.clear();
-  for (auto& [name, loaded] : methods_) {
-    const Error e = initialize(*loaded->method, report);
-    if (e != Error::Ok) {
-      return e;
-    }
-  }
-  return Error::Ok;
+  return arena_ == nullptr ? Error::Ok : zero_state(report);
 }
 
 namespace {

@@ -23,7 +23,7 @@ std::string good_record() {
          "device\tcuda\t0\n"
          "weight\tlinear.weight\tet_copy.weight:00ff\t64\n"
          "weight\tlinear.bias\tet_copy.weight:0a0b\t16\n"
-         "state\tacc\t0\t16\tet_copy.initial_state:acc\n"
+         "state\tacc\t0\t16\tet_copy.state:0c0d\n"
          "state\tcount\t16\t8\t-\n"
          "arena\t2\t32\n"
          "payload\tprogram\t15\n" +
@@ -37,7 +37,7 @@ std::string good_aoti_record() {
          "device\tcuda\t1\n"
          "weight\tlinear.weight\tet_copy.weight:00ff\t64\n"
          "weight\tlinear.bias\tet_copy.weight:0a0b\t16\n"
-         "state\tacc\t0\t16\tet_copy.initial_state:acc\n"
+         "state\tacc\t0\t16\tet_copy.state:0c0d\n"
          "state\tcount\t16\t8\t-\n"
          "arena\t-\t32\n"
          "tensor\tlinear.weight\t6\t4,4\t4,1\n"
@@ -83,7 +83,7 @@ TEST(DelegateRecord, ParsesEveryKindOfLine) {
   EXPECT_EQ(r->weights[0].key, "et_copy.weight:00ff");
   EXPECT_EQ(r->weights[0].nbytes, 64u);
   ASSERT_EQ(r->states.size(), 2u);
-  EXPECT_EQ(r->states[0].initial_key, "et_copy.initial_state:acc");
+  EXPECT_EQ(r->states[0].initial_key, "et_copy.state:0c0d");
   EXPECT_EQ(r->states[1].name, "count");
   EXPECT_EQ(r->states[1].offset, 16u);
   EXPECT_EQ(r->states[1].nbytes, 8u);

@@ -1,11 +1,13 @@
 """The edges of a program's state (et_copy.export, et_copy.runtime's
-sessions): which buffers' starts the program stores (a non-zero value,
-whichever element is non-zero, and never an all-zero one: docs/llm.md), and
-the planned buffers a session loads, from the first to the last (the state
-arena, each session's own; the ones before it, shared scratch)."""
+sessions): which buffers' starts the delegate record stores (a non-zero
+value, whichever element is non-zero, under a key by content, and never an
+all-zero one: docs/design.md, "The delegate record"), and the planned
+buffers a session of another exporter's program loads (the last, named
+state, each session's own; the ones before it, shared scratch)."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 import warnings
 
@@ -16,9 +18,9 @@ pytest.importorskip("executorch.exir")
 
 import et_copy  # noqa: E402
 import et_copy.runtime  # noqa: E402
+from et_copy import _C  # noqa: E402
+from et_copy.backend import STATE_KEY  # noqa: E402
 from et_copy.export import MethodInputs, export_device_methods  # noqa: E402
-
-KEY = b"et_copy.initial_state:"  # + the buffer's name: docs/llm.md
 
 
 class Starts(torch.nn.Module):
@@ -45,16 +47,17 @@ def starts_program() -> bytes:
     return export_device_methods(Starts(), {"forward": MethodInputs((torch.ones(5),))}, strict=True).buffer
 
 
-def test_the_program_stores_every_non_zero_start_and_no_all_zero_one():
-    # The copy-only route keeps the state in the program's own arena (the
-    # backend's route keeps it in its delegates' records).
-    from et_copy.export import DeviceBoundary
-
-    program = export_device_methods(
-        DeviceBoundary(Starts()), {"forward": MethodInputs((torch.ones(5),))}, insert_copies=False, strict=True
-    ).buffer
-    stored = {key.rsplit(b".", 1)[-1] for key in re.findall(re.escape(KEY) + rb"[\w.]+", program)}
-    assert stored == {b"first", b"last", b"full"}  # named by their path in the exported module
+def test_the_record_stores_every_non_zero_start_by_content_and_no_all_zero_one(starts_program):
+    lines = re.findall(rb"(?m)^state\t([\w.]+)\t\d+\t20\t(\S+)$", starts_program)
+    keys = {name.decode().rsplit(".", 1)[-1]: key.decode() for name, key in lines}
+    module = Starts()
+    expected = {
+        name: STATE_KEY + hashlib.sha256(getattr(module, name).numpy().tobytes()).hexdigest()[:32]
+        for name in ("first", "last", "full")
+    }
+    assert keys == {"zeros": "-", **expected}
+    for key in expected.values():
+        assert starts_program.count(key.encode()) >= 2  # in the record, and the bytes' named-data key
 
 
 def _expected(steps: int) -> list[float]:
@@ -62,7 +65,7 @@ def _expected(steps: int) -> list[float]:
     return [v + steps for v in start]
 
 
-def test_each_session_owns_the_last_planned_buffer_and_starts_from_the_stored_values(starts_program):
+def test_each_session_owns_its_state_and_starts_from_the_stored_values(starts_program):
     et_copy.use_simulated_device()
     program = et_copy.runtime.load(starts_program)
     one = torch.ones(5)
@@ -109,3 +112,20 @@ def test_another_exporters_host_state_is_each_sessions_arena_shared_by_its_metho
     assert b.execute([one])[0].tolist() == [6.0] * 3  # untouched by a's reset
     assert a_session.load_method("again").execute([one])[0].tolist() == [2.0] * 3  # a's state, not a new start
     assert a.execute([one])[0].tolist() == [3.0] * 3
+
+
+def test_another_exporters_named_state_in_a_program_with_et_copys_record_is_refused():
+    # et_copy.export keeps state in device delegates only: named state beside a
+    # record is an older copy-only export (whose starts the runtime no longer
+    # reads) or a forged one, and would be shared or started wrong.
+    from executorch.exir import ExecutorchBackendConfig, to_edge
+
+    edge = to_edge(torch.export.export(Running(), (torch.ones(3),), strict=True))
+    edge._named_data_store.add_named_data(_C.PROGRAM_RECORD_KEY, f"{_C.PROGRAM_RECORD_KEY} 1\n".encode())
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Mutation on a buffer in the model is detected")
+        buffer = edge.to_executorch(ExecutorchBackendConfig(emit_mutable_buffer_names=True)).buffer
+    session = et_copy.runtime.load(buffer).new_session()
+    with pytest.raises(et_copy.EtCopyError, match="names 1 state tensors of its own, but a program et_copy") as e:
+        session.load_method("forward")
+    assert e.value.error == "InvalidProgram"

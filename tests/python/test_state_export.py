@@ -1,9 +1,9 @@
 """Mutable state on the device (et_copy.export): buffers a program updates
-in place live in a state arena on the device, shared by every method; each
-session of et_copy.runtime has its own; initial values reach it through
+in place live in its device delegate's state arena, shared by every method;
+each session of et_copy.runtime has its own; initial values reach it through
 counted h2d copies; the weights stay on the device while the program lives,
-whatever its sessions do. And the export itself: strict export, keyword
-inputs."""
+whatever its sessions do; the copy-only route refuses state. And the export
+itself: strict export, keyword inputs."""
 
 from __future__ import annotations
 
@@ -171,7 +171,7 @@ def test_state_with_no_stored_start_starts_at_zero_in_every_session_and_after_re
 
 
 class Steps(torch.nn.Module):
-    """A copy-only program's state: a count the method bumps, beside its copies."""
+    """A count the method bumps beside what it computes: state for the copy-only route."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -182,26 +182,36 @@ class Steps(torch.nn.Module):
         return x * 2.0
 
 
-def test_a_copy_only_programs_state_is_planned_on_the_device_in_an_arena_that_holds_it():
-    from et_copy.export import DeviceBoundary
-    from executorch.exir.schema import Tensor
+def test_the_copy_only_route_refuses_state_naming_the_buffer_and_exports_without_it():
+    # State on the device is computed on by a device backend; on the copy-only
+    # route the host's kernels would, which a GPU cannot run.
+    from et_copy.export import DeviceBoundary, ExportArgumentError
 
-    # One method: the state arena is laid out from that method's specs alone.
-    program = export_device_methods(
-        DeviceBoundary(Steps()), {"forward": MethodInputs((torch.ones(2),))}, insert_copies=False, strict=True
-    )
-    (plan,) = program.executorch_program.execution_plan
-    devices = {d.buffer_idx: (int(d.device_type), d.device_index) for d in plan.non_const_buffer_device or []}
-    states = [
-        v.val
-        for v in plan.values
-        if isinstance(v.val, Tensor) and list(v.val.sizes) == [3] and int(v.val.scalar_type) == 4  # int64
-    ]
-    assert states, "the state tensor is not in the plan"
-    for t in states:
-        buffer = t.allocation_info.memory_id
-        assert devices.get(buffer) == (1, 0), (buffer, devices)  # CUDA, index 0
-        assert plan.non_const_buffer_sizes[buffer] >= t.allocation_info.memory_offset_low + 3 * 8
+    with pytest.raises(ExportArgumentError, match=r"buffer\(s\) 'module.count': state needs a device backend") as e:
+        export_device_methods(
+            DeviceBoundary(Steps()), {"forward": MethodInputs((torch.ones(2),))}, insert_copies=False, strict=True
+        )
+    assert (e.value.argument, e.value.method, e.value.stage) == ("insert_copies", "forward", "to_edge")
+    assert "use backend='simulated' or 'aoti'" in str(e.value)
+    # Without state the route exports, and the program runs.
+    from et_copy.tools.models import RoundTrip
+
+    program = export_device_methods(RoundTrip(), {"forward": MethodInputs((torch.ones(2),))}, insert_copies=False)
+    et_copy.use_simulated_device()
+    x = torch.tensor([-1.0, 2.0])
+    assert torch.equal(et_copy.runtime.load(program.buffer).load_method().execute([x])[0], x)
+    # With a backend the same module keeps its state, on the device.
+    backed = et_copy.runtime.load(export_device_methods(Steps(), {"forward": MethodInputs((torch.ones(2),))}).buffer)
+    assert backed.new_session().load_method().execute([x])[0].tolist() == [-2.0, 4.0]
+
+
+def test_device_planning_pass_refuses_state_by_name():
+    from et_copy.export import DevicePlanningPass
+    from executorch.exir import ExecutorchBackendConfig, to_edge
+
+    edge = to_edge(torch.export.export(Steps(), (torch.ones(2),), strict=True))
+    with pytest.raises(ValueError, match=r"DevicePlanningPass: .*mutates buffer\(s\) 'count'"):
+        edge.to_executorch(ExecutorchBackendConfig(memory_planning_pass=DevicePlanningPass("cuda:0")))
 
 
 class LinearTally(torch.nn.Module):

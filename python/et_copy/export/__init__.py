@@ -7,7 +7,7 @@ The routes (docs/export.md says when to use which):
   ``"aoti"``, :mod:`et_copy.backends`, or a ``partitioner``), with
   ``_h2d_copy`` before it and ``_d2h_copy`` after; with nothing to
   compute, or ``insert_copies=False``, the copies alone, planned on the
-  device by :class:`DevicePlanningPass`.
+  device by :class:`DevicePlanningPass` (no state: that needs a backend).
 - :func:`lower_to_device`: upstream's recipe (``to_edge_transform_and_lower``
   and its skip flags) with the same backends, or another partitioner
   annotated as the device by :func:`with_target_device`.
@@ -21,7 +21,7 @@ to_edge), ``_boundary`` (:class:`DeviceBoundary`), ``_device_planning``
 (:class:`DevicePlanningPass`), ``_boundary_planning``
 (:class:`BoundaryPlanningPass`), ``_target_device``
 (:func:`with_target_device`), ``_graph_checks``, ``_named_data`` (the
-program record, initial state) and ``_errors``.
+program record) and ``_errors``.
 
 All need executorch's AOT stack (``executorch.exir``), imported here, which
 takes seconds: ``import et_copy`` does not import this package.
@@ -34,7 +34,6 @@ from ._boundary_planning import BoundaryPlanningPass
 from ._device_planning import DevicePlanningPass
 from ._errors import ExportArgumentError, ExportError
 from ._methods import MethodInputs
-from ._named_data import INITIAL_STATE_KEY
 from ._routes import export_device_methods, export_device_program, lower_to_device
 from ._target_device import TARGET_DEVICE_KEY, TargetDevicePartitioner, with_target_device
 
@@ -44,7 +43,6 @@ __all__ = [
     "DevicePlanningPass",
     "ExportArgumentError",
     "ExportError",
-    "INITIAL_STATE_KEY",
     "MethodInputs",
     "TARGET_DEVICE_KEY",
     "TargetDevicePartitioner",

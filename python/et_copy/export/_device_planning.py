@@ -1,6 +1,6 @@
 """The copy-only route's memory planning: :class:`DevicePlanningPass` plans
-the device side of et_copy boundaries, and the program's state arena, on
-the device."""
+the device side of et_copy boundaries on the device. State has no place
+there: it needs a device backend (:func:`state_refusal`)."""
 
 from __future__ import annotations
 
@@ -23,22 +23,13 @@ class DevicePlanningPass(MemoryPlanningPass):
     that brings it back. Constants and graph inputs stay on the host. Takes
     MemoryPlanningPass's keyword arguments (``alloc_graph_input``, ...).
 
-    **State.** The module's mutable buffers (an LLM's KV caches and recurrent
-    states, which ``torch.export`` lifts into ``buffers_to_mutate``) live on
-    the device too, in a planned buffer of their own: the *state arena*,
-    appended after every other buffer of each method and laid out once for
-    the whole program (by buffer name), so every method of the program reads
-    and writes the same state, and a runtime can give each session an arena
-    of its own while the scratch buffers stay shared (et_copy.runtime's
-    sessions). ``state_layout`` maps each state buffer's name to its
-    ``(offset, nbytes)`` in the arena once planning is done.
-
-    Tensors computed between the copies run through CPU kernels on device
-    memory: that works with et_copy's simulated device (host memory) only. On
-    a real GPU keep the program copy-only, or use a delegate.
+    A graph with mutable buffers (an LLM's caches) is refused with a
+    ValueError naming them: state on the device is computed on by a device
+    backend (``export_device_program``'s ``backend``), never by the host's
+    kernels. Tensors computed between the copies run through CPU kernels on
+    device memory: that works with et_copy's simulated device (host memory)
+    only. On a real GPU keep the program copy-only, or use a delegate.
     """
-
-    alloc_mutable_buffers: bool  # MemoryPlanningPass's option; run() switches it per graph
 
     def __init__(
         self,
@@ -49,61 +40,34 @@ class DevicePlanningPass(MemoryPlanningPass):
         super().__init__(**kwargs)
         self.device = parse_device(device, op="et_copy.export.DevicePlanningPass")
         self.resident_inputs = tuple(resident_inputs)
-        self.state_layout: dict[str, tuple[int, int]] = {}
-        self._state_specs: dict[str, list[tuple[torch.fx.GraphModule, TensorSpec]]] = {}
 
     def run(self, graph_module: torch.fx.GraphModule, graph_signature=None):
+        state = mutated_buffers(graph_signature)
+        if state:
+            raise ValueError(f"et_copy.export.DevicePlanningPass: {state_refusal(state)}")
         device_type = DeviceType(self.device.type)
-        names = set()
         if self.resident_inputs:
             # Method inputs the caller hands over on the device (DeviceBoundary's resident_inputs).
             names = {graph_signature.user_inputs[i] for i in self.resident_inputs}
-        state = state_placeholders(graph_signature) if self.alloc_mutable_buffers else {}
-        for node in graph_module.graph.nodes:
-            if node.op == "placeholder" and (node.name in names or node.name in state):
-                node.meta["spec"].device, node.meta["spec"].device_index = device_type, self.device.index
-        _tag_device_side(graph_module, device_type, self.device.index)
-        # The state is laid out in run_multimethod, once every method is planned.
-        kept, self.alloc_mutable_buffers = self.alloc_mutable_buffers, self.alloc_mutable_buffers and not state
-        try:
-            result = super().run(graph_module, graph_signature)
-        finally:
-            self.alloc_mutable_buffers = kept
-        if state:
             for node in graph_module.graph.nodes:
-                if node.op == "placeholder" and node.name in state:
-                    self._state_specs.setdefault(state[node.name], []).append((graph_module, node.meta["spec"]))
-        return result
-
-    def run_multimethod(self) -> None:
-        """Lays out the state arena (called by ``to_executorch`` after every method is planned)."""
-        from executorch.exir.schema import NonConstBufferDevice
-
-        modules = {id(gm): gm for specs in self._state_specs.values() for gm, _ in specs}
-        arena = {key: len(gm.meta["non_const_buffer_sizes"]) for key, gm in modules.items()}
-        offset = 0
-        for name in sorted(self._state_specs):
-            specs = self._state_specs[name]
-            nbytes = specs[0][1].allocated_memory
-            offset = -(-offset // self.alignment) * self.alignment
-            self.state_layout[name] = (offset, nbytes)
-            for gm, spec in specs:
-                spec.mem_id, spec.mem_offset = arena[id(gm)], offset
-            offset += nbytes
-        size = -(-offset // self.alignment) * self.alignment
-        for key, gm in modules.items():
-            gm.meta["non_const_buffer_sizes"].append(size)
-            devices = gm.meta.get("non_const_buffer_device") or []
-            devices.append(NonConstBufferDevice(arena[key], DeviceType(self.device.type), self.device.index))
-            gm.meta["non_const_buffer_device"] = devices
+                if node.op == "placeholder" and node.name in names:
+                    node.meta["spec"].device, node.meta["spec"].device_index = device_type, self.device.index
+        _tag_device_side(graph_module, device_type, self.device.index)
+        return super().run(graph_module, graph_signature)
 
 
-def state_placeholders(graph_signature) -> dict[str, str]:
-    """Placeholder name -> buffer name, for the buffers the program mutates."""
-    if graph_signature is None:
-        return {}
-    mutated = set(graph_signature.buffers_to_mutate.values())
-    return {p: b for p, b in graph_signature.inputs_to_buffers.items() if b in mutated}
+def mutated_buffers(graph_signature) -> list[str]:
+    """The names of the buffers a method mutates (its state), sorted."""
+    return sorted(set(graph_signature.buffers_to_mutate.values())) if graph_signature is not None else []
+
+
+def state_refusal(buffers: Sequence[str]) -> str:
+    """Why the copy-only route refuses a module with state ``buffers``."""
+    names = ", ".join(f"'{b}'" for b in buffers)
+    return (
+        f"the copy-only route (no device backend) cannot keep state, and the module mutates buffer(s) {names}: "
+        "state needs a device backend to compute on it; use backend='simulated' or 'aoti' with insert_copies=True"
+    )
 
 
 def _tag_device_side(graph_module: torch.fx.GraphModule, device_type: DeviceType, index: int) -> None:

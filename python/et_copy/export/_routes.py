@@ -54,9 +54,10 @@ def export_device_program(
     ``insert_copies=False`` is for a module that calls ``torch.ops.et_copy``
     itself: no delegate, the copies and what the module computes between
     them planned on the device (:class:`DevicePlanningPass`); et_copy.runtime
-    loads such a program only when its device side is the copies alone. A
-    module with nothing to compute (it returns its inputs) exports that way
-    too. ``device`` is "cuda" or "cuda:N". ``kwargs`` are keyword example
+    loads such a program only when its device side is the copies alone, and
+    a module with mutable buffers is refused (state needs a device backend
+    to compute on it). A module with nothing to compute (it returns its
+    inputs) exports that way too. ``device`` is "cuda" or "cuda:N". ``kwargs`` are keyword example
     inputs. ``dynamic_shapes`` is torch.export's (give every dynamic dim a
     max: the program is planned for the upper bound).
     ``alloc_graph_input=False`` (default) keeps graph inputs out of the
@@ -73,7 +74,8 @@ def export_device_program(
     ``.buffer`` is the .pte bytes, ``.write_to_file(f)`` saves it; the
     program carries its record (docs/design.md, "The program record").
     Raises :class:`ExportArgumentError` (an :class:`ExportError` and a
-    ValueError) naming the argument for a bad device or option, and
+    ValueError) naming the argument for a bad device or option or for
+    state on the copy-only route, and
     :class:`ExportError` naming the method, the stage and the way out when
     torch or executorch fails.
     """

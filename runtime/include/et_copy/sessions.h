@@ -1,26 +1,30 @@
 // Sessions: several independent sequences on one loaded program.
 //
-// A program exported by et_copy.export keeps its mutable state (an LLM's KV
-// caches and recurrent states) in a planned buffer of its own, the *state
-// arena*: the last planned buffer of every method that has state, laid out
-// once for the whole program, with each state tensor named in the program
-// (emit_mutable_buffer_names). A SessionPool owns what its sessions share:
-// every other planned buffer (the scratch), allocated once per method. Each
-// Session owns one state arena, shared by the methods it loads, so prefill
-// and decode of one sequence read the same state while two sessions never
-// see each other's. A session costs its state arena (and each method's
-// small host-side tables), not another copy of the weights or the scratch.
+// A SessionPool owns what its sessions share: the scratch, planned buffers
+// allocated once per method; each Session owns its state. Where the state
+// lives, the program says in its record (program_record.h), or, without
+// one, ExecuTorch's own conventions do:
 //
-// Initial state reaches the arena through the device's DeviceAllocator
-// (copy_host_to_device, counted like any h2d copy): zeros, then each
-// tensor's named blob "et_copy.initial_state:<name>" where the program has
-// one. ExecuTorch's own initialized-buffer path would instead write host
-// memory straight into device memory at load.
+// - A program et_copy.export built keeps every piece of mutable state (an
+//   LLM's KV caches and recurrent states) inside its device delegates
+//   (record: "state\tdelegates"): each delegate binds the session's state
+//   arena, laid out by the exporter and read from the delegate record, and
+//   every planned buffer of the program itself is scratch. A method of a
+//   program with a record that names state of its own is refused
+//   (InvalidProgram): et_copy.export keeps none outside its delegates.
+// - A program without a record (another exporter's, ExecuTorch's own) whose
+//   methods name their state (emit_mutable_buffer_names) and keep all of it
+//   in the last planned buffer (as share_mutable_buffers plans it) gets that
+//   buffer per session, shared by the session's methods and started at
+//   zero through the device's DeviceAllocator (copy_host_to_device,
+//   counted like any h2d copy); the other buffers are the pool's scratch.
+// - Any other program (no named state, or state outside the last buffer):
+//   each session owns all of its methods' planned memory, and reset()
+//   reports NotSupported unless the state lives in a device backend.
 //
-// Programs without a state arena (no named state, or state that is not
-// confined to the last buffer) still load: each session then owns all of
-// its methods' planned memory, and reset() reports NotSupported unless the
-// state lives in a device backend.
+// The runtime never lays state out: offsets come from the program's
+// planning and the delegate record (parse_delegate_record refuses overlaps
+// and overruns).
 //
 // Device backends: every method is loaded with the runtime specs
 // {"pool": pool id, "session": session id} (process-unique ints) for every
@@ -45,7 +49,6 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -66,9 +69,6 @@
 #include <et_copy/program_record.h>
 
 namespace et_copy {
-
-/// The prefix of a state tensor's initial value in the program's named data.
-inline constexpr const char* kInitialStateKey = "et_copy.initial_state:";
 
 /// One planned buffer's memory: host bytes, or a DeviceMemoryBuffer from
 /// the registered DeviceAllocator.
@@ -164,7 +164,7 @@ class SessionPool {
               executorch::runtime::Span<const executorch::runtime::Kernel> kernels,
               const executorch::runtime::NamedDataMap* named_data);
   struct MethodScratch {
-    bool has_arena = false;             // state in the last buffer, which each session owns
+    bool has_arena = false;             // no record, named state in the last buffer, which each session owns
     bool all_scratch = false;           // the state is in the delegates: every buffer is shared
     std::vector<PlannedBuffer> buffers; // all but the arena
   };
@@ -184,7 +184,7 @@ class SessionPool {
   ProgramRecord record_; // what the program says of itself (read_program_record)
 };
 
-/// One sequence: a state arena and the methods loaded on it.
+/// One sequence: its state and the methods loaded on it.
 class Session {
  public:
   Session(const Session&) = delete; // backend_options_ points into backend_specs_
@@ -207,18 +207,18 @@ class Session {
                                                                executorch::runtime::EventTracer* profiler = nullptr,
                                                                FailureReport* report = nullptr);
 
-  /// Puts the state back to its start (zeros, then the program's named
-  /// initial values) through the device's h2d copy, in the program's state
-  /// arena and in each device backend that holds state of this session
-  /// (DeviceBackend::reset_state). NotSupported for a program with
+  /// Puts the state back to its start through the device's h2d copy: in
+  /// each device backend that holds state of this session
+  /// (DeviceBackend::reset_state), and zeros over the session's own state
+  /// buffer (a program without a record). NotSupported for a program with
   /// neither; no-op before any method is loaded. Fails through `report`.
   ET_NODISCARD executorch::runtime::Error reset(FailureReport* report = nullptr);
 
-  /// Bytes of the state arena, the program's plus the device backends'
-  /// (DeviceBackend::state_nbytes; 0 before a method with state is loaded).
+  /// Bytes of the session's state: its own state buffer plus the device
+  /// backends' (DeviceBackend::state_nbytes; 0 before a method with state is loaded).
   size_t state_nbytes() const;
-  /// Device bytes this session owns: its arenas, plus all of its methods'
-  /// planned memory for programs without an arena.
+  /// Device bytes this session owns: its state, plus all of its methods'
+  /// planned memory for programs whose state has no buffer of its own.
   size_t device_nbytes() const;
 
   /// This session's process-unique id: the runtime spec "session" it passes
@@ -255,9 +255,8 @@ class Session {
   };
   // Gives every registered device backend the runtime specs in backend_options_.
   void set_backend_specs();
-  // Writes the initial value of every named state tensor of `m` not yet
-  // written since the last reset.
-  ET_NODISCARD executorch::runtime::Error initialize(executorch::runtime::Method& m, FailureReport* report);
+  // Writes zeros over arena_ through the device's h2d copy.
+  ET_NODISCARD executorch::runtime::Error zero_state(FailureReport* report);
 
   SessionPool* pool_;
   const int id_;
@@ -269,7 +268,7 @@ class Session {
   // load()'s methods; destroyed after methods_, since each holds its method's event tracer.
   std::map<std::string, std::unique_ptr<LoadedMethod>> loaded_;
   std::map<std::string, std::unique_ptr<Loaded>> methods_;
-  std::set<std::string> initialized_; // state tensors written since the last reset
+  bool state_zeroed_ = false; // arena_ holds its start (or what the methods made of it)
 };
 
 } // namespace et_copy

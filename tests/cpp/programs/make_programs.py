@@ -18,10 +18,11 @@ change them. Imports executorch.exir (seconds).
   resident and alloc_graph_input=True: a method input planned on cuda:0
   (set_input would memcpy host bytes into it), copied out by one d2h copy.
 - SimulatedDeviceBackend's delegate records (docs/design.md, "The delegate
-  record"), made here until et_copy.backend writes them, each as NAME.record
-  (the `processed` bytes), NAME.data (the named data the record refers to:
-  each weight, then each initial state value, in record order) and NAME.io
-  (float32 inputs, then the eager outputs, per step):
+  record"), written by et_copy.backend's preprocess (the one writer, with
+  its state layout), each as NAME.record (the `processed` bytes), NAME.data
+  (the named data the record refers to: each weight, then each non-zero
+  initial state value, in record order) and NAME.io (float32 inputs, then
+  the eager outputs, per step):
   - linear: relu(Linear(4, 3)(x)), x float32[2, 4]; one step.
   - acc: a buffer `acc` = arange(4) updated in place (acc += x), returning
     acc * w; two steps, from the start state.
@@ -30,17 +31,15 @@ change them. Imports executorch.exir (seconds).
 
 from __future__ import annotations
 
-import hashlib
 import sys
 from pathlib import Path
 
 import torch
+from et_copy.backend import SimulatedDeviceBackend, SimulatedDevicePartitioner
 from et_copy.export import DeviceBoundary, export_device_program, lower_to_device
 from et_copy.tools.parity.tamper import original_program, tampered_programs
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-from executorch.exir import ExecutorchBackendConfig, to_edge
-from executorch.exir.passes import MemoryPlanningPass
-from executorch.exir.schema import Tensor as SerializedTensor
+from executorch.exir import to_edge
 
 
 class AddRelu(torch.nn.Module):
@@ -73,67 +72,21 @@ class Acc(torch.nn.Module):
         return self.acc * self.w
 
 
-class ArenaPlanningPass(MemoryPlanningPass):
-    """Plans the mutable buffers in a last planned buffer of their own (the
-    state arena), the rest as usual; ``state_layout`` maps each buffer name
-    to ``(arena buffer index as MethodMeta counts it, offset, nbytes)``."""
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.state_layout: dict[str, tuple[int, int, int]] = {}
-
-    def run(self, graph_module, graph_signature=None):
-        mutated = set(graph_signature.buffers_to_mutate.values())
-        state = {p: b for p, b in graph_signature.inputs_to_buffers.items() if b in mutated}
-        kept, self.alloc_mutable_buffers = self.alloc_mutable_buffers, False
-        try:
-            result = super().run(graph_module, graph_signature)
-        finally:
-            self.alloc_mutable_buffers = kept
-        sizes = graph_module.meta["non_const_buffer_sizes"]
-        mem_id, offset = len(sizes), 0
-        for node in graph_module.graph.nodes:
-            if node.op == "placeholder" and node.name in state:
-                spec = node.meta["spec"]
-                offset = -(-offset // 16) * 16
-                spec.mem_id, spec.mem_offset = mem_id, offset
-                self.state_layout[state[node.name]] = (mem_id - 1, offset, spec.allocated_memory)
-                offset += spec.allocated_memory
-        if state:
-            sizes.append(-(-offset // 16) * 16)
-        return result
-
-
 def _bytes(t: torch.Tensor) -> bytes:
     return t.detach().contiguous().numpy().tobytes()
 
 
 def delegate_record(module: torch.nn.Module, args: tuple) -> tuple[bytes, bytes]:
-    """(record, named data) for `module` as SimulatedDeviceBackend's preprocess will make them."""
-    initial = {k: v.clone() for k, v in module.named_buffers()}
-    ep = torch.export.export(module, args)
-    planning = ArenaPlanningPass(alloc_graph_input=False, alloc_graph_output=False)
-    nested = to_edge(ep).to_executorch(ExecutorchBackendConfig(external_constants=True, memory_planning_pass=planning))
-    lines = ["et_copy.delegate 2", "device\tcuda\t0"]
-    data = b""
-    for value in nested.executorch_program.execution_plan[0].values:
-        info = getattr(value.val, "extra_tensor_info", None) if isinstance(value.val, SerializedTensor) else None
-        if info is not None and info.fully_qualified_name and info.location == 1:  # EXTERNAL
-            blob = _bytes(ep.state_dict[info.fully_qualified_name])
-            key = "et_copy.weight:" + hashlib.sha256(blob).hexdigest()[:32]
-            lines.append(f"weight\t{info.fully_qualified_name}\t{key}\t{len(blob)}")
-            data += blob
-    arena = None
-    for name, (buffer, offset, nbytes) in sorted(planning.state_layout.items()):
-        lines.append(f"state\t{name}\t{offset}\t{nbytes}\tet_copy.initial_state:{name}")
-        data += _bytes(initial[name])
-        size = nested.executorch_program.execution_plan[0].non_const_buffer_sizes[buffer + 1]
-        arena = f"arena\t{buffer}\t{size}"
-    if arena:
-        lines.append(arena)
-    program = nested.buffer
-    lines.append(f"payload\tprogram\t{len(program)}")
-    return ("\n".join(lines) + "\n").encode() + program, data
+    """(record, named data) for `module`, from SimulatedDeviceBackend's preprocess."""
+    edge = to_edge(torch.export.export(module, args))
+    specs = SimulatedDevicePartitioner().delegation_spec.compile_specs
+    result = SimulatedDeviceBackend.preprocess(edge.exported_program(), specs)
+    store = result.data_store_output
+    blobs = {key: bytes(store.buffers[entry.buffer_index]) for key, entry in store.pte_data.items()}
+    header = result.processed_bytes.split(b"\npayload\t", 1)[0].decode().split("\n")
+    fields = [line.split("\t") for line in header]
+    keys = [f[2] for f in fields if f[0] == "weight"] + [f[4] for f in fields if f[0] == "state" and f[4] != "-"]
+    return result.processed_bytes, b"".join(blobs[k] for k in keys)
 
 
 def write_delegate_fixtures(out: Path) -> None:
