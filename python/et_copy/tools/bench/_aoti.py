@@ -21,7 +21,8 @@ _DTYPES = {code: dtype for dtype, code in SCALAR_TYPE_CODES.items()}
 
 @dataclass
 class DelegateRecord:
-    """A version-2 delegate record: its header lines, split at tabs, by kind."""
+    """A delegate record of the version this runtime reads: its header lines,
+    split at tabs, by kind."""
 
     lines: dict[str, list[list[str]]] = field(default_factory=dict)
     payload_kind: str = ""
@@ -29,11 +30,11 @@ class DelegateRecord:
 
 
 def parse_record(blob: bytes) -> DelegateRecord:
-    from ..._C import DELEGATE_RECORD_MAGIC
+    from ..._C import DELEGATE_RECORD_MAGIC, DELEGATE_RECORD_VERSION
 
-    head = f"{DELEGATE_RECORD_MAGIC} 2\n".encode()
+    head = f"{DELEGATE_RECORD_MAGIC} {DELEGATE_RECORD_VERSION}\n".encode()
     if not blob.startswith(head):
-        raise ValueError(f"not a version-2 delegate record (it starts {blob[: len(head)]!r})")
+        raise ValueError(f"not a version-{DELEGATE_RECORD_VERSION} delegate record (it starts {blob[: len(head)]!r})")
     record, at = DelegateRecord(), len(head)
     while True:
         end = blob.index(b"\n", at)
