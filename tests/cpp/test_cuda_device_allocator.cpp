@@ -396,6 +396,28 @@ TEST_F(CudaAllocator, APageableCopyOfExactlyTheStagingThresholdIsStaged) {
   a.deallocate(*d, 0);
 }
 
+TEST_F(CudaAllocator, DirectCopiesPageableMemoryWithoutStagingAndStagedStagesIt) {
+  // A chunk size no lane has used: a staged copy must make pinned buffers
+  // (cudaHostAlloc, failing once here), a direct one makes none.
+  const size_t threshold = size_t{64} << 10, chunk = size_t{72} << 10, n = size_t{128} << 10;
+  auto d = a.allocate(n, 0);
+  ASSERT_TRUE(d.ok());
+  auto in = pattern(n, 9);
+  std::vector<unsigned char> out(n);
+  ASSERT_EQ(a.set_copy_config(CudaCopyConfig{PageableCopy::kDirect, threshold, chunk}), Error::Ok);
+  mock_cuda::fail_after("cudaHostAlloc", 0, cudaErrorMemoryAllocation);
+  EXPECT_EQ(a.copy_host_to_device(*d, in.data(), n, 0), Error::Ok) << "direct: no staging buffers";
+  EXPECT_EQ(a.copy_device_to_host(out.data(), *d, n, 0), Error::Ok) << "direct: no staging buffers";
+  EXPECT_EQ(in, out);
+  ASSERT_EQ(a.set_copy_config(CudaCopyConfig{PageableCopy::kStaged, threshold, chunk}), Error::Ok);
+  EXPECT_EQ(a.copy_host_to_device(*d, in.data(), n, 0), Error::MemoryAllocationFailed) << "staged: staging buffers";
+  in[0] ^= 0xFF;
+  EXPECT_EQ(a.copy_host_to_device(*d, in.data(), n, 0), Error::Ok);
+  EXPECT_EQ(a.copy_device_to_host(out.data(), *d, n, 0), Error::Ok);
+  EXPECT_EQ(in, out);
+  a.deallocate(*d, 0);
+}
+
 TEST_F(CudaAllocator, AZeroByteCopyOnAMissingDeviceIsRefused) {
   const auto before = a.stats();
   EXPECT_EQ(a.copy_host_to_device(nullptr, nullptr, 0, 2), Error::InvalidArgument);
