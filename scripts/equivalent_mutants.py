@@ -90,6 +90,20 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("runtime/include/et_copy/cuda_device_allocator.h", "int+1", "kStaged = 1,",
                "the enumerators are only compared with each other and cross to Python by name ('direct', 'staged'); "
                "no integer form is stored, read or exchanged, and 2 collides with no other enumerator"),
+    # The program reader's out-parameters and its failure paths, where the next read or the caller settles it.
+    Equivalent("runtime/src/program_reader.cpp", "logic", "if (failed_ || vtable < 0) {",
+               "a negative vtable position, as size_t, lies past any file, so reading its size fails the reader and "
+               "field() returns 0 at the next check; a reader already failed returns 0 there too"),
+    Equivalent("runtime/src/program_reader.cpp", "int+1",
+               "return 0; // absent: *length untouched, as callers start it at 0",
+               "string() and whole_string() start length at 0, so a string 'at' 1 of length 0 reads as the empty "
+               "string an absent one gives"),
+    Equivalent("runtime/src/program_reader.cpp", "int+1", "uint32_t length = 0;",
+               "string_at() writes length on every path that returns a position, and the callers read it only then"),
+    Equivalent("runtime/src/program_reader.cpp", "int+1", "size_t plans_at = 0;",
+               "vector() writes its elements position on every path before anything reads it"),
+    Equivalent("runtime/src/program_reader.cpp", "int+1", "size_t at = 0;",
+               "vector() writes its elements position on every path before anything reads it"),
     # What a CUDA query found: each field its only maker leaves at its default is one it always writes, or one
     # the header says not to read; each buffer holds its longest text with room to spare either way.
     Equivalent("runtime/include/et_copy/cuda_device_allocator.h", "int+1",

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "flat_writer.h"
 #include "program_reader.h"
 
 namespace {
@@ -133,6 +134,12 @@ TEST(ProgramReader, AFieldPastItsVtableIsAbsentAndAVtableBeforeTheFileFails) {
     EXPECT_EQ(r.field(kTable, 0), 0u);
     EXPECT_FALSE(r.failed());
   }
+  put32(b, kTable, kTable); // a vtable at the file's first byte (the root offset, 12, read as its size)
+  {
+    Reader r(b.data(), b.size());
+    EXPECT_EQ(r.field(kTable, 0), kTable + 5); // its entry for field 0: bytes 4 and 5, which hold 5
+    EXPECT_FALSE(r.failed());
+  }
   put32(b, kTable, kTable + 1); // the vtable would start before the file
   {
     Reader r(b.data(), b.size());
@@ -172,6 +179,79 @@ TEST(ProgramReader, AByteRangeEndingAtTheFilesEndIsInsideItAndOneMoreIsNot) {
   EXPECT_EQ(r.bytes(b.size() - 1, 2), nullptr);
   EXPECT_EQ(r.bytes(b.size() + 1, 0), nullptr);
   EXPECT_EQ(r.bytes(1, std::numeric_limits<size_t>::max()), nullptr);
+}
+
+// A program whose plans vector counts `counted` of the plans named `names`
+// (the rest lie past its count); `bad_name`: the first name's length runs
+// past the end of the file.
+std::vector<uint8_t> plans_named(const std::vector<std::string>& names, uint32_t counted, bool bad_name = false) {
+  et_copy_test::FlatWriter f;
+  const size_t program = f.table(2);
+  f.root(program);
+  const size_t plans = f.vector(program, 1, static_cast<uint32_t>(names.size()));
+  f.count(plans, counted);
+  size_t first_name = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const size_t plan = f.table(1);
+    f.link(plans + 4 * i, plan);
+    if (i == 0) {
+      first_name = f.bytes().size();
+    }
+    f.string(plan, 0, names[i]);
+  }
+  std::vector<uint8_t> b = f.bytes();
+  if (bad_name) {
+    put32(b, first_name, static_cast<uint32_t>(b.size()));
+  }
+  return b;
+}
+
+TEST(ProgramReader, APlanIsFoundByItsWholeNameFromTheFirstToTheLastCountedAndNoFurther) {
+  const std::vector<uint8_t> b = plans_named({"forward", "decode", "past"}, 2);
+  Reader r(b.data(), b.size());
+  size_t plans_at = 0;
+  ASSERT_EQ(r.plans(&plans_at), 2u);
+  EXPECT_EQ(r.find_plan("forward"), r.table_at(plans_at, 0));
+  EXPECT_EQ(r.find_plan("decode"), r.table_at(plans_at, 1));
+  EXPECT_NE(r.find_plan("decode"), 0u);
+  for (const char* other : {"past", "missing", "forwar", ""}) {
+    EXPECT_EQ(r.find_plan(other), 0u) << other;
+  }
+  EXPECT_FALSE(r.failed());
+}
+
+TEST(ProgramReader, APlanWhoseNameCannotBeReadIsNotFoundEvenAskedForTheEmptyName) {
+  const std::vector<uint8_t> b = plans_named({"forward"}, 1, true);
+  for (const char* name : {"", "forward"}) {
+    Reader r(b.data(), b.size());
+    EXPECT_EQ(r.find_plan(name), 0u) << name;
+    EXPECT_TRUE(r.failed()) << name;
+  }
+}
+
+TEST(ProgramReader, AKernelCallWithNoArgumentsTableNamesNothing) {
+  // One operator, "ns::op.out"; instruction 0 calls it, instruction 1 is a
+  // kernel call whose arguments table is absent.
+  et_copy_test::FlatWriter f;
+  const size_t plan = f.table(7);
+  f.root(plan);
+  const size_t ops = f.vector(plan, 6, 1);
+  const size_t op = f.table(2);
+  f.link(ops, op);
+  f.string(op, 0, "ns::op");
+  f.string(op, 1, "out");
+  const size_t with_args = f.table(2);
+  f.scalar(with_args, 0, 1);
+  const size_t call = f.table(2);
+  f.link(f.field(with_args, 1), call);
+  f.scalar(call, 0, 0);
+  const size_t without = f.table(2);
+  f.scalar(without, 0, 1);
+  const std::vector<uint8_t> b = f.bytes();
+  Reader r(b.data(), b.size());
+  EXPECT_EQ(r.call_name(plan, with_args), "ns::op.out");
+  EXPECT_EQ(r.call_name(plan, without), "");
+  EXPECT_FALSE(r.failed());
 }
 
 } // namespace
