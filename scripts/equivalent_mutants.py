@@ -104,6 +104,14 @@ EQUIVALENT: list[Equivalent] = [
                "vector() writes its elements position on every path before anything reads it"),
     Equivalent("runtime/src/program_reader.cpp", "int+1", "size_t at = 0;",
                "vector() writes its elements position on every path before anything reads it"),
+    Equivalent("runtime/src/failure_report.cpp", "int+1",
+               "return std::strncmp(full, kPrefix, sizeof(kPrefix) - 1) == 0 ? full + sizeof(kPrefix) - 1 : full;",
+               "every name ExecuTorch's to_string() gives starts with \"Error::\", so comparing its first 6 "
+               "characters (\"Error:\") decides as comparing 7 does", site=0),
+    Equivalent("runtime/src/failure_report.cpp", "int+1",
+               "if (line.rfind(\"arg \", 0) != 0 || line.find(\" with type id \") == std::string::npos) {",
+               "rfind(\"arg \", 1) is 0 exactly when rfind(\"arg \", 0) is: \"arg \" cannot start at both 0 and "
+               "1, and a match at 1 is not 0 either way", site=0),
     # What a CUDA query found: each field its only maker leaves at its default is one it always writes, or one
     # the header says not to read; each buffer holds its longest text with room to spare either way.
     Equivalent("runtime/include/et_copy/cuda_device_allocator.h", "int+1",
