@@ -88,6 +88,77 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("runtime/include/et_copy/cuda_device_allocator.h", "int+1", "kStaged = 1,",
                "the enumerators are only compared with each other and cross to Python by name ('direct', 'staged'); "
                "no integer form is stored, read or exchanged, and 2 collides with no other enumerator"),
+    # The program reader's out-parameters and its failure paths, where the next read or the caller settles it.
+    Equivalent("runtime/src/program_reader.cpp", "logic", "if (failed_ || vtable < 0) {",
+               "a negative vtable position, as size_t, lies past any file, so reading its size fails the reader and "
+               "field() returns 0 at the next check; a reader already failed returns 0 there too"),
+    Equivalent("runtime/src/program_reader.cpp", "int+1",
+               "return 0; // absent: *length untouched, as callers start it at 0",
+               "string() and whole_string() start length at 0, so a string 'at' 1 of length 0 reads as the empty "
+               "string an absent one gives"),
+    Equivalent("runtime/src/program_reader.cpp", "int+1", "uint32_t length = 0;",
+               "string_at() writes length on every path that returns a position, and the callers read it only then"),
+    Equivalent("runtime/src/program_reader.cpp", "int+1", "size_t plans_at = 0;",
+               "vector() writes its elements position on every path before anything reads it"),
+    Equivalent("runtime/src/program_reader.cpp", "int+1", "size_t at = 0;",
+               "vector() writes its elements position on every path before anything reads it"),
+    Equivalent("runtime/src/failure_report.cpp", "int+1",
+               "return std::strncmp(full, kPrefix, sizeof(kPrefix) - 1) == 0 ? full + sizeof(kPrefix) - 1 : full;",
+               "every name ExecuTorch's to_string() gives starts with \"Error::\", so comparing its first 6 "
+               "characters (\"Error:\") decides as comparing 7 does", site=0),
+    Equivalent("runtime/src/failure_report.cpp", "int+1",
+               "if (line.rfind(\"arg \", 0) != 0 || line.find(\" with type id \") == std::string::npos) {",
+               "rfind(\"arg \", 1) is 0 exactly when rfind(\"arg \", 0) is: \"arg \" cannot start at both 0 and "
+               "1, and a match at 1 is not 0 either way", site=0),
+    Equivalent("runtime/src/program_reader.h", "rel", "if (at > n_ || sizeof(T) > n_ - at) {",
+               "at == n_ leaves no byte to read, and the second test refuses it anyway (sizeof(T) > 0 == n_ - at)",
+               site=0),
+    Equivalent("runtime/src/argument_kinds.cpp", "rel",
+               "if (base > r.size() || offset > r.size() - base || nbytes > r.size() - base - offset) {",
+               "base == size leaves a segment of 0 bytes at the file's end (nbytes > 0 is refused by the last test), "
+               "and 0 bytes never parse as a delegate record, so the delegate is skipped either way", site=0),
+    Equivalent("runtime/src/argument_kinds.cpp", "rel",
+               "if (base > r.size() || offset > r.size() - base || nbytes > r.size() - base - offset) {",
+               "as site 0 of this line: offset == size - base leaves 0 bytes, which never parse as a record", site=1),
+    # What a CUDA query found: each field its only maker leaves at its default is one it always writes, or one
+    # the header says not to read; each buffer holds its longest text with room to spare either way.
+    Equivalent("runtime/include/et_copy/cuda_device_allocator.h", "int+1",
+               "int runtime_version = 0; ///< e.g. 13000 for 13.0",
+               "cuda_runtime_status(), the only maker of a filled CudaRuntimeStatus, writes it from "
+               "cudaRuntimeGetVersion, which the statically linked runtime answers with or without a driver"),
+    Equivalent("runtime/include/et_copy/cuda_device_allocator.h", "int+1",
+               "int driver_version = 0;  ///< 0 when no driver is installed",
+               "cuda_runtime_status() writes it on every path: cudaDriverGetVersion's answer, or 0 when that fails"),
+    Equivalent("runtime/include/et_copy/cuda_device_allocator.h", "int+1",
+               "int device_count = 0;    ///< valid only when error is Ok",
+               "written whenever error is Ok; otherwise the header says it is not valid, and neither use_cuda() nor "
+               "the bindings' cuda_status() (None then) reads it"),
+    Equivalent("runtime/include/et_copy/cuda_device_allocator.h", "int+1",
+               "int cuda_error = 0;      ///< the cudaError_t behind `error` (0 when Ok)",
+               "cuda_runtime_status() writes cudaGetDeviceCount's result into it before any return"),
+    Equivalent("runtime/include/et_copy/cuda_device_allocator.h", "int+1",
+               "char message[256] = {0}; ///< words for `error`: which of no driver, old driver, no device",
+               "the longest message cuda_runtime_status() formats (a version pair or cudaGetErrorString's words in a "
+               "fixed sentence) is under 200 bytes, so 257 bytes hold the same text", site=0),
+    Equivalent("runtime/include/et_copy/cuda_device_allocator.h", "int-1",
+               "char message[256] = {0}; ///< words for `error`: which of no driver, old driver, no device",
+               "as int+1 on this line: every message is under 200 bytes, so 255 hold it whole"),
+    Equivalent("runtime/include/et_copy/cuda_device_allocator.h", "int+1", "char name[256] = {0};",
+               "site 0: filled by snprintf from cudaDeviceProp::name, itself 256 bytes, so at most 255 characters "
+               "and the NUL, which 257 bytes hold as 256 do; site 1: snprintf writes the name (and its NUL) on every "
+               "path that returns properties"),
+    Equivalent("runtime/include/et_copy/cuda_device_allocator.h", "int+1", "int major = 0; ///< compute capability",
+               "cuda_device_properties() copies it from cudaDeviceProp on every path that returns properties"),
+    Equivalent("runtime/include/et_copy/cuda_device_allocator.h", "int+1", "int minor = 0;",
+               "cuda_device_properties() copies it from cudaDeviceProp on every path that returns properties"),
+    Equivalent("runtime/include/et_copy/cuda_device_allocator.h", "int+1", "uint64_t total_memory = 0; ///< bytes",
+               "cuda_device_properties() copies it from cudaDeviceProp on every path that returns properties"),
+    Equivalent("runtime/include/et_copy/cuda_device_allocator.h", "int+1", "char pci_bus_id[32] = {0};",
+               "site 0: a PCI bus id (domain:bus:device.function, at most \"00000000:00:00.0\") is at most 16 "
+               "characters, so 33 bytes hold what 32 do; site 1: cudaDeviceGetPCIBusId fills it on every path that "
+               "returns properties"),
+    Equivalent("runtime/include/et_copy/cuda_device_allocator.h", "int-1", "char pci_bus_id[32] = {0};",
+               "a PCI bus id is at most 16 characters and its NUL, so 31 bytes hold it whole"),
     # Thresholds no input can see: which copies release the GIL changes only how long other threads wait.
     Equivalent("python/bindings/copies.cpp", "int-1", "constexpr size_t kReleaseGilFromBytes = 64 * 1024;",
                "the size from which a copy releases the GIL: the same bytes move either way, and only timing (other "

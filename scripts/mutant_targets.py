@@ -88,7 +88,8 @@ P_LLM_QWEN3 = tuple(
 # fmt: off
 FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # ---- runtime/: GoogleTest executables ------------------------------------------
-    ("runtime/src/device_copy.*", (T_KERNELS,)),
+    # test_allocator_words: a failed copy's diagnostic with an allocator's own words, or none.
+    ("runtime/src/device_copy.*", (T_KERNELS, "cpp:et_copy_test_allocator_words")),
     ("runtime/src/op_*.cpp", (T_KERNELS,)),
     ("runtime/include/et_copy/copy_ops.h", (T_KERNELS,)),
     # test_odd_sizes: each size and alignment computation against odd sizes, and the device count's caching.
@@ -100,7 +101,8 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/src/method_kernels.cpp", (T_METHOD_KERNELS,)),
     # The load checks, one file per job; program_check.h declares them all.
     ("runtime/*/program_check.*", (T_CHECK,)),
-    ("runtime/src/program_reader.*", (T_CHECK, T_BACKEND)),
+    # The reader's own gtest (each bound on bytes), then the checks and the backend that read through it.
+    ("runtime/src/program_reader.*", ("cpp:et_copy_test_program_reader", T_CHECK, T_KINDS, T_BACKEND)),
     ("runtime/src/instruction_operator.cpp", (T_CHECK, T_TRACER)),
     ("runtime/src/d2h_filled_outputs.cpp", (T_CHECK, "cpp:et_copy_test_loaded_method")),
     ("runtime/src/device_access.cpp", (T_CHECK,)),
@@ -135,9 +137,11 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/*/loaded_method.*", ("cpp:et_copy_test_loaded_method", *PY_RUNTIME)),
     ("runtime/*/loaded_program.*", ("cpp:et_copy_test_loaded_method", *PY_RUNTIME)),
     ("runtime/*/failure_report.*", ("cpp:et_copy_test_loaded_method", "py:tests/python/test_errors.py")),
-    # The loaded method's gtest holds LogCapture's line limit.
+    # LogCapture's own gtest (levels kept and forwarded, scopes, cleaning, the line limit), then the
+    # failure reports that quote it.
     ("runtime/*/log_capture.*", (
-        "cpp:et_copy_test_loaded_method:LogCapture.*",
+        "cpp:et_copy_test_log_capture",
+        "cpp:et_copy_test_loaded_method",
         "py:tests/python/test_quiet.py",
         "py:tests/python/test_errors.py",
     )),

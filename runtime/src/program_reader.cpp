@@ -36,7 +36,7 @@ uint32_t Reader::vector(size_t table, int f, size_t* elements) {
 size_t Reader::string_at(size_t table, int f, uint32_t* length) {
   const size_t s = follow(field(table, f));
   if (s == 0) {
-    return 0;
+    return 0; // absent: *length untouched, as callers start it at 0
   }
   *length = read<uint32_t>(s);
   if (failed_ || *length > n_ - (s + 4)) { // the read succeeded, so s + 4 <= n_

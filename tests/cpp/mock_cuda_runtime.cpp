@@ -1,5 +1,7 @@
 #include "mock_cuda_runtime.h"
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -48,6 +50,11 @@ struct State {
   std::map<std::string, std::pair<int, cudaError_t>> failures;
   int last_malloc_device = -1;
   size_t set_device_calls = 0;
+  size_t pointer_queries = 0;
+  bool hold_copies = false;
+  size_t copies_held = 0;
+  std::condition_variable held_changed;
+  std::string device_name;
   int count = -1;
   cudaError_t count_error = cudaSuccess;
   int driver_version = 13000;
@@ -148,6 +155,34 @@ size_t live_device_allocations() {
 size_t set_device_calls() {
   std::lock_guard<std::mutex> lock(state().mutex);
   return state().set_device_calls;
+}
+
+size_t pointer_queries() {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  return state().pointer_queries;
+}
+
+void hold_copies(bool hold) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.hold_copies = hold;
+  s.held_changed.notify_all();
+}
+
+size_t copies_held() {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  return state().copies_held;
+}
+
+bool wait_for_copies_held(size_t n, int seconds) {
+  State& s = state();
+  std::unique_lock<std::mutex> lock(s.mutex);
+  return s.held_changed.wait_for(lock, std::chrono::seconds(seconds), [&] { return s.copies_held >= n; });
+}
+
+void set_device_name(const char* name) {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  state().device_name = name;
 }
 
 } // namespace mock_cuda
@@ -257,7 +292,14 @@ cudaError_t cudaSetDevice(int device) {
 
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
   std::memset(prop, 0, sizeof(*prop));
-  std::snprintf(prop->name, sizeof(prop->name), "Mock GPU %d", device);
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    if (state().device_name.empty()) {
+      std::snprintf(prop->name, sizeof(prop->name), "Mock GPU %d", device);
+    } else {
+      std::snprintf(prop->name, sizeof(prop->name), "%s", state().device_name.c_str());
+    }
+  }
   prop->major = 9;
   prop->totalGlobalMem = size_t{1} << 30;
   return cudaSuccess;
@@ -342,6 +384,7 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* attr, const v
   std::memset(attr, 0, sizeof(*attr));
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
+  ++s.pointer_queries;
   if (const Range* r = find(s.device, p, 1)) {
     attr->type = cudaMemoryTypeDevice;
     attr->device = r->device;
@@ -368,6 +411,16 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, enum cudaMemcpyKind kind, cudaStream_t stream) {
   if (cudaError_t e = injected("cudaMemcpyAsync")) {
     return e;
+  }
+  {
+    State& st = state();
+    std::unique_lock<std::mutex> lock(st.mutex);
+    if (st.hold_copies) {
+      ++st.copies_held;
+      st.held_changed.notify_all();
+      st.held_changed.wait(lock, [&] { return !st.hold_copies; });
+      --st.copies_held;
+    }
   }
   const bool dst_device = is_device(dst, n);
   const bool src_device = is_device(src, n);

@@ -29,4 +29,18 @@ size_t live_device_allocations();
 /// Number of cudaSetDevice calls so far.
 size_t set_device_calls();
 
+/// Number of cudaPointerGetAttributes calls so far.
+size_t pointer_queries();
+
+/// While held, every cudaMemcpyAsync waits at its start (counted by
+/// copies_held()) until hold_copies(false): copies in flight at once.
+void hold_copies(bool hold);
+size_t copies_held();
+/// Waits until `n` copies are held; false if that takes over `seconds`.
+bool wait_for_copies_held(size_t n, int seconds);
+
+/// The name cudaGetDeviceProperties reports for every device ("" for the
+/// default, "Mock GPU <index>"); cut to the 255 characters CUDA's field holds.
+void set_device_name(const char* name);
+
 } // namespace mock_cuda

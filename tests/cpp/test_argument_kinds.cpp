@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -74,6 +75,54 @@ TEST(ArgumentKinds, AcceptsEveryCommittedProgramAndNestedProgram) {
     const std::vector<uint8_t> nested(r->payload, r->payload + r->payload_nbytes);
     EXPECT_EQ(refusal(nested), "ok") << name;
   }
+}
+
+// linear.record with an Int item of its nested program's permute_copy dims
+// retagged Double (`tamper`), or as committed.
+std::vector<uint8_t> linear_record(bool tamper) {
+  std::vector<uint8_t> record = read_file("linear.record");
+  auto r = et_copy::parse_delegate_record(record.data(), record.size());
+  EXPECT_TRUE(r.ok());
+  const size_t at = static_cast<size_t>(r->payload - record.data());
+  std::vector<uint8_t> nested(r->payload, r->payload + r->payload_nbytes);
+  if (tamper) {
+    et_copy_test::Flat f{nested};
+    const int32_t dims = f.argument(instruction_calling(nested, "aten::permute_copy.out"), 1);
+    nested[f.value_type(static_cast<size_t>(et_copy_test::first_int_list_item(f, static_cast<size_t>(dims))))] =
+        kDouble;
+  }
+  std::copy(nested.begin(), nested.end(), record.begin() + static_cast<std::ptrdiff_t>(at));
+  return record;
+}
+
+// add_relu_xnnpack.pte with its delegate's segment (the file's last bytes)
+// replaced by `record`, the segment's size set to the record's plus `extra`.
+std::vector<uint8_t> in_the_delegates_segment(const std::vector<uint8_t>& record, uint64_t extra) {
+  std::vector<uint8_t> b = read_file("add_relu_xnnpack.pte");
+  et_copy_test::Flat f{b};
+  const size_t ref = f.follow(f.field(f.element(f.follow(f.field(f.plan(), 7)), 0), 1));
+  EXPECT_EQ(b[f.field(ref, 0)], 1); // in a segment
+  const size_t index = f.field(ref, 1) == 0 ? 0 : f.u32(f.field(ref, 1));
+  const size_t segment = f.element(f.follow(f.field(f.u32(0), 4)), index);
+  uint64_t base = 0, offset = 0;
+  std::memcpy(&base, b.data() + 24, 8); // the extended header's segment base
+  if (f.field(segment, 0) != 0) {
+    std::memcpy(&offset, b.data() + f.field(segment, 0), 8);
+  }
+  EXPECT_EQ(base + offset + 464, b.size()) << "the delegate's 464 bytes end the file";
+  const uint64_t size = record.size() + extra;
+  std::memcpy(b.data() + f.field(segment, 1), &size, 8);
+  b.resize(base + offset);
+  b.insert(b.end(), record.begin(), record.end());
+  return b;
+}
+
+TEST(ArgumentKinds, ANestedProgramInASegmentIsCheckedAsOneInlineWhenItsBytesEndWithinTheFile) {
+  const std::string nested = "nested program of delegate 0 in method 'forward': ";
+  EXPECT_EQ(refusal(in_the_delegates_segment(linear_record(false), 0)), "ok");
+  EXPECT_EQ(refusal(in_the_delegates_segment(linear_record(true), 0)).rfind(nested, 0), 0u);
+  // One byte past the file: ExecuTorch's loader refuses the delegate; there is nothing to check.
+  EXPECT_EQ(refusal(in_the_delegates_segment(linear_record(true), 1)), "ok");
 }
 
 TEST(ArgumentKinds, NamesATensorArgumentThatBecameAnInt) {

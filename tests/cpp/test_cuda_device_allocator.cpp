@@ -7,6 +7,7 @@
 // MOCK_CUDA_DEVICES=nodriver. Registry state: starts empty.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -395,6 +396,28 @@ TEST_F(CudaAllocator, APageableCopyOfExactlyTheStagingThresholdIsStaged) {
   a.deallocate(*d, 0);
 }
 
+TEST_F(CudaAllocator, DirectCopiesPageableMemoryWithoutStagingAndStagedStagesIt) {
+  // A chunk size no lane has used: a staged copy must make pinned buffers
+  // (cudaHostAlloc, failing once here), a direct one makes none.
+  const size_t threshold = size_t{64} << 10, chunk = size_t{72} << 10, n = size_t{128} << 10;
+  auto d = a.allocate(n, 0);
+  ASSERT_TRUE(d.ok());
+  auto in = pattern(n, 9);
+  std::vector<unsigned char> out(n);
+  ASSERT_EQ(a.set_copy_config(CudaCopyConfig{PageableCopy::kDirect, threshold, chunk}), Error::Ok);
+  mock_cuda::fail_after("cudaHostAlloc", 0, cudaErrorMemoryAllocation);
+  EXPECT_EQ(a.copy_host_to_device(*d, in.data(), n, 0), Error::Ok) << "direct: no staging buffers";
+  EXPECT_EQ(a.copy_device_to_host(out.data(), *d, n, 0), Error::Ok) << "direct: no staging buffers";
+  EXPECT_EQ(in, out);
+  ASSERT_EQ(a.set_copy_config(CudaCopyConfig{PageableCopy::kStaged, threshold, chunk}), Error::Ok);
+  EXPECT_EQ(a.copy_host_to_device(*d, in.data(), n, 0), Error::MemoryAllocationFailed) << "staged: staging buffers";
+  in[0] ^= 0xFF;
+  EXPECT_EQ(a.copy_host_to_device(*d, in.data(), n, 0), Error::Ok);
+  EXPECT_EQ(a.copy_device_to_host(out.data(), *d, n, 0), Error::Ok);
+  EXPECT_EQ(in, out);
+  a.deallocate(*d, 0);
+}
+
 TEST_F(CudaAllocator, AZeroByteCopyOnAMissingDeviceIsRefused) {
   const auto before = a.stats();
   EXPECT_EQ(a.copy_host_to_device(nullptr, nullptr, 0, 2), Error::InvalidArgument);
@@ -420,9 +443,15 @@ TEST_F(CudaAllocator, StatusAndPropertiesDescribeTheDevices) {
   EXPECT_EQ(s.error, Error::Ok);
   EXPECT_EQ(s.device_count, 2);
   EXPECT_EQ(s.runtime_version, 13000);
+  EXPECT_STREQ(s.message, ""); // nothing to explain
+  EXPECT_EQ(s.cuda_error, 0);
   auto p = et_copy::cuda_device_properties(1);
   ASSERT_TRUE(p.ok());
   EXPECT_STREQ(p->name, "Mock GPU 1");
+  EXPECT_EQ(p->major, 9);
+  EXPECT_EQ(p->minor, 0);
+  EXPECT_EQ(p->total_memory, uint64_t{1} << 30);
+  EXPECT_STREQ(p->pci_bus_id, "0000:01:00.0");
   EXPECT_FALSE(et_copy::cuda_device_properties(2).ok());
   auto d = a.allocate(8, 1);
   ASSERT_TRUE(d.ok());
@@ -430,6 +459,76 @@ TEST_F(CudaAllocator, StatusAndPropertiesDescribeTheDevices) {
   int host = 0;
   EXPECT_EQ(*et_copy::cuda_pointer_device(&host), -1);
   a.deallocate(*d, 1);
+}
+
+TEST_F(CudaAllocator, ADeviceNameOfAllThe255CharactersCudasFieldHoldsComesBackWhole) {
+  std::string name;
+  for (int i = 0; i < 255; ++i) {
+    name += static_cast<char>('a' + i % 26);
+  }
+  mock_cuda::set_device_name(name.c_str());
+  auto p = et_copy::cuda_device_properties(0);
+  mock_cuda::set_device_name("");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(std::string(p->name), name);
+  EXPECT_STREQ(p->pci_bus_id, "0000:00:00.0");
+}
+
+// docs/cuda.md: up to 4 copies per device run at once, more wait. The mock
+// holds each copy at its start, so the copies in flight can be counted.
+TEST_F(CudaAllocator, FourCopiesOnADeviceRunAtOnceAndAFifthWaitsForOneOfThem) {
+  constexpr int kDevice = 1;
+  constexpr size_t kCopies = 5, kBytes = 64;
+  std::vector<void*> device(kCopies);
+  std::vector<std::vector<unsigned char>> host;
+  for (size_t i = 0; i < kCopies; ++i) {
+    auto d = a.allocate(kBytes, kDevice);
+    ASSERT_TRUE(d.ok());
+    device[i] = *d;
+    host.push_back(pattern(kBytes, static_cast<unsigned>(i)));
+  }
+  // How many pointer checks one copy makes before it asks for a lane.
+  const size_t before_one = mock_cuda::pointer_queries();
+  ASSERT_EQ(a.copy_host_to_device(device[0], host[0].data(), kBytes, kDevice), Error::Ok);
+  const size_t checks = mock_cuda::pointer_queries() - before_one;
+  ASSERT_GT(checks, 0u);
+  std::vector<Error> result(kCopies, Error::Internal);
+  std::vector<std::thread> threads;
+  auto copy = [&](size_t i) {
+    threads.emplace_back([&, i] { result[i] = a.copy_host_to_device(device[i], host[i].data(), kBytes, kDevice); });
+  };
+  mock_cuda::hold_copies(true);
+  for (size_t i = 0; i < 4; ++i) {
+    copy(i);
+  }
+  // A bound, not a measurement: four lanes take microseconds to reach the copy.
+  const bool four_at_once = mock_cuda::wait_for_copies_held(4, 20);
+  EXPECT_TRUE(four_at_once) << mock_cuda::copies_held() << " copies in flight";
+  if (four_at_once) {
+    // The fifth copy checks its pointers, then asks for a lane: none is free.
+    const size_t queries = mock_cuda::pointer_queries();
+    copy(4);
+    for (int i = 0; i < 20000 && mock_cuda::pointer_queries() < queries + checks; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_EQ(mock_cuda::pointer_queries(), queries + checks);
+    // Time enough for a fifth lane to be made and reach the copy, were there one.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(mock_cuda::copies_held(), 4u);
+  }
+  mock_cuda::hold_copies(false);
+  for (auto& t : threads) {
+    t.join();
+  }
+  for (size_t i = 0; i < threads.size(); ++i) {
+    EXPECT_EQ(result[i], Error::Ok) << "copy " << i;
+    std::vector<unsigned char> back(kBytes);
+    ASSERT_EQ(a.copy_device_to_host(back.data(), device[i], kBytes, kDevice), Error::Ok);
+    EXPECT_EQ(back, host[i]) << "copy " << i;
+  }
+  for (void* d : device) {
+    a.deallocate(d, kDevice);
+  }
 }
 
 // Last in this file: registration is for the life of the process.

@@ -3,8 +3,10 @@
 // (tests/cpp/programs): a program loaded and checked, a session's method
 // loaded and described, inputs bound, outputs landing in the caller's
 // memory (the d2h redirect), a failing kernel named by its instruction,
-// operator and message, and bad calls refused before anything runs; the
-// log capture that failure reports quote, at its line limit.
+// operator and message, and bad calls refused before anything runs; how a
+// FailureReport reads (ExecuTorch's per-argument lines left out) and how
+// errors and devices are named in it (LogCapture, which failure reports
+// quote, has test_log_capture.cpp).
 //
 // Registry state: this process registers the simulated allocator for CUDA
 // and no kernels (methods load with et_copy::method_kernels()).
@@ -86,6 +88,57 @@ struct Forward {
   et_copy::TensorImplView view;
 };
 
+// ---- FailureReport: how a failure reads --------------------------------
+
+TEST(FailureReport, TheMessageIsTheStepTheErrorTheDetailAndTheLogLessExecuTorchsArgumentLines) {
+  et_copy::FailureReport r;
+  r.step = "executing";
+  r.error = Error::InvalidArgument;
+  EXPECT_EQ(r.message(), "executing failed with InvalidArgument");
+  r.detail = "why";
+  // ExecuTorch logs "arg N with type id T" after a failed kernel call: only a
+  // line that is both is dropped.
+  r.log = {"arg 0 with type id 1",
+           "arg 12 with type id 5",
+           "arg 0 has type id 1",
+           "an arg 0 with type id 1",
+           "args 0 with type id 1",
+           "kernel said no",
+           ""};
+  EXPECT_EQ(r.message(),
+            "executing failed with InvalidArgument\n  why\n  arg 0 has type id 1\n  an arg 0 with type id "
+            "1\n  args 0 with type id 1\n  kernel said no\n  ");
+  r.detail.clear();
+  r.log = {"kernel said no"};
+  EXPECT_EQ(r.message(), "executing failed with InvalidArgument\n  kernel said no");
+}
+
+TEST(FailureReport, FailFillsTheReportAndClearsWhatAnEarlierFailureLeft) {
+  et_copy::FailureReport r;
+  r.instruction = "0:1";
+  r.op = "aten::add.out";
+  r.log = {"old"};
+  EXPECT_EQ(et_copy::fail(&r, Error::NotFound, "no such method", "loading"), Error::NotFound);
+  EXPECT_EQ(r.error, Error::NotFound);
+  EXPECT_EQ(r.step, "loading");
+  EXPECT_EQ(r.detail, "no such method");
+  EXPECT_TRUE(r.instruction.empty() && r.op.empty() && r.log.empty());
+  EXPECT_EQ(et_copy::fail(nullptr, Error::Internal, "nobody asked"), Error::Internal);
+}
+
+TEST(FailureReport, ErrorsAreNamedWithoutThePrefixAndDevicesByTypeAndIndex) {
+  EXPECT_STREQ(et_copy::error_name(Error::Ok), "Ok");
+  EXPECT_STREQ(et_copy::error_name(Error::InvalidArgument), "InvalidArgument");
+  EXPECT_STREQ(et_copy::error_name(Error::MemoryAllocationFailed), "MemoryAllocationFailed");
+  EXPECT_EQ(et_copy::device_name(0, 0), "cpu");
+  EXPECT_EQ(et_copy::device_name(0, 3), "cpu");
+  EXPECT_EQ(et_copy::device_name(1, 0), "cuda:0");
+  EXPECT_EQ(et_copy::device_name(1, 2), "cuda:2");
+  EXPECT_EQ(et_copy::device_name(1, -1), "cuda:-1");
+  EXPECT_EQ(et_copy::device_name(2, 1), "device type 2:1");
+  EXPECT_EQ(et_copy::device_name(-1, 0), "device type -1:0");
+}
+
 TEST(LoadedMethod, DescribesItsInputsAndOutputsOnceAtLoad) {
   Forward r("roundtrip.pte");
   ASSERT_NE(r.method, nullptr);
@@ -144,15 +197,6 @@ TEST(LoadedMethod, APlannedOutputGivenNoMemoryStaysInTheMethodsMemory) {
   const auto* got = t.const_data_ptr<float>();
   EXPECT_EQ(std::vector<float>(got, got + 24), r.input);
   EXPECT_EQ(output.rank, 3u);
-}
-
-TEST(LogCapture, KeepsTheFirst64ErrorLinesAndDropsTheRest) {
-  et_copy::LogCapture capture;
-  for (int i = 0; i < 65; ++i) {
-    ET_LOG(Error, "captured line %d", i);
-  }
-  ASSERT_EQ(capture.lines().size(), 64u);
-  EXPECT_NE(capture.lines().back().find("captured line 63"), std::string::npos) << capture.lines().back();
 }
 
 TEST(LoadedMethod, AFailingKernelIsNamedByInstructionOperatorAndMessageAndLeavesTheOutputAlone) {

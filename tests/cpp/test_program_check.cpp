@@ -19,6 +19,8 @@
 #include <et_copy/program_check.h>
 #include <et_copy/registration.h>
 
+#include "flat_writer.h"
+
 namespace {
 
 using executorch::runtime::Error;
@@ -83,81 +85,7 @@ TEST(ProgramCheck, SurvivesEveryTruncationAndRandomBytes) {
 }
 
 // ---- every index at the edges of its range ---------------------------------
-// A small flatbuffer writer: tables go after their vtables and children after
-// their parents, so every offset points forward as the format wants.
-class Flat {
- public:
-  Flat() : b_(4, 0) {}
-
-  // A table with `slots` field slots, each 4 bytes wide; returns where it is.
-  size_t table(int slots) {
-    const size_t vt = b_.size();
-    const uint16_t vsize = static_cast<uint16_t>(4 + 2 * slots);
-    grow(vsize + (vsize % 4 == 0 ? 0 : 2)); // keep the table 4-aligned
-    const size_t t = b_.size();
-    grow(4 + 4 * static_cast<size_t>(slots));
-    put16(b_, vt, vsize);
-    put16(b_, vt + 2, static_cast<uint16_t>(4 + 4 * slots));
-    put32(b_, t, static_cast<uint32_t>(t - vt));
-    vtables_[t] = vt;
-    return t;
-  }
-  // Marks `slot` of `table` present and returns where its 4 bytes are.
-  size_t field(size_t table, int slot) {
-    put16(b_, vtables_.at(table) + 4 + 2 * slot, static_cast<uint16_t>(4 + 4 * slot));
-    return table + 4 + 4 * static_cast<size_t>(slot);
-  }
-  void scalar(size_t table, int slot, int32_t v) {
-    const size_t at = field(table, slot);
-    std::memcpy(b_.data() + at, &v, 4);
-  }
-  // A vector of n 4-byte (or 8-byte) elements; returns where its elements start.
-  size_t vector(size_t table, int slot, uint32_t n, size_t width = 4) {
-    const size_t at = field(table, slot);
-    const size_t v = b_.size();
-    grow(4 + n * width);
-    put32(b_, v, n);
-    link(at, v);
-    return v + 4;
-  }
-  // A string field: length, bytes, NUL, padding.
-  void string(size_t table, int slot, const std::string& text) {
-    const size_t at = field(table, slot);
-    const size_t v = b_.size();
-    grow(4 + (text.size() + 4) / 4 * 4);
-    put32(b_, v, static_cast<uint32_t>(text.size()));
-    std::memcpy(b_.data() + v + 4, text.data(), text.size());
-    link(at, v);
-  }
-  template <typename T>
-  void values(size_t table, int slot, std::vector<T> items) {
-    const size_t at = vector(table, slot, static_cast<uint32_t>(items.size()), sizeof(T));
-    if (!items.empty()) { // memcpy from an empty vector's null data is undefined
-      std::memcpy(b_.data() + at, items.data(), items.size() * sizeof(T));
-    }
-  }
-  // Points the offset at `from` to `to`.
-  void link(size_t from, size_t to) {
-    put32(b_, from, static_cast<uint32_t>(to - from));
-  }
-  void root(size_t table) {
-    put32(b_, 0, static_cast<uint32_t>(table));
-  }
-  // Rewrites the element count of the vector whose elements start at `elements`.
-  void count(size_t elements, uint32_t n) {
-    put32(b_, elements - 4, n);
-  }
-  const std::vector<uint8_t>& bytes() const {
-    return b_;
-  }
-
- private:
-  void grow(size_t n) {
-    b_.resize(b_.size() + n, 0);
-  }
-  std::vector<uint8_t> b_;
-  std::map<size_t, size_t> vtables_;
-};
+using Flat = et_copy_test::FlatWriter;
 
 // What one plan holds. Values are EValues: kNone, or a list of value indices.
 struct Plan {
@@ -485,6 +413,21 @@ TEST(InstructionOperator, OtherInstructionsAndNamelessOperatorsGiveNothing) {
   const auto b = build(p);
   for (size_t i = 0; i < p.instructions.size(); ++i) {
     EXPECT_EQ(op_of(b, 0, i), "") << i; // 1: operator 1 is an empty table
+  }
+}
+
+TEST(InstructionOperator, OnlyCallsAreNamedWhateverAMoveJumpOrFreeIndexPointsAt) {
+  // Operator 0 and delegate 0 both have names, and every other instruction's
+  // first index is 0: only the kernel and delegate calls name them.
+  Plan p;
+  p.operator_names = {{"ns::op", "out"}};
+  p.delegate_ids = {"SimulatedDeviceBackend"};
+  p.instructions = {{1, 0, 0, {0}}, {2, 0, 0, {0}}, {3, 0, 1}, {4, 0, 0}, {5, 0}, {0, 0, 0, {0}}};
+  const auto b = build(p);
+  EXPECT_EQ(op_of(b, 0, 0), "ns::op.out");
+  EXPECT_EQ(op_of(b, 0, 1), "delegate:SimulatedDeviceBackend");
+  for (size_t i = 2; i < p.instructions.size(); ++i) {
+    EXPECT_EQ(op_of(b, 0, i), "") << i;
   }
 }
 

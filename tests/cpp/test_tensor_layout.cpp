@@ -1,8 +1,14 @@
 // et_copy/tensor_layout.h: the dense-strides rule and TensorImplView, on both
 // sides of each edge (size 0, size 1, rank 0, rank 16, dim orders that are
-// not permutations, strides that overflow). The reference is ExecuTorch's
+// not permutations, strides that overflow; each span of a view's spec one
+// item shorter or longer than the rank, and read up to its last item only,
+// against a guard page). The reference is ExecuTorch's
 // own dim_order_to_stride, which resize_tensor uses, and torch's contiguous
 // strides. Touches no registry.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <numeric>
@@ -277,6 +283,144 @@ TEST_F(TensorLayout, ViewRefusesWhatTensorImplWouldAbortOnOrMisdescribe) {
   spec.dim_order = {one, 1};
   EXPECT_EQ(v.reset(spec), Error::InvalidArgument);
   EXPECT_FALSE(v.ok());
+}
+
+TEST_F(TensorLayout, ViewRefusesADimOrderStridesOrCurrentSizesOneShorterOrLongerThanTheRankAndIsLeftEmpty) {
+  // Each span, one short and one long, with the other two given at the
+  // rank's length (so nothing else refuses), after a view that was made: a
+  // refusal leaves the view empty. The rank's own length is accepted.
+  uint8_t data[24] = {};
+  const SizesType sizes[3] = {2, 3, 4};
+  const SizesType current[4] = {2, 3, 1, 1};
+  const DimOrderType order[4] = {0, 1, 2, 3};
+  const StridesType strides[4] = {12, 4, 1, 1};
+  enum Field { kDimOrder, kStrides, kCurrentSizes };
+  for (const Field field : {kDimOrder, kStrides, kCurrentSizes}) {
+    for (const size_t length : {size_t{2}, size_t{3}, size_t{4}}) {
+      TensorImplView v;
+      TensorImplView::Spec spec;
+      spec.dtype = ScalarType::Byte;
+      spec.sizes = {sizes, 3};
+      spec.data = data;
+      spec.dynamism = TensorShapeDynamism::DYNAMIC_BOUND;
+      ASSERT_EQ(v.reset(spec), Error::Ok);
+      spec.dim_order = {order, field == kDimOrder ? length : 3};
+      spec.strides = {strides, field == kStrides ? length : 3};
+      spec.current_sizes = {current, field == kCurrentSizes ? length : 3};
+      const Error err = v.reset(spec);
+      if (length == 3) {
+        ASSERT_EQ(err, Error::Ok) << "field " << field;
+        EXPECT_EQ(v.tensor().dim(), 3);
+        EXPECT_EQ(v.tensor().size(2), 1); // current_sizes {2, 3, 1}
+      } else {
+        EXPECT_EQ(err, Error::InvalidArgument) << "field " << field << " of length " << length;
+        EXPECT_FALSE(v.ok()) << "field " << field << " of length " << length;
+      }
+    }
+  }
+}
+
+TEST_F(TensorLayout, ViewRefusesANegativeSizeAtTheFirstOrLastDimEvenWithStridesGiven) {
+  // With strides given no dense rule looks at the sizes: the view's own check must.
+  uint8_t data[6] = {};
+  const StridesType strides[3] = {3, 1, 1};
+  for (const std::vector<SizesType>& sizes :
+       {std::vector<SizesType>{-1, 3, 1}, std::vector<SizesType>{2, 3, -1}, std::vector<SizesType>{2, 3, 1}}) {
+    TensorImplView v;
+    TensorImplView::Spec spec;
+    spec.dtype = ScalarType::Byte;
+    spec.sizes = {sizes.data(), 3};
+    spec.strides = {strides, 3};
+    spec.data = data;
+    const bool negative = sizes.front() < 0 || sizes.back() < 0;
+    EXPECT_EQ(v.reset(spec), negative ? Error::InvalidArgument : Error::Ok) << sizes.front() << " " << sizes.back();
+    EXPECT_EQ(v.ok(), !negative);
+  }
+}
+
+TEST_F(TensorLayout, ViewResizesWhenCurrentSizesDifferAtTheFirstDimTheLastOrEvery) {
+  // Every dim is compared, from the first to the last: a difference in any
+  // one of them is a resize, and the tensor holds the current sizes.
+  uint8_t data[24] = {};
+  const SizesType capacity[3] = {2, 3, 4};
+  for (const std::vector<SizesType>& current : {std::vector<SizesType>{1, 3, 4}, std::vector<SizesType>{2, 3, 2},
+                                                std::vector<SizesType>{1, 2, 3}, std::vector<SizesType>{2, 3, 4}}) {
+    TensorImplView v;
+    TensorImplView::Spec spec;
+    spec.dtype = ScalarType::Byte;
+    spec.sizes = {capacity, 3};
+    spec.current_sizes = {current.data(), 3};
+    spec.data = data;
+    spec.dynamism = TensorShapeDynamism::DYNAMIC_BOUND;
+    ASSERT_EQ(v.reset(spec), Error::Ok);
+    EXPECT_EQ((std::vector<SizesType>(v.tensor().sizes().begin(), v.tensor().sizes().end())), current);
+    std::vector<StridesType> dense(3);
+    ASSERT_EQ(dense_strides(current.data(), contiguous(3).data(), 3, dense.data()), Error::Ok);
+    EXPECT_EQ((std::vector<StridesType>(v.tensor().strides().begin(), v.tensor().strides().end())), dense);
+    // A static tensor cannot be resized, so only the same shape passes.
+    spec.dynamism = TensorShapeDynamism::STATIC;
+    const bool same = current == std::vector<SizesType>(capacity, capacity + 3);
+    EXPECT_EQ(v.reset(spec), same ? Error::Ok : Error::NotSupported) << current[0] << current[1] << current[2];
+  }
+}
+
+// `n` items of T ending exactly where a page that cannot be read begins, so
+// a read of one item past them faults instead of passing unnoticed.
+template <typename T>
+class BeforeAGuardPage {
+ public:
+  explicit BeforeAGuardPage(const std::vector<T>& items) : page_(static_cast<size_t>(sysconf(_SC_PAGESIZE))) {
+    void* m = mmap(nullptr, 2 * page_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT_NE(m, MAP_FAILED);
+    base_ = static_cast<uint8_t*>(m);
+    EXPECT_EQ(mprotect(base_ + page_, page_, PROT_NONE), 0);
+    items_ = reinterpret_cast<T*>(base_ + page_) - items.size();
+    std::copy(items.begin(), items.end(), items_);
+  }
+  ~BeforeAGuardPage() {
+    munmap(base_, 2 * page_);
+  }
+  BeforeAGuardPage(const BeforeAGuardPage&) = delete;
+  BeforeAGuardPage& operator=(const BeforeAGuardPage&) = delete;
+  executorch::runtime::Span<const T> span() const {
+    return {items_, static_cast<size_t>(reinterpret_cast<const T*>(base_ + page_) - items_)};
+  }
+
+ private:
+  size_t page_;
+  uint8_t* base_ = nullptr;
+  T* items_ = nullptr;
+};
+
+TEST_F(TensorLayout, ViewReadsEachSpanFromItsFirstItemToTheRanksLastAndNoFurther) {
+  // Every span ends where readable memory ends: reading one item past the
+  // rank would fault. Each loop over the dims runs from 0 to rank - 1.
+  uint8_t data[24] = {};
+  const BeforeAGuardPage<SizesType> sizes({2, 3, 4});
+  const BeforeAGuardPage<DimOrderType> order({0, 2, 1});
+  const BeforeAGuardPage<SizesType> current({1, 3, 2});
+  TensorImplView v;
+  TensorImplView::Spec spec;
+  spec.dtype = ScalarType::Byte;
+  spec.sizes = sizes.span();
+  spec.dim_order = order.span();
+  spec.current_sizes = current.span();
+  spec.data = data;
+  spec.dynamism = TensorShapeDynamism::DYNAMIC_BOUND;
+  ASSERT_EQ(v.reset(spec), Error::Ok);
+  EXPECT_EQ((std::vector<SizesType>(v.tensor().sizes().begin(), v.tensor().sizes().end())),
+            (std::vector<SizesType>{1, 3, 2}));
+  EXPECT_EQ((std::vector<DimOrderType>(v.tensor().dim_order().begin(), v.tensor().dim_order().end())),
+            (std::vector<DimOrderType>{0, 2, 1}));
+  // The same shape as the capacity, on a static tensor: no resize, every dim compared.
+  const BeforeAGuardPage<SizesType> same({2, 3, 4});
+  const BeforeAGuardPage<StridesType> strides({12, 1, 3});
+  spec.current_sizes = same.span();
+  spec.strides = strides.span();
+  spec.dynamism = TensorShapeDynamism::STATIC;
+  ASSERT_EQ(v.reset(spec), Error::Ok);
+  EXPECT_EQ((std::vector<StridesType>(v.tensor().strides().begin(), v.tensor().strides().end())),
+            (std::vector<StridesType>{12, 1, 3}));
 }
 
 TEST_F(TensorLayout, ViewTakesUpToSixteenDimsAndTheTestsViewSeventeenWithGivenStrides) {

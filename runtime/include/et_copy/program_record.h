@@ -35,8 +35,10 @@ struct ProgramRecord {
 /**
  * Parses a record: the line "et_copy.program <version>", then one line per
  * fact, tab-separated ("state\tdelegates"). Returns InvalidProgram, with
- * `report`'s detail naming the line, for another version, an unknown or repeated
- * line, or bytes that are not such a record. Pure function of its arguments.
+ * `report`'s detail naming the line (its number, from 1, and for an unknown
+ * or repeated line its first 64 bytes), for another version, an unknown or
+ * repeated line, a last line with no newline, or bytes that are not such a
+ * record (none at all: "it is empty"). Pure function of its arguments.
  */
 ET_NODISCARD executorch::runtime::Result<ProgramRecord> parse_program_record(const void* data, size_t size,
                                                                              FailureReport* report = nullptr);
