@@ -51,6 +51,10 @@ P_LLM = "py:tests/python/llm/test_llm.py"
 P_LLM_UNITS = "py:tests/python/llm/test_llm_units.py"
 # What llm/'s constants drive (known noise, the check's plan edges, tiny models' settings, imports; ~1 min).
 P_LLM_CONSTANTS = "py:tests/python/llm/test_llm_constants.py"
+# The check's rules edge by edge (tolerance, layer named, capture, chunked feed; ~30 s).
+P_LLM_CHECK = "py:tests/python/llm/test_llm_check.py"
+# The wrapper's state eagerly (layout, reset, sampling settings, HostStateStep, prefill padding; ~30 s).
+P_LLM_STATE = "py:tests/python/llm/test_llm_state.py"
 P_LLM_EAGER = tuple(
     P_LLM + "::" + t
     for t in (
@@ -186,8 +190,8 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # host picks, ~45 s to export) only where a rule shows in a run; never the
     # whole of test_llm.py, which exports several models (many minutes).
     ("python/et_copy/llm/_sampling.py", (P_SAMPLING, P_LLM_CONSTANTS)),
-    ("python/et_copy/llm/_check.py", (P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, *P_LLM_QWEN3)),
-    ("python/et_copy/llm/_state.py", (P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, *P_LLM_QWEN3)),
+    ("python/et_copy/llm/_check.py", (P_LLM_CHECK, P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, *P_LLM_QWEN3)),
+    ("python/et_copy/llm/_state.py", (P_LLM_STATE, P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, *P_LLM_QWEN3)),
     ("python/et_copy/llm/_models.py", (P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, P_LLM_COVERS, *P_LLM_QWEN3)),
     ("python/et_copy/llm/_export.py", (P_LLM_UNITS, P_LLM_NOT_LLM, *P_LLM_QWEN3)),
     ("python/et_copy/llm/_generate.py", (P_LLM_UNITS, *P_LLM_QWEN3)),
