@@ -69,6 +69,17 @@ EQUIVALENT: list[Equivalent] = [
                "expected = model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :]",
                "logits_to_keep=2 keeps the last two positions (one in a decode), and [:, -1] takes the same last row",
                site=0),
+    # A seed drawn when the caller gives none: any seed is valid, and generate() does not say which it drew.
+    Equivalent("python/et_copy/llm/_generate.py", "int+1", "seed = int(torch.randint(0, 2**62, ()))",
+               "a seed from 1 rather than 0 is still a valid seed, and which one was drawn is not returned; only "
+               "the distribution of drawn seeds differs, which no run can tell", site=0),
+    Equivalent("python/et_copy/llm/_generate.py", "int-1", "seed = int(torch.randint(0, 2**62, ()))",
+               "drawing below 2**61 rather than 2**62 still gives a new valid seed per run; which one is not "
+               "returned", site=1),
+    Equivalent("python/et_copy/llm/_generate.py", "int+1",
+               "def _greedy(logits: torch.Tensor, position: int = 0) -> int:",
+               "the greedy pick ignores the position (it takes the pick(logits, position) signature of the "
+               "host sampler), so its default is never read"),
     Equivalent("runtime/include/et_copy/delegate_record.h", "int+1", "size_t offset = 0;",
                "the parser is the only maker of a DelegateState, and it sets offset from the line or refuses it"),
     Equivalent("runtime/src/device_copy.cpp", "int+1", "n = 0;",
