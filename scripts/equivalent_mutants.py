@@ -80,6 +80,13 @@ EQUIVALENT: list[Equivalent] = [
                "def _greedy(logits: torch.Tensor, position: int = 0) -> int:",
                "the greedy pick ignores the position (it takes the pick(logits, position) signature of the "
                "host sampler), so its default is never read"),
+    # The example prompt length's prime search: edges the search never reaches differently.
+    Equivalent("python/et_copy/llm/_export.py", "int-1", "for n in range(bound, 2, -1):",
+               "also trying n = 2 (bound 2 only: every larger bound finds 3 first) finds 2 prime and returns it, "
+               "which is the fallback's value", site=0),
+    Equivalent("python/et_copy/llm/_export.py", "int+1", "if all(n % d for d in range(2, int(n**0.5) + 1)):",
+               "one more trial divisor, int(sqrt(n)) + 1, is below n for every n >= 3 and divides no prime, and a "
+               "composite already has a divisor up to its square root", site=1),
     Equivalent("runtime/include/et_copy/delegate_record.h", "int+1", "size_t offset = 0;",
                "the parser is the only maker of a DelegateState, and it sets offset from the line or refuses it"),
     Equivalent("runtime/src/device_copy.cpp", "int+1", "n = 0;",
