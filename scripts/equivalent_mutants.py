@@ -45,6 +45,48 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("python/et_copy/llm/_state.py", "int+1",
                "def padded(query, key, value, g, beta, chunk_size: int = 64, **kwargs):",
                "as int-1 on this line: the chunk length moves only the zero padding and the chunk edges"),
+    # unsqueeze(1) for unsqueeze(0) on a one-item tensor: pick_token's settings and pick are [1] by contract.
+    Equivalent("python/et_copy/llm/_sampling.py", "int+1",
+               "kth = torch.gather(largest, -1, (torch.clamp(top_k, 1, k) - 1).unsqueeze(0))",
+               "top_k is [1] (pick_token's contract, and every caller's), so unsqueeze(1) gives the same [1, 1] "
+               "index as unsqueeze(0)", site=3),
+    Equivalent("python/et_copy/llm/_sampling.py", "int+1",
+               'threshold = torch.where(top_k.unsqueeze(0) > 0, kth, torch.full_like(kth, float("-inf")))',
+               "top_k is [1], so unsqueeze(1) gives the same [1, 1] condition as unsqueeze(0)", site=0),
+    Equivalent("python/et_copy/llm/_sampling.py", "int+1",
+               "scores = logits + temperature.unsqueeze(0) * gumbel_noise(seed, position, vocab)",
+               "temperature is [1], so unsqueeze(1) gives the same [1, 1] factor as unsqueeze(0)"),
+    Equivalent("python/et_copy/llm/_state.py", "int+1", "self.next_token.copy_(token.unsqueeze(0))",
+               "the pick is [1], so unsqueeze(1) gives the same [1, 1] token as unsqueeze(0)"),
+    # Indexing the one position logits_to_keep=1 leaves: 0 and -1 are the same row.
+    Equivalent("python/et_copy/llm/_state.py", "int-1", "logits = out.logits[:, -1, :]",
+               "logits_to_keep=1 leaves one position, so [:, 0] and [:, -1] are the same row"),
+    Equivalent("python/et_copy/llm/_check.py", "int-1",
+               "expected = model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :]",
+               "the reference's logits: logits_to_keep=0 (every position) or [:, 0] of the one position kept give "
+               "the same last row, so the check compares the same values; only the reference's cost differs"),
+    Equivalent("python/et_copy/llm/_check.py", "int+1",
+               "expected = model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1).logits[:, -1, :]",
+               "logits_to_keep=2 keeps the last two positions (one in a decode), and [:, -1] takes the same last row",
+               site=0),
+    # A seed drawn when the caller gives none: any seed is valid, and generate() does not say which it drew.
+    Equivalent("python/et_copy/llm/_generate.py", "int+1", "seed = int(torch.randint(0, 2**62, ()))",
+               "a seed from 1 rather than 0 is still a valid seed, and which one was drawn is not returned; only "
+               "the distribution of drawn seeds differs, which no run can tell", site=0),
+    Equivalent("python/et_copy/llm/_generate.py", "int-1", "seed = int(torch.randint(0, 2**62, ()))",
+               "drawing below 2**61 rather than 2**62 still gives a new valid seed per run; which one is not "
+               "returned", site=1),
+    Equivalent("python/et_copy/llm/_generate.py", "int+1",
+               "def _greedy(logits: torch.Tensor, position: int = 0) -> int:",
+               "the greedy pick ignores the position (it takes the pick(logits, position) signature of the "
+               "host sampler), so its default is never read"),
+    # The example prompt length's prime search: edges the search never reaches differently.
+    Equivalent("python/et_copy/llm/_export.py", "int-1", "for n in range(bound, 2, -1):",
+               "also trying n = 2 (bound 2 only: every larger bound finds 3 first) finds 2 prime and returns it, "
+               "which is the fallback's value", site=0),
+    Equivalent("python/et_copy/llm/_export.py", "int+1", "if all(n % d for d in range(2, int(n**0.5) + 1)):",
+               "one more trial divisor, int(sqrt(n)) + 1, is below n for every n >= 3 and divides no prime, and a "
+               "composite already has a divisor up to its square root", site=1),
     Equivalent("runtime/include/et_copy/delegate_record.h", "int+1", "size_t offset = 0;",
                "the parser is the only maker of a DelegateState, and it sets offset from the line or refuses it"),
     Equivalent("runtime/src/device_copy.cpp", "int+1", "n = 0;",

@@ -51,6 +51,18 @@ P_LLM = "py:tests/python/llm/test_llm.py"
 P_LLM_UNITS = "py:tests/python/llm/test_llm_units.py"
 # What llm/'s constants drive (known noise, the check's plan edges, tiny models' settings, imports; ~1 min).
 P_LLM_CONSTANTS = "py:tests/python/llm/test_llm_constants.py"
+# The check's rules edge by edge (tolerance, layer named, capture, chunked feed; ~30 s).
+P_LLM_CHECK = "py:tests/python/llm/test_llm_check.py"
+# The wrapper's state eagerly (layout, reset, sampling settings, HostStateStep, prefill padding; ~30 s).
+P_LLM_STATE = "py:tests/python/llm/test_llm_state.py"
+# Session's and DeviceLLM's rules on an eager stand-in for the runtime (chunks, bounds, settings, eos; ~40 s).
+P_LLM_SESSION = "py:tests/python/llm/test_llm_session.py"
+# What export_llm asks of et_copy.export per setting, the export stubbed out (~20 s).
+P_LLM_EXPORT_ARGS = "py:tests/python/llm/test_llm_export_args.py"
+# The program cache's key and reuse, export_llm stubbed (~30 s).
+P_LLM_CACHE = "py:tests/python/llm/test_llm_cache.py"
+# What importing et_copy.llm loads (a TYPE_CHECKING import made at run time shows here).
+P_LLM_IMPORT = P_LLM_CONSTANTS + "::test_importing_et_copy_llm_loads_no_transformers_model_code"
 P_LLM_EAGER = tuple(
     P_LLM + "::" + t
     for t in (
@@ -191,12 +203,12 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # host picks, ~45 s to export) only where a rule shows in a run; never the
     # whole of test_llm.py, which exports several models (many minutes).
     ("python/et_copy/llm/_sampling.py", (P_SAMPLING, P_LLM_CONSTANTS)),
-    ("python/et_copy/llm/_check.py", (P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, *P_LLM_QWEN3)),
-    ("python/et_copy/llm/_state.py", (P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, *P_LLM_QWEN3)),
+    ("python/et_copy/llm/_check.py", (P_LLM_CHECK, P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, *P_LLM_QWEN3)),
+    ("python/et_copy/llm/_state.py", (P_LLM_STATE, P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, *P_LLM_QWEN3)),
     ("python/et_copy/llm/_models.py", (P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, P_LLM_COVERS, *P_LLM_QWEN3)),
-    ("python/et_copy/llm/_export.py", (P_LLM_UNITS, P_LLM_NOT_LLM, *P_LLM_QWEN3)),
-    ("python/et_copy/llm/_generate.py", (P_LLM_UNITS, *P_LLM_QWEN3)),
-    ("python/et_copy/llm/_cache.py", (P_LLM_CACHE_DIR, P_LLM_CACHED)),
+    ("python/et_copy/llm/_export.py", (P_LLM_EXPORT_ARGS, P_LLM_UNITS, P_LLM_NOT_LLM, *P_LLM_QWEN3)),
+    ("python/et_copy/llm/_generate.py", (P_LLM_SESSION, P_LLM_UNITS, P_LLM_IMPORT, *P_LLM_QWEN3)),
+    ("python/et_copy/llm/_cache.py", (P_LLM_CACHE, P_LLM_CACHE_DIR, P_LLM_CACHED)),
     ("python/et_copy/llm/_conv.py", ("py:tests/python/llm/test_conv.py",)),
     ("python/et_copy/tools/generate.py", (P_LLM_UNITS, P_LLM_CLI_ARCHS, P_LLM_CLI)),
     ("python/et_copy/llm/__init__.py", (P_LLM_UNITS, *P_LLM_EAGER)),

@@ -113,13 +113,13 @@ def export_llm(
             partitioner=partitioner,
             decompositions=decompositions,
         )
-    n = torch.export.Dim("prompt_len", min=2, max=max_prompt_len)
     example = _example_length(max_prompt_len)
+    dims = None  # a bound of 2 is one length: torch.export's Dim refuses min == max
+    if max_prompt_len > 2:
+        n = torch.export.Dim("prompt_len", min=2, max=max_prompt_len)
+        dims = {"input_ids": {1: n}, "cache_position": {0: n}}
     methods = {
-        PREFILL: MethodInputs(
-            (torch.zeros(1, example, dtype=torch.long), torch.arange(example)),
-            dynamic_shapes={"input_ids": {1: n}, "cache_position": {0: n}},
-        ),
+        PREFILL: MethodInputs((torch.zeros(1, example, dtype=torch.long), torch.arange(example)), dynamic_shapes=dims),
         **methods,
     }
     constants = {MAX_SEQ_LEN: max_seq_len, MAX_PROMPT_LEN: max_prompt_len}

@@ -166,7 +166,7 @@ class Session:
         pick = pick or _greedy
         steps, ids = [], list(ids)
         while ids:
-            chunk = ids[: self.max_prompt_len] if len(ids) >= 2 else ids
+            chunk = ids[: self.max_prompt_len]
             method, kind = (self.prefill_method, PREFILL) if len(chunk) >= 2 else (self.decode_method, DECODE)
             steps.append(self._run_ids(method, kind, chunk, pick))
             ids = ids[len(chunk) :]

@@ -5,11 +5,52 @@ from __future__ import annotations
 
 import pytest
 import torch
-from et_copy.llm._conv import depthwise_conv1d_as_shifts
+from et_copy.llm._conv import _conv1d, _convolution, depthwise_conv1d_as_shifts
 
 
 def _convs(exported) -> list[str]:
     return [str(n.target) for n in exported.graph.nodes if n.op == "call_function" and "conv" in str(n.target)]
+
+
+@pytest.mark.parametrize("batch, channels", [(1, 1), (2, 3)])
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_the_shifts_compute_conv1d_for_every_depthwise_kernel_padding_and_bias(batch, channels, k):
+    torch.manual_seed(k)
+    w = torch.randn(channels, 1, k)
+    for padding in sorted({0, 1, k - 1}):
+        for bias in (None, torch.randn(channels)):
+            for length in (max(1, k - 2 * padding), 7):  # the shortest input with an output, and a longer one
+                x = torch.randn(batch, channels, length)
+                want = torch.nn.functional.conv1d(x, w, bias, 1, padding, 1, channels)
+                got = _conv1d(x, w, bias, stride=(1,), padding=(padding,), dilation=(1,), groups=channels)
+                torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+                # Plain ints as aten.conv1d may hold them, and aten.convolution's form.
+                torch.testing.assert_close(_conv1d(x, w, bias, 1, padding, 1, channels), want, rtol=1e-6, atol=1e-6)
+                got = _convolution(x, w, bias, [1], [padding], [1], False, [0], channels)
+                torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    # aten.conv1d's defaults: no bias, stride 1, no padding, dilation 1; groups 1 is depthwise for one channel.
+    x = torch.randn(batch, 1, 6)
+    w1 = torch.randn(1, 1, k)
+    torch.testing.assert_close(_conv1d(x, w1), torch.nn.functional.conv1d(x, w1), rtol=1e-6, atol=1e-6)
+
+
+def test_every_convolution_that_is_not_a_depthwise_1d_of_stride_and_dilation_1_is_left_alone():
+    x, w = torch.randn(2, 4, 9), torch.randn(4, 1, 3)
+    assert isinstance(_conv1d(x, w, None, [1], [1], [1], 4), torch.Tensor)  # the one that is rewritten
+    kept = [
+        (x[0], w, 4, [1], [1], [1]),  # an unbatched input (2-d)
+        (x.unsqueeze(-1), w.unsqueeze(-1), 4, [1], [1, 1], [1]),  # 2-d convolution
+        (x, w.reshape(4, 1, 3)[:2].repeat(1, 2, 1), 2, [1], [1], [1]),  # two channels per group
+        (x, torch.randn(8, 1, 3), 4, [1], [1], [1]),  # a channel multiplier
+        (x, w, 1, [1], [1], [1]),  # groups that are not the channels
+        (x, w, 4, [2], [1], [1]),  # strided
+        (x, w, 4, [1], [1], [2]),  # dilated
+        (x, w, 4, [1], [1, 1], [1]),  # two paddings
+    ]
+    for i, (xi, wi, groups, stride, padding, dilation) in enumerate(kept):
+        assert _conv1d(xi, wi, None, stride, padding, dilation, groups) is NotImplemented, i
+        assert _convolution(xi, wi, None, stride, padding, dilation, False, [0], groups) is NotImplemented, i
+    assert _convolution(x, w, None, [1], [1], [1], True, [0], 4) is NotImplemented  # transposed
 
 
 class CausalDepthwise(torch.nn.Module):

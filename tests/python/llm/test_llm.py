@@ -198,6 +198,18 @@ def test_a_sequence_longer_than_the_program_holds_is_refused_before_running(expo
     assert session.position == 0
 
 
+def test_a_prompt_bound_of_2_exports_a_static_prefill_and_gives_transformers_tokens():
+    # torch.export's Dim refuses min == max (export_llm failed with its
+    # AssertionError): the bound's one length is exported as a static prefill.
+    model, buffer = exported_program("qwen3", max_seq_len=12, max_prompt_len=2)
+    et_copy.use_simulated_device()
+    session = llm.DeviceLLM(buffer).new_session()
+    assert (session.max_prompt_len, session.max_seq_len) == (2, 12)
+    run = session.generate(PROMPT, 6)
+    assert run.tokens == llm.eager_generate(model, PROMPT, 6)
+    assert [(s.kind, s.tokens_in) for s in run.steps[:3]] == [(llm.PREFILL, 2), (llm.PREFILL, 2), (llm.DECODE, 1)]
+
+
 def test_a_program_without_prefill_and_decode_is_refused():
     from et_copy.export import export_device_program
     from et_copy.tools.models import RoundTrip

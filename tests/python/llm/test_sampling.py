@@ -73,3 +73,28 @@ def test_the_noise_is_finite_and_gumbel_distributed_at_the_seeds_extremes():
         # Gumbel(0, 1): mean is Euler's constant, variance pi^2 / 6.
         assert abs(float(g.mean()) - 0.5772) < 0.03, seed
         assert abs(float(g.var()) - 1.6449) < 0.08, seed
+
+
+def test_the_host_pick_of_a_logits_program_equals_the_programs_own_pick():
+    # A program that returns logits is sampled on the host (host_pick); one
+    # that picks on the device runs pick_token: the same settings must give
+    # the same token, whether the logits come as [vocab] or [1, vocab].
+    from et_copy.llm._sampling import host_pick
+
+    logits = torch.linspace(-1, 1, 32).reshape(1, 32)  # the largest last, an even vocabulary
+
+    def device(seed, temperature, top_k, position):
+        return int(pick_token(logits, torch.tensor([temperature]), torch.tensor([top_k]), torch.tensor([seed]),
+                              torch.tensor([position]), 64)[0])  # fmt: skip
+
+    for seed in range(6):
+        for temperature, top_k in [(1.0, 0), (1.0, 3), (0.7, 1), (0.0, 0), (2.0, 31)]:
+            for position in (0, 7):
+                want = device(seed, temperature, top_k, position)
+                for shape in [(32,), (1, 32)]:
+                    got = host_pick(logits.reshape(shape), temperature, top_k, seed, position, 64)
+                    assert type(got) is int and got == want, (seed, temperature, top_k, position, shape)
+    # top_k None is the whole vocabulary, as 0 is; a top-k of 3 keeps to the 3 largest.
+    whole = [host_pick(logits, 1.0, None, s, 7, 64) for s in range(8)]
+    assert whole == [host_pick(logits, 1.0, 0, s, 7, 64) for s in range(8)] == [28, 30, 15, 31, 24, 24, 29, 6]
+    assert {host_pick(logits, 1.0, 3, s, 7, 64) for s in range(8)} <= {29, 30, 31}
