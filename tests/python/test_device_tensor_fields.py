@@ -67,7 +67,11 @@ REFUSED = {
         et_copy.EtCopyError,
         r"et_copy.DeviceTensor: shape .* has 17 dims; ExecuTorch supports at most 16",
     ),
+    # Every element of each sequence is checked, the first and the last alike.
     "shape not ints": ({"shape": (2.0, 3)}, TypeError, r"et_copy.DeviceTensor: shape must be a sequence of ints"),
+    "shape's last not an int": ({"shape": (2, "3")}, TypeError, r"et_copy.DeviceTensor: shape must be a sequence of"),
+    "dim order's first not an int": ({"dim_order": (0.0, 1)}, TypeError, r"DeviceTensor: dim_order must be a sequence"),
+    "dim order's last not an int": ({"dim_order": (0, 1.0)}, TypeError, r"DeviceTensor: dim_order must be a sequence"),
     "dim order longer": ({"dim_order": (0, 1, 2)}, ValueError, permutation((0, 1, 2))),
     "dim order shorter": ({"dim_order": (0,)}, ValueError, permutation((0,))),
     "dim order repeats a dim": ({"dim_order": (0, 0)}, ValueError, permutation((0, 0))),
@@ -86,6 +90,10 @@ REFUSED = {
     "device on the CPU": ({"device": Device(0, 0)}, ValueError, BAD_DEVICE),
     "device not a pair": ({"device": (1,)}, TypeError, r"et_copy.DeviceTensor: device must be a \(type, index\) tuple"),
     "device a string": ({"device": "cuda:0"}, TypeError, r"et_copy.DeviceTensor: device must be a \(type, index\)"),
+    "device of three": ({"device": (1, 0, 0)}, TypeError, r"et_copy.DeviceTensor: device must be a \(type, index\)"),
+    "device a list": ({"device": [1, 0]}, TypeError, r"et_copy.DeviceTensor: device must be a \(type, index\)"),
+    "device type not an int": ({"device": (1.0, 0)}, TypeError, r"DeviceTensor: device must be a \(type, index\) tuple"),
+    "device index not an int": ({"device": (1, 0.0)}, TypeError, r"DeviceTensor: device must be a \(type, index\) tup"),
     "buffer not a DeviceBuffer": (
         {"buffer": b"24 bytes, but host ones!"},
         TypeError,
