@@ -80,6 +80,15 @@ EQUIVALENT: list[Equivalent] = [
                "every TensorSpec that reaches a kernel, a view or a method's slot has its device set by its reader "
                "(torch_tensor.cpp, device_tensor.cpp's check_device); the rest (dense_strides, dim_order_of) never "
                "read it"),
+    Equivalent("python/bindings/tensor_spec.h", "int+1", "int device_type = 0;",
+               "as device_index's default: every reader sets a TensorSpec's device before anything reads it "
+               "(read_torch_tensor for CPU and CUDA, refusing the rest; check_device; a DeviceTensor's spec copied "
+               "whole), and dense_strides, dim_order_of and the dim-order check's shape of ones never read it"),
+    Equivalent("python/bindings/torch_tensor.cpp", "rel", "for (size_t i = 0; i < s.rank; ++i) {",
+               "i == rank copies torch's sizes()[rank] and strides()[rank] into slots past the rank that nothing "
+               "reads; at rank 16 they are strides[0], given torch's sizes()[16], which is strides()[0] (c10's "
+               "SizesAndStrides keeps a large tensor's sizes then strides in one array), and dim_order[0], which "
+               "dim_order_from_strides writes next; only a sanitizer sees the reads one past torch's arrays"),
     Equivalent("runtime/src/delegate_record.cpp", "rel", "if (at_ >= n_) {",
                "at at_ == n_ the memchr that follows searches 0 bytes, finds no newline and returns false as the "
                "check does"),

@@ -44,6 +44,8 @@ ReadProblem read_tensor(PyObject* o, bool dynamic, TensorSpec& s) {
       return ReadProblem::kNotATensor;
     case TorchRead::kDevice:
       return ReadProblem::kDevice;
+    case TorchRead::kLayout:
+      return ReadProblem::kLayout;
     case TorchRead::kDtype:
       return ReadProblem::kDtype;
     case TorchRead::kTooManyDims:
@@ -69,6 +71,9 @@ void describe_tensor(PyObject* o, bool dynamic, const char* op, const char* arg,
       throw py::value_error(who + " is a DeviceTensor whose memory was freed");
     case ReadProblem::kDevice:
       throw py::value_error(who + " is on " + str_attr(o, "device") + "; et_copy moves CPU and CUDA tensors");
+    case ReadProblem::kLayout:
+      throw py::value_error(who + " has layout " + str_attr(o, "layout") +
+                            "; et_copy moves strided tensors (to_dense() first)");
     case ReadProblem::kDtype: {
       py::object dtype = py::reinterpret_steal<py::object>(PyObject_GetAttrString(o, "dtype"));
       if (!dtype) {

@@ -60,6 +60,9 @@ TorchRead read_torch_tensor(PyObject* o, TensorSpec& s) {
   } else {
     return TorchRead::kDevice;
   }
+  if (t.layout() != c10::kStrided) {
+    return TorchRead::kLayout;
+  }
   s.dtype = code_of(t.scalar_type());
   if (s.dtype < 0) {
     return TorchRead::kDtype;

@@ -95,3 +95,10 @@ def test_a_method_planned_in_dim_order_1_0_takes_that_layout_and_refuses_a_conti
                                          r"strides \[4, 1\]"):  # fmt: skip
         method.execute([x.contiguous()])
     assert counters() == before
+
+
+def test_a_sparse_input_is_refused_naming_it_and_its_layout(programs, data):
+    method = runtime.load(programs / "affine.pte").load_method()
+    x, y = data["affine"]
+    with pytest.raises(ValueError, match=r"input 1 .*has layout torch.sparse_coo; et_copy moves strided tensors"):
+        method.execute([x, y.to_sparse()])

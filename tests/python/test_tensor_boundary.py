@@ -100,6 +100,28 @@ def test_a_tensor_on_another_device_is_refused_naming_it():
         et_copy.h2d_copy(torch.empty(4, device="meta"), out=et_copy.empty((4,), torch.float32))
 
 
+LAYOUTS = {
+    "sparse_coo": lambda t: t.to_sparse(),
+    "sparse_csr": lambda t: t.to_sparse_csr(),
+    "sparse_bsr": lambda t: t.to_sparse_bsr((1, 1)),
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_tensor_that_is_not_strided_is_refused_naming_the_argument_and_its_layout(layout):
+    # A sparse tensor has no dense bytes to copy: each copy refuses it as self and as out.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Sparse (CSR|BSR) tensor support is in beta state", UserWarning)
+        t = LAYOUTS[layout](torch.eye(2))
+    dev = et_copy.h2d_copy(torch.ones(2, 2))
+    name = rf"layout torch\.{layout}; et_copy moves strided tensors \(to_dense\(\) first\)"
+    with pytest.raises(ValueError, match=rf"et_copy::_h2d_copy.out: self has {name}"):
+        et_copy.h2d_copy(t, out=dev)
+    with pytest.raises(ValueError, match=rf"et_copy::_d2h_copy.out: out has {name}"):
+        et_copy.d2h_copy(dev, out=t)
+    assert torch.equal(dev.cpu(), torch.ones(2, 2)) and torch.equal(t.to_dense(), torch.eye(2))
+
+
 def test_a_device_tensor_cannot_be_edited_by_hand_so_the_reader_reads_what_et_copy_made():
     dev = et_copy.empty((4,), torch.float32)
     with pytest.raises(AttributeError):
