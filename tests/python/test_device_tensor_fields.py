@@ -52,6 +52,7 @@ def permutation(order, rank=2):
     return rf"et_copy.DeviceTensor: dim_order {re.escape(str(order))} is not a permutation of the {rank} dims of shape"
 
 
+NOT_A_DEVICE = r"et_copy.DeviceTensor: device must be a \(type, index\) tuple of ints, such as et_copy's Device"
 BAD_DEVICE = r"et_copy.DeviceTensor: device .* must be a CUDA device \(type 1\) with an index ExecuTorch can hold"
 REFUSED = {
     "shape longer than the memory": (
@@ -90,10 +91,10 @@ REFUSED = {
     "device on the CPU": ({"device": Device(0, 0)}, ValueError, BAD_DEVICE),
     "device not a pair": ({"device": (1,)}, TypeError, r"et_copy.DeviceTensor: device must be a \(type, index\) tuple"),
     "device a string": ({"device": "cuda:0"}, TypeError, r"et_copy.DeviceTensor: device must be a \(type, index\)"),
-    "device of three": ({"device": (1, 0, 0)}, TypeError, r"et_copy.DeviceTensor: device must be a \(type, index\)"),
-    "device a list": ({"device": [1, 0]}, TypeError, r"et_copy.DeviceTensor: device must be a \(type, index\)"),
-    "device type not an int": ({"device": (1.0, 0)}, TypeError, r"DeviceTensor: device must be a \(type, index\) tuple"),
-    "device index not an int": ({"device": (1, 0.0)}, TypeError, r"DeviceTensor: device must be a \(type, index\) tup"),
+    "device of three": ({"device": (1, 0, 0)}, TypeError, NOT_A_DEVICE),
+    "device a list": ({"device": [1, 0]}, TypeError, NOT_A_DEVICE),
+    "device type not an int": ({"device": (1.0, 0)}, TypeError, NOT_A_DEVICE),
+    "device index not an int": ({"device": (1, 0.0)}, TypeError, NOT_A_DEVICE),
     "buffer not a DeviceBuffer": (
         {"buffer": b"24 bytes, but host ones!"},
         TypeError,
