@@ -103,3 +103,16 @@ def test_a_sparse_input_is_refused_naming_it_and_its_layout(programs, data):
     x, y = data["affine"]
     with pytest.raises(ValueError, match=r"input 1 .*has layout torch.sparse_coo; et_copy moves strided tensors"):
         method.execute([x, y.to_sparse()])
+
+
+def test_an_input_of_the_largest_rank_is_checked_on_every_dim_from_the_first_to_the_last(programs, data):
+    method = runtime.load(programs / "rank16.pte").load_method()
+    x = data["rank16"]
+    assert x.dim() == 16 and method.metadata.input_tensor_meta(0).dim_order() == tuple(range(16))
+    # Dim 0 (size 1) given stride 2: its own dim order starts at dim 1, yet its bytes are the planned ones.
+    odd_first = x.as_strided(x.shape, (2,) + x.stride()[1:])
+    (got,) = method.execute([odd_first])
+    torch.testing.assert_close(got, x * 2.0)
+    # The last dim (size 4) repeating one element: refused.
+    with pytest.raises(ValueError, match=r"input 0 .*must be dense in dim order \[0, 1, .*, 15\], got sizes \[1, "):
+        method.execute([x[..., :1].expand(x.shape)])

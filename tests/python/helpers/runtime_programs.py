@@ -84,7 +84,10 @@ class Scale(torch.nn.Module):
 # An input planned in dim order (1, 0) (the example is a transposed view); the output is contiguous.
 transposed = torch.randn(4, 3).t()
 (out / "transposed.pte").write_bytes(export_device_program(Scale(), (transposed,)).buffer)
-torch.save({"slot": slot, "affine": (x, y), "transposed": transposed,
+# An input of ExecuTorch's largest rank, 16: 15 dims of size 1, then 4.
+rank16 = torch.arange(4.0).reshape((1,) * 15 + (4,))
+(out / "rank16.pte").write_bytes(export_device_program(Scale(), (rank16,)).buffer)
+torch.save({"slot": slot, "affine": (x, y), "transposed": transposed, "rank16": rank16,
             "stage": a, "stage_a": stage_a.state_dict(), "stage_b": stage_b.state_dict()},
            out / "data.pt")
 """
