@@ -80,6 +80,21 @@ EQUIVALENT: list[Equivalent] = [
                "every TensorSpec that reaches a kernel, a view or a method's slot has its device set by its reader "
                "(torch_tensor.cpp, device_tensor.cpp's check_device); the rest (dense_strides, dim_order_of) never "
                "read it"),
+    # A TensorSpec's defaults: each reader writes a field before anything reads it.
+    Equivalent("python/bindings/tensor_spec.h", "int+1", "uintptr_t data = 0;",
+               "read_torch_tensor writes data on every tensor it accepts and read_device_tensor writes the memory's "
+               "address; the specs of a DeviceTensor's Layout, dense_strides, dim_order_of and the dim-order check "
+               "never read data"),
+    Equivalent("python/bindings/tensor_spec.h", "int+1", "int dtype = 0; ///< ExecuTorch ScalarType code",
+               "read_torch_tensor and check_layout write dtype before any check reads it (a read that stops earlier "
+               "is refused, its spec unread), and dense_strides, dim_order_of and the dim-order check never read it"),
+    Equivalent("python/bindings/tensor_spec.h", "int+1", "size_t rank = 0;",
+               "every reader writes rank before its loops (read_torch_tensor on both of its paths that go on, "
+               "check_layout, the dim-order check's shape of ones, dense_strides and dim_order_of); a read that "
+               "stops before is refused and its spec is not read"),
+    Equivalent("python/bindings/tensor_spec.h", "int+1", "int dynamism = 0; ///< TensorShapeDynamism",
+               "read_tensor writes dynamism for every torch tensor and make() for every DeviceTensor; the other "
+               "specs (dense_strides, dim_order_of, the dim-order check, check_device's) never read it"),
     Equivalent("python/bindings/tensor_spec.h", "int+1", "int device_type = 0;",
                "as device_index's default: every reader sets a TensorSpec's device before anything reads it "
                "(read_torch_tensor for CPU and CUDA, refusing the rest; check_device; a DeviceTensor's spec copied "
