@@ -167,6 +167,10 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/bindings/tensor_spec.*", (
         "py:tests/python/test_max_rank.py", P_FIELDS, P_LAYOUTS_1_0, P_BOUNDARY, P_COPY,
     )),
+    # The torch reader: its rows below, then a method's host inputs (read as the CPU device 0 it plans).
+    ("python/bindings/torch_tensor.*", (
+        "py:tests/python/test_max_rank.py", "py:tests/python/test_boundary_enums.py", *PY_BINDINGS, P_COPY, P_LAYOUTS,
+    )),
     # test_max_rank.py: every per-dim loop at the largest rank and one past it;
     # test_boundary_enums.py: dtype and device codes against ExecuTorch's schema.
     ("python/bindings/*", (
