@@ -72,6 +72,9 @@ void describe_tensor(PyObject* o, bool dynamic, const char* op, const char* arg,
     case ReadProblem::kDevice:
       throw py::value_error(who + " is on " + str_attr(o, "device") + "; et_copy moves CPU and CUDA tensors");
     case ReadProblem::kLayout:
+      if (str_attr(o, "is_nested") == "True") {
+        throw py::value_error(who + " is a nested tensor; et_copy moves strided tensors (to_padded_tensor() first)");
+      }
       throw py::value_error(who + " has layout " + str_attr(o, "layout") +
                             "; et_copy moves strided tensors (to_dense() first)");
     case ReadProblem::kDtype: {

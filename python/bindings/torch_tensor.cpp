@@ -60,7 +60,7 @@ TorchRead read_torch_tensor(PyObject* o, TensorSpec& s) {
   } else {
     return TorchRead::kDevice;
   }
-  if (t.layout() != c10::kStrided) {
+  if (t.layout() != c10::kStrided || t.is_nested()) {
     return TorchRead::kLayout;
   }
   s.dtype = code_of(t.scalar_type());

@@ -16,7 +16,7 @@ enum class TorchRead {
   kOk,
   kNotATensor,  ///< not a torch.Tensor
   kDevice,      ///< on a device et-copy does not move (meta, mps, ...)
-  kLayout,      ///< not strided (sparse, mkldnn): no dense bytes to copy
+  kLayout,      ///< not strided (sparse, mkldnn) or nested: no dense bytes to copy
   kDtype,       ///< a dtype ExecuTorch cannot describe byte for byte
   kTooManyDims, ///< more dims than ExecuTorch's tensors hold
 };

@@ -122,6 +122,14 @@ def test_a_tensor_that_is_not_strided_is_refused_naming_the_argument_and_its_lay
     assert torch.equal(dev.cpu(), torch.ones(2, 2)) and torch.equal(t.to_dense(), torch.eye(2))
 
 
+def test_a_nested_tensor_is_refused_naming_the_argument():
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "The PyTorch API of nested tensors is in prototype stage", UserWarning)
+        t = torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)])
+    with pytest.raises(ValueError, match=r"_h2d_copy.out: self is a nested tensor; et_copy moves strided tensors"):
+        et_copy.h2d_copy(t, out=et_copy.empty((5,), torch.float32))
+
+
 def test_a_device_tensor_cannot_be_edited_by_hand_so_the_reader_reads_what_et_copy_made():
     dev = et_copy.empty((4,), torch.float32)
     with pytest.raises(AttributeError):
