@@ -134,6 +134,13 @@ EQUIVALENT: list[Equivalent] = [
                "holds \"%#\" PRIxPTR, at most 18 characters and the NUL, so 33 bytes change nothing"),
     Equivalent("python/bindings/allocators.cpp", "int-1", "char at[32];",
                "as int+1 on this line: at most 19 bytes with the NUL fit in 31 too"),
+    # A sentinel its one caller does not tell from its neighbours.
+    Equivalent("python/bindings/torch_tensor.cpp", "int+1", "return -2;",
+               "torch_dtype_code's one caller (check_layout) refuses every negative code with the same message, so "
+               "-3 for a dtype argument that is not a torch.dtype changes nothing"),
+    Equivalent("python/bindings/torch_tensor.cpp", "int-1", "return -2;",
+               "as int+1 on this line: -3 is refused as -2 is; -1 happens to be the code of a dtype et_copy does not "
+               "move, which that caller refuses with the same message"),
     # An allocation failure of a tiny tuple: only an interpreter out of memory takes the other side.
     Equivalent("python/bindings/torch_tensor.cpp", "logic", "bool ok = sizes != nullptr && strides != nullptr;",
                "PyTuple_New of at most 16 items returns null only when the interpreter is out of memory, which no "

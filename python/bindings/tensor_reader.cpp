@@ -50,6 +50,8 @@ ReadProblem read_tensor(PyObject* o, bool dynamic, TensorSpec& s) {
       return ReadProblem::kDtype;
     case TorchRead::kTooManyDims:
       return ReadProblem::kTooManyDims;
+    case TorchRead::kNoStorage:
+      return ReadProblem::kNoStorage;
   }
   s.dynamism = dynamic ? 1 : 0;
   s.has_capacity = dynamic;
@@ -87,6 +89,10 @@ void describe_tensor(PyObject* o, bool dynamic, const char* op, const char* arg,
     case ReadProblem::kTooManyDims:
       throw Failure(Error::InvalidArgument, who + " has " + std::to_string(s.rank) +
                                                 " dims; ExecuTorch supports at most " + std::to_string(kMaxTensorDims));
+    case ReadProblem::kNoStorage:
+      throw py::value_error(who +
+                            " has elements but no storage (such as a batched tensor inside torch.func.vmap); "
+                            "et_copy moves tensors whose memory torch holds");
   }
 }
 

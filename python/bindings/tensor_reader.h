@@ -20,6 +20,7 @@ enum class ReadProblem {
   kLayout,      ///< a torch tensor that is not strided (sparse, mkldnn) or is nested
   kDtype,       ///< a dtype et-copy does not move
   kTooManyDims, ///< more than kMaxTensorDims (ExecuTorch's limit)
+  kNoStorage,   ///< a torch tensor with elements but no storage (inside torch.func.vmap)
 };
 
 /// Reads `o` into `s`. `dynamic`: a torch tensor's shape is a capacity the
