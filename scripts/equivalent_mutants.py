@@ -134,6 +134,9 @@ EQUIVALENT: list[Equivalent] = [
                "holds \"%#\" PRIxPTR, at most 18 characters and the NUL, so 33 bytes change nothing"),
     Equivalent("python/bindings/allocators.cpp", "int-1", "char at[32];",
                "as int+1 on this line: at most 19 bytes with the NUL fit in 31 too"),
+    Equivalent("python/bindings/torch_tensor.cpp", "int+1", "s.data = 0;",
+               "the address of a tensor with no elements and no storage: every copy or method moves 0 bytes of it, "
+               "and a 0-byte copy reads no byte and asks no allocator about its range, so 1 is never dereferenced"),
     # A sentinel its one caller does not tell from its neighbours.
     Equivalent("python/bindings/torch_tensor.cpp", "int+1", "return -2;",
                "torch_dtype_code's one caller (check_layout) refuses every negative code with the same message, so "
