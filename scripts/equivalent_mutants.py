@@ -120,6 +120,30 @@ EQUIVALENT: list[Equivalent] = [
                "every TensorSpec that reaches a kernel, a view or a method's slot has its device set by its reader "
                "(torch_tensor.cpp, device_tensor.cpp's check_device); the rest (dense_strides, dim_order_of) never "
                "read it"),
+    # A TensorSpec's defaults: each reader writes a field before anything reads it.
+    Equivalent("python/bindings/tensor_spec.h", "int+1", "uintptr_t data = 0;",
+               "read_torch_tensor writes data on every tensor it accepts and read_device_tensor writes the memory's "
+               "address; the specs of a DeviceTensor's Layout, dense_strides, dim_order_of and the dim-order check "
+               "never read data"),
+    Equivalent("python/bindings/tensor_spec.h", "int+1", "int dtype = 0; ///< ExecuTorch ScalarType code",
+               "read_torch_tensor and check_layout write dtype before any check reads it (a read that stops earlier "
+               "is refused, its spec unread), and dense_strides, dim_order_of and the dim-order check never read it"),
+    Equivalent("python/bindings/tensor_spec.h", "int+1", "size_t rank = 0;",
+               "every reader writes rank before its loops (read_torch_tensor on both of its paths that go on, "
+               "check_layout, the dim-order check's shape of ones, dense_strides and dim_order_of); a read that "
+               "stops before is refused and its spec is not read"),
+    Equivalent("python/bindings/tensor_spec.h", "int+1", "int dynamism = 0; ///< TensorShapeDynamism",
+               "read_tensor writes dynamism for every torch tensor and make() for every DeviceTensor; the other "
+               "specs (dense_strides, dim_order_of, the dim-order check, check_device's) never read it"),
+    Equivalent("python/bindings/tensor_spec.h", "int+1", "int device_type = 0;",
+               "as device_index's default: every reader sets a TensorSpec's device before anything reads it "
+               "(read_torch_tensor for CPU and CUDA, refusing the rest; check_device; a DeviceTensor's spec copied "
+               "whole), and dense_strides, dim_order_of and the dim-order check's shape of ones never read it"),
+    Equivalent("python/bindings/torch_tensor.cpp", "rel", "for (size_t i = 0; i < s.rank; ++i) {",
+               "i == rank copies torch's sizes()[rank] and strides()[rank] into slots past the rank that nothing "
+               "reads; at rank 16 they are strides[0], given torch's sizes()[16], which is strides()[0] (c10's "
+               "SizesAndStrides keeps a large tensor's sizes then strides in one array), and dim_order[0], which "
+               "dim_order_from_strides writes next; only a sanitizer sees the reads one past torch's arrays"),
     Equivalent("runtime/src/delegate_record.cpp", "rel", "if (at_ >= n_) {",
                "at at_ == n_ the memchr that follows searches 0 bytes, finds no newline and returns false as the "
                "check does"),
@@ -221,6 +245,16 @@ EQUIVALENT: list[Equivalent] = [
                "holds \"%#\" PRIxPTR, at most 18 characters and the NUL, so 33 bytes change nothing"),
     Equivalent("python/bindings/allocators.cpp", "int-1", "char at[32];",
                "as int+1 on this line: at most 19 bytes with the NUL fit in 31 too"),
+    Equivalent("python/bindings/torch_tensor.cpp", "int+1", "s.data = 0;",
+               "the address of a tensor with no elements and no storage: every copy or method moves 0 bytes of it, "
+               "and a 0-byte copy reads no byte and asks no allocator about its range, so 1 is never dereferenced"),
+    # A sentinel its one caller does not tell from its neighbours.
+    Equivalent("python/bindings/torch_tensor.cpp", "int+1", "return -2;",
+               "torch_dtype_code's one caller (check_layout) refuses every negative code with the same message, so "
+               "-3 for a dtype argument that is not a torch.dtype changes nothing"),
+    Equivalent("python/bindings/torch_tensor.cpp", "int-1", "return -2;",
+               "as int+1 on this line: -3 is refused as -2 is; -1 happens to be the code of a dtype et_copy does not "
+               "move, which that caller refuses with the same message"),
     # An allocation failure of a tiny tuple: only an interpreter out of memory takes the other side.
     Equivalent("python/bindings/torch_tensor.cpp", "logic", "bool ok = sizes != nullptr && strides != nullptr;",
                "PyTuple_New of at most 16 items returns null only when the interpreter is out of memory, which no "

@@ -13,6 +13,7 @@ from __future__ import annotations
 from fnmatch import fnmatch
 
 from listed_mutants import (
+    P_BOUNDARY,
     P_COPY,
     P_FIELDS,
     PY_BINDINGS,
@@ -36,6 +37,8 @@ T_METHOD_KERNELS = "cpp:et_copy_test_method_kernels"
 T_RECORD = "cpp:et_copy_test_program_record"
 T_THREADS = "cpp:et_copy_test_threads"
 P_API = "py:tests/python/test_runtime_api.py"
+P_LAYOUTS = "py:tests/python/test_runtime_input_layouts.py"
+P_LAYOUTS_1_0 = P_LAYOUTS + "::test_a_method_planned_in_dim_order_1_0_takes_that_layout_and_refuses_a_contiguous_one"
 P_MEMORY = "py:tests/python/test_device_memory.py"
 P_REGISTRY_OURS = (
     "py:tests/python/test_registration.py::"
@@ -163,8 +166,9 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/bindings/log_capture.*", ("py:tests/python/test_quiet.py", "py:tests/python/test_errors.py")),
     ("python/bindings/failure.h", ("py:tests/python/test_errors.py", *PY_BINDINGS)),
     ("python/bindings/module.cpp", ("py:tests/python/test_registration.py", P_FIELDS)),
-    ("python/bindings/method_io.*", (*PY_RUNTIME, P_API)),
-    ("python/bindings/program.*", (*PY_RUNTIME, P_API)),
+    # test_runtime_input_layouts.py: each input's bytes dense in the planned dim order, first to last.
+    ("python/bindings/method_io.*", (P_LAYOUTS, *PY_RUNTIME, P_API)),
+    ("python/bindings/program.*", (*PY_RUNTIME, P_LAYOUTS, P_API)),
     # run_registered dispatches the registry's kernel: et_copy's own only where the wheel's library is not loaded.
     ("python/bindings/kernels.*", (P_REGISTRY_OURS, *PY_BINDINGS, P_COPY)),
     # The bench's timing loops: their bounds and kinds, then the memcpy baseline on unreadable memory.
@@ -174,6 +178,15 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
         "py:tests/python/test_cuda.py::"
         "test_without_a_gpu_the_benchs_cuda_baselines_fail_naming_cuda_and_an_unknown_kind_is_refused_first",
         P_MEMORY,
+    )),
+    # The dim-order rule reads a TensorSpec that execute() reuses from input to output:
+    # a method planned in dim order (1, 0) reads a contiguous output after such an input.
+    ("python/bindings/tensor_spec.*", (
+        "py:tests/python/test_max_rank.py", P_FIELDS, P_LAYOUTS_1_0, P_BOUNDARY, P_COPY,
+    )),
+    # The torch reader: its rows below, then a method's host inputs (read as the CPU device 0 it plans).
+    ("python/bindings/torch_tensor.*", (
+        "py:tests/python/test_max_rank.py", "py:tests/python/test_boundary_enums.py", *PY_BINDINGS, P_COPY, P_LAYOUTS,
     )),
     # test_max_rank.py: every per-dim loop at the largest rank and one past it;
     # test_boundary_enums.py: dtype and device codes against ExecuTorch's schema.

@@ -119,6 +119,26 @@ bool read_input(const MethodIo& io, size_t i, PyObject* o, TensorSpec& spec, EVa
     throw py::value_error(io.where + ": " + input_arg(io, i) + " is planned on " + planned + ", got a tensor on " +
                           device_name(spec.device_type, spec.device_index) + ": " + hint);
   }
+  // ExecuTorch copies or binds an input's bytes as they lie, in the dim
+  // order the method planned: a transposed view would be read in the wrong
+  // order, an expanded one past its memory's end. Only dims of more than one
+  // element place bytes, so only their strides must be the planned ones. (A
+  // rank the method does not take is ExecuTorch's to refuse.)
+  if (spec.rank == slot.dim_order.size()) {
+    TensorSpec planned = spec;
+    std::copy(slot.dim_order.begin(), slot.dim_order.end(), planned.dim_order);
+    bool laid_out = dense_strides(planned);
+    for (size_t d = 0; laid_out && d < spec.rank; ++d) {
+      laid_out = spec.sizes[d] == 1 || spec.strides[d] == planned.strides[d];
+    }
+    if (!laid_out) {
+      throw py::value_error(io.where + ": " + input_arg(io, i) + " must be dense in dim order " +
+                            list_str(slot.dim_order.data(), slot.dim_order.size()) + ", got sizes " +
+                            list_str(spec.sizes, spec.rank) + " with strides " + list_str(spec.strides, spec.rank));
+    }
+    std::copy(planned.dim_order, planned.dim_order + spec.rank, spec.dim_order);
+    std::copy(planned.strides, planned.strides + spec.rank, spec.strides);
+  }
   if (slot.planned && device_type(slot) != 0) {
     throw Failure(Error::NotSupported, io.where + ": " + input_arg(io, i) + " is memory-planned on " +
                                            device_name(device_type(slot), device_index(slot)) +

@@ -33,7 +33,9 @@ MethodIo read_method_io(const et_copy::LoadedMethod& m);
 
 /// Input `i`: a tensor for a tensor slot (read into `spec`, returns true),
 /// else a Python scalar (written to `value`, returns false). Throws for a
-/// value the slot cannot take.
+/// value the slot cannot take: a tensor of another dtype or device, or one
+/// whose bytes are not dense in the slot's dim order (`spec` then takes that
+/// dim order and its dense strides).
 bool read_input(const MethodIo& io, size_t i, PyObject* o, TensorSpec& spec, executorch::runtime::EValue& value);
 
 /// Output `i`'s tensor (read into `spec`; false for a non-tensor output,

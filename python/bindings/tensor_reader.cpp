@@ -44,10 +44,14 @@ ReadProblem read_tensor(PyObject* o, bool dynamic, TensorSpec& s) {
       return ReadProblem::kNotATensor;
     case TorchRead::kDevice:
       return ReadProblem::kDevice;
+    case TorchRead::kLayout:
+      return ReadProblem::kLayout;
     case TorchRead::kDtype:
       return ReadProblem::kDtype;
     case TorchRead::kTooManyDims:
       return ReadProblem::kTooManyDims;
+    case TorchRead::kNoStorage:
+      return ReadProblem::kNoStorage;
   }
   s.dynamism = dynamic ? 1 : 0;
   s.has_capacity = dynamic;
@@ -69,6 +73,12 @@ void describe_tensor(PyObject* o, bool dynamic, const char* op, const char* arg,
       throw py::value_error(who + " is a DeviceTensor whose memory was freed");
     case ReadProblem::kDevice:
       throw py::value_error(who + " is on " + str_attr(o, "device") + "; et_copy moves CPU and CUDA tensors");
+    case ReadProblem::kLayout:
+      if (str_attr(o, "is_nested") == "True") {
+        throw py::value_error(who + " is a nested tensor; et_copy moves strided tensors (to_padded_tensor() first)");
+      }
+      throw py::value_error(who + " has layout " + str_attr(o, "layout") +
+                            "; et_copy moves strided tensors (to_dense() first)");
     case ReadProblem::kDtype: {
       py::object dtype = py::reinterpret_steal<py::object>(PyObject_GetAttrString(o, "dtype"));
       if (!dtype) {
@@ -79,6 +89,10 @@ void describe_tensor(PyObject* o, bool dynamic, const char* op, const char* arg,
     case ReadProblem::kTooManyDims:
       throw Failure(Error::InvalidArgument, who + " has " + std::to_string(s.rank) +
                                                 " dims; ExecuTorch supports at most " + std::to_string(kMaxTensorDims));
+    case ReadProblem::kNoStorage:
+      throw py::value_error(who +
+                            " has elements but no storage (such as a batched tensor inside torch.func.vmap); "
+                            "et_copy moves tensors whose memory torch holds");
   }
 }
 

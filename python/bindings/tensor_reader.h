@@ -17,8 +17,10 @@ enum class ReadProblem {
   kNotATensor,  ///< neither a torch.Tensor nor a DeviceTensor
   kFreed,       ///< a DeviceTensor whose memory was freed
   kDevice,      ///< a torch tensor on a device et-copy does not move
+  kLayout,      ///< a torch tensor that is not strided (sparse, mkldnn) or is nested
   kDtype,       ///< a dtype et-copy does not move
   kTooManyDims, ///< more than kMaxTensorDims (ExecuTorch's limit)
+  kNoStorage,   ///< a torch tensor with elements but no storage (inside torch.func.vmap)
 };
 
 /// Reads `o` into `s`. `dynamic`: a torch tensor's shape is a capacity the

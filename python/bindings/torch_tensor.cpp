@@ -60,6 +60,9 @@ TorchRead read_torch_tensor(PyObject* o, TensorSpec& s) {
   } else {
     return TorchRead::kDevice;
   }
+  if (t.layout() != c10::kStrided || t.is_nested()) {
+    return TorchRead::kLayout;
+  }
   s.dtype = code_of(t.scalar_type());
   if (s.dtype < 0) {
     return TorchRead::kDtype;
@@ -76,8 +79,17 @@ TorchRead read_torch_tensor(PyObject* o, TensorSpec& s) {
     s.strides[i] = strides[i];
   }
   dim_order_from_strides(s);
-  // data_ptr() of a tensor without storage throws; numel 0 has no bytes to read.
-  s.data = t.numel() == 0 && !t.has_storage() ? 0 : reinterpret_cast<uintptr_t>(t.data_ptr());
+  // A tensor without storage (a batched tensor inside torch.func.vmap) has
+  // no memory to copy, and data_ptr() throws: refused, unless it has no
+  // elements to read.
+  if (!t.has_storage()) {
+    if (t.numel() != 0) {
+      return TorchRead::kNoStorage;
+    }
+    s.data = 0;
+    return TorchRead::kOk;
+  }
+  s.data = reinterpret_cast<uintptr_t>(t.data_ptr());
   return TorchRead::kOk;
 }
 

@@ -16,8 +16,10 @@ enum class TorchRead {
   kOk,
   kNotATensor,  ///< not a torch.Tensor
   kDevice,      ///< on a device et-copy does not move (meta, mps, ...)
+  kLayout,      ///< not strided (sparse, mkldnn) or nested: no dense bytes to copy
   kDtype,       ///< a dtype ExecuTorch cannot describe byte for byte
   kTooManyDims, ///< more dims than ExecuTorch's tensors hold
+  kNoStorage,   ///< elements but no storage (a batched tensor inside vmap)
 };
 
 /// Reads `o` into `s` (data, dtype, sizes, strides, dim order, device;

@@ -1,6 +1,7 @@
 """Enum values that cross the Python boundary, checked against ExecuTorch's
 own schema rather than against et-copy's tables: each dtype's ScalarType
-code, and the device type codes a DeviceTensor carries."""
+code, the device type codes a DeviceTensor carries, and the device type and
+index a torch CUDA tensor is read with."""
 
 from __future__ import annotations
 
@@ -54,3 +55,43 @@ def test_a_device_tensor_carries_executorchs_cuda_device_type_and_its_index():
     with pytest.raises(ValueError, match="must be a CUDA device \\(type 1\\)"):
         _C.DeviceTensor(et_copy.empty((3,), torch.uint8)._buffer, torch.uint8, (schema.DeviceType.CPU.value, 0), (3,),
                         None, False)  # fmt: skip
+
+
+class _StorageLess(torch.Tensor):
+    """A torch tensor whose device is whatever it was made with and that holds
+    no memory (torch's wrapper subclass): how a CUDA tensor reaches the
+    bindings on a machine without a GPU. Any torch op on it is refused."""
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        raise NotImplementedError(f"{func} on a storage-less tensor")
+
+
+def _on(device: str, numel: int) -> torch.Tensor:
+    return torch.Tensor._make_wrapper_subclass(_StorageLess, (numel,), dtype=torch.float32, device=device)
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:0"])
+def test_a_torch_cuda_tensor_is_read_as_executorchs_cuda_device_in_either_direction(device):
+    et_copy.use_simulated_device()
+    host = torch.zeros(3)
+    # ExecuTorch's CUDA (type 1), so each kernel sees a device tensor where it wants a host one ...
+    with pytest.raises(et_copy.EtCopyError, match=r"_h2d_copy.out: self must be a host \(CPU\) tensor, got a CUDA"):
+        _C.h2d_copy(_on(device, 3), et_copy.empty((3,), torch.float32), False)
+    with pytest.raises(et_copy.EtCopyError, match=r"_d2h_copy.out: out must be a host \(CPU\) tensor, got a CUDA"):
+        _C.d2h_copy(et_copy.empty((3,), torch.float32), _on(device, 3), False)
+    # ... and takes it where it wants a device one: an empty one copies, one with no memory is refused.
+    _C.d2h_copy(_on(device, 0), torch.zeros(0), False)
+    with pytest.raises(et_copy.EtCopyError, match=r"_d2h_copy.out: self has no data"):
+        _C.d2h_copy(_on(device, 3), host, False)
+    assert torch.equal(host, torch.zeros(3))
+
+
+@pytest.mark.parametrize("index", [1, 5, 127])
+def test_a_torch_cuda_tensors_index_reaches_the_kernel_which_names_it(index):
+    et_copy.use_simulated_device()
+    missing = rf"is on CUDA device {index}, but the simulated allocator has 1 device"
+    with pytest.raises(et_copy.EtCopyError, match=rf"_d2h_copy.out: self {missing}"):
+        _C.d2h_copy(_on(f"cuda:{index}", 0), torch.zeros(0), False)
+    with pytest.raises(et_copy.EtCopyError, match=rf"_h2d_copy.out: out {missing}"):
+        _C.h2d_copy(torch.zeros(0), _on(f"cuda:{index}", 0), False)

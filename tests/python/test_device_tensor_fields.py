@@ -52,6 +52,7 @@ def permutation(order, rank=2):
     return rf"et_copy.DeviceTensor: dim_order {re.escape(str(order))} is not a permutation of the {rank} dims of shape"
 
 
+NOT_A_DEVICE = r"et_copy.DeviceTensor: device must be a \(type, index\) tuple of ints, such as et_copy's Device"
 BAD_DEVICE = r"et_copy.DeviceTensor: device .* must be a CUDA device \(type 1\) with an index ExecuTorch can hold"
 REFUSED = {
     "shape longer than the memory": (
@@ -67,7 +68,11 @@ REFUSED = {
         et_copy.EtCopyError,
         r"et_copy.DeviceTensor: shape .* has 17 dims; ExecuTorch supports at most 16",
     ),
+    # Every element of each sequence is checked, the first and the last alike.
     "shape not ints": ({"shape": (2.0, 3)}, TypeError, r"et_copy.DeviceTensor: shape must be a sequence of ints"),
+    "shape's last not an int": ({"shape": (2, "3")}, TypeError, r"et_copy.DeviceTensor: shape must be a sequence of"),
+    "dim order's first not an int": ({"dim_order": (0.0, 1)}, TypeError, r"DeviceTensor: dim_order must be a sequence"),
+    "dim order's last not an int": ({"dim_order": (0, 1.0)}, TypeError, r"DeviceTensor: dim_order must be a sequence"),
     "dim order longer": ({"dim_order": (0, 1, 2)}, ValueError, permutation((0, 1, 2))),
     "dim order shorter": ({"dim_order": (0,)}, ValueError, permutation((0,))),
     "dim order repeats a dim": ({"dim_order": (0, 0)}, ValueError, permutation((0, 0))),
@@ -86,6 +91,10 @@ REFUSED = {
     "device on the CPU": ({"device": Device(0, 0)}, ValueError, BAD_DEVICE),
     "device not a pair": ({"device": (1,)}, TypeError, r"et_copy.DeviceTensor: device must be a \(type, index\) tuple"),
     "device a string": ({"device": "cuda:0"}, TypeError, r"et_copy.DeviceTensor: device must be a \(type, index\)"),
+    "device of three": ({"device": (1, 0, 0)}, TypeError, NOT_A_DEVICE),
+    "device a list": ({"device": [1, 0]}, TypeError, NOT_A_DEVICE),
+    "device type not an int": ({"device": (1.0, 0)}, TypeError, NOT_A_DEVICE),
+    "device index not an int": ({"device": (1, 0.0)}, TypeError, NOT_A_DEVICE),
     "buffer not a DeviceBuffer": (
         {"buffer": b"24 bytes, but host ones!"},
         TypeError,

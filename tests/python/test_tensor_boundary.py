@@ -7,11 +7,13 @@ et_copy.h2d_copy/d2h_copy/run_registered."""
 from __future__ import annotations
 
 import itertools
+import re
 import warnings
 
 import et_copy
 import pytest
 import torch
+from et_copy import _C
 from et_copy._dtypes import SCALAR_TYPE_CODES
 
 SHAPES = [(), (0,), (3, 5), (2, 3, 1, 4), (2, 0, 3, 4), (5, 1, 0), (1, 1, 1, 1)]
@@ -98,6 +100,56 @@ def test_a_freed_device_tensor_is_refused_naming_the_argument():
 def test_a_tensor_on_another_device_is_refused_naming_it():
     with pytest.raises(ValueError, match=r"et_copy::_h2d_copy.out: self is on meta; et_copy moves CPU and CUDA"):
         et_copy.h2d_copy(torch.empty(4, device="meta"), out=et_copy.empty((4,), torch.float32))
+
+
+LAYOUTS = {
+    "sparse_coo": lambda t: t.to_sparse(),
+    "sparse_csr": lambda t: t.to_sparse_csr(),
+    "sparse_bsr": lambda t: t.to_sparse_bsr((1, 1)),
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_tensor_that_is_not_strided_is_refused_naming_the_argument_and_its_layout(layout):
+    # A sparse tensor has no dense bytes to copy: each copy refuses it as self and as out.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Sparse (CSR|BSR) tensor support is in beta state", UserWarning)
+        t = LAYOUTS[layout](torch.eye(2))
+    dev = et_copy.h2d_copy(torch.ones(2, 2))
+    name = rf"layout torch\.{layout}; et_copy moves strided tensors \(to_dense\(\) first\)"
+    with pytest.raises(ValueError, match=rf"et_copy::_h2d_copy.out: self has {name}"):
+        et_copy.h2d_copy(t, out=dev)
+    with pytest.raises(ValueError, match=rf"et_copy::_d2h_copy.out: out has {name}"):
+        et_copy.d2h_copy(dev, out=t)
+    assert torch.equal(dev.cpu(), torch.ones(2, 2)) and torch.equal(t.to_dense(), torch.eye(2))
+
+
+def test_a_nested_tensor_is_refused_naming_the_argument():
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "The PyTorch API of nested tensors is in prototype stage", UserWarning)
+        t = torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)])
+    with pytest.raises(ValueError, match=r"_h2d_copy.out: self is a nested tensor; et_copy moves strided tensors"):
+        et_copy.h2d_copy(t, out=et_copy.empty((5,), torch.float32))
+
+
+def test_a_tensor_without_storage_copies_only_when_it_has_no_elements():
+    # Inside torch.func.vmap a tensor is a batched view with no storage of its own.
+    seen = []
+
+    def copy(x):
+        dev = et_copy.empty(tuple(x.shape), torch.float32)
+        try:
+            _C.h2d_copy(x, dev, False)
+            seen.append("copied")
+        except ValueError as e:
+            seen.append(str(e))
+        return x
+
+    torch.func.vmap(copy)(torch.zeros(2, 0))
+    torch.func.vmap(copy)(torch.zeros(2, 3))
+    assert seen[0] == "copied"
+    assert re.fullmatch(r"et_copy::_h2d_copy.out: self has elements but no storage \(such as a batched tensor inside "
+                        r"torch.func.vmap\); et_copy moves tensors whose memory torch holds", seen[1])  # fmt: skip
 
 
 def test_a_device_tensor_cannot_be_edited_by_hand_so_the_reader_reads_what_et_copy_made():

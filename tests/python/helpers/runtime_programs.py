@@ -73,7 +73,21 @@ a = torch.randn(2, 8)
 # Device in, host out.
 (out / "stage_b.pte").write_bytes(lower_to_device(
     stage_b, (stage_a(a),), skip_h2d_for_method_inputs=True).buffer)
-torch.save({"slot": slot, "affine": (x, y),
+
+
+class Scale(torch.nn.Module):
+    # ExecuTorch's portable arithmetic takes contiguous or channels-last tensors only.
+    def forward(self, x):
+        return x.contiguous() * 2.0
+
+
+# An input planned in dim order (1, 0) (the example is a transposed view); the output is contiguous.
+transposed = torch.randn(4, 3).t()
+(out / "transposed.pte").write_bytes(export_device_program(Scale(), (transposed,)).buffer)
+# An input of ExecuTorch's largest rank, 16: 15 dims of size 1, then 4.
+rank16 = torch.arange(4.0).reshape((1,) * 15 + (4,))
+(out / "rank16.pte").write_bytes(export_device_program(Scale(), (rank16,)).buffer)
+torch.save({"slot": slot, "affine": (x, y), "transposed": transposed, "rank16": rank16,
             "stage": a, "stage_a": stage_a.state_dict(), "stage_b": stage_b.state_dict()},
            out / "data.pt")
 """

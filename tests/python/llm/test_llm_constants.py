@@ -2,7 +2,8 @@
 seconds): the sampler's noise (known answers: a program exported by one
 version and a host pick by another must agree), the check's plan at the
 edge of the cache, the refusal's wording when the model's own cache has
-fewer layers, the tiny models' routing and rotary settings, and what
+fewer layers, the tiny models' routing and rotary settings (and a newer
+model's settings shared with its family's older one), and what
 importing et_copy.llm loads."""
 
 from __future__ import annotations
@@ -161,6 +162,21 @@ def test_a_tiny_deepseek_routes_each_token_within_its_top_groups_by_its_input(ar
         # The input decides: tokens pick different experts, from every group.
         assert len({tuple(sorted(row.tolist())) for row in experts}) > 1
         assert set(groups.reshape(-1).tolist()) == set(range(gate.num_group))
+
+
+# A newer model kept beside its family's older one: DeepSeek-V3.2 is V3's latent
+# attention plus the lightning indexer, Qwen 3.5 MoE is Qwen3-Next's hybrid MoE.
+SIBLINGS = [("deepseek_v3", "deepseek_v32"), ("qwen3_next", "qwen3_5_moe")]
+
+
+@pytest.mark.parametrize("older, newer", SIBLINGS, ids=[n for _, n in SIBLINGS])
+def test_a_tiny_model_kept_beside_its_familys_older_one_shares_every_setting_both_have(older, newer):
+    # So the docs' rows for the two (and DeepSeek-V3.2's refusal, which V3 exports) differ by
+    # what the newer architecture adds alone: the settings only one config has.
+    a = llm.tiny_model(older).config.to_dict()
+    b = llm.tiny_model(newer).config.to_dict()
+    differing = {k: (a[k], b[k]) for k in sorted(a.keys() & b.keys()) if a[k] != b[k] and k != "model_type"}
+    assert differing == {}
 
 
 def test_importing_et_copy_llm_loads_no_transformers_model_code():
