@@ -49,7 +49,12 @@ def _device_tensor_like(self: object, device: str) -> DeviceTensor:
     if isinstance(self, DeviceTensor):
         order = self.dim_order  # the kernel then rejects the direction, by name
     elif isinstance(self, torch.Tensor):
-        # Before any memory is allocated, so the error names this op, not et_copy.empty.
+        # Before any memory is allocated, so the error names this op, not et_copy.empty;
+        # a tensor with no strides has no dim order to give the new one (the bindings' words).
+        if self.is_nested:
+            raise ValueError(f"{op}: self is a nested tensor; et_copy moves strided tensors (to_padded_tensor() first)")
+        if self.layout != torch.strided:
+            raise ValueError(f"{op}: self has layout {self.layout}; et_copy moves strided tensors (to_dense() first)")
         scalar_type_code(self.dtype, op=op, arg="self")
         if self.dim() > _C.MAX_TENSOR_DIMS:
             raise EtCopyError(

@@ -132,6 +132,26 @@ def test_a_nested_tensor_is_refused_naming_the_argument():
         et_copy.h2d_copy(t, out=et_copy.empty((5,), torch.float32))
 
 
+@pytest.mark.parametrize("kind", ["sparse_coo", "sparse_csr", "nested_strided", "nested_jagged"])
+def test_h2d_copy_without_out_refuses_a_tensor_with_no_strides_as_it_does_with_one(kind):
+    """With no out, the new DeviceTensor takes self's dim order, which such a
+    tensor has none of: the refusal is the one a given out gets, not torch's
+    error about strides (or pybind's about symbolic ones)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", ".*(nested tensors is in prototype|Sparse CSR).*", UserWarning)
+        if kind.startswith("nested"):
+            layout = torch.jagged if kind == "nested_jagged" else torch.strided
+            t = torch.nested.nested_tensor([torch.zeros(2, 3), torch.zeros(4, 3)], layout=layout)
+            want = r"self is a nested tensor; et_copy moves strided tensors \(to_padded_tensor\(\) first\)"
+        else:
+            t = LAYOUTS[kind](torch.eye(2))
+            want = rf"self has layout torch\.{kind}; et_copy moves strided tensors \(to_dense\(\) first\)"
+    before = et_copy.allocator_stats()
+    with pytest.raises(ValueError, match=rf"^et_copy::_h2d_copy.out: {want}$"):
+        et_copy.h2d_copy(t)
+    assert et_copy.allocator_stats()["allocations"] == before["allocations"]  # refused before allocating
+
+
 def test_a_tensor_without_storage_copies_only_when_it_has_no_elements():
     # Inside torch.func.vmap a tensor is a batched view with no storage of its own.
     seen = []
