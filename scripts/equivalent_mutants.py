@@ -139,6 +139,21 @@ EQUIVALENT: list[Equivalent] = [
                "as device_index's default: every reader sets a TensorSpec's device before anything reads it "
                "(read_torch_tensor for CPU and CUDA, refusing the rest; check_device; a DeviceTensor's spec copied "
                "whole), and dense_strides, dim_order_of and the dim-order check's shape of ones never read it"),
+    # LoadOptions' defaults: both of its constructions (load_program and load_program_file's bindings)
+    # give every field, from the Python arguments and their pybind defaults.
+    Equivalent("python/bindings/program.cpp", "int+1",
+               "int verification = 1; // 0: Minimal, 1: InternalConsistency",
+               "LoadOptions is only built by aggregate initialisation with all four fields (the load and load_file "
+               "bindings, from py::arg(\"verification\") = 1), so the member default is never used"),
+    Equivalent("python/bindings/program.cpp", "int-1",
+               "int verification = 1; // 0: Minimal, 1: InternalConsistency",
+               "as int+1 on this line: every LoadOptions is built with its verification given"),
+    Equivalent("python/bindings/program.cpp", "int+1", "size_t debug_buffer_size = 0;",
+               "as verification's default: every LoadOptions is built with its debug_buffer_size given "
+               "(py::arg(\"debug_buffer_size\") = 0)"),
+    Equivalent("python/bindings/tensor_view.h", "int+1", "size_t rank_ = 0;",
+               "TensorView's one constructor writes rank_ before anything reads it, or throws, and then no "
+               "TensorView exists to read it (current_shape is its only reader)"),
     Equivalent("python/bindings/torch_tensor.cpp", "rel", "for (size_t i = 0; i < s.rank; ++i) {",
                "i == rank copies torch's sizes()[rank] and strides()[rank] into slots past the rank that nothing "
                "reads; at rank 16 they are strides[0], given torch's sizes()[16], which is strides()[0] (c10's "

@@ -63,6 +63,41 @@ def test_state_lives_on_the_device_starts_from_its_export_value_and_is_shared_by
     assert torch.equal(add.execute([torch.zeros(4)])[0], torch.tensor([1.0, 2.0, 3.0, 4.0]))
 
 
+class TwoCounters(torch.nn.Module):
+    """Two running sums, each method with its own, each starting non-zero."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("a", torch.full((4,), 10.0))
+        self.register_buffer("b", torch.arange(4, dtype=torch.float32) + 100)
+
+    def forward(self, x):
+        self.a.add_(x)
+        return self.a * 1.0
+
+    def other(self, x):
+        self.b.add_(x)
+        return self.b * 1.0
+
+
+def test_a_method_loaded_into_an_arena_in_use_starts_its_own_state_and_leaves_the_others():
+    """The second method's state is new to the session's arena, which the
+    first has already changed: its start is written, and only it."""
+    et_copy.use_simulated_device()
+    x = torch.ones(4)
+    methods = {"forward": MethodInputs((x,)), "other": MethodInputs((x,), entry="other")}
+    program = et_copy.runtime.load(export_device_methods(TwoCounters(), methods, strict=True).buffer)
+    session = program.new_session()
+    forward = session.load_method("forward")
+    assert torch.equal(forward.execute([x])[0], torch.full((4,), 11.0))
+    other = session.load_method("other")  # b is new to the arena; a stays at 11
+    assert torch.equal(other.execute([x])[0], torch.arange(4, dtype=torch.float32) + 101)
+    assert torch.equal(forward.execute([x])[0], torch.full((4,), 12.0))
+    session.reset()  # both back to their starts
+    assert torch.equal(other.execute([torch.zeros(4)])[0], torch.arange(4, dtype=torch.float32) + 100)
+    assert torch.equal(forward.execute([torch.zeros(4)])[0], torch.full((4,), 10.0))
+
+
 def test_program_load_method_is_one_cached_session(counter_program):
     et_copy.use_simulated_device()
     program = et_copy.runtime.load(counter_program)
