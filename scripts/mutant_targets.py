@@ -161,7 +161,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
         "py:tests/python/test_errors.py",
     )),
     # ---- python/bindings/: pytest against the development package ------------------
-    ("python/bindings/allocators.*", (P_MEMORY, P_FIELDS)),
+    ("python/bindings/allocators.*", (P_MEMORY, P_FIELDS, "py:tests/python/test_boundary_enums.py")),
     ("python/bindings/cuda.*", ("py:tests/python/test_cuda.py",)),
     ("python/bindings/log_capture.*", ("py:tests/python/test_quiet.py", "py:tests/python/test_errors.py")),
     ("python/bindings/failure.h", ("py:tests/python/test_errors.py", *PY_BINDINGS)),

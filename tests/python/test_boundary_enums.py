@@ -95,3 +95,29 @@ def test_a_torch_cuda_tensors_index_reaches_the_kernel_which_names_it(index):
         _C.d2h_copy(_on(f"cuda:{index}", 0), torch.zeros(0), False)
     with pytest.raises(et_copy.EtCopyError, match=rf"_h2d_copy.out: out {missing}"):
         _C.h2d_copy(torch.zeros(0), _on(f"cuda:{index}", 0), False)
+
+
+# Every _C function that takes a device type code: ExecuTorch's DeviceType has
+# CPU (0) and CUDA (1), and its registry holds kNumDeviceTypes (2) slots.
+DEVICE_TYPE_TAKERS = {
+    "describe_allocator": lambda t: _C.describe_allocator(t),
+    "allocator_info": lambda t: _C.allocator_info(t),
+    "allocator_stats": lambda t: _C.allocator_stats(t),
+    "open_counting_scope": lambda t: _C.close_counting_scope(t, _C.open_counting_scope(t)),
+    "DeviceBuffer": lambda t: _C.DeviceBuffer(64, t, 0, 64),
+}
+
+
+@pytest.mark.parametrize("taker", DEVICE_TYPE_TAKERS)
+@pytest.mark.parametrize("code", [-1, len(schema.DeviceType), 127])
+def test_a_device_type_code_past_executorchs_is_refused_by_every_function_that_takes_one(taker, code):
+    et_copy.use_simulated_device()
+    with pytest.raises(et_copy.EtCopyError, match=rf"unknown device type {code}\b"):
+        DEVICE_TYPE_TAKERS[taker](code)
+
+
+@pytest.mark.parametrize("taker", DEVICE_TYPE_TAKERS)
+def test_the_last_device_type_code_executorch_has_is_taken(taker):
+    et_copy.use_simulated_device()
+    cuda = max(t.value for t in schema.DeviceType)
+    DEVICE_TYPE_TAKERS[taker](cuda)  # CUDA, served by the simulated device: no refusal
