@@ -17,19 +17,7 @@ import et_copy
 import pytest
 import torch
 from et_copy import EtCopyError, runtime
-from runtime_programs import export_programs
-
-
-@pytest.fixture(scope="module")
-def programs(tmp_path_factory) -> Path:
-    out = export_programs(tmp_path_factory)
-    et_copy.use_simulated_device()
-    return out
-
-
-@pytest.fixture(scope="module")
-def data(programs):
-    return torch.load(programs / "data.pt")
+from runtime_programs import device_programs, program_data  # noqa: F401 (fixtures)
 
 
 def stages(data):

@@ -17,7 +17,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import et_copy
 import pytest
+import torch
 
 EXPORT = r"""
 import json, sys
@@ -109,3 +111,19 @@ def export_programs(tmp_path_factory) -> Path:
         pytest.fail(f"export failed:\n{proc.stderr[-6000:]}")
     (out / "done").write_text("")
     return out
+
+
+# The fixtures of the modules that run these programs; a module imports them
+# by these names, and each module gets its own (scope="module").
+@pytest.fixture(scope="module", name="programs")
+def device_programs(tmp_path_factory) -> Path:
+    """EXPORT's folder, with one simulated device in use."""
+    out = export_programs(tmp_path_factory)
+    et_copy.use_simulated_device()
+    return out
+
+
+@pytest.fixture(scope="module", name="data")
+def program_data(programs: Path) -> dict:
+    """The programs' inputs and the eager modules' weights (data.pt)."""
+    return torch.load(programs / "data.pt")
