@@ -134,6 +134,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/*/simulated_device_backend.*", (
         T_BACKEND, "py:tests/python/test_runtime_checks.py", "py:tests/python/test_state_export.py",
     )),
+    ("runtime/src/content_hash.h", (T_BACKEND,)),
     ("runtime/src/external_tensors.*", (T_BACKEND,)),
     # The seam: its own gtest, then the simulated backend that plugs into it.
     # device_backends() names the CUDA allocator's backend too: the CUDA test checks that.
