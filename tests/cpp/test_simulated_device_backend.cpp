@@ -26,6 +26,7 @@
 #include <executorch/runtime/backend/options.h>
 
 #include "content_hash.h"
+#include "named_blobs.h"
 #include "program_bytes.h"
 #include "test_tensors.h"
 
@@ -531,30 +532,7 @@ TEST(ContentHash, IsFnv1a64OverEveryByte) {
   EXPECT_NE(hash(last), hash(base));
 }
 
-// A named data map of blobs given by key.
-class Blobs final : public NamedDataMap {
- public:
-  Result<const TensorLayout> get_tensor_layout(std::string_view) const override {
-    return Error::NotImplemented;
-  }
-  Result<FreeableBuffer> get_data(std::string_view key) const override {
-    auto it = blobs.find(std::string(key));
-    if (it == blobs.end()) {
-      return Error::NotFound;
-    }
-    return FreeableBuffer(it->second.data(), it->second.size(), nullptr);
-  }
-  Error load_data_into(std::string_view, void*, size_t) const override {
-    return Error::NotImplemented;
-  }
-  Result<uint32_t> get_num_keys() const override {
-    return static_cast<uint32_t>(blobs.size());
-  }
-  Result<const char*> get_key(uint32_t i) const override {
-    return std::next(blobs.begin(), i)->first.c_str();
-  }
-  std::map<std::string, std::vector<uint8_t>> blobs;
-};
+using Blobs = et_copy_test::NamedBlobs;
 
 std::vector<uint8_t> bytes_of(const et_copy::DeviceBlock& b) {
   return std::vector<uint8_t>(b.host_alias(), b.host_alias() + b.nbytes());
