@@ -221,6 +221,31 @@ TEST(ArgumentKinds, ANestedProgramInInlineDelegateDataIsCheckedByItsIndex) {
   EXPECT_EQ(refusal(with_inline_delegate(linear_record(true), 2)), "ok") << "past the last entry: nothing to read";
 }
 
+// `program` as a delegate record's nested program.
+std::vector<uint8_t> as_record(const std::vector<uint8_t>& program) {
+  const std::string head =
+      "et_copy.delegate 2\ndevice\tcuda\t0\npayload\tprogram\t" + std::to_string(program.size()) + "\n";
+  std::vector<uint8_t> record(head.begin(), head.end());
+  record.insert(record.end(), program.begin(), program.end());
+  return record;
+}
+
+// Nested programs are checked 4 deep, the 4th included; a 5th is refused by
+// name (each level is a program whose one delegate holds the next).
+TEST(ArgumentKinds, NestedProgramsAreCheckedFourDeepAndAFifthIsRefused) {
+  const auto linear = read_file("linear.record");
+  auto r = et_copy::parse_delegate_record(linear.data(), linear.size());
+  ASSERT_TRUE(r.ok());
+  std::vector<uint8_t> program(r->payload, r->payload + r->payload_nbytes);
+  for (int depth = 1; depth <= 4; ++depth) {
+    program = with_inline_delegate(as_record(program), 1);
+    EXPECT_EQ(refusal(program), "ok") << depth << " deep";
+  }
+  const std::string refused = refusal(with_inline_delegate(as_record(program), 1));
+  EXPECT_NE(refused.find(": nested more than 4 deep"), std::string::npos) << refused;
+  EXPECT_EQ(refused.rfind("nested program of delegate 0 in method 'forward': ", 0), 0u) << refused;
+}
+
 TEST(ArgumentKinds, NamesATensorArgumentThatBecameAnInt) {
   auto b = read_file("linear_relu_linear.pte");
   et_copy_test::Flat f{b};
