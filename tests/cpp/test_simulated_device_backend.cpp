@@ -663,6 +663,55 @@ TEST_F(SimulatedDeviceBackendTest, APoolOrSessionSpecThatIsNotAnIntIsRefusedByNa
   }
 }
 
+// linear.record with its nested method's input 0 (`slot` 3) or output 0
+// (`slot` 4) pointed at a tensor the nested program plans (an intermediate).
+std::vector<uint8_t> with_a_planned_io(int slot) {
+  auto record = read_file("linear.record");
+  auto r = et_copy::parse_delegate_record(record.data(), record.size());
+  EXPECT_TRUE(r.ok());
+  const size_t payload = static_cast<size_t>(r->payload - record.data());
+  std::vector<uint8_t> nested(r->payload, r->payload + r->payload_nbytes);
+  et_copy_test::Flat f{nested};
+  const size_t values = f.follow(f.field(f.plan(), 2));
+  int32_t planned = -1;
+  for (uint32_t v = 0; v < f.u32(values) && planned < 0; ++v) {
+    const size_t value = f.element(values, v);
+    if (nested[f.field(value, 0)] == 5 &&
+        f.field(f.follow(f.field(value, 1)), 6) != 0) { // a tensor with allocation info
+      planned = static_cast<int32_t>(v);
+    }
+  }
+  EXPECT_GE(planned, 0) << "the nested program plans a tensor";
+  const size_t io = f.follow(f.field(f.plan(), slot));
+  EXPECT_GE(f.u32(io), 1u);
+  std::memcpy(nested.data() + io + 4, &planned, 4);
+  std::copy(nested.begin(), nested.end(), record.begin() + static_cast<std::ptrdiff_t>(payload));
+  return record;
+}
+
+// Nested inputs and outputs are bound by pointer at execute: init refuses a
+// nested method whose first input, or first output, is planned.
+TEST_F(SimulatedDeviceBackendTest, InitRefusesANestedMethodWithAPlannedInputOrOutput) {
+  const auto record = read_file("linear.record");
+  FixtureData data(record);
+  const std::map<int, std::string> want{
+      {3, "method 'forward': nested input 0 is planned (export it with alloc_graph_input=False)"},
+      {4,
+       "method 'forward': nested output 0 is planned or a constant (export it with alloc_graph_output=False, and "
+       "return no state)"}};
+  for (const auto& [slot, message] : want) {
+    et_copy::LogCapture capture;
+    Delegate d(with_a_planned_io(slot), &data, "forward");
+    EXPECT_FALSE(d.ok()) << slot;
+    EXPECT_EQ(d.error, Error::DelegateInvalidCompatibility) << slot;
+    bool found = false;
+    for (const auto& line : capture.lines()) {
+      found = found || line.find(message) != std::string::npos;
+    }
+    EXPECT_TRUE(found) << message;
+  }
+}
+
 // Last: pool 300 is open here, and a pin lasts until its release. A pool
 // that is open pins the weights its loads use (a SessionPool's, while the
 // program lives): a handle dropped and another made uploads nothing again.
