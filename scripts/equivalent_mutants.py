@@ -89,6 +89,15 @@ EQUIVALENT: list[Equivalent] = [
                "composite already has a divisor up to its square root", site=1),
     Equivalent("runtime/include/et_copy/delegate_record.h", "int+1", "size_t offset = 0;",
                "the parser is the only maker of a DelegateState, and it sets offset from the line or refuses it"),
+    Equivalent("runtime/src/delegate_record.cpp", "int+1", "size_t index = 0;",
+               "parse_size() writes index whenever it returns true, and the device line is refused before index is "
+               "read when it returns false"),
+    Equivalent("runtime/src/delegate_record.cpp", "int+1", "size_t dtype = 0;",
+               "parse_size() writes dtype whenever it returns true, and the tensor line is refused before dtype is "
+               "read when it returns false"),
+    Equivalent("runtime/src/delegate_record.cpp", "int+1", "size_t nbytes = 0;",
+               "the payload line's nbytes is written by parse_size() or the line is refused; a tensor line's is "
+               "written by the weight or state it names, or the record is refused before it is read"),
     Equivalent("runtime/src/device_copy.cpp", "int+1", "n = 0;",
                "unreachable: the prefix is one of two short op names, so snprintf neither fails nor fills the buffer"),
     Equivalent("runtime/src/device_copy.cpp", "rel", "for (ssize_t i = 0; i < t.dim() && used < len; ++i) {",

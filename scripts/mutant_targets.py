@@ -134,12 +134,14 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/*/simulated_device_backend.*", (
         T_BACKEND, "py:tests/python/test_runtime_checks.py", "py:tests/python/test_state_export.py",
     )),
+    ("runtime/src/content_hash.h", (T_BACKEND,)),
     ("runtime/src/external_tensors.*", (T_BACKEND,)),
     # The seam: its own gtest, then the simulated backend that plugs into it.
     # device_backends() names the CUDA allocator's backend too: the CUDA test checks that.
     ("runtime/*/device_backend.*", ("cpp:et_copy_test_device_backend", T_BACKEND, T_CHECK, T_CUDA)),
-    # Weights pinned per program and state arenas: the backend's gtest, then programs with weights and state.
-    ("runtime/*/device_residency.*", (T_BACKEND, "py:tests/python/test_state_export.py")),
+    # Weights pinned per program and state arenas: the backend's gtest, the CUDA allocator's (a failing copy),
+    # then programs with weights and state.
+    ("runtime/*/device_residency.*", (T_BACKEND, T_CUDA, "py:tests/python/test_state_export.py")),
     # A host or foreign argument refused by name: the backend's gtest and et_copy.runtime's checks.
     ("runtime/*/device_arguments.*", (T_BACKEND, "py:tests/python/test_runtime_checks.py")),
     # The LLM's method names: an export and its runner must agree on them.

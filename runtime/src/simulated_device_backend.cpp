@@ -29,6 +29,7 @@
 #include <executorch/runtime/executor/program.h>
 #include <executorch/runtime/platform/log.h>
 
+#include "content_hash.h"
 #include "external_tensors.h"
 
 namespace et_copy {
@@ -71,14 +72,6 @@ struct ScratchCache {
 ScratchCache& scratch_cache() {
   static ScratchCache* c = new ScratchCache();
   return *c;
-}
-
-uint64_t fnv1a(const uint8_t* p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) {
-    h = (h ^ p[i]) * 1099511628211ull;
-  }
-  return h;
 }
 
 // Serves each weight's FQN as the host alias of its device copy, with the
@@ -242,15 +235,11 @@ ET_NODISCARD Error bind_arena(Handle& h, BackendInitContext& context, size_t are
 }
 
 // The scratch of `h`: the pool's for this nested program, or its own.
-ET_NODISCARD Error bind_scratch(Handle& h, BackendInitContext& context, const std::vector<size_t>& sizes) {
-  auto pool = context.get_runtime_spec<int>(kPoolSpec);
-  if (!pool.ok() && pool.error() != Error::NotFound) {
-    return fail(Error::InvalidArgument, h.method_name, "runtime spec 'pool' must be an int");
-  }
+ET_NODISCARD Error bind_scratch(Handle& h, std::optional<int> pool, const std::vector<size_t>& sizes) {
   ScratchCache& c = scratch_cache();
   std::lock_guard<std::mutex> lock(c.mutex);
-  const auto key = std::make_pair(pool.ok() ? *pool : 0, fnv1a(h.program_bytes.data(), h.program_bytes.size()));
-  if (pool.ok()) {
+  const auto key = std::make_pair(pool.value_or(0), internal::fnv1a64(h.program_bytes.data(), h.program_bytes.size()));
+  if (pool.has_value()) {
     auto shared = c.scratch[key].lock();
     if (shared != nullptr && shared->program == h.program_bytes) {
       h.scratch = std::move(shared);
@@ -267,7 +256,7 @@ ET_NODISCARD Error bind_scratch(Handle& h, BackendInitContext& context, const st
     }
     scratch->buffers.push_back(std::move(*block));
   }
-  if (pool.ok()) {
+  if (pool.has_value()) {
     scratch->program = h.program_bytes;
     c.scratch[key] = scratch; // a hash collision replaces the entry; the displaced scratch lives on with its handles
   }
@@ -320,7 +309,8 @@ ET_NODISCARD Result<Handle*> init_handle(BackendInitContext& context, FreeableBu
   if (!pool.ok() && pool.error() != Error::NotFound) {
     return fail(Error::InvalidArgument, h->method_name, "runtime spec 'pool' must be an int");
   }
-  Error e = bind_weights(*h, context.get_named_data_map(), pool.ok() ? std::optional<int>(*pool) : std::nullopt);
+  const std::optional<int> pool_id = pool.ok() ? std::optional<int>(*pool) : std::nullopt;
+  Error e = bind_weights(*h, context.get_named_data_map(), pool_id);
   if (e != Error::Ok) {
     return e;
   }
@@ -381,7 +371,7 @@ ET_NODISCARD Result<Handle*> init_handle(BackendInitContext& context, FreeableBu
       return e;
     }
   }
-  e = bind_scratch(*h, context, sizes);
+  e = bind_scratch(*h, pool_id, sizes);
   if (e != Error::Ok) {
     return e;
   }

@@ -21,6 +21,7 @@
 #include <et_copy/registration.h>
 #include <executorch/extension/data_loader/buffer_data_loader.h>
 
+#include "flat_writer.h"
 #include "program_bytes.h"
 
 namespace {
@@ -95,6 +96,15 @@ std::vector<uint8_t> linear_record(bool tamper) {
   return record;
 }
 
+// The DataSegment table of add_relu_xnnpack.pte's one delegate.
+size_t delegate_segment(std::vector<uint8_t>& b) {
+  et_copy_test::Flat f{b};
+  const size_t ref = f.follow(f.field(f.element(f.follow(f.field(f.plan(), 7)), 0), 1));
+  EXPECT_EQ(b[f.field(ref, 0)], 1); // in a segment
+  const size_t index = f.field(ref, 1) == 0 ? 0 : f.u32(f.field(ref, 1));
+  return f.element(f.follow(f.field(f.u32(0), 4)), index);
+}
+
 // add_relu_xnnpack.pte cut at its delegate's segment, and `record` appended
 // there as that segment, its size set to the record's plus `extra`. Whatever
 // followed the segment (the program record's named data) is cut with it: the
@@ -102,10 +112,7 @@ std::vector<uint8_t> linear_record(bool tamper) {
 std::vector<uint8_t> in_the_delegates_segment(const std::vector<uint8_t>& record, uint64_t extra) {
   std::vector<uint8_t> b = read_file("add_relu_xnnpack.pte");
   et_copy_test::Flat f{b};
-  const size_t ref = f.follow(f.field(f.element(f.follow(f.field(f.plan(), 7)), 0), 1));
-  EXPECT_EQ(b[f.field(ref, 0)], 1); // in a segment
-  const size_t index = f.field(ref, 1) == 0 ? 0 : f.u32(f.field(ref, 1));
-  const size_t segment = f.element(f.follow(f.field(f.u32(0), 4)), index);
+  const size_t segment = delegate_segment(b);
   uint64_t base = 0, offset = 0;
   std::memcpy(&base, b.data() + 24, 8); // the extended header's segment base
   if (f.field(segment, 0) != 0) {
@@ -125,6 +132,118 @@ TEST(ArgumentKinds, ANestedProgramInASegmentIsCheckedAsOneInlineWhenItsBytesEndW
   EXPECT_EQ(refusal(in_the_delegates_segment(linear_record(true), 0)).rfind(nested, 0), 0u);
   // One byte past the file: ExecuTorch's loader refuses the delegate; there is nothing to check.
   EXPECT_EQ(refusal(in_the_delegates_segment(linear_record(true), 1)), "ok");
+}
+
+// add_relu_xnnpack.pte with its delegate referring to segment 2 (the one
+// segment there whose offset is written out, 512), `record` placed there as
+// that segment and ending the file; `offset_at` gets where the offset is.
+std::vector<uint8_t> in_segment_two(const std::vector<uint8_t>& record, size_t* offset_at) {
+  std::vector<uint8_t> b = read_file("add_relu_xnnpack.pte");
+  et_copy_test::Flat f{b};
+  const size_t ref = f.follow(f.field(f.element(f.follow(f.field(f.plan(), 7)), 0), 1));
+  const uint32_t two = 2;
+  std::memcpy(b.data() + f.field(ref, 1), &two, 4);
+  const size_t segment = f.element(f.follow(f.field(f.u32(0), 4)), 2);
+  *offset_at = f.field(segment, 0);
+  EXPECT_NE(*offset_at, 0u);
+  uint64_t base = 0, offset = 0;
+  std::memcpy(&base, b.data() + 24, 8); // the extended header's segment base
+  std::memcpy(&offset, b.data() + *offset_at, 8);
+  EXPECT_EQ(offset, 512u);
+  const uint64_t size = record.size();
+  std::memcpy(b.data() + f.field(segment, 1), &size, 8);
+  b.resize(base + offset);
+  b.insert(b.end(), record.begin(), record.end());
+  return b;
+}
+
+// The segment's bytes lie at base + offset only when neither leaves the
+// file: a base or an offset that wraps around size_t to the same place is
+// not followed (ExecuTorch's loader refuses that delegate; nothing to check).
+TEST(ArgumentKinds, ASegmentIsReadOnlyWhenItsBaseAndOffsetEachLieInTheFile) {
+  size_t offset_at = 0;
+  const std::vector<uint8_t> b = in_segment_two(linear_record(true), &offset_at);
+  uint64_t base = 0, offset = 0;
+  std::memcpy(&base, b.data() + 24, 8);
+  std::memcpy(&offset, b.data() + offset_at, 8);
+  const uint64_t at = base + offset, size = b.size(), half = uint64_t{1} << 63;
+  const auto placed = [&](uint64_t new_base, uint64_t new_offset) {
+    std::vector<uint8_t> c = b;
+    std::memcpy(c.data() + 24, &new_base, 8);
+    std::memcpy(c.data() + offset_at, &new_offset, 8);
+    return refusal(c);
+  };
+  const std::string nested = "nested program of delegate 0 in method 'forward': ";
+  EXPECT_EQ(placed(base, offset).rfind(nested, 0), 0u) << "as placed: the bytes end at the file's end";
+  EXPECT_EQ(placed(at, 0).rfind(nested, 0), 0u) << "all in the base";
+  EXPECT_EQ(placed(0, at).rfind(nested, 0), 0u) << "all in the offset";
+  EXPECT_EQ(placed(base + half, offset + half), "ok") << "a base past the file";
+  EXPECT_EQ(placed(size + 1, at - size - 1), "ok") << "a base one past the file";
+  EXPECT_EQ(placed(size, at - size), "ok") << "a base at the file's end, an offset wrapping back";
+  EXPECT_EQ(placed(base, offset + (size - at) + 1), "ok") << "an offset one past the file";
+}
+
+// A program of one method, 'forward', with one delegate whose processed
+// bytes are entry `index` of the program's inline delegate data: entry 0 is
+// not a record, entry 1 is `record`.
+std::vector<uint8_t> with_inline_delegate(const std::vector<uint8_t>& record, int32_t index) {
+  et_copy_test::FlatWriter f;
+  const size_t program = f.table(5);
+  f.root(program);
+  const size_t plans = f.vector(program, 1, 1);
+  const size_t plan = f.table(8);
+  f.link(plans, plan);
+  f.string(plan, 0, "forward");
+  const size_t delegates = f.vector(plan, 7, 1);
+  const size_t delegate = f.table(2);
+  f.link(delegates, delegate);
+  f.string(delegate, 0, "SimulatedDeviceBackend");
+  const size_t ref = f.table(2);
+  f.link(f.field(delegate, 1), ref);
+  f.scalar(ref, 0, 0); // DataLocation::INLINE
+  f.scalar(ref, 1, index);
+  const size_t entries = f.vector(program, 3, 2);
+  const size_t other = f.table(1);
+  f.link(entries, other);
+  f.values<uint8_t>(other, 0, {1, 2, 3, 4}); // a multiple of 4: what follows stays aligned
+  const size_t ours = f.table(1);
+  f.link(entries + 4, ours);
+  f.values<uint8_t>(ours, 0, record);
+  return f.bytes();
+}
+
+TEST(ArgumentKinds, ANestedProgramInInlineDelegateDataIsCheckedByItsIndex) {
+  const std::string nested = "nested program of delegate 0 in method 'forward': ";
+  EXPECT_EQ(refusal(with_inline_delegate(linear_record(false), 1)), "ok");
+  EXPECT_EQ(refusal(with_inline_delegate(linear_record(true), 1)).rfind(nested, 0), 0u)
+      << refusal(with_inline_delegate(linear_record(true), 1));
+  EXPECT_EQ(refusal(with_inline_delegate(linear_record(true), 0)), "ok") << "entry 0 is not a record";
+  EXPECT_EQ(refusal(with_inline_delegate(linear_record(true), 2)), "ok") << "past the last entry: nothing to read";
+}
+
+// `program` as a delegate record's nested program.
+std::vector<uint8_t> as_record(const std::vector<uint8_t>& program) {
+  const std::string head =
+      "et_copy.delegate 2\ndevice\tcuda\t0\npayload\tprogram\t" + std::to_string(program.size()) + "\n";
+  std::vector<uint8_t> record(head.begin(), head.end());
+  record.insert(record.end(), program.begin(), program.end());
+  return record;
+}
+
+// Nested programs are checked 4 deep, the 4th included; a 5th is refused by
+// name (each level is a program whose one delegate holds the next).
+TEST(ArgumentKinds, NestedProgramsAreCheckedFourDeepAndAFifthIsRefused) {
+  const auto linear = read_file("linear.record");
+  auto r = et_copy::parse_delegate_record(linear.data(), linear.size());
+  ASSERT_TRUE(r.ok());
+  std::vector<uint8_t> program(r->payload, r->payload + r->payload_nbytes);
+  for (int depth = 1; depth <= 4; ++depth) {
+    program = with_inline_delegate(as_record(program), 1);
+    EXPECT_EQ(refusal(program), "ok") << depth << " deep";
+  }
+  const std::string refused = refusal(with_inline_delegate(as_record(program), 1));
+  EXPECT_NE(refused.find(": nested more than 4 deep"), std::string::npos) << refused;
+  EXPECT_EQ(refused.rfind("nested program of delegate 0 in method 'forward': ", 0), 0u) << refused;
 }
 
 TEST(ArgumentKinds, NamesATensorArgumentThatBecameAnInt) {

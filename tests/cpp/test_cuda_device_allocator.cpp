@@ -16,10 +16,13 @@
 
 #include <et_copy/copy_ops.h>
 #include <et_copy/cuda_device_allocator.h>
+#include <et_copy/device_residency.h>
+#include <et_copy/failure_report.h>
 #include <et_copy/program_check.h>
 #include <executorch/runtime/core/device_allocator.h>
 
 #include "mock_cuda_runtime.h"
+#include "named_blobs.h"
 #include "test_tensors.h"
 
 namespace {
@@ -590,4 +593,38 @@ TEST_F(CudaAllocator, ZZAKernelsDiagnosticCarriesCudasErrorString) {
   EXPECT_NE(message.find("the device allocator failed the 64-byte copy"), std::string::npos) << message;
   EXPECT_NE(message.find("an illegal memory access was encountered"), std::string::npos) << message;
   a.deallocate(*d, 0);
+}
+
+// After ZRegistrationIsIdempotent: a state arena on CUDA whose h2d write
+// fails says so, and writes nothing after the failed copy (a later success
+// must not hide it): a fresh arena's zeros, then a state new to an arena in use.
+TEST_F(CudaAllocator, ZZAStateArenaWriteThatFailsStopsThereAndIsReported) {
+  ASSERT_EQ(et_copy::use_cuda(), Registration::kAlreadyOurs);
+  et_copy_test::NamedBlobs data;
+  for (const char* key : {"a0", "b0", "c0"}) {
+    data.blobs[key] = std::vector<uint8_t>(8, static_cast<uint8_t>(key[0]));
+  }
+  const std::vector<et_copy::ArenaState> ab{{"a", 0, 8, "a0"}, {"b", 8, 8, "b0"}};
+  et_copy::FailureReport report;
+  mock_cuda::fail_after("cudaMemcpyAsync", 0, cudaErrorIllegalAddress); // the zeros
+  auto fresh = et_copy::acquire_arena({"cuda-residency", 1, nullptr}, DeviceType::CUDA, 0, 24, ab, &data, "m", &report);
+  ASSERT_FALSE(fresh.ok());
+  EXPECT_EQ(report.detail, "writing the start state failed");
+  EXPECT_EQ(et_copy::arena_nbytes("cuda-residency", 1), 0u);
+
+  auto in_use = et_copy::acquire_arena({"cuda-residency", 2, nullptr}, DeviceType::CUDA, 0, 24, {{"a", 0, 8, "a0"}},
+                                       &data, "prefill", &report);
+  ASSERT_TRUE(in_use.ok()) << report.detail;
+  mock_cuda::fail_after("cudaMemcpyAsync", 0, cudaErrorIllegalAddress); // b's initial value
+  report = {};
+  auto more =
+      et_copy::acquire_arena({"cuda-residency", 2, nullptr}, DeviceType::CUDA, 0, 24,
+                             {{"a", 0, 8, "a0"}, {"b", 8, 8, "b0"}, {"c", 16, 8, "c0"}}, &data, "decode", &report);
+  ASSERT_FALSE(more.ok());
+  EXPECT_EQ(report.detail, "writing the start state failed");
+  std::vector<uint8_t> back(24);
+  ASSERT_EQ(a.copy_device_to_host(back.data(), (*in_use)->block().device(), back.size(), 0), Error::Ok);
+  EXPECT_EQ(back, (std::vector<uint8_t>{'a', 'a', 'a', 'a', 'a', 'a', 'a', 'a', 0, 0, 0, 0,
+                                        0,   0,   0,   0,   0,   0,   0,   0,   0, 0, 0, 0}))
+      << "c is not written after b's copy failed";
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <et_copy/counting_device_allocator.h>
+#include <et_copy/instruction_tracer.h>
 #include <et_copy/loaded_method.h>
 #include <et_copy/loaded_program.h>
 #include <et_copy/log_capture.h>
@@ -157,6 +158,16 @@ TEST(LoadedMethod, DescribesItsInputsAndOutputsOnceAtLoad) {
   auto again = r.session->load("forward", nullptr, &r.report);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, r.method);
+  // With another profiler: refused, and the method keeps the one it has.
+  et_copy::InstructionTracer other;
+  et_copy::FailureReport refused;
+  auto profiled = r.session->load("forward", &other, &refused);
+  ASSERT_FALSE(profiled.ok());
+  EXPECT_EQ(profiled.error(), Error::InvalidArgument);
+  EXPECT_EQ(refused.detail, "it is already loaded with another profiler, which it keeps");
+  auto kept = r.session->load("forward", nullptr, &r.report);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(*kept, r.method);
 }
 
 TEST(LoadedMethod, RunsWithHostInputsBoundAndTheOutputLandingInTheCallersMemory) {

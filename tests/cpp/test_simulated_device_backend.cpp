@@ -25,6 +25,8 @@
 #include <executorch/runtime/backend/backend_options_map.h>
 #include <executorch/runtime/backend/options.h>
 
+#include "content_hash.h"
+#include "named_blobs.h"
 #include "program_bytes.h"
 #include "test_tensors.h"
 
@@ -511,6 +513,203 @@ TEST_F(SimulatedDeviceBackendTest, AMissingWeightIsNotFound) {
   Delegate d("linear", &empty);
   EXPECT_FALSE(d.ok());
   EXPECT_EQ(d.error, Error::NotFound);
+}
+
+// FNV-1a keys the pool's scratch by nested program: the published 64-bit
+// vectors, and a hash of every byte (the first and the last included).
+TEST(ContentHash, IsFnv1a64OverEveryByte) {
+  const auto hash = [](const std::string& s) {
+    return et_copy::internal::fnv1a64(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  };
+  EXPECT_EQ(hash(""), 0xcbf29ce484222325ull);
+  EXPECT_EQ(hash("a"), 0xaf63dc4c8601ec8cull);
+  EXPECT_EQ(hash("foobar"), 0x85944171f73967e8ull);
+  // 64 bytes that differ only in the first, or only in the last.
+  std::string base(64, 'x'), first = base, last = base;
+  first[0] = 'y';
+  last[63] = 'y';
+  EXPECT_NE(hash(first), hash(base));
+  EXPECT_NE(hash(last), hash(base));
+}
+
+using Blobs = et_copy_test::NamedBlobs;
+
+std::vector<uint8_t> bytes_of(const et_copy::DeviceBlock& b) {
+  return std::vector<uint8_t>(b.host_alias(), b.host_alias() + b.nbytes());
+}
+
+std::vector<uint8_t> runs(std::vector<std::pair<size_t, uint8_t>> parts) {
+  std::vector<uint8_t> v;
+  for (const auto& [n, byte] : parts) {
+    v.insert(v.end(), n, byte);
+  }
+  return v;
+}
+
+constexpr const char* kOwner = "residency-test";
+
+// A state's initial value must be exactly its size: one byte short or over
+// is refused, naming both sizes, and leaves no arena; a missing one is
+// NotFound. The exact size is written at the state's offset, zeros around.
+TEST_F(SimulatedDeviceBackendTest, AnArenaTakesAnInitialValueOfExactlyItsStatesSize) {
+  const std::vector<et_copy::ArenaState> states{{"s", 8, 16, "init"}};
+  int session = 600;
+  for (size_t n : {15u, 17u}) {
+    Blobs data;
+    data.blobs["init"] = std::vector<uint8_t>(n, 7);
+    et_copy::FailureReport report;
+    auto a = et_copy::acquire_arena({kOwner, ++session, nullptr}, DeviceType::CUDA, 0, 32, states, &data, "m", &report);
+    ASSERT_FALSE(a.ok()) << n;
+    EXPECT_EQ(a.error(), Error::DelegateInvalidCompatibility);
+    EXPECT_EQ(report.detail, "state 's': the initial value 'init' is " + std::to_string(n) + " bytes, not 16");
+    EXPECT_EQ(et_copy::arena_nbytes(kOwner, session), 0u) << "a refused load leaves no arena";
+  }
+  Blobs none;
+  et_copy::FailureReport report;
+  auto missing =
+      et_copy::acquire_arena({kOwner, ++session, nullptr}, DeviceType::CUDA, 0, 32, states, &none, "m", &report);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error(), Error::NotFound);
+  EXPECT_EQ(report.detail, "state 's': the initial value 'init' is not in the program's named data");
+  auto no_source =
+      et_copy::acquire_arena({kOwner, ++session, nullptr}, DeviceType::CUDA, 0, 32, states, nullptr, "m", nullptr);
+  EXPECT_EQ(no_source.error(), Error::NotFound);
+
+  Blobs data;
+  data.blobs["init"] = std::vector<uint8_t>(16, 7);
+  auto a = et_copy::acquire_arena({kOwner, ++session, nullptr}, DeviceType::CUDA, 0, 32, states, &data, "m", &report);
+  ASSERT_TRUE(a.ok()) << report.detail;
+  EXPECT_EQ(bytes_of((*a)->block()), runs({{8, 0}, {16, 7}, {8, 0}}));
+}
+
+// A method bound to an arena in use adds the states it does not know, each
+// with its initial value, and leaves the others as the run left them;
+// a reset then writes every state's start.
+TEST_F(SimulatedDeviceBackendTest, AStateNewToAnArenaInUseGetsItsInitialValueAndTheRestAreLeft) {
+  Blobs data;
+  data.blobs["a0"] = std::vector<uint8_t>(8, 1);
+  data.blobs["b0"] = std::vector<uint8_t>(8, 2);
+  const et_copy::ArenaKey key{kOwner, 700, nullptr};
+  et_copy::FailureReport report;
+  auto first = et_copy::acquire_arena(key, DeviceType::CUDA, 0, 32, {{"a", 0, 8, "a0"}}, &data, "prefill", &report);
+  ASSERT_TRUE(first.ok()) << report.detail;
+  EXPECT_EQ(bytes_of((*first)->block()), runs({{8, 1}, {24, 0}}));
+  const std::vector<uint8_t> ran(8, 9); // what a run left in a's bytes
+  ASSERT_EQ((*first)->block().write(0, ran.data(), ran.size()), Error::Ok);
+  auto second = et_copy::acquire_arena(key, DeviceType::CUDA, 0, 32,
+                                       {{"a", 0, 8, "a0"}, {"b", 8, 8, "b0"}, {"c", 16, 8, ""}, {"d", 24, 8, "b0"}},
+                                       &data, "decode", &report);
+  ASSERT_TRUE(second.ok()) << report.detail;
+  EXPECT_EQ(second->get(), first->get()) << "one arena per session";
+  EXPECT_EQ((*second)->states().size(), 4u);
+  EXPECT_EQ(bytes_of((*second)->block()), runs({{8, 9}, {8, 2}, {8, 0}, {8, 2}}));
+  ASSERT_EQ(et_copy::reset_arena(kOwner, 700), Error::Ok);
+  EXPECT_EQ(bytes_of((*second)->block()), runs({{8, 1}, {8, 2}, {8, 0}, {8, 2}}));
+}
+
+// DeviceBlock::write at both sides of each bound: the range may end at the
+// block's end, not one byte past it (nor wrap around size_t); an empty write
+// within the block, an empty block's included, makes no copy.
+TEST_F(SimulatedDeviceBackendTest, ADeviceBlockWritesUpToItsEndAndNoFurther) {
+  auto b = et_copy::DeviceBlock::create(DeviceType::CUDA, 0, 12);
+  ASSERT_TRUE(b.ok());
+  const std::vector<uint8_t> src(13, 5);
+  const DeviceAllocatorStats before = simulated_device_allocator().stats();
+  EXPECT_EQ((*b)->write(0, src.data(), 12), Error::Ok);
+  EXPECT_EQ((*b)->write(11, src.data(), 1), Error::Ok);
+  EXPECT_EQ((*b)->write(0, src.data(), 13), Error::InvalidArgument);
+  EXPECT_EQ((*b)->write(1, src.data(), 12), Error::InvalidArgument);
+  EXPECT_EQ((*b)->write(12, src.data(), 1), Error::InvalidArgument);
+  EXPECT_EQ((*b)->write(13, src.data(), 0), Error::InvalidArgument);
+  EXPECT_EQ((*b)->write(2, src.data(), SIZE_MAX), Error::InvalidArgument);
+  EXPECT_EQ((*b)->write(SIZE_MAX, src.data(), 2), Error::InvalidArgument);
+  EXPECT_EQ((*b)->write(12, src.data(), 0), Error::Ok);
+  EXPECT_EQ((*b)->write(5, src.data(), 0), Error::Ok);
+  auto empty = et_copy::DeviceBlock::create(DeviceType::CUDA, 0, 0);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ((*empty)->device(), nullptr);
+  EXPECT_EQ((*empty)->write(0, src.data(), 0), Error::Ok);
+  EXPECT_EQ((*empty)->write(0, src.data(), 1), Error::InvalidArgument);
+  const DeviceAllocatorStats after = simulated_device_allocator().stats();
+  EXPECT_EQ(after.h2d_copies - before.h2d_copies, 2u) << "the two non-empty writes in range, no others";
+  EXPECT_EQ(after.h2d_bytes - before.h2d_bytes, 13u);
+  EXPECT_EQ(after.failed_calls, before.failed_calls);
+  EXPECT_EQ(bytes_of(**b), std::vector<uint8_t>(12, 5));
+}
+
+// The runtime specs a load reads are ints: another kind is refused by name.
+TEST_F(SimulatedDeviceBackendTest, APoolOrSessionSpecThatIsNotAnIntIsRefusedByName) {
+  for (const char* spec : {"pool", "session"}) {
+    const auto record = read_file("acc.record"); // it has a state: the session is read
+    FixtureData data(record);
+    BackendOptions<2> options;
+    ASSERT_EQ(std::string(spec) == "pool" ? options.set_option("pool", true) : options.set_option("session", "one"),
+              Error::Ok);
+    const Span<BackendOption> view = options.view();
+    executorch::extension::MallocMemoryAllocator alloc;
+    BackendInitContext context(&alloc, nullptr, "forward", &data, Span<const BackendOption>(view.data(), view.size()));
+    std::vector<uint8_t> bytes = record;
+    FreeableBuffer processed(bytes.data(), bytes.size(), nullptr);
+    et_copy::LogCapture log;
+    auto h = simulated_device_backend().init(context, &processed, {});
+    ASSERT_FALSE(h.ok()) << spec;
+    EXPECT_EQ(h.error(), Error::InvalidArgument);
+    std::string all;
+    for (const auto& line : log.lines()) {
+      all += line + "\n";
+    }
+    EXPECT_NE(all.find("method 'forward': runtime spec '" + std::string(spec) + "' must be an int"), std::string::npos)
+        << all;
+  }
+}
+
+// linear.record with its nested method's input 0 (`slot` 3) or output 0
+// (`slot` 4) pointed at a tensor the nested program plans (an intermediate).
+std::vector<uint8_t> with_a_planned_io(int slot) {
+  auto record = read_file("linear.record");
+  auto r = et_copy::parse_delegate_record(record.data(), record.size());
+  EXPECT_TRUE(r.ok());
+  const size_t payload = static_cast<size_t>(r->payload - record.data());
+  std::vector<uint8_t> nested(r->payload, r->payload + r->payload_nbytes);
+  et_copy_test::Flat f{nested};
+  const size_t values = f.follow(f.field(f.plan(), 2));
+  int32_t planned = -1;
+  for (uint32_t v = 0; v < f.u32(values) && planned < 0; ++v) {
+    const size_t value = f.element(values, v);
+    if (nested[f.field(value, 0)] == 5 &&
+        f.field(f.follow(f.field(value, 1)), 6) != 0) { // a tensor with allocation info
+      planned = static_cast<int32_t>(v);
+    }
+  }
+  EXPECT_GE(planned, 0) << "the nested program plans a tensor";
+  const size_t io = f.follow(f.field(f.plan(), slot));
+  EXPECT_GE(f.u32(io), 1u);
+  std::memcpy(nested.data() + io + 4, &planned, 4);
+  std::copy(nested.begin(), nested.end(), record.begin() + static_cast<std::ptrdiff_t>(payload));
+  return record;
+}
+
+// Nested inputs and outputs are bound by pointer at execute: init refuses a
+// nested method whose first input, or first output, is planned.
+TEST_F(SimulatedDeviceBackendTest, InitRefusesANestedMethodWithAPlannedInputOrOutput) {
+  const auto record = read_file("linear.record");
+  FixtureData data(record);
+  const std::map<int, std::string> want{
+      {3, "method 'forward': nested input 0 is planned (export it with alloc_graph_input=False)"},
+      {4,
+       "method 'forward': nested output 0 is planned or a constant (export it with alloc_graph_output=False, and "
+       "return no state)"}};
+  for (const auto& [slot, message] : want) {
+    et_copy::LogCapture capture;
+    Delegate d(with_a_planned_io(slot), &data, "forward");
+    EXPECT_FALSE(d.ok()) << slot;
+    EXPECT_EQ(d.error, Error::DelegateInvalidCompatibility) << slot;
+    bool found = false;
+    for (const auto& line : capture.lines()) {
+      found = found || line.find(message) != std::string::npos;
+    }
+    EXPECT_TRUE(found) << message;
+  }
 }
 
 // Last: pool 300 is open here, and a pin lasts until its release. A pool
