@@ -114,7 +114,7 @@ bool copy_dense_on_cpu(AtenTensorHandle src, const BlobView& dst, bool* done, st
 
 // Two 64-bit FNV-1a variants: a 128-bit content key for the library cache.
 std::pair<uint64_t, uint64_t> content_hash(const uint8_t* p, size_t n) {
-  uint64_t a = 1469598103934665603ull, b = 0x9e3779b97f4a7c15ull;
+  uint64_t a = 14695981039346656037ull, b = 0x9e3779b97f4a7c15ull;
   for (size_t i = 0; i < n; ++i) {
     a = (a ^ p[i]) * 1099511628211ull;
     b = (b ^ p[i]) * 0x100000001b3ull + (b >> 29);
