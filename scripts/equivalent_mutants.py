@@ -169,6 +169,10 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("runtime/include/et_copy/cuda_device_allocator.h", "int+1", "kStaged = 1,",
                "the enumerators are only compared with each other and cross to Python by name ('direct', 'staged'); "
                "no integer form is stored, read or exchanged, and 2 collides with no other enumerator"),
+    Equivalent("runtime/include/et_copy/counting_device_allocator.h", "int+1", "uint64_t next_serial_ = 0;",
+               "allocation serials never leave the allocator and are only compared with each other (a scope's "
+               "first serial is read from the same counter), so starting every serial one higher decides every "
+               "comparison alike; the counter cannot reach 2**64 to wrap"),
     # The program reader's out-parameters and its failure paths, where the next read or the caller settles it.
     Equivalent("runtime/src/program_reader.cpp", "logic", "if (failed_ || vtable < 0) {",
                "a negative vtable position, as size_t, lies past any file, so reading its size fails the reader and "
