@@ -94,6 +94,10 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("runtime/src/device_copy.cpp", "rel", "for (ssize_t i = 0; i < t.dim() && used < len; ++i) {",
                "at used == len the extra snprintf gets size 0 and writes nothing; used then passes len and the "
                "loop ends as it would have", site=1),
+    Equivalent("runtime/src/device_copy.cpp", "int+1", "for (ssize_t at = 0; at < a.dim(); ++at) {",
+               "same_dim_order runs only after check_tensor has found both dim orders permutations of the same "
+               "number of dims, and two such permutations that agree at every index but the first agree there too",
+               site=0),
     Equivalent("runtime/src/program_check.cpp", "int+1", "size_t instr_at = 0;",
                "vector() writes instr_at on every path before anything reads it"),
     Equivalent("runtime/src/instruction_operator.cpp", "int+1", "size_t instr_at = 0;",
