@@ -170,6 +170,13 @@ EQUIVALENT: list[Equivalent] = [
                "if (value < 0 || static_cast<uint64_t>(value) >= places.size()) {",
                "check_device_access runs check_program_indices first, which refuses any kernel or delegate argument "
                "outside the values table, so tensors_of never sees one (a negative value fails both halves alike)"),
+    Equivalent("runtime/src/simulated_device_allocator.cpp", "rel",
+               ": device_count_(device_count < 1 ? 1 : (device_count > kMaxDevices ? kMaxDevices : device_count)) {}",
+               "each bound maps to itself: a count of 1 becomes 1 and kMaxDevices stays kMaxDevices whether the "
+               "clamp's comparison includes the bound or not"),
+    Equivalent("runtime/src/simulated_device_allocator.cpp", "int+1",
+               ": device_count_(device_count < 1 ? 1 : (device_count > kMaxDevices ? kMaxDevices : device_count)) {}",
+               "clamping below 2 instead of below 1 only adds the count 1, which it maps to 1 as before", site=0),
     Equivalent("runtime/include/et_copy/cuda_device_allocator.h", "int+1", "kStaged = 1,",
                "the enumerators are only compared with each other and cross to Python by name ('direct', 'staged'); "
                "no integer form is stored, read or exchanged, and 2 collides with no other enumerator"),

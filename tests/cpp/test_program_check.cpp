@@ -732,6 +732,12 @@ TEST(CheckDeviceAccessEdges, AnyOtherKernelWithADeviceTensorArgumentOrListItemIs
     const std::string item = list == 10 ? "item 1" : "item 2";
     EXPECT_TRUE(has(access(p), "(aten::add.out): argument 0 (value 4), " + item + " (value 2) is planned on cuda:0"))
         << access(p);
+    p.values[4].items = {2, 1}; // the first item, and the last
+    EXPECT_TRUE(has(access(p), "(aten::add.out): argument 0 (value 4), item 0 (value 2) is planned on cuda:0"))
+        << access(p);
+    p.values[4].items = {1, 2};
+    EXPECT_TRUE(has(access(p), "(aten::add.out): argument 0 (value 4), item 1 (value 2) is planned on cuda:0"))
+        << access(p);
     p.values[4].items = {1, 0, 3};
     EXPECT_EQ(access(p), "ok") << int(list);
   }
