@@ -180,6 +180,10 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("runtime/include/et_copy/cuda_device_allocator.h", "int+1", "kStaged = 1,",
                "the enumerators are only compared with each other and cross to Python by name ('direct', 'staged'); "
                "no integer form is stored, read or exchanged, and 2 collides with no other enumerator"),
+    Equivalent("runtime/include/et_copy/counting_device_allocator.h", "int+1",
+               "std::atomic<int> open_scopes_{0}; // read without the mutex on the fast path",
+               "the count only lets allocate() and deallocate() skip taking the scope mutex; one too many sends them "
+               "to scope_allocated/scope_freed, which find no scope (or no birth) under the mutex and return"),
     Equivalent("runtime/include/et_copy/counting_device_allocator.h", "int+1", "uint64_t next_serial_ = 0;",
                "allocation serials never leave the allocator and are only compared with each other (a scope's "
                "first serial is read from the same counter), so starting every serial one higher decides every "
