@@ -98,6 +98,9 @@ EQUIVALENT: list[Equivalent] = [
                "same_dim_order runs only after check_tensor has found both dim orders permutations of the same "
                "number of dims, and two such permutations that agree at every index but the first agree there too",
                site=0),
+    Equivalent("runtime/src/d2h_filled_outputs.cpp", "int+1", "size_t chains_at = 0;",
+               "vector() writes its elements position on every path, and it is read only when vector() found one "
+               "chain"),
     Equivalent("runtime/src/program_check.cpp", "int+1", "size_t instr_at = 0;",
                "vector() writes instr_at on every path before anything reads it"),
     Equivalent("runtime/src/instruction_operator.cpp", "int+1", "size_t instr_at = 0;",
