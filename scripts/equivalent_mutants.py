@@ -101,6 +101,10 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("runtime/src/d2h_filled_outputs.cpp", "int+1", "size_t chains_at = 0;",
                "vector() writes its elements position on every path, and it is read only when vector() found one "
                "chain"),
+    Equivalent("runtime/src/sessions.cpp", "drop-exit", "return Error::NotFound;",
+               "copy_in's only caller copies into the session's arena, whose device memory DeviceMemoryBuffer::create "
+               "got from that device type's registered allocator (it fails without one), and an allocator is never "
+               "unregistered, so the lookup cannot come back empty"),
     Equivalent("runtime/src/program_check.cpp", "int+1", "size_t instr_at = 0;",
                "vector() writes instr_at on every path before anything reads it"),
     Equivalent("runtime/src/instruction_operator.cpp", "int+1", "size_t instr_at = 0;",
