@@ -140,6 +140,8 @@ TEST(PlannedBuffer, GivesExactlyItsBytesOnItsDeviceOrTheAllocatorsError) {
     EXPECT_EQ(dev->span().size(), n);
     EXPECT_EQ(dev->device().type(), DeviceType::CUDA);
   }
+  EXPECT_EQ(et_copy::PlannedBuffer::create(SIZE_MAX, Device(DeviceType::CPU, 0)).error(), Error::MemoryAllocationFailed)
+      << "no host has SIZE_MAX bytes to give";
   EXPECT_EQ(et_copy::PlannedBuffer::create(SIZE_MAX, Device(DeviceType::CUDA, 0)).error(),
             Error::MemoryAllocationFailed);
   EXPECT_EQ(et_copy::PlannedBuffer::create(8, Device(DeviceType::CUDA, 1)).error(), Error::InvalidArgument)
