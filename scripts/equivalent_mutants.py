@@ -103,6 +103,17 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("runtime/src/device_copy.cpp", "rel", "for (ssize_t i = 0; i < t.dim() && used < len; ++i) {",
                "at used == len the extra snprintf gets size 0 and writes nothing; used then passes len and the "
                "loop ends as it would have", site=1),
+    Equivalent("runtime/src/device_copy.cpp", "int+1", "for (ssize_t at = 0; at < a.dim(); ++at) {",
+               "same_dim_order runs only after check_tensor has found both dim orders permutations of the same "
+               "number of dims, and two such permutations that agree at every index but the first agree there too",
+               site=0),
+    Equivalent("runtime/src/d2h_filled_outputs.cpp", "int+1", "size_t chains_at = 0;",
+               "vector() writes its elements position on every path, and it is read only when vector() found one "
+               "chain"),
+    Equivalent("runtime/src/sessions.cpp", "drop-exit", "return Error::NotFound;",
+               "copy_in's only caller copies into the session's arena, whose device memory DeviceMemoryBuffer::create "
+               "got from that device type's registered allocator (it fails without one), and an allocator is never "
+               "unregistered, so the lookup cannot come back empty"),
     Equivalent("runtime/src/program_check.cpp", "int+1", "size_t instr_at = 0;",
                "vector() writes instr_at on every path before anything reads it"),
     Equivalent("runtime/src/instruction_operator.cpp", "int+1", "size_t instr_at = 0;",
@@ -175,9 +186,24 @@ EQUIVALENT: list[Equivalent] = [
                "if (value < 0 || static_cast<uint64_t>(value) >= places.size()) {",
                "check_device_access runs check_program_indices first, which refuses any kernel or delegate argument "
                "outside the values table, so tensors_of never sees one (a negative value fails both halves alike)"),
+    Equivalent("runtime/src/simulated_device_allocator.cpp", "rel",
+               ": device_count_(device_count < 1 ? 1 : (device_count > kMaxDevices ? kMaxDevices : device_count)) {}",
+               "each bound maps to itself: a count of 1 becomes 1 and kMaxDevices stays kMaxDevices whether the "
+               "clamp's comparison includes the bound or not"),
+    Equivalent("runtime/src/simulated_device_allocator.cpp", "int+1",
+               ": device_count_(device_count < 1 ? 1 : (device_count > kMaxDevices ? kMaxDevices : device_count)) {}",
+               "clamping below 2 instead of below 1 only adds the count 1, which it maps to 1 as before", site=0),
     Equivalent("runtime/include/et_copy/cuda_device_allocator.h", "int+1", "kStaged = 1,",
                "the enumerators are only compared with each other and cross to Python by name ('direct', 'staged'); "
                "no integer form is stored, read or exchanged, and 2 collides with no other enumerator"),
+    Equivalent("runtime/include/et_copy/counting_device_allocator.h", "int+1",
+               "std::atomic<int> open_scopes_{0}; // read without the mutex on the fast path",
+               "the count only lets allocate() and deallocate() skip taking the scope mutex; one too many sends them "
+               "to scope_allocated/scope_freed, which find no scope (or no birth) under the mutex and return"),
+    Equivalent("runtime/include/et_copy/counting_device_allocator.h", "int+1", "uint64_t next_serial_ = 0;",
+               "allocation serials never leave the allocator and are only compared with each other (a scope's "
+               "first serial is read from the same counter), so starting every serial one higher decides every "
+               "comparison alike; the counter cannot reach 2**64 to wrap"),
     # The program reader's out-parameters and its failure paths, where the next read or the caller settles it.
     Equivalent("runtime/src/program_reader.cpp", "logic", "if (failed_ || vtable < 0) {",
                "a negative vtable position, as size_t, lies past any file, so reading its size fails the reader and "

@@ -122,8 +122,9 @@ MUTANTS: list[Mutant] = [
     M("kernel-wrong-arg-named-for-device-side", KERNEL,
       '"%s must be a device tensor, got a CPU tensor", device_arg);',
       '"%s must be a device tensor, got a CPU tensor", host_arg);', T_KERNELS, P_REJECT),
-    M("kernel-dim-order-last-dim-skipped", KERNEL, "  for (ssize_t i = 0; i < a.dim(); ++i) {\n    if (a.dim_order()",
-      "  for (ssize_t i = 0; i + 1 < a.dim(); ++i) {\n    if (a.dim_order()", T_KERNELS,
+    M("kernel-dim-order-last-dim-skipped", KERNEL,
+      "  for (ssize_t at = 0; at < a.dim(); ++at) {\n    if (a.dim_order()",
+      "  for (ssize_t at = 0; at + 1 < a.dim(); ++at) {\n    if (a.dim_order()", T_KERNELS,
       equivalent="both dim orders were checked to be permutations of the same rank, and two permutations that agree "
       "on all but the last position agree on it too"),
     M("kernel-device-index-equal-to-count", KERNEL, "index < -1 || index >= count.get()",

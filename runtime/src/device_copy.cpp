@@ -153,8 +153,8 @@ ET_NODISCARD Error check_tensor(Direction d, const char* arg, const Tensor& t, u
 }
 
 bool same_dim_order(const Tensor& a, const Tensor& b) {
-  for (ssize_t i = 0; i < a.dim(); ++i) {
-    if (a.dim_order()[i] != b.dim_order()[i]) {
+  for (ssize_t at = 0; at < a.dim(); ++at) {
+    if (a.dim_order()[at] != b.dim_order()[at]) {
       return false;
     }
   }
@@ -169,6 +169,8 @@ bool same_sizes(const Tensor& a, const Tensor& b) {
   }
   return true;
 }
+
+} // namespace
 
 // The common case, in one pass over both tensors: known device types, same
 // dtype, rank (1..kMaxTensorDims) and dim order, the dim order a permutation, sizes
@@ -220,6 +222,8 @@ bool common_case(const Tensor& self, const Tensor& out, uint64_t* nbytes, bool* 
   *same_shape = same;
   return true;
 }
+
+namespace {
 
 // The allocator registered for `type`, and it as et-copy's counting
 // allocator (null for another implementation), remembered once found: a

@@ -14,6 +14,7 @@
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 #include <executorch/runtime/core/exec_aten/util/tensor_dimension_limit.h>
 
+#include "device_copy.h"
 #include "test_tensors.h"
 
 namespace {
@@ -807,6 +808,126 @@ TEST_P(MalformedStacks, FailWithInvalidProgramAndCopyNothing) {
   EXPECT_EQ(copies_since_setup(false), 0u);
   EXPECT_EQ(host.contents(), std::vector<uint8_t>(16, 0x10));
   EXPECT_EQ(dev.contents(), std::vector<uint8_t>(16, SimulatedDeviceAllocator::kFreshByte));
+}
+
+// ---- the common-case shortcut ---------------------------------------------
+// device_copy checks a pair in one pass when it is the common case and only
+// otherwise runs its checks one by one (a third of the kernel's cost): the
+// shortcut must take every ordinary pair, with the right byte count and
+// shape answer, and must give up at every doubt. No data is touched.
+
+struct Pair {
+  Pair(ScalarType sd, std::vector<SizesType> ss, TestTensor::Options so, ScalarType od, std::vector<SizesType> os,
+       TestTensor::Options oo)
+      : self(sd, std::move(ss), nullptr, so), out(od, std::move(os), nullptr, oo) {}
+  TestTensor self;
+  TestTensor out;
+  bool common(uint64_t* nbytes, bool* same) {
+    *nbytes = 12345;
+    *same = false;
+    return et_copy::internal::common_case(self.t(), out.t(), nbytes, same);
+  }
+};
+
+TestTensor::Options laid(std::vector<DimOrderType> order, std::vector<StridesType> strides = {},
+                         DeviceType device = kCpu) {
+  TestTensor::Options o = dynamic(device, TensorShapeDynamism::DYNAMIC_BOUND);
+  o.dim_order = std::move(order);
+  o.strides = std::move(strides);
+  return o;
+}
+
+TEST(CommonCase, TakesADenseMatchingPairWithItsByteCount) {
+  uint64_t n = 0;
+  bool same = false;
+  Pair p(ScalarType::Float, {2, 3, 5}, laid({}), ScalarType::Float, {2, 3, 5}, laid({}, {}, kCuda));
+  EXPECT_TRUE(p.common(&n, &same));
+  EXPECT_EQ(n, 2u * 3u * 5u * 4u);
+  EXPECT_TRUE(same);
+  Pair one(ScalarType::Byte, {1}, laid({}), ScalarType::Byte, {1}, laid({}, {}, kCuda));
+  EXPECT_TRUE(one.common(&n, &same)) << "rank 1, one byte";
+  EXPECT_EQ(n, 1u);
+  EXPECT_TRUE(same);
+}
+
+TEST(CommonCase, TakesAPermutedDimOrderAndSizeOneDimsWithAnyStride) {
+  uint64_t n = 0;
+  bool same = false;
+  // Channels last, [2, 3, 4, 5] in dim order [0, 2, 3, 1]: strides [60, 1, 15, 3].
+  Pair last(ScalarType::Short, {2, 3, 4, 5}, laid({0, 2, 3, 1}), ScalarType::Short, {2, 3, 4, 5},
+            laid({0, 2, 3, 1}, {}, kCuda));
+  EXPECT_TRUE(last.common(&n, &same));
+  EXPECT_EQ(n, 2u * 3u * 4u * 5u * 2u);
+  EXPECT_TRUE(same);
+  Pair ones(ScalarType::Float, {1, 2, 1}, laid({}, {99, 1, 7}), ScalarType::Float, {1, 2, 1},
+            laid({}, {5, 1, 3}, kCuda));
+  EXPECT_TRUE(ones.common(&n, &same)) << "size-1 dims, first and last, with odd strides";
+  EXPECT_EQ(n, 8u);
+}
+
+TEST(CommonCase, SaysWhetherOutAlreadyHasSelfsSizesAtTheFirstAndLastDim) {
+  uint64_t n = 0;
+  bool same = true;
+  Pair first(ScalarType::Int, {2, 3, 4}, laid({}), ScalarType::Int, {1, 3, 4}, laid({}, {}, kCuda));
+  EXPECT_TRUE(first.common(&n, &same));
+  EXPECT_FALSE(same);
+  EXPECT_EQ(n, 2u * 3u * 4u * 4u) << "self's bytes, not out's";
+  Pair last(ScalarType::Int, {2, 3, 4}, laid({}), ScalarType::Int, {2, 3, 5}, laid({}, {}, kCuda));
+  EXPECT_TRUE(last.common(&n, &same));
+  EXPECT_FALSE(same);
+  EXPECT_EQ(n, 2u * 3u * 4u * 4u);
+}
+
+TEST(CommonCase, TakesSixteenDims) {
+  uint64_t n = 0;
+  bool same = false;
+  std::vector<SizesType> sizes(executorch::runtime::kTensorDimensionLimit, 1);
+  sizes.front() = 2;
+  sizes.back() = 3;
+  Pair p(ScalarType::Float, sizes, laid({}), ScalarType::Float, sizes, laid({}, {}, kCuda));
+  EXPECT_TRUE(p.common(&n, &same));
+  EXPECT_EQ(n, 24u);
+  EXPECT_TRUE(same);
+}
+
+TEST(CommonCase, GivesUpOnAPairThatDiffers) {
+  uint64_t n = 0;
+  bool same = false;
+  Pair dtype(ScalarType::Float, {2, 3}, laid({}), ScalarType::Int, {2, 3}, laid({}, {}, kCuda));
+  EXPECT_FALSE(dtype.common(&n, &same)) << "dtype";
+  Pair rank(ScalarType::Float, {6}, laid({}), ScalarType::Float, {6, 1}, laid({}, {}, kCuda));
+  EXPECT_FALSE(rank.common(&n, &same)) << "rank";
+  Pair order(ScalarType::Float, {2, 3}, laid({0, 1}), ScalarType::Float, {2, 3}, laid({1, 0}, {}, kCuda));
+  EXPECT_FALSE(order.common(&n, &same)) << "dim order";
+  Pair scalar(ScalarType::Float, {}, laid({}), ScalarType::Float, {}, laid({}, {}, kCuda));
+  EXPECT_FALSE(scalar.common(&n, &same)) << "rank 0 is left to the named checks";
+  EXPECT_EQ(n, 12345u) << "nothing is written when the shortcut gives up";
+}
+
+TEST(CommonCase, GivesUpOnStridesThatAreNotDenseInEitherTensorAtEitherEnd) {
+  uint64_t n = 0;
+  bool same = false;
+  Pair self_outer(ScalarType::Float, {2, 3}, laid({}, {4, 1}), ScalarType::Float, {2, 3}, laid({}, {}, kCuda));
+  EXPECT_FALSE(self_outer.common(&n, &same)) << "self's outermost stride";
+  Pair self_inner(ScalarType::Float, {2, 3}, laid({}, {6, 2}), ScalarType::Float, {2, 3}, laid({}, {}, kCuda));
+  EXPECT_FALSE(self_inner.common(&n, &same)) << "self's innermost stride";
+  Pair out_outer(ScalarType::Float, {2, 3}, laid({}), ScalarType::Float, {2, 3}, laid({}, {4, 1}, kCuda));
+  EXPECT_FALSE(out_outer.common(&n, &same)) << "out's outermost stride";
+  Pair out_inner(ScalarType::Float, {2, 3}, laid({}), ScalarType::Float, {2, 3}, laid({}, {6, 2}, kCuda));
+  EXPECT_FALSE(out_inner.common(&n, &same)) << "out's innermost stride";
+  Pair overlap(ScalarType::Float, {2, 3}, laid({}, {0, 1}), ScalarType::Float, {2, 3}, laid({}, {}, kCuda));
+  EXPECT_FALSE(overlap.common(&n, &same)) << "overlapping rows";
+}
+
+TEST(CommonCase, GivesUpOnANegativeSizeInEitherTensor) {
+  uint64_t n = 0;
+  bool same = false;
+  Pair s(ScalarType::Float, {2, 3}, laid({}), ScalarType::Float, {2, 3}, laid({}, {}, kCuda));
+  const_cast<SizesType*>(s.self.t().sizes().data())[1] = -3;
+  EXPECT_FALSE(s.common(&n, &same)) << "self";
+  Pair o(ScalarType::Float, {2, 3}, laid({}), ScalarType::Float, {2, 3}, laid({}, {}, kCuda));
+  const_cast<SizesType*>(o.out.t().sizes().data())[0] = -2;
+  EXPECT_FALSE(o.common(&n, &same)) << "out";
 }
 
 } // namespace

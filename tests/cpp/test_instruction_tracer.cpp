@@ -124,6 +124,30 @@ bool same(std::optional<et_copy::InstructionLocation> got, size_t chain, size_t 
   return got.has_value() && got->chain == chain && got->instruction == instruction;
 }
 
+// A planned buffer's size comes from program bytes: any size either gives
+// exactly its bytes on the device asked for or fails with the allocator's error.
+TEST(PlannedBuffer, GivesExactlyItsBytesOnItsDeviceOrTheAllocatorsError) {
+  using executorch::runtime::etensor::Device;
+  using executorch::runtime::etensor::DeviceType;
+  for (size_t n : {size_t{0}, size_t{1}, size_t{7}}) {
+    auto host = et_copy::PlannedBuffer::create(n, Device(DeviceType::CPU, 0));
+    ASSERT_TRUE(host.ok()) << n;
+    EXPECT_EQ(host->span().size(), n);
+    EXPECT_NE(host->span().data(), nullptr) << "an empty buffer still has an address";
+    EXPECT_EQ(std::count(host->span().begin(), host->span().end(), uint8_t{0}), static_cast<ptrdiff_t>(n));
+    auto dev = et_copy::PlannedBuffer::create(n, Device(DeviceType::CUDA, 0));
+    ASSERT_TRUE(dev.ok()) << n;
+    EXPECT_EQ(dev->span().size(), n);
+    EXPECT_EQ(dev->device().type(), DeviceType::CUDA);
+  }
+  EXPECT_EQ(et_copy::PlannedBuffer::create(SIZE_MAX, Device(DeviceType::CPU, 0)).error(), Error::MemoryAllocationFailed)
+      << "no host has SIZE_MAX bytes to give";
+  EXPECT_EQ(et_copy::PlannedBuffer::create(SIZE_MAX, Device(DeviceType::CUDA, 0)).error(),
+            Error::MemoryAllocationFailed);
+  EXPECT_EQ(et_copy::PlannedBuffer::create(8, Device(DeviceType::CUDA, 1)).error(), Error::InvalidArgument)
+      << "the simulated device serves device 0 only";
+}
+
 TEST(SessionPool, ComesOnlyFromCheckedBytesAndRefusesAProgramWhoseHostWouldTouchDeviceMemory) {
   // linear_relu_linear.pte: aten kernels on tensors planned on cuda:0. It
   // loads as a Program; no pool is made for it.

@@ -9,8 +9,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include <et_copy/log_capture.h>
 #include <et_copy/simulated_device_allocator.h>
 
 namespace {
@@ -131,6 +133,23 @@ TEST(OddSizes, ARequestWhosePagesOverflowASizeIsRefused) {
   SimulatedDeviceAllocator a;
   for (size_t n : {SIZE_MAX, SIZE_MAX - page() + 1, SIZE_MAX / 2 + 1}) {
     EXPECT_EQ(a.allocate(n, 0).error(), Error::MemoryAllocationFailed) << n;
+  }
+  // The most whole pages a size holds is no overflow: that request is
+  // refused by the reservation, which says so; a page more overflows.
+  const size_t most = SIZE_MAX / page() * page();
+  {
+    et_copy::LogCapture log;
+    EXPECT_EQ(a.allocate(most, 0).error(), Error::MemoryAllocationFailed);
+    ASSERT_EQ(log.lines().size(), 1u);
+    EXPECT_NE(log.lines()[0].find("no room for " + std::to_string(most) + " bytes"), std::string::npos)
+        << log.lines()[0];
+  }
+  {
+    et_copy::LogCapture log;
+    EXPECT_EQ(a.allocate(most + 1, 0).error(), Error::MemoryAllocationFailed);
+    for (const std::string& line : log.lines()) {
+      EXPECT_EQ(line.find("no room"), std::string::npos) << "an overflowing request reached the reservation: " << line;
+    }
   }
   a.set_host_readable(true);
   EXPECT_EQ(a.allocate(SIZE_MAX, 0, 64).error(), Error::MemoryAllocationFailed);

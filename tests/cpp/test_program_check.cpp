@@ -515,6 +515,21 @@ TEST(OutputsFilledByD2hCopy, OnlyWhenTheCopyIntoItIsTheFirstInstructionToNameIt)
   EXPECT_EQ(filled(plan({{1, 0, 0, {1, 2, 2}}, {4, 0, 0}})), (std::vector<bool>{false, false}));
 }
 
+TEST(OutputsFilledByD2hCopy, TheCopysOutIsItsSecondArgumentWhateverFollows) {
+  Plan p;
+  p.operator_names = {{"et_copy::_d2h_copy", "out"}};
+  p.outputs = {2, 3};
+  // A returned value other than out: out (2) is filled, the other (3) only named.
+  p.instructions = {{1, 0, 0, {1, 2, 3}}};
+  EXPECT_EQ(filled(build(p)), (std::vector<bool>{true, false}));
+  // [self, out] alone: out is still the copy's.
+  p.instructions = {{1, 0, 0, {1, 2}}};
+  EXPECT_EQ(filled(build(p)), (std::vector<bool>{true, false}));
+  // One argument is no copy into anything: the value it names is only read.
+  p.instructions = {{1, 0, 0, {2}}, {1, 0, 0, {1, 2, 2}}};
+  EXPECT_EQ(filled(build(p)), (std::vector<bool>{false, false}));
+}
+
 TEST(OutputsFilledByD2hCopy, AnInstructionWithNoTypeIsNoCallWhateverItsValueHolds) {
   Plan p;
   p.operator_names = {{"et_copy::_d2h_copy", "out"}, {"aten::add", "out"}};
@@ -731,6 +746,12 @@ TEST(CheckDeviceAccessEdges, AnyOtherKernelWithADeviceTensorArgumentOrListItemIs
     p.instructions = {{1, kAdd, 0, {4, 1, 1}}};
     const std::string item = list == 10 ? "item 1" : "item 2";
     EXPECT_TRUE(has(access(p), "(aten::add.out): argument 0 (value 4), " + item + " (value 2) is planned on cuda:0"))
+        << access(p);
+    p.values[4].items = {2, 1}; // the first item, and the last
+    EXPECT_TRUE(has(access(p), "(aten::add.out): argument 0 (value 4), item 0 (value 2) is planned on cuda:0"))
+        << access(p);
+    p.values[4].items = {1, 2};
+    EXPECT_TRUE(has(access(p), "(aten::add.out): argument 0 (value 4), item 1 (value 2) is planned on cuda:0"))
         << access(p);
     p.values[4].items = {1, 0, 3};
     EXPECT_EQ(access(p), "ok") << int(list);

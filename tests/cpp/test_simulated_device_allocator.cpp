@@ -170,6 +170,20 @@ TEST(SimulatedDeviceAllocator, MemoryAllocatedWhileNoScopeWasOpenNeverCountsInAL
   EXPECT_EQ(s.bytes_outstanding, 0u);
 }
 
+TEST(SimulatedDeviceAllocator, ScopeIdsStartAtOneAndAreNeverReused) {
+  SimulatedDeviceAllocator a;
+  const uint64_t first = a.open_scope();
+  EXPECT_EQ(first, 1u) << "0 is never an id, so a fresh allocator's first scope is 1";
+  a.close_scope(first);
+  const uint64_t second = a.open_scope();
+  EXPECT_EQ(second, 2u) << "a closed scope's id is not handed out again";
+  void* p = must_allocate(a, 1);
+  EXPECT_EQ(a.scope_stats(second).allocations, 1u);
+  EXPECT_EQ(a.scope_stats(first).allocations, 0u) << "the closed id reads as zero";
+  a.deallocate(p, 0);
+  a.close_scope(second);
+}
+
 TEST(SimulatedDeviceAllocator, ZeroByteAllocationsAreDistinctAndFreeable) {
   SimulatedDeviceAllocator a;
   void* p = must_allocate(a, 0);

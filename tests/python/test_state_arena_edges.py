@@ -77,6 +77,18 @@ def test_each_session_owns_its_state_and_starts_from_the_stored_values(starts_pr
     assert a.execute([one])[0].tolist() == _expected(3)
 
 
+def test_a_session_with_no_method_loaded_holds_nothing_and_resets_as_a_no_op(starts_program):
+    et_copy.use_simulated_device()
+    program = et_copy.runtime.load(starts_program)
+    session = program.new_session()
+    assert (session.state_nbytes, session.device_nbytes) == (0, 0)
+    session.reset()  # nothing to put back: no error, and no state appears
+    assert (session.state_nbytes, session.device_nbytes) == (0, 0)
+    method = session.load_method("forward")
+    assert session.state_nbytes > 0
+    assert method.execute([torch.ones(5)])[0].tolist() == _expected(1)
+
+
 class Running(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
