@@ -196,6 +196,11 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
         "py:tests/python/test_tensor_metadata_narrowing.py", "py:tests/python/test_max_rank.py",
         "py:tests/python/test_boundary_enums.py", *PY_BINDINGS, P_COPY, "py:tests/python/test_torch_tensor_views.py",
     )),
+    # DeviceBuffer: a slice's address, size and freed state from its root, before and after the root's free.
+    ("python/bindings/device_buffer.*", (
+        "py:tests/python/test_device_buffer_slices.py", "py:tests/python/test_max_rank.py",
+        "py:tests/python/test_boundary_enums.py", *PY_BINDINGS, P_COPY,
+    )),
     # DeviceTensor: its repr and fields at ranks 0, 1, 3 and 16, and each argument check's two sides.
     ("python/bindings/device_tensor.*", (
         "py:tests/python/test_device_tensor_views.py", "py:tests/python/test_max_rank.py",
