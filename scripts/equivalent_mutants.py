@@ -319,7 +319,13 @@ EQUIVALENT: list[Equivalent] = [
                "return code >= 0 && code <= static_cast<int>(c10::ScalarType::UInt64) ? code : -1;",
                "code is static_cast<int> of a c10::ScalarType, never negative (Byte is 0), so >= 0 and >= -1 "
                "agree", site=0),
-]# fmt: on
+    Equivalent("python/bindings/device_tensor.cpp", "drop-exit",
+               "throw py::error_already_set(); // MemoryError: exact ints of at most 31 bits, at most 16 of them",
+               "the byte count's exact product: int_tuple's items are exact ints (PyNumber_Index), each checked "
+               "to fit int32 and at most kMaxTensorDims of them, times the itemsize; multiplying such ints "
+               "fails only when Python is out of memory, which no test can arrange"),
+]
+# fmt: on
 
 
 def reason(file: str, operator: str, line_text: str, site: int) -> str:
