@@ -311,6 +311,54 @@ EQUIVALENT: list[Equivalent] = [
                "input to the copy brings about; with both tuples made, && and || agree"),
     Equivalent("python/bindings/torch_tensor.cpp", "logic", "ok = a != nullptr && b != nullptr;",
                "as on the line above: PyLong_FromLongLong fails only out of memory, so both are made"),
+    # TensorView re-checks what both of its spec's readers already refused (copies.cpp is its one caller):
+    # read_torch_tensor refuses each such spec first, and check_layout/check_device refuse a DeviceTensor's.
+    Equivalent("python/bindings/tensor_view.cpp", "drop-exit",
+               "throw Failure(Error::InvalidArgument, \"tensor has \" + std::to_string(rank) + "
+               "\" dims; ExecuTorch supports at most \" +",
+               "no spec of more than kMaxTensorDims dims reaches TensorView: read_torch_tensor returns kTooManyDims "
+               "and check_layout refuses such a shape, each with its own message, before any view is made"),
+    Equivalent("python/bindings/tensor_view.cpp", "drop-exit",
+               "throw Failure(Error::InvalidArgument, \"unsupported dtype code \" + std::to_string(spec.dtype));",
+               "no spec of a dtype et_copy does not move reaches TensorView: read_torch_tensor returns kDtype and "
+               "check_layout refuses such a dtype first, naming it"),
+    Equivalent("python/bindings/tensor_view.cpp", "logic",
+               "if (spec.device_type < 0 || spec.device_type > std::numeric_limits<int8_t>::max() ||",
+               "a spec's device_type is 0 (a CPU tensor) or 1 (a CUDA tensor, a DeviceTensor) and its index at "
+               "least kMinDeviceIndex (torch's int8 index; check_device), so the first three tests are all false "
+               "and either joining of them is too"),
+    Equivalent("python/bindings/tensor_view.cpp", "rel",
+               "if (spec.device_type < 0 || spec.device_type > std::numeric_limits<int8_t>::max() ||",
+               "a spec's device_type is 0 or 1 (read_torch_tensor, check_device), never 127: > and >= agree",
+               site=1),
+    Equivalent("python/bindings/tensor_view.cpp", "logic",
+               "spec.device_index < kMinDeviceIndex || spec.device_index > kMaxDeviceIndex) {",
+               "neither side is ever true (torch's index is int8, check_device refuses the rest), so || and && "
+               "agree"),
+    Equivalent("python/bindings/tensor_view.cpp", "drop-exit",
+               "throw Failure(Error::InvalidArgument, \"device type or index out of range\");",
+               "no spec outside CPU/CUDA and kMinDeviceIndex..kMaxDeviceIndex reaches TensorView: "
+               "read_torch_tensor refuses other devices and check_device other types and indices first"),
+    Equivalent("python/bindings/tensor_view.cpp", "logic", "if (initial[i] < 0 || spec.sizes[i] < 0) {",
+               "no size is negative in any spec: torch's sizes are not, and check_layout refuses a negative one "
+               "(a shrunk DeviceTensor's sizes come from a copy's self), so || and && agree"),
+    # (The negative-size throw's own line is not listed: narrow()'s reachable throw has the same text.)
+    Equivalent("python/bindings/tensor_view.cpp", "rel",
+               "\"negative size \" + std::to_string(initial[i] < 0 ? initial[i] : spec.sizes[i]));",
+               "the message of a negative size, which no spec has (see the throw above)"),
+    Equivalent("python/bindings/tensor_view.cpp", "int+1",
+               "\"negative size \" + std::to_string(initial[i] < 0 ? initial[i] : spec.sizes[i]));",
+               "the message of a negative size, which no spec has (see the throw above)"),
+    # c10::ScalarType is an int8_t enum whose values run from 0 (Byte) up: static_cast<int> is never negative.
+    Equivalent("python/bindings/torch_tensor.cpp", "int-1",
+               "return code >= 0 && code <= static_cast<int>(c10::ScalarType::UInt64) ? code : -1;",
+               "code is static_cast<int> of a c10::ScalarType, never negative (Byte is 0), so >= 0 and >= -1 "
+               "agree", site=0),
+    Equivalent("python/bindings/device_tensor.cpp", "drop-exit",
+               "throw py::error_already_set(); // MemoryError: exact ints of at most 31 bits, at most 16 of them",
+               "the byte count's exact product: int_tuple's items are exact ints (PyNumber_Index), each checked "
+               "to fit int32 and at most kMaxTensorDims of them, times the itemsize; multiplying such ints "
+               "fails only when Python is out of memory, which no test can arrange"),
 ]
 # fmt: on
 

@@ -186,14 +186,33 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/bindings/tensor_spec.*", (
         "py:tests/python/test_max_rank.py", P_FIELDS, P_LAYOUTS_1_0, P_BOUNDARY, P_COPY,
     )),
-    # The torch reader: its rows below, then a method's host inputs (read as the CPU device 0 it plans).
+    # The torch reader: its rows below, then a method's host inputs (read as the CPU device 0 it plans);
+    # test_dtype_message_names.py: a refused dtype's name as str() gives it (non-ASCII too) or '?';
+    # test_torch_tensor_views.py: transposed, permuted, offset and gappy views as self and as out.
     ("python/bindings/torch_tensor.*", (
         "py:tests/python/test_max_rank.py", "py:tests/python/test_boundary_enums.py", *PY_BINDINGS, P_COPY, P_LAYOUTS,
+        "py:tests/python/test_dtype_message_names.py", "py:tests/python/test_torch_tensor_views.py",
+    )),
+    # TensorView: int64 sizes and strides narrowed to int32, first dim to last, at int32's largest and one past.
+    ("python/bindings/tensor_view.*", (
+        "py:tests/python/test_tensor_metadata_narrowing.py", "py:tests/python/test_max_rank.py",
+        "py:tests/python/test_boundary_enums.py", *PY_BINDINGS, P_COPY, "py:tests/python/test_torch_tensor_views.py",
+    )),
+    # DeviceBuffer: a slice's address, size and freed state from its root, before and after the root's free.
+    ("python/bindings/device_buffer.*", (
+        "py:tests/python/test_device_buffer_slices.py", "py:tests/python/test_max_rank.py",
+        "py:tests/python/test_boundary_enums.py", *PY_BINDINGS, P_COPY,
+    )),
+    # DeviceTensor: its repr and fields at ranks 0, 1, 3 and 16, and each argument check's two sides.
+    ("python/bindings/device_tensor.*", (
+        "py:tests/python/test_device_tensor_views.py", "py:tests/python/test_max_rank.py",
+        "py:tests/python/test_boundary_enums.py", *PY_BINDINGS, P_COPY,
     )),
     # test_max_rank.py: every per-dim loop at the largest rank and one past it;
     # test_boundary_enums.py: dtype and device codes against ExecuTorch's schema.
     ("python/bindings/*", (
         "py:tests/python/test_max_rank.py", "py:tests/python/test_boundary_enums.py", *PY_BINDINGS, P_COPY,
+        "py:tests/python/test_torch_tensor_views.py", "py:tests/python/test_device_tensor_views.py",
     )),
     # ---- the package's Python -------------------------------------------------------
     ("python/et_copy/runtime.py", (P_API, *PY_RUNTIME)),

@@ -174,7 +174,7 @@ Layout check_layout(const std::string& op, py::handle shape_arg, py::handle dtyp
     for (py::handle v : shape) {
       exact = py::reinterpret_steal<py::object>(PyNumber_Multiply(exact.ptr(), v.ptr()));
       if (!exact) {
-        throw py::error_already_set();
+        throw py::error_already_set(); // MemoryError: exact ints of at most 31 bits, at most 16 of them
       }
     }
     throw py::value_error(op + ": shape " + shape_text + " of " + std::string(py::str(dtype)) + " needs " +
