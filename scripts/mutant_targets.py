@@ -161,7 +161,11 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
         "py:tests/python/test_errors.py",
     )),
     # ---- python/bindings/: pytest against the development package ------------------
-    ("python/bindings/allocators.*", (P_MEMORY, P_FIELDS, "py:tests/python/test_boundary_enums.py")),
+    # test_cuda.py: registration_result's kFailed path, use_cuda() on a machine without a GPU.
+    ("python/bindings/allocators.*", (
+        P_MEMORY, P_FIELDS, "py:tests/python/test_boundary_enums.py",
+        "py:tests/python/test_cuda.py::test_use_cuda_without_a_gpu_says_why_and_leaves_the_registry_usable",
+    )),
     ("python/bindings/cuda.*", ("py:tests/python/test_cuda.py",)),
     ("python/bindings/log_capture.*", ("py:tests/python/test_quiet.py", "py:tests/python/test_errors.py")),
     ("python/bindings/failure.h", ("py:tests/python/test_errors.py", *PY_BINDINGS)),
@@ -187,6 +191,11 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # The torch reader: its rows below, then a method's host inputs (read as the CPU device 0 it plans).
     ("python/bindings/torch_tensor.*", (
         "py:tests/python/test_max_rank.py", "py:tests/python/test_boundary_enums.py", *PY_BINDINGS, P_COPY, P_LAYOUTS,
+    )),
+    # The copies' own argument checks first (count, dynamic_out's truth, dense_strides' edges).
+    ("python/bindings/copies.*", (
+        "py:tests/python/test_copy_binding_args.py", "py:tests/python/test_max_rank.py",
+        "py:tests/python/test_boundary_enums.py", *PY_BINDINGS, P_COPY,
     )),
     # test_max_rank.py: every per-dim loop at the largest rank and one past it;
     # test_boundary_enums.py: dtype and device codes against ExecuTorch's schema.
