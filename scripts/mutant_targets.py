@@ -171,8 +171,12 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/bindings/failure.h", ("py:tests/python/test_errors.py", *PY_BINDINGS)),
     ("python/bindings/module.cpp", ("py:tests/python/test_registration.py", P_FIELDS)),
     # test_runtime_input_layouts.py: each input's bytes dense in the planned dim order, first to last.
-    ("python/bindings/method_io.*", (P_LAYOUTS, *PY_RUNTIME, P_API)),
-    ("python/bindings/program.*", ("py:tests/python/test_load_check_bindings.py", *PY_RUNTIME, P_LAYOUTS, P_API)),
+    # test_method_io_loops.py: the first and the last of three inputs and of two outputs wrong, then bound.
+    ("python/bindings/method_io.*", ("py:tests/python/test_method_io_loops.py", P_LAYOUTS, *PY_RUNTIME, P_API)),
+    ("python/bindings/program.*", (
+        "py:tests/python/test_load_check_bindings.py", "py:tests/python/test_method_io_loops.py",
+        *PY_RUNTIME, P_LAYOUTS, P_API,
+    )),
     # run_registered dispatches the registry's kernel: et_copy's own only where the wheel's library is not loaded.
     ("python/bindings/kernels.*", (P_REGISTRY_OURS, *PY_BINDINGS, P_COPY)),
     # The bench's timing loops: their bounds and kinds, then the memcpy baseline on unreadable memory.
