@@ -163,7 +163,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # ---- python/bindings/: pytest against the development package ------------------
     # test_cuda.py: registration_result's kFailed path, use_cuda() on a machine without a GPU.
     ("python/bindings/allocators.*", (
-        P_MEMORY, P_FIELDS, "py:tests/python/test_boundary_enums.py",
+        "py:tests/python/test_allocator_binding_args.py", P_MEMORY, P_FIELDS, "py:tests/python/test_boundary_enums.py",
         "py:tests/python/test_cuda.py::test_use_cuda_without_a_gpu_says_why_and_leaves_the_registry_usable",
     )),
     ("python/bindings/cuda.*", ("py:tests/python/test_cuda.py",)),

@@ -88,14 +88,20 @@ def test_binding_every_output_fills_each_from_the_first_to_the_last(programs, da
 @pytest.mark.parametrize(
     "index, outs, message",
     [
-        (0, lambda: [torch.zeros(3, 4, dtype=torch.float64), torch.full((), 5.0)],
-         r"outputs\[0\] must be torch.float32 on cpu, got torch.float64 on cpu"),
-        (1, lambda: [torch.full((3, 4), 5.0), torch.zeros(2)],
-         r"outputs\[1\] must be dense with capacity \[\] in dim order \[\], got \[2\] in \[0\]"),
+        (
+            0,
+            lambda: [torch.zeros(3, 4, dtype=torch.float64), torch.full((), 5.0)],
+            r"outputs\[0\] must be torch.float32 on cpu, got torch.float64 on cpu",
+        ),
+        (
+            1,
+            lambda: [torch.full((3, 4), 5.0), torch.zeros(2)],
+            r"outputs\[1\] must be dense with capacity \[\] in dim order \[\], got \[2\] in \[0\]",
+        ),
     ],
     ids=["first", "last"],
 )
-def test_a_wrong_first_or_last_output_is_refused_naming_it_and_no_output_is_written(programs, data, index, outs, message):
+def test_a_wrong_first_or_last_output_is_refused_naming_it_writing_none(programs, data, index, outs, message):
     method = runtime.load(programs / "affine.pte").load_method()
     x, y = data["affine"]
     given = outs()
