@@ -166,7 +166,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
         "py:tests/python/test_allocator_binding_args.py", P_MEMORY, P_FIELDS, "py:tests/python/test_boundary_enums.py",
         "py:tests/python/test_cuda.py::test_use_cuda_without_a_gpu_says_why_and_leaves_the_registry_usable",
     )),
-    ("python/bindings/cuda.*", ("py:tests/python/test_cuda.py",)),
+    ("python/bindings/cuda.*", ("py:tests/python/test_cuda_binding_args.py", "py:tests/python/test_cuda.py")),
     ("python/bindings/log_capture.*", ("py:tests/python/test_quiet.py", "py:tests/python/test_errors.py")),
     ("python/bindings/failure.h", ("py:tests/python/test_errors.py", *PY_BINDINGS)),
     ("python/bindings/module.cpp", ("py:tests/python/test_registration.py", P_FIELDS)),
