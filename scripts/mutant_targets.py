@@ -169,7 +169,10 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/bindings/cuda.*", ("py:tests/python/test_cuda_binding_args.py", "py:tests/python/test_cuda.py")),
     ("python/bindings/log_capture.*", ("py:tests/python/test_quiet.py", "py:tests/python/test_errors.py")),
     ("python/bindings/failure.h", ("py:tests/python/test_errors.py", *PY_BINDINGS)),
-    ("python/bindings/module.cpp", ("py:tests/python/test_registration.py", P_FIELDS)),
+    # test_errors.py: EtCopyError's constructor (defaults, keyword-only fields, the log as a tuple, pickling).
+    ("python/bindings/module.cpp", (
+        "py:tests/python/test_errors.py", "py:tests/python/test_registration.py", P_FIELDS,
+    )),
     # test_runtime_input_layouts.py: each input's bytes dense in the planned dim order, first to last.
     # test_method_io_loops.py: the first and the last of three inputs and of two outputs wrong, then bound.
     ("python/bindings/method_io.*", ("py:tests/python/test_method_io_loops.py", P_LAYOUTS, *PY_RUNTIME, P_API)),
