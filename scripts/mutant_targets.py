@@ -165,7 +165,10 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/bindings/allocators.*", (
         "py:tests/python/test_allocator_binding_args.py", P_MEMORY, P_FIELDS, "py:tests/python/test_boundary_enums.py",
         "py:tests/python/test_cuda.py::test_use_cuda_without_a_gpu_says_why_and_leaves_the_registry_usable",
+        "py:tests/python/test_backend_registration_bindings.py",
     )),
+    # register_aoti_backend: registered once, then 'already et_copy'.
+    ("python/bindings/aoti.*", ("py:tests/python/test_backend_registration_bindings.py",)),
     ("python/bindings/cuda.*", ("py:tests/python/test_cuda_binding_args.py", "py:tests/python/test_cuda.py")),
     ("python/bindings/log_capture.*", ("py:tests/python/test_quiet.py", "py:tests/python/test_errors.py")),
     ("python/bindings/failure.h", ("py:tests/python/test_errors.py", *PY_BINDINGS)),
