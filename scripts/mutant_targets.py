@@ -180,7 +180,8 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # test_method_io_loops.py: the first and the last of three inputs and of two outputs wrong, then bound.
     ("python/bindings/method_io.*", ("py:tests/python/test_method_io_loops.py", P_LAYOUTS, *PY_RUNTIME, P_API)),
     ("python/bindings/program.*", (
-        "py:tests/python/test_load_check_bindings.py", "py:tests/python/test_method_io_loops.py",
+        "py:tests/python/test_load_check_bindings.py", "py:tests/python/test_program_binding_args.py",
+        "py:tests/python/test_method_io_loops.py",
         *PY_RUNTIME, P_LAYOUTS, P_API,
     )),
     # run_registered dispatches the registry's kernel: et_copy's own only where the wheel's library is not loaded.

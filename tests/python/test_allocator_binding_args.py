@@ -7,6 +7,8 @@ nothing: the mode, the device bytes and the counters stay as they were."""
 
 from __future__ import annotations
 
+import gc
+
 import et_copy
 import pytest
 import torch
@@ -147,3 +149,18 @@ def test_the_hook_takes_the_current_device_and_the_last_byte_of_an_allocation():
     assert _C.simulated_device_host_alias(dev.data_ptr(), 8, 0) != 0
     _C.simulated_device_write(dev.data_ptr() + 7, b"", 0)  # nothing to write: the alias alone is checked
     assert dev.cpu().tolist() == list(range(8))
+
+
+def test_a_slice_keeps_its_buffer_alive_after_the_last_reference_to_the_buffer_goes():
+    before = et_copy.allocator_stats()["live_allocations"]
+    buffer = _C.DeviceBuffer(16, CUDA, 0, 256)
+    part = buffer.slice(4, 8)
+    ptr = buffer.ptr
+    del buffer
+    gc.collect()
+    assert not part.freed and part.ptr == ptr + 4
+    assert et_copy.allocator_stats()["live_allocations"] == before + 1
+    _C.simulated_device_write(part.ptr, b"\x01" * 8, 0)  # still live device memory
+    del part
+    gc.collect()
+    assert et_copy.allocator_stats()["live_allocations"] == before
