@@ -111,3 +111,21 @@ def test_a_wrong_first_or_last_output_is_refused_naming_it_writing_none(programs
         method.execute([x, y], outputs=given)
     assert counters() == before
     assert all(torch.equal(o, k) for o, k in zip(given, kept))
+
+
+def test_the_metadata_describes_every_input_and_output_from_the_first_to_the_last(programs):
+    meta = runtime.load(programs / "slot.pte").load_method().metadata
+    assert meta.num_inputs() == 3
+    inputs = [meta.input_tensor_meta(i) for i in range(3)]
+    # ExecuTorch's ScalarType codes: 6 float32, 4 int64.
+    assert [(list(t.sizes()), t.dtype(), t.device()) for t in inputs] == [
+        ([2, 5, 3], 6, "cpu"),
+        ([2, 1, 3], 6, "cpu"),
+        ([1], 4, "cpu"),
+    ]
+    meta = runtime.load(programs / "affine.pte").metadata("forward")
+    assert meta.num_outputs() == 2
+    outputs = [meta.output_tensor_meta(i) for i in range(2)]
+    assert [(list(t.sizes()), t.device()) for t in outputs] == [([3, 4], "cpu"), ([], "cpu")]
+    device_out = runtime.load(programs / "stage_a.pte").load_method().metadata
+    assert device_out.output_tensor_meta(0).device() == "cuda:0"
