@@ -111,3 +111,17 @@ def test_write_etdump_refuses_an_unwritable_path_and_a_program_without_a_profile
     with pytest.raises(et_copy.EtCopyError, match="loaded without enable_etdump=True") as info:
         plain.write_etdump(str(tmp_path / "x.etdp"))
     assert info.value.error == "InvalidState"
+
+
+@pytest.mark.parametrize("load", ["bytes", "file"])
+def test_by_default_a_profiled_program_has_no_debug_buffer(programs, data, tmp_path, load):
+    path = programs / "affine.pte"
+    program = (
+        _C.load_program(path.read_bytes(), 1, None, True)
+        if load == "bytes"
+        else _C.load_program_file(str(path), 1, None, True)
+    )
+    affine_out(program, data)
+    program.write_etdump(str(tmp_path / "run.etdp"), str(tmp_path / "run.bin"))
+    assert (tmp_path / "run.etdp").stat().st_size > 0
+    assert not (tmp_path / "run.bin").exists()
