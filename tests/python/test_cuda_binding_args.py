@@ -7,6 +7,7 @@ call keeps no reference)."""
 
 from __future__ import annotations
 
+import ctypes
 import sys
 
 import et_copy
@@ -68,3 +69,29 @@ def test_a_capsule_whose_shape_and_strides_differ_in_length_is_refused(shape, st
         _C.cuda_dlpack(owner, 0, 0, shape, strides, 2, 32)
     assert e.value.error == "InvalidArgument"
     assert sys.getrefcount(owner) == refs
+
+
+class _DLTensor(ctypes.Structure):
+    # DLPack's DLTensor, as the capsule holds it (the consumer's view).
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device_type", ctypes.c_int32),
+        ("device_id", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("code", ctypes.c_uint8),
+        ("bits", ctypes.c_uint8),
+        ("lanes", ctypes.c_uint16),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+def test_the_capsule_names_cuda_its_device_dtype_shape_and_strides_as_dlpack_spells_them():
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    capsule = _C.cuda_dlpack(object(), 0x1000, 3, [2, 5], [5, 1], 2, 32)
+    t = _DLTensor.from_address(get(capsule, b"dltensor"))
+    assert (t.data, t.device_type, t.device_id) == (0x1000, 2, 3)  # kDLCUDA is 2 in DLPack
+    assert (t.ndim, t.code, t.bits, t.lanes, t.byte_offset) == (2, 2, 32, 1, 0)
+    assert [t.shape[i] for i in range(2)] == [2, 5] and [t.strides[i] for i in range(2)] == [5, 1]
