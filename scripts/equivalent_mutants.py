@@ -171,6 +171,9 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("python/bindings/program.cpp", "int+1", "size_t debug_buffer_size = 0;",
                "as verification's default: every LoadOptions is built with its debug_buffer_size given "
                "(py::arg(\"debug_buffer_size\") = 0)"),
+    Equivalent("python/bindings/program.cpp", "int+1", "Py_ssize_t size = 0;",
+               "run_load_check's program is a py::bytes (pybind11 refuses anything else before the call), so "
+               "PyBytes_AsStringAndSize succeeds and writes size before anything reads it"),
     Equivalent("python/bindings/tensor_view.h", "int+1", "size_t rank_ = 0;",
                "TensorView's one constructor writes rank_ before anything reads it, or throws, and then no "
                "TensorView exists to read it (current_shape is its only reader)"),

@@ -163,16 +163,37 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
         "py:tests/python/test_errors.py",
     )),
     # ---- python/bindings/: pytest against the development package ------------------
-    ("python/bindings/allocators.*", (P_MEMORY, P_FIELDS, "py:tests/python/test_boundary_enums.py")),
-    ("python/bindings/cuda.*", ("py:tests/python/test_cuda.py",)),
+    # test_cuda.py: registration_result's kFailed path, use_cuda() on a machine without a GPU.
+    ("python/bindings/allocators.*", (
+        "py:tests/python/test_allocator_binding_args.py", P_MEMORY, P_FIELDS, "py:tests/python/test_boundary_enums.py",
+        "py:tests/python/test_cuda.py::test_use_cuda_without_a_gpu_says_why_and_leaves_the_registry_usable",
+        "py:tests/python/test_backend_registration_bindings.py",
+    )),
+    # register_aoti_backend: registered once, then 'already et_copy'.
+    ("python/bindings/aoti.*", ("py:tests/python/test_backend_registration_bindings.py",)),
+    ("python/bindings/cuda.*", ("py:tests/python/test_cuda_binding_args.py", "py:tests/python/test_cuda.py")),
     ("python/bindings/log_capture.*", ("py:tests/python/test_quiet.py", "py:tests/python/test_errors.py")),
     ("python/bindings/failure.h", ("py:tests/python/test_errors.py", *PY_BINDINGS)),
-    ("python/bindings/module.cpp", ("py:tests/python/test_registration.py", P_FIELDS)),
+    # test_errors.py: EtCopyError's constructor (defaults, keyword-only fields, the log as a tuple, pickling).
+    ("python/bindings/module.cpp", (
+        "py:tests/python/test_errors.py", "py:tests/python/test_registration.py", P_FIELDS,
+    )),
     # test_runtime_input_layouts.py: each input's bytes dense in the planned dim order, first to last.
-    ("python/bindings/method_io.*", (P_LAYOUTS, *PY_RUNTIME, P_API)),
-    ("python/bindings/program.*", ("py:tests/python/test_load_check_bindings.py", *PY_RUNTIME, P_LAYOUTS, P_API)),
+    # test_method_io_loops.py: the first and the last of three inputs and of two outputs wrong, then bound.
+    ("python/bindings/method_io.*", ("py:tests/python/test_method_io_loops.py", P_LAYOUTS, *PY_RUNTIME, P_API)),
+    ("python/bindings/program.*", (
+        "py:tests/python/test_load_check_bindings.py", "py:tests/python/test_program_binding_args.py",
+        "py:tests/python/test_method_io_loops.py",
+        *PY_RUNTIME, P_LAYOUTS, P_API,
+    )),
     # run_registered dispatches the registry's kernel: et_copy's own only where the wheel's library is not loaded.
-    ("python/bindings/kernels.*", (P_REGISTRY_OURS, *PY_BINDINGS, P_COPY)),
+    # The op missing from the registry: OperatorMissing naming it, out untouched.
+    ("python/bindings/kernels.*", (
+        P_REGISTRY_OURS,
+        "py:tests/python/test_registration.py::test_run_registered_with_no_kernel_is_operator_missing",
+        *PY_BINDINGS,
+        P_COPY,
+    )),
     # The bench's timing loops: their bounds and kinds, then the memcpy baseline on unreadable memory.
     # test_cuda.py: the CUDA baselines' errors on a machine without a GPU (their copies are gpu-marked).
     ("python/bindings/loops.*", (
@@ -206,6 +227,11 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # DeviceTensor: its repr and fields at ranks 0, 1, 3 and 16, and each argument check's two sides.
     ("python/bindings/device_tensor.*", (
         "py:tests/python/test_device_tensor_views.py", "py:tests/python/test_max_rank.py",
+        "py:tests/python/test_boundary_enums.py", *PY_BINDINGS, P_COPY,
+    )),
+    # The copies' own argument checks first (count, dynamic_out's truth, dense_strides' edges).
+    ("python/bindings/copies.*", (
+        "py:tests/python/test_copy_binding_args.py", "py:tests/python/test_max_rank.py",
         "py:tests/python/test_boundary_enums.py", *PY_BINDINGS, P_COPY,
     )),
     # test_max_rank.py: every per-dim loop at the largest rank and one past it;

@@ -176,13 +176,15 @@ def test_run_registered_with_no_kernel_is_operator_missing():
         run_fresh("""
         import json, torch, et_copy
         et_copy.use_simulated_device()
+        out = et_copy.h2d_copy(torch.zeros(2))
         try:
-            et_copy.run_registered("et_copy::_h2d_copy.out", torch.ones(2), et_copy.empty((2,), torch.float32))
+            et_copy.run_registered("et_copy::_h2d_copy.out", torch.ones(2), out)
         except et_copy.EtCopyError as e:
-            print(json.dumps(e.error))
+            print(json.dumps([e.error, str(e), out.cpu().tolist()]))
     """)
     )
-    assert result == "OperatorMissing"
+    # The op named, and out left as it was.
+    assert result == ["OperatorMissing", "et_copy::_h2d_copy.out: no kernel is registered under this name", [0.0, 0.0]]
 
 
 def test_run_registered_dispatches_et_copys_own_kernels_when_the_registry_holds_them():
@@ -201,12 +203,18 @@ def test_run_registered_dispatches_et_copys_own_kernels_when_the_registry_holds_
         et_copy.run_registered(et_copy.H2D_COPY_OUT, host, device)
         back = torch.zeros(6, dtype=torch.int64)
         et_copy.run_registered(et_copy.D2H_COPY_OUT, device, back)
+        wrong = torch.full((6,), 7, dtype=torch.int32)
         try:
-            et_copy.run_registered(et_copy.D2H_COPY_OUT, device, torch.zeros(6, dtype=torch.int32))
+            et_copy.run_registered(et_copy.D2H_COPY_OUT, device, wrong)
             refused = None
         except et_copy.EtCopyError as e:
-            refused = e.error
+            refused = [e.error, str(e), wrong.tolist()]
         print(json.dumps([owners, back.tolist(), refused]))
     """)
     )
-    assert result == [["already et_copy", "already et_copy"], [0, 1, 2, 3, 4, 5], "InvalidArgument"]
+    failed = [
+        "InvalidArgument",
+        "et_copy::_d2h_copy.out: the registered kernel failed with InvalidArgument",
+        [7] * 6,  # out left as it was
+    ]
+    assert result == [["already et_copy", "already et_copy"], [0, 1, 2, 3, 4, 5], failed]
