@@ -113,3 +113,34 @@ def test_a_chunked_prompt_draws_every_chunk_of_two_tokens_or_more_and_feeds_a_la
             assert ids.item() == int(before.argmax())
     # The check leaves the wrapper at its start state.
     assert all(not bool(getattr(wrapper, name).any()) for name in wrapper.state_names)
+
+
+@pytest.mark.parametrize("past", [False, True], ids=["at", "past"])
+def test_the_wrappers_logits_pass_at_the_tolerance_and_are_refused_just_past_it(monkeypatch, past):
+    # The tolerance is made each step's own difference (or the float just below it),
+    # so the rule's edge is met exactly whatever the model's rounding.
+    model = llm.tiny_model("qwen3")
+    wrapper = llm.StatefulCausalLM(model, 16)
+    got: list[torch.Tensor] = []
+
+    def shifted(_, args, logits):  # a difference every step, never zero
+        got.append(logits + 1e-6)
+        return got[-1]
+
+    wrapper.register_forward_hook(shifted)
+
+    real_tolerance = _check.tolerance
+
+    def tolerance(expected):
+        if expected.shape != got[-1].shape:  # a decoder layer's output, compared when naming the layer
+            return real_tolerance(expected)
+        diff = torch.tensor(float((got[-1].float() - expected.float()).abs().max()))
+        return float(torch.nextafter(diff, torch.tensor(0.0))) if past else float(diff)
+
+    monkeypatch.setattr(_check, "tolerance", tolerance)
+    if not past:
+        _check.check_wrapper(wrapper, 4)
+        assert len(got) == sum(map(len, _check.check_plan(wrapper, 4)))  # every step ran and passed
+        return
+    with pytest.raises(llm.UnsupportedModelError, match=r"at the prefill at positions 0\.\.3, the logits differ"):
+        _check.check_wrapper(wrapper, 4)

@@ -164,6 +164,111 @@ def test_a_tiny_deepseek_routes_each_token_within_its_top_groups_by_its_input(ar
         assert set(groups.reshape(-1).tolist()) == set(range(gate.num_group))
 
 
+def test_the_tiny_deepseek_v32_indexer_drops_keys_past_its_top_k_and_sums_every_heads_scores():
+    # The lightning indexer is what V3.2 adds to V3 (and what export refuses):
+    # the tiny one must drop keys within a short sequence, and weigh more than one head.
+    model = llm.tiny_model("deepseek_v32")
+    indexers = [m for m in model.modules() if type(m).__name__ == "DeepseekV32Indexer"]
+    assert len(indexers) == model.config.num_hidden_layers
+    topk = model.config.index_topk
+    ids = torch.randint(model.config.vocab_size, (1, topk + 4), generator=torch.Generator().manual_seed(0))
+
+    def logits(n, keep):
+        for m in indexers:
+            m.index_topk = keep
+        try:
+            with torch.no_grad():
+                return model(ids[:, :n]).logits
+        finally:
+            for m in indexers:
+                m.index_topk = topk
+
+    # Up to top-k keys the indexer keeps them all; one more and it drops one.
+    assert torch.equal(logits(topk, topk), logits(topk, 10 * topk))
+    assert not torch.equal(logits(topk + 1, topk), logits(topk + 1, 10 * topk))
+    picks: list[torch.Tensor] = []
+    indexers[0].register_forward_hook(lambda _, args, out: picks.append(out.clone()))
+
+    def first_layer_picks():
+        picks.clear()
+        with torch.no_grad():
+            model(ids)
+        return picks[0]
+
+    chosen = first_layer_picks()
+    heads = indexers[0].weights_proj.weight
+    assert heads.shape[0] >= 2  # a sum over heads, as in the real indexer's 64
+    for head in range(heads.shape[0]):  # each head, first to last, moves the keys picked
+        saved = heads[head].clone()
+        with torch.no_grad():
+            heads[head].zero_()
+        try:
+            assert not torch.equal(first_layer_picks(), chosen), head
+        finally:
+            with torch.no_grad():
+                heads[head].copy_(saved)
+
+
+@pytest.mark.parametrize("arch", llm.ARCHITECTURES + llm.REFUSED_ARCHITECTURES)
+def test_a_tiny_models_special_tokens_are_distinct_ids_inside_its_vocabulary(arch):
+    # Several configs default to the real vocabulary's ids, which a 256-row embedding cannot hold;
+    # and an end token equal to the start or pad token would end a generation where none ended.
+    config = llm.tiny_model(arch).config
+    ids = [config.bos_token_id, config.eos_token_id, config.pad_token_id]
+    given = [i for i in ids if i is not None]
+    assert all(0 <= i < config.vocab_size for i in given), ids
+    assert len(set(given)) == len(given), ids
+
+
+# Each tiny model's parameter count (the weights the device receives, 4 B
+# each), the mean magnitude of its logits over the docs' prompt, and its
+# first 8 greedy tokens after that prompt, under the pinned
+# transformers and torch: tiny_model(name) builds the same model in every
+# et_copy version, so the docs' table and a cached program (keyed by the
+# weights) stay valid. A changed config setting, seed or router draw shows here.
+PROMPT = [5, 17, 3, 9, 42]
+KNOWN_TINY_MODELS = {
+    "qwen3": (106880, 0.12526388949379452, [18, 53, 42, 153, 84, 128, 55, 102]),
+    "qwen3_moe": (157056, 0.12975666657730756, [220, 53, 241, 239, 199, 220, 24, 58]),
+    "qwen3_5_moe": (178680, 0.12965977389799263, [60, 101, 47, 17, 156, 51, 168, 68]),
+    "llama": (106816, 0.12918768431934496, [18, 0, 149, 92, 73, 179, 169, 22]),
+    "mistral": (106816, 0.12918768431934496, [18, 0, 149, 92, 73, 179, 169, 22]),
+    "gemma2": (90688, 0.12800132342523513, [114, 29, 142, 18, 189, 189, 43, 43]),
+    "gemma3": (127904, 0.12735538766239074, [102, 102, 102, 102, 84, 84, 84, 105]),
+    "gpt_oss": (108752, 0.12776720828721863, [181, 134, 15, 48, 208, 73, 202, 211]),
+    "qwen2": (107072, 0.2539073511075706, [188, 141, 115, 190, 219, 114, 29, 132]),
+    "phi3": (106816, 0.12766214295172632, [128, 16, 77, 230, 10, 230, 230, 230]),
+    "olmo2": (107008, 0.2602753018107705, [187, 115, 127, 245, 109, 72, 72, 224]),
+    "smollm3": (106816, 0.12916441555264555, [18, 0, 167, 57, 73, 179, 228, 203]),
+    "mixtral": (107328, 0.1297684742959177, [175, 130, 86, 185, 52, 33, 30, 89]),
+    "qwen2_moe": (169664, 0.255674482191489, [54, 95, 95, 85, 171, 95, 127, 115]),
+    "olmoe": (157184, 0.1296691417865759, [220, 53, 241, 239, 220, 24, 110, 104]),
+    "deepseek_v3": (139168, 0.1306248078254157, [141, 93, 153, 183, 93, 153, 183, 93]),
+    "qwen3_next": (178680, 0.129540821258729, [60, 241, 132, 167, 220, 119, 163, 60]),
+    "lfm2": (111136, 0.1269998525283654, [144, 122, 45, 245, 96, 229, 143, 240]),
+    "falcon_h1": (136984, 0.12524824335944232, [111, 118, 203, 50, 75, 136, 155, 177]),
+    "deepseek_v32": (143584, 0.13431547581527353, [204, 123, 72, 212, 234, 18, 183, 170]),
+}
+
+
+def test_every_tiny_model_is_the_known_size_and_gives_the_known_greedy_tokens():
+    from et_copy.llm._generate import eager_generate
+
+    assert list(KNOWN_TINY_MODELS) == list(llm.ARCHITECTURES + llm.REFUSED_ARCHITECTURES)
+    got = {}
+    for arch in KNOWN_TINY_MODELS:
+        model = llm.tiny_model(arch)
+        with torch.no_grad():
+            logits = model(torch.tensor([PROMPT])).logits
+        size = sum(p.numel() for p in model.parameters())
+        got[arch] = (
+            size,
+            pytest.approx(float(logits.double().abs().mean()), rel=1e-6),
+            eager_generate(model, PROMPT, 8),
+        )
+    assert got == KNOWN_TINY_MODELS
+
+
 # A newer model kept beside its family's older one: DeepSeek-V3.2 is V3's latent
 # attention plus the lightning indexer, Qwen 3.5 MoE is Qwen3-Next's hybrid MoE.
 SIBLINGS = [("deepseek_v3", "deepseek_v32"), ("qwen3_next", "qwen3_5_moe")]

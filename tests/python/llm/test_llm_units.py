@@ -195,3 +195,18 @@ def test_the_transformers_the_wrapper_names_is_the_llm_extras_pin():
         "optional-dependencies"
     ]
     assert extras["llm"] == [f"transformers=={SUPPORTED_TRANSFORMERS}"]
+
+
+def test_a_checkpoints_tokenizer_is_its_tokenizer_json_file_and_none_without_one(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    assert llm.tokenizer_for(tmp_path) is None  # no tokenizer.json
+    (tmp_path / "tokenizer.json").mkdir()
+    assert llm.tokenizer_for(str(tmp_path)) is None  # a folder of that name is not the file
+    (tmp_path / "tokenizer.json").rmdir()
+    words = Tokenizer(models.WordLevel({"[UNK]": 0, "one": 1, "two": 2}, unk_token="[UNK]"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    words.save(str(tmp_path / "tokenizer.json"))
+    for path in (tmp_path, str(tmp_path)):  # a PathLike or a str
+        tokenizer = llm.tokenizer_for(path)
+        assert tokenizer is not None and tokenizer.encode("two one three").ids == [2, 1, 0]
