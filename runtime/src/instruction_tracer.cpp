@@ -70,7 +70,11 @@ bool InstructionTracer::room_for(ArrayRef<executorch::aten::Tensor> tensors) {
     return true;
   }
   if (!shortfall_) {
-    shortfall_ = DebugBufferShortfall{end, room_->size(), last_instruction()};
+    // Method sets the chain only while an instruction runs; it logs its outputs after.
+    shortfall_ = DebugBufferShortfall{end, room_->size(), std::nullopt};
+    if (chain_id_ != kUnsetChainId) {
+      shortfall_->instruction = InstructionLocation{static_cast<size_t>(chain_id_), static_cast<size_t>(debug_handle_)};
+    }
   }
   shortfall_->needed = end;
   return false;

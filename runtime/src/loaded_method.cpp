@@ -209,7 +209,8 @@ Error LoadedMethod::execute(Span<const EValue> inputs, Span<MethodOutput> output
       // on a tensor its debug buffer cannot take.
       err = Error::OutOfResources;
       failed_at = short_of->instruction;
-      detail = "logging intermediate outputs: the ETDump debug buffer of " + std::to_string(short_of->size) +
+      detail = std::string(short_of->instruction ? "logging an instruction's values" : "logging the method's outputs") +
+               ": the ETDump debug buffer of " + std::to_string(short_of->size) +
                " bytes is full: logging this run's tensors would take " + std::to_string(short_of->needed) +
                " bytes, and those that did not fit were not logged";
     }

@@ -469,7 +469,9 @@ TEST(InstructionTracerForwarding, ATensorTheDebugBufferHasNoRoomForIsKeptFromThe
   EXPECT_TRUE(*tracer.log_evalue(EValue(a.tensor()), LoggedEValueType::kIntermediateOutput));
   EXPECT_FALSE(tracer.shortfall());
   room.used_ = 4;
-  // Two more: at 64 (ends 68) and 128 (ends 132 > 128): the list is kept whole.
+  // Two more, logged by instruction 0:2: at 64 (ends 68) and 128 (ends
+  // 132 > 128): the list is kept whole.
+  tracer.set_chain_debug_handle(0, 2);
   executorch::aten::Tensor both[] = {a.tensor(), b.tensor()};
   executorch::runtime::EValue items[] = {EValue(both[0]), EValue(both[1])};
   executorch::runtime::EValue* item_ptrs[] = {&items[0], &items[1]};
@@ -478,6 +480,8 @@ TEST(InstructionTracerForwarding, ATensorTheDebugBufferHasNoRoomForIsKeptFromThe
   ASSERT_TRUE(tracer.shortfall());
   EXPECT_EQ(tracer.shortfall()->needed, 132u);
   EXPECT_EQ(tracer.shortfall()->size, 128u);
+  EXPECT_TRUE(same(tracer.shortfall()->instruction, 0, 2));
+  tracer.set_chain_debug_handle(executorch::runtime::kUnsetChainId, executorch::runtime::kUnsetDebugHandle);
   // One more would fit alone (64..68), but the block is short already: kept,
   // and counted on from 132 (192..196); a delegate's tensors too.
   EXPECT_FALSE(*tracer.log_evalue(EValue(a.tensor()), LoggedEValueType::kProgramOutput));
@@ -497,8 +501,17 @@ TEST(InstructionTracerForwarding, ATensorTheDebugBufferHasNoRoomForIsKeptFromThe
   EXPECT_TRUE(*tracer.log_intermediate_output_delegate(nullptr, 1, a.tensor()));
   EXPECT_EQ(inner.events.back().what, "delegate tensor");
   tracer.set_delegation_intermediate_output_filter(nullptr);
-  // The next event block starts afresh; without a room nothing is kept.
+  EXPECT_TRUE(same(tracer.shortfall()->instruction, 0, 2)); // the first kept's
+  // The next event block starts afresh; a value logged outside any
+  // instruction (the method's outputs) names none.
   tracer.create_event_block("Execute");
+  EXPECT_FALSE(tracer.shortfall());
+  room.used_ = 128;
+  EXPECT_FALSE(*tracer.log_evalue(EValue(a.tensor()), LoggedEValueType::kProgramOutput));
+  ASSERT_TRUE(tracer.shortfall());
+  EXPECT_FALSE(tracer.shortfall()->instruction);
+  EXPECT_EQ(tracer.shortfall()->needed, 132u);
+  tracer.clear();
   EXPECT_FALSE(tracer.shortfall());
   room.used_ = 0;
   EXPECT_TRUE(*tracer.log_intermediate_output_delegate(nullptr, 1, a.tensor()));

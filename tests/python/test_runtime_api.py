@@ -147,7 +147,9 @@ def _debug_buffer_refusal(program, pte) -> tuple[int, int]:
     message = str(info.value)
     assert info.value.error == "OutOfResources", message
     assert "load the program with enable_etdump=True and a larger debug_buffer_size" in message, message
-    assert info.value.operator is not None and info.value.instruction is not None, message
+    # Named: the instruction and its operator whose value did not fit, or the method's outputs.
+    assert (info.value.operator is None) == (info.value.instruction is None), message
+    assert (info.value.instruction is None) == ("logging the method's outputs" in message), message
     found = re.search(
         r"debug buffer of (\d+) bytes is full: logging this run's tensors would take (\d+) bytes", message
     )

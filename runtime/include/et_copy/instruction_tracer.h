@@ -37,7 +37,8 @@ class DebugBufferRoom {
 /// A tensor an InstructionTracer kept from its inner tracer because the
 /// debug buffer had no room for it: the buffer size the event block's
 /// logged tensors needed (up to and including the last one kept), the
-/// buffer's size, and the instruction that logged the first one kept.
+/// buffer's size, and the instruction whose value was the first one kept
+/// (empty for a value logged outside any, e.g. the method's outputs).
 struct DebugBufferShortfall {
   size_t needed = 0;
   size_t size = 0;
