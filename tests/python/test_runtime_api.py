@@ -165,6 +165,8 @@ def test_a_debug_buffer_too_small_for_an_execution_is_refused_not_an_abort(pte, 
     from executorch.devtools import Inspector
 
     et_copy.use_simulated_device()
+    with pytest.raises(et_copy.EtCopyError, match="debug_buffer_size 9223372036854775808 is too large"):
+        et_copy.runtime.load(pte[1], enable_etdump=True, debug_buffer_size=1 << 63)
     # 16 bytes: ETDumpGen alone aborts the process on the first tensor it logs.
     small = et_copy.runtime.load(pte[1], enable_etdump=True, debug_buffer_size=16)
     needed, size = _debug_buffer_refusal(small, pte)
