@@ -37,6 +37,8 @@ T_METHOD_KERNELS = "cpp:et_copy_test_method_kernels"
 T_RECORD = "cpp:et_copy_test_program_record"
 T_THREADS = "cpp:et_copy_test_threads"
 P_API = "py:tests/python/test_runtime_api.py"
+# A debug buffer too small for a run: refused after it, exactly large enough: run and written.
+P_DEBUG_BUFFER = P_API + "::test_a_debug_buffer_too_small_for_an_execution_is_refused_not_an_abort"
 P_LAYOUTS = "py:tests/python/test_runtime_input_layouts.py"
 P_LAYOUTS_1_0 = P_LAYOUTS + "::test_a_method_planned_in_dim_order_1_0_takes_that_layout_and_refuses_a_contiguous_one"
 P_MEMORY = "py:tests/python/test_device_memory.py"
@@ -125,7 +127,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/*/argument_kinds*", (T_KINDS, T_BACKEND, P_LLM_UNTRUSTED)),
     ("runtime/tools/gen_argument_kinds.py", (T_KINDS, P_LLM_UNTRUSTED)),
     ("runtime/*/program_record.*", (T_RECORD, T_BACKEND)),
-    ("runtime/*/instruction_tracer.*", (T_TRACER,)),
+    ("runtime/*/instruction_tracer.*", (T_TRACER, P_DEBUG_BUFFER)),
     ("runtime/*/tensor_layout.*", (T_LAYOUT, T_KERNELS)),
     # Its constants are checked against ExecuTorch's at compile time, and pinned through _C.
     ("runtime/include/et_copy/limits.h", (T_SIM, "py:tests/python/test_limits.py", P_FIELDS)),
@@ -151,7 +153,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # named state beside et_copy's record refused.
     ("runtime/*/sessions.*", ("py:tests/python/test_state_arena_edges.py", T_TRACER, *PY_RUNTIME)),
     # The one way to run a method: its gtest, then et_copy.runtime's checks through the bindings.
-    ("runtime/*/loaded_method.*", ("cpp:et_copy_test_loaded_method", *PY_RUNTIME)),
+    ("runtime/*/loaded_method.*", ("cpp:et_copy_test_loaded_method", *PY_RUNTIME, P_DEBUG_BUFFER)),
     ("runtime/*/loaded_program.*", ("cpp:et_copy_test_loaded_method", *PY_RUNTIME)),
     ("runtime/*/failure_report.*", ("cpp:et_copy_test_loaded_method", "py:tests/python/test_errors.py")),
     # LogCapture's own gtest (levels kept and forwarded, scopes, cleaning, the line limit), then the
@@ -182,7 +184,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # test_method_io_loops.py: the first and the last of three inputs and of two outputs wrong, then bound.
     ("python/bindings/method_io.*", ("py:tests/python/test_method_io_loops.py", P_LAYOUTS, *PY_RUNTIME, P_API)),
     ("python/bindings/program.*", (
-        "py:tests/python/test_load_check_bindings.py", "py:tests/python/test_program_binding_args.py",
+        P_DEBUG_BUFFER, "py:tests/python/test_load_check_bindings.py", "py:tests/python/test_program_binding_args.py",
         "py:tests/python/test_method_io_loops.py",
         *PY_RUNTIME, P_LAYOUTS, P_API,
     )),

@@ -7,6 +7,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include <et_copy/llm_methods.h>
+#include <et_copy/instruction_tracer.h>
 #include <et_copy/loaded_method.h>
 #include <et_copy/loaded_program.h>
 #include <et_copy/log_capture.h>
@@ -86,7 +88,9 @@ struct LoadedProgram {
   std::string bytes; // the program, when it was handed over as bytes
 #ifdef ET_COPY_WITH_ETDUMP
   std::unique_ptr<executorch::etdump::ETDumpGen> etdump; // enable_etdump: every method's events
-  std::vector<uint8_t> debug_buffer;                     // its debug_buffer_size bytes of logged values
+  std::vector<uint8_t> debug_storage;                    // holds the debug buffer, 64-byte aligned within it
+  executorch::runtime::Span<uint8_t> debug_buffer;       // its debug_buffer_size bytes of logged values
+  std::unique_ptr<et_copy::DebugBufferRoom> room;        // what each method's tracer asks before logging a tensor
 #endif
   std::unique_ptr<et_copy::LoadedProgram> core; // destroyed first: it reads the bytes, its methods the profiler
   const Program& program() const {
@@ -136,6 +140,35 @@ std::unique_ptr<executorch::runtime::DataLoader> mmap_file(const std::string& pa
 }
 
 #ifdef ET_COPY_WITH_ETDUMP
+// ETDumpGen::set_debug_buffer's BufferDataSink starts each tensor at the next
+// address aligned to this (its default alignment).
+constexpr size_t kDebugBufferAlignment = 64;
+
+// The room left in a program's debug buffer, by the ETDumpGen's data sink.
+// ETDumpGen aborts the process on a tensor its sink cannot take, so every
+// method's InstructionTracer asks this first.
+class EtdumpRoom final : public et_copy::DebugBufferRoom {
+ public:
+  EtdumpRoom(executorch::etdump::ETDumpGen& etdump, executorch::runtime::Span<uint8_t> buffer)
+      : etdump_(etdump), buffer_(buffer) {}
+  size_t size() const override {
+    return buffer_.size();
+  }
+  size_t used() const override {
+    const auto* sink = etdump_.get_data_sink();
+    return sink != nullptr ? sink->get_used_bytes() : buffer_.size(); // no sink: no room
+  }
+  size_t end_after(size_t offset, size_t nbytes) const override {
+    const auto base = reinterpret_cast<uintptr_t>(buffer_.data());
+    const uintptr_t start = (base + offset + kDebugBufferAlignment - 1) & ~uintptr_t{kDebugBufferAlignment - 1};
+    return static_cast<size_t>(start - base) + nbytes;
+  }
+
+ private:
+  executorch::etdump::ETDumpGen& etdump_;
+  executorch::runtime::Span<uint8_t> buffer_;
+};
+
 // Starts a new, empty profile. ETDumpGen::get_etdump_data finishes its
 // builder and leaves it finished: a second call, with no event block in
 // between, builds on the finished buffer and corrupts the heap (executorch
@@ -144,7 +177,7 @@ std::unique_ptr<executorch::runtime::DataLoader> mmap_file(const std::string& pa
 void start_profile(LoadedProgram& lp) {
   lp.etdump->reset();
   if (!lp.debug_buffer.empty()) {
-    auto set = lp.etdump->set_debug_buffer({lp.debug_buffer.data(), lp.debug_buffer.size()});
+    auto set = lp.etdump->set_debug_buffer(lp.debug_buffer);
     if (!set.ok()) {
       throw Failure(set.error(), "et_copy.runtime: enable_etdump: ETDump refused the debug buffer of " +
                                      std::to_string(lp.debug_buffer.size()) + " bytes");
@@ -175,12 +208,22 @@ void load_into(LoadedProgram& lp, std::unique_ptr<executorch::runtime::DataLoade
   if (options.enable_etdump) {
 #ifdef ET_COPY_WITH_ETDUMP
     lp.etdump = std::make_unique<executorch::etdump::ETDumpGen>();
+    if (options.debug_buffer_size > SIZE_MAX / 2) {
+      throw Failure(Error::InvalidArgument,
+                    what + ": debug_buffer_size " + std::to_string(options.debug_buffer_size) + " is too large");
+    }
     if (options.debug_buffer_size > 0) {
       // As executorch.runtime: a debug buffer means intermediate outputs are
       // logged into it (host tensors only: InstructionTracer never hands a
       // device tensor's memory to the profiler).
-      lp.debug_buffer.resize(options.debug_buffer_size);
+      // Aligned as the sink aligns each tensor, so the buffer a run needs
+      // does not depend on where the allocator put it.
+      lp.debug_storage.resize(options.debug_buffer_size + kDebugBufferAlignment - 1);
+      const auto at = reinterpret_cast<uintptr_t>(lp.debug_storage.data());
+      const size_t pad = (kDebugBufferAlignment - at % kDebugBufferAlignment) % kDebugBufferAlignment;
+      lp.debug_buffer = {lp.debug_storage.data() + pad, options.debug_buffer_size};
       lp.etdump->set_event_tracer_debug_level(executorch::runtime::EventTracerDebugLogLevel::kIntermediateOutputs);
+      lp.room = std::make_unique<EtdumpRoom>(*lp.etdump, lp.debug_buffer);
     }
     start_profile(lp);
 #else
@@ -309,6 +352,16 @@ py::dict program_method_meta(LoadedProgram& lp, const std::string& name) {
   return method_meta_dict(*meta, et_copy::method_io_devices(bytes.data(), bytes.size(), name.c_str()));
 }
 
+// What the program's methods ask before logging a tensor, or null.
+const et_copy::DebugBufferRoom* debug_buffer_room(LoadedProgram& lp) {
+#ifdef ET_COPY_WITH_ETDUMP
+  return lp.room.get();
+#else
+  (void)lp;
+  return nullptr;
+#endif
+}
+
 // The program's ETDump profiler, or null.
 executorch::runtime::EventTracer* profiler(LoadedProgram& lp) {
 #ifdef ET_COPY_WITH_ETDUMP
@@ -336,7 +389,12 @@ std::shared_ptr<LoadedMethod> load_method(const std::shared_ptr<LoadedSession>& 
   et_copy::FailureReport report;
   auto loaded = [&] {
     py::gil_scoped_release release;
-    return ls->session->load(name, profiler(lp), &report);
+    auto method = ls->session->load(name, profiler(lp), &report);
+    if (method.ok()) {
+      std::lock_guard<std::mutex> lock(lp.pool().execution_lock()); // the method may be running already
+      (*method)->tracer().set_debug_buffer_room(debug_buffer_room(lp));
+    }
+    return method;
   }();
   if (!loaded.ok()) {
     raise_report("et_copy.runtime", std::move(report), report.error == Error::NotFound ? kUseDevice : "");
@@ -496,7 +554,14 @@ py::list execute(LoadedMethod& lm, const py::handle& inputs, const py::handle& o
     err = lm.core->execute({values.data(), values.size()}, {bound.data(), bound.size()}, &report);
   }
   if (err != Error::Ok) {
-    raise_report(io.where, std::move(report));
+    // LoadedMethod::execute's shortfall (not another OutOfResources): say which load argument answers it.
+    const bool out_of_debug_buffer = err == Error::OutOfResources &&
+                                     debug_buffer_room(*lm.session->program) != nullptr &&
+                                     report.detail.find("ETDump debug buffer") != std::string::npos;
+    raise_report(io.where, std::move(report),
+                 out_of_debug_buffer ? "; load the program with enable_etdump=True and a larger debug_buffer_size "
+                                       "(it fills across executions until write_etdump_result_to_file empties it)"
+                                     : "");
   }
   py::list result;
   for (size_t i = 0; i < io.outputs.size(); ++i) {

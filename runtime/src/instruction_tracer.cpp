@@ -51,6 +51,33 @@ std::optional<InstructionLocation> InstructionTracer::last_instruction() const {
 void InstructionTracer::clear() {
   last_chain_ = kUnsetChainId;
   last_instruction_ = kUnsetDebugHandle;
+  shortfall_.reset();
+}
+
+bool InstructionTracer::room_for(ArrayRef<executorch::aten::Tensor> tensors) {
+  if (room_ == nullptr) {
+    return true;
+  }
+  // After a shortfall, count on from what the block needed so far, so the
+  // shortfall grows to what the whole block needs.
+  size_t end = shortfall_ ? shortfall_->needed : room_->used();
+  for (const auto& t : tensors) {
+    if (t.nbytes() > 0) { // an empty tensor is not written
+      end = room_->end_after(end, t.nbytes());
+    }
+  }
+  if (!shortfall_ && end <= room_->size()) {
+    return true;
+  }
+  if (!shortfall_) {
+    // Method sets the chain only while an instruction runs; it logs its outputs after.
+    shortfall_ = DebugBufferShortfall{end, room_->size(), std::nullopt};
+    if (chain_id_ != kUnsetChainId) {
+      shortfall_->instruction = InstructionLocation{static_cast<size_t>(chain_id_), static_cast<size_t>(debug_handle_)};
+    }
+  }
+  shortfall_->needed = end;
+  return false;
 }
 
 void InstructionTracer::set_inner(EventTracer* inner) {
@@ -172,23 +199,50 @@ bool on_a_device(const EValue& v) {
 Result<bool> InstructionTracer::log_evalue(const EValue& evalue, LoggedEValueType evalue_type) {
   EventTracer* inner = synced_inner();
   // A device tensor is not logged (false: not logged), rather than read from the host.
-  return inner != nullptr && !on_a_device(evalue) ? inner->log_evalue(evalue, evalue_type) : Result<bool>(false);
+  if (inner == nullptr || on_a_device(evalue)) {
+    return false;
+  }
+  if (evalue.isTensor() && !room_for({&evalue.toTensor(), 1})) {
+    return false;
+  }
+  if (evalue.isTensorList() && !room_for(evalue.toTensorList())) {
+    return false;
+  }
+  return inner->log_evalue(evalue, evalue_type);
 }
+
+namespace {
+
+// Whether the delegate filter drops the named output (the inner tracer then
+// writes nothing, so needs no room); a filter's error counts as kept.
+bool filtered_out(EventTracerFilterBase* filter, const char* name, DelegateDebugIntId index) {
+  if (filter == nullptr) {
+    return false;
+  }
+  auto dropped = filter->filter(name, index);
+  return dropped.ok() && *dropped;
+}
+
+} // namespace
 
 Result<bool> InstructionTracer::log_intermediate_output_delegate(const char* name,
                                                                  DelegateDebugIntId delegate_debug_index,
                                                                  const executorch::aten::Tensor& output) {
   EventTracer* inner = synced_inner();
-  return inner != nullptr ? inner->log_intermediate_output_delegate(name, delegate_debug_index, output)
-                          : Result<bool>(false);
+  if (inner == nullptr || (!filtered_out(filter_, name, delegate_debug_index) && !room_for({&output, 1}))) {
+    return false;
+  }
+  return inner->log_intermediate_output_delegate(name, delegate_debug_index, output);
 }
 
 Result<bool> InstructionTracer::log_intermediate_output_delegate(const char* name,
                                                                  DelegateDebugIntId delegate_debug_index,
                                                                  const ArrayRef<executorch::aten::Tensor> output) {
   EventTracer* inner = synced_inner();
-  return inner != nullptr ? inner->log_intermediate_output_delegate(name, delegate_debug_index, output)
-                          : Result<bool>(false);
+  if (inner == nullptr || (!filtered_out(filter_, name, delegate_debug_index) && !room_for(output))) {
+    return false;
+  }
+  return inner->log_intermediate_output_delegate(name, delegate_debug_index, output);
 }
 
 Result<bool> InstructionTracer::log_intermediate_output_delegate(const char* name,
@@ -216,6 +270,7 @@ Result<bool> InstructionTracer::log_intermediate_output_delegate(const char* nam
 }
 
 void InstructionTracer::set_delegation_intermediate_output_filter(EventTracerFilterBase* event_tracer_filter) {
+  filter_ = event_tracer_filter;
   if (EventTracer* inner = synced_inner()) {
     inner->set_delegation_intermediate_output_filter(event_tracer_filter);
   }

@@ -200,11 +200,23 @@ Error LoadedMethod::execute(Span<const EValue> inputs, Span<MethodOutput> output
       impl->set_data(outputs[i].data);
     }
   }
+  std::string detail;
   if (err == Error::Ok) {
     err = m.execute();
+    std::optional<InstructionLocation> failed_at = tracer_.last_instruction();
+    if (const auto short_of = tracer_.shortfall(); err == Error::Ok && short_of) {
+      // The run went on without logging it: an ETDumpGen aborts the process
+      // on a tensor its debug buffer cannot take.
+      err = Error::OutOfResources;
+      failed_at = short_of->instruction;
+      detail = std::string(short_of->instruction ? "logging an instruction's values" : "logging the method's outputs") +
+               ": the ETDump debug buffer of " + std::to_string(short_of->size) +
+               " bytes is full: logging this run's tensors would take " + std::to_string(short_of->needed) +
+               " bytes, and those that did not fit were not logged";
+    }
     if (err != Error::Ok) {
       step = "executing"; // execute() has reset itself for the next call
-      if (const auto loc = tracer_.last_instruction()) {
+      if (const auto loc = failed_at) {
         const Span<const uint8_t> bytes = pool_->program_bytes();
         instruction = std::to_string(loc->chain) + ":" + std::to_string(loc->instruction);
         op = instruction_operator(bytes.data(), bytes.size(), name_.c_str(), loc->chain, loc->instruction);
@@ -242,7 +254,7 @@ Error LoadedMethod::execute(Span<const EValue> inputs, Span<MethodOutput> output
     }
   }
   if (err != Error::Ok) {
-    err = fail(report, err, "", step);
+    err = fail(report, err, detail, step);
     if (report != nullptr) {
       report->instruction = std::move(instruction);
       report->op = std::move(op);

@@ -428,6 +428,99 @@ TEST(InstructionTracerForwarding, ADeviceTensorIsNeverHandedToTheInnerTracerToLo
   EXPECT_EQ(inner.events[0].what, "output");
 }
 
+// A debug buffer of `size_` bytes holding `used_`, each write 64-aligned.
+class FakeRoom final : public et_copy::DebugBufferRoom {
+ public:
+  size_t size_ = 128, used_ = 0;
+  size_t size() const override {
+    return size_;
+  }
+  size_t used() const override {
+    return used_;
+  }
+  size_t end_after(size_t offset, size_t nbytes) const override {
+    return (offset + 63) / 64 * 64 + nbytes;
+  }
+};
+
+// Drops (filters out) every delegate output.
+class DropAll final : public executorch::runtime::EventTracerFilterBase {
+ public:
+  Result<bool> filter(const char*, DelegateDebugIntId) override {
+    return true;
+  }
+};
+
+TEST(InstructionTracerForwarding, ATensorTheDebugBufferHasNoRoomForIsKeptFromTheInnerAndTheShortfallNamed) {
+  Recorder inner;
+  InstructionTracer tracer(&inner);
+  FakeRoom room;
+  tracer.set_debug_buffer_room(&room);
+  const executorch::aten::SizesType one = 1;
+  float x = 1, y = 2;
+  et_copy::TensorImplView a, b;
+  et_copy::TensorImplView::Spec spec;
+  spec.sizes = {&one, 1};
+  spec.data = &x;
+  ASSERT_EQ(a.reset(spec), Error::Ok);
+  spec.data = &y;
+  ASSERT_EQ(b.reset(spec), Error::Ok);
+  // 4 bytes at 0: fits in 128.
+  EXPECT_TRUE(*tracer.log_evalue(EValue(a.tensor()), LoggedEValueType::kIntermediateOutput));
+  EXPECT_FALSE(tracer.shortfall());
+  room.used_ = 4;
+  // Two more, logged by instruction 0:2: at 64 (ends 68) and 128 (ends
+  // 132 > 128): the list is kept whole.
+  tracer.set_chain_debug_handle(0, 2);
+  executorch::aten::Tensor both[] = {a.tensor(), b.tensor()};
+  executorch::runtime::EValue items[] = {EValue(both[0]), EValue(both[1])};
+  executorch::runtime::EValue* item_ptrs[] = {&items[0], &items[1]};
+  executorch::runtime::BoxedEvalueList<executorch::aten::Tensor> list(item_ptrs, both, 2);
+  EXPECT_FALSE(*tracer.log_evalue(EValue(&list), LoggedEValueType::kIntermediateOutput));
+  ASSERT_TRUE(tracer.shortfall());
+  EXPECT_EQ(tracer.shortfall()->needed, 132u);
+  EXPECT_EQ(tracer.shortfall()->size, 128u);
+  EXPECT_TRUE(same(tracer.shortfall()->instruction, 0, 2));
+  tracer.set_chain_debug_handle(executorch::runtime::kUnsetChainId, executorch::runtime::kUnsetDebugHandle);
+  // One more would fit alone (64..68), but the block is short already: kept,
+  // and counted on from 132 (192..196); a delegate's tensors too.
+  EXPECT_FALSE(*tracer.log_evalue(EValue(a.tensor()), LoggedEValueType::kProgramOutput));
+  EXPECT_EQ(tracer.shortfall()->needed, 196u);
+  EXPECT_FALSE(*tracer.log_intermediate_output_delegate(nullptr, 1, a.tensor()));
+  EXPECT_FALSE(*tracer.log_intermediate_output_delegate(nullptr, 1, executorch::runtime::ArrayRef(both, 2)));
+  EXPECT_EQ(tracer.shortfall()->needed, 388u); // 256..260, then 320..324 and 384..388
+  // A value the buffer does not hold still reaches the inner tracer.
+  EXPECT_TRUE(*tracer.log_evalue(EValue(int64_t{3}), LoggedEValueType::kIntermediateOutput));
+  EXPECT_TRUE(*tracer.log_intermediate_output_delegate(nullptr, 1, 2.0));
+  ASSERT_EQ(inner.events.size(), 3u);
+  EXPECT_EQ(inner.events[1].what, "intermediate");
+  EXPECT_EQ(inner.events[2].what, "delegate double");
+  // A delegate output the filter drops needs no room: the inner gets it to drop.
+  DropAll drop;
+  tracer.set_delegation_intermediate_output_filter(&drop);
+  EXPECT_TRUE(*tracer.log_intermediate_output_delegate(nullptr, 1, a.tensor()));
+  EXPECT_EQ(inner.events.back().what, "delegate tensor");
+  tracer.set_delegation_intermediate_output_filter(nullptr);
+  EXPECT_TRUE(same(tracer.shortfall()->instruction, 0, 2)); // the first kept's
+  // The next event block starts afresh; a value logged outside any
+  // instruction (the method's outputs) names none.
+  tracer.create_event_block("Execute");
+  EXPECT_FALSE(tracer.shortfall());
+  room.used_ = 128;
+  EXPECT_FALSE(*tracer.log_evalue(EValue(a.tensor()), LoggedEValueType::kProgramOutput));
+  ASSERT_TRUE(tracer.shortfall());
+  EXPECT_FALSE(tracer.shortfall()->instruction);
+  EXPECT_EQ(tracer.shortfall()->needed, 132u);
+  tracer.clear();
+  EXPECT_FALSE(tracer.shortfall());
+  room.used_ = 0;
+  EXPECT_TRUE(*tracer.log_intermediate_output_delegate(nullptr, 1, a.tensor()));
+  room.used_ = 128;
+  tracer.set_debug_buffer_room(nullptr);
+  EXPECT_TRUE(*tracer.log_evalue(EValue(a.tensor()), LoggedEValueType::kIntermediateOutput));
+  EXPECT_FALSE(tracer.shortfall());
+}
+
 TEST(InstructionTracerForwarding, WithoutAnInnerTracerCallsAnswerQuietly) {
   InstructionTracer tracer;
   EXPECT_EQ(tracer.inner(), nullptr);

@@ -5,6 +5,7 @@ runs with et-copy's kernels; loading mmaps files and takes a .ptd."""
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 import torch
@@ -136,6 +137,63 @@ def test_a_profile_that_cannot_be_written_raises_access_failed_naming_the_path(p
         method.execute([pte[2], pte[3]])
         program.write_etdump_result_to_file(tmp_path / "c.etdp", tmp_path / "c.bin")
         assert (tmp_path / "c.etdp").stat().st_size > 0 and (tmp_path / "c.bin").stat().st_size == 1 << 10
+
+
+def _debug_buffer_refusal(program, pte) -> tuple[int, int]:
+    """Executes forward on a program whose debug buffer is too small: the
+    EtCopyError's (bytes needed, bytes given), after checking what it says."""
+    with pytest.raises(et_copy.EtCopyError, match="debug buffer of") as info:
+        program.load_method("forward").execute([pte[2], pte[3]])
+    message = str(info.value)
+    assert info.value.error == "OutOfResources", message
+    assert "load the program with enable_etdump=True and a larger debug_buffer_size" in message, message
+    # Named: the instruction and its operator whose value did not fit, or the method's outputs.
+    assert (info.value.operator is None) == (info.value.instruction is None), message
+    assert (info.value.instruction is None) == ("logging the method's outputs" in message), message
+    found = re.search(
+        r"debug buffer of (\d+) bytes is full: logging this run's tensors would take (\d+) bytes", message
+    )
+    assert found, message
+    size, needed = found.groups()
+    return int(needed), int(size)
+
+
+# executorch's Inspector views the debug buffer's bytes with torch.frombuffer.
+@pytest.mark.filterwarnings("ignore:The given buffer is not writable:UserWarning")
+def test_a_debug_buffer_too_small_for_an_execution_is_refused_not_an_abort(pte, tmp_path):
+    import et_copy.runtime
+    from executorch.devtools import Inspector
+
+    et_copy.use_simulated_device()
+    with pytest.raises(et_copy.EtCopyError, match="debug_buffer_size 9223372036854775808 is too large"):
+        et_copy.runtime.load(pte[1], enable_etdump=True, debug_buffer_size=1 << 63)
+    # 16 bytes: ETDumpGen alone aborts the process on the first tensor it logs.
+    small = et_copy.runtime.load(pte[1], enable_etdump=True, debug_buffer_size=16)
+    needed, size = _debug_buffer_refusal(small, pte)
+    assert size == 16 and needed > 16
+    # The program stays usable: its profile (the run's events, without the values) is written.
+    small.write_etdump_result_to_file(tmp_path / "small.etdp", tmp_path / "small.bin")
+    assert (tmp_path / "small.etdp").stat().st_size > 0 and (tmp_path / "small.bin").stat().st_size == 16
+    # Exactly the bytes needed: the execution runs, its values are written.
+    exact = et_copy.runtime.load(pte[1], enable_etdump=True, debug_buffer_size=needed)
+    method = exact.load_method("forward")
+    (out,) = method.execute([pte[2], pte[3]])
+    assert torch.equal(out, Affine()(pte[2], pte[3]))
+    exact.write_etdump_result_to_file(tmp_path / "exact.etdp", tmp_path / "exact.bin")
+    assert (tmp_path / "exact.bin").stat().st_size == needed and any((tmp_path / "exact.bin").read_bytes())
+    inspector = Inspector(etdump_path=str(tmp_path / "exact.etdp"), debug_buffer_path=str(tmp_path / "exact.bin"))
+    (execute,) = [b for b in inspector.event_blocks if b.name == "Execute"]
+    # The program output, read back from the debug buffer.
+    assert [torch.equal(t, out) for t in execute.run_output or []] == [True], execute.run_output
+    # Writing emptied it: the next execution runs; the one after finds it full...
+    method.execute([pte[2], pte[3]])
+    assert _debug_buffer_refusal(exact, pte)[0] > needed
+    # ...and after writing, it runs again.
+    exact.write_etdump_result_to_file(tmp_path / "full.etdp", tmp_path / "full.bin")
+    method.execute([pte[2], pte[3]])
+    # One byte fewer: refused, with the same bytes needed.
+    one_short = et_copy.runtime.load(pte[1], enable_etdump=True, debug_buffer_size=needed - 1)
+    assert _debug_buffer_refusal(one_short, pte) == (needed, needed - 1)
 
 
 @pytest.mark.filterwarnings("ignore:The given buffer is not writable:UserWarning")

@@ -19,6 +19,32 @@ struct InstructionLocation {
   size_t instruction = 0;
 };
 
+/// The room left in the buffer an inner tracer copies logged tensors into
+/// (ETDumpGen's debug buffer), asked before a tensor is forwarded: ETDumpGen
+/// aborts the process when a tensor does not fit, rather than failing.
+class DebugBufferRoom {
+ public:
+  virtual ~DebugBufferRoom() = default;
+  /// The buffer's size in bytes.
+  virtual size_t size() const = 0;
+  /// The bytes of it written so far.
+  virtual size_t used() const = 0;
+  /// Where `nbytes` (> 0) written after `offset` used bytes would end,
+  /// alignment padding included.
+  virtual size_t end_after(size_t offset, size_t nbytes) const = 0;
+};
+
+/// A tensor an InstructionTracer kept from its inner tracer because the
+/// debug buffer had no room for it: the buffer size the event block's
+/// logged tensors needed (up to and including the last one kept), the
+/// buffer's size, and the instruction whose value was the first one kept
+/// (empty for a value logged outside any, e.g. the method's outputs).
+struct DebugBufferShortfall {
+  size_t needed = 0;
+  size_t size = 0;
+  std::optional<InstructionLocation> instruction;
+};
+
 /**
  * Give it to Program::load_method as the method's event tracer
  * (Session::load gives each LoadedMethod one of its own). ExecuTorch, built
@@ -47,6 +73,13 @@ struct InstructionLocation {
  * kept from the inner carry event_id INT64_MIN, which the inner must not use
  * itself (ETDumpGen's ids are 32-bit).
  *
+ * Debug buffer: with set_debug_buffer_room(), each host tensor (or tensor
+ * list) a log_evalue or log_intermediate_output_delegate call carries is
+ * forwarded only when the room says it fits. Once one does not, no tensor
+ * is forwarded until the next event block (each execute() opens one), and
+ * shortfall() says how many bytes the block's tensors needed: the caller
+ * fails the execute() with it.
+ *
  * Cost without an inner tracer: per instruction, two virtual calls that
  * neither allocate nor lock.
  *
@@ -62,7 +95,7 @@ class InstructionTracer final : public executorch::runtime::EventTracer {
   /// The instruction whose run began last since the last clear() or event
   /// block; empty when none did. After a failed execute(), the failing one.
   std::optional<InstructionLocation> last_instruction() const;
-  /// Forgets the recorded instruction (execute() also does, as it starts).
+  /// Forgets the recorded instruction and shortfall (execute() also does, as it starts).
   void clear();
 
   /// The tracer events are forwarded to, or nullptr.
@@ -72,6 +105,16 @@ class InstructionTracer final : public executorch::runtime::EventTracer {
   /// Forwards from now on to `inner` (nullptr: to none), and copies its
   /// debug level and intermediate-output setting.
   void set_inner(executorch::runtime::EventTracer* inner);
+  /// Checks each logged tensor against `room` (nullptr: none) before
+  /// forwarding it. `room` must outlive this tracer, or be replaced first.
+  void set_debug_buffer_room(const DebugBufferRoom* room) {
+    room_ = room;
+  }
+  /// Set when a logged tensor was kept from the inner tracer for want of
+  /// room since the last event block or clear(); empty otherwise.
+  std::optional<DebugBufferShortfall> shortfall() const {
+    return shortfall_;
+  }
 
   // executorch::runtime::EventTracer: recorded, and forwarded to inner().
   void create_event_block(const char* name) override;
@@ -90,6 +133,7 @@ class InstructionTracer final : public executorch::runtime::EventTracer {
   executorch::runtime::AllocatorID track_allocator(const char* name) override;
   /// Not forwarded (returns false) for a tensor, or tensor list, on a
   /// device: a tracer copies a logged tensor's bytes with a host memcpy.
+  /// Nor for one the debug buffer room has no room for (see shortfall()).
   ET_NODISCARD executorch::runtime::Result<bool> log_evalue(const executorch::runtime::EValue& evalue,
                                                             executorch::runtime::LoggedEValueType evalue_type) override;
   ET_NODISCARD executorch::runtime::Result<bool> log_intermediate_output_delegate(
@@ -116,6 +160,14 @@ class InstructionTracer final : public executorch::runtime::EventTracer {
   executorch::runtime::EventTracer* synced_inner();
   // Copies the inner's debug level and intermediate-output setting.
   void mirror_inner_settings();
+  // Whether `tensors` may be forwarded: room_ (if any) has room for them
+  // after what it holds, and no tensor of this block was kept from it; if
+  // not, records (or grows) the shortfall.
+  bool room_for(executorch::runtime::ArrayRef<executorch::aten::Tensor> tensors);
+
+  const DebugBufferRoom* room_ = nullptr;
+  std::optional<DebugBufferShortfall> shortfall_;
+  executorch::runtime::EventTracerFilterBase* filter_ = nullptr; // the inner's delegate filter, also asked here
 
   executorch::runtime::EventTracer* inner_ = nullptr;
   executorch::runtime::ChainID last_chain_ = executorch::runtime::kUnsetChainId;

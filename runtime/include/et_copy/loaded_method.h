@@ -83,6 +83,11 @@ class LoadedMethod {
   executorch::runtime::Method& method() {
     return *method_;
   }
+  /// The method's event tracer, e.g. to give it a DebugBufferRoom. Touch
+  /// it only between executions (under the pool's execution_lock()).
+  InstructionTracer& tracer() {
+    return tracer_;
+  }
 
   /**
    * Runs the method once. `inputs`: one value per input, in order, tensors
@@ -98,7 +103,10 @@ class LoadedMethod {
    * method is untouched. A failure while running gives the step ("setting
    * input 0", "binding output 1", "executing", "copying output 0 ..."),
    * for "executing" the instruction and operator that failed, and what
-   * ExecuTorch logged (the kernel's message). Outputs redirected for the
+   * ExecuTorch logged (the kernel's message). A run that logged a tensor
+   * the tracer's DebugBufferRoom had no room for fails after it ran with
+   * OutOfResources, the bytes needed, and the instruction that logged it
+   * (its outputs are not written back). Outputs redirected for the
    * run point at the method's memory again afterwards, whatever happened.
    *
    * Threading: takes the pool's execution_lock() for the run (do not hold

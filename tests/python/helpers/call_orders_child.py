@@ -71,7 +71,10 @@ class CallOrders(RuleBasedStateMachine):
         self.dropped = 0  # objects dropped since the last collection
 
     @precondition(lambda self: self.live_programs < 2)
-    @rule(target=programs, which=st.sampled_from(PROGRAMS), etdump=st.booleans(), debug=st.sampled_from([0, 1 << 12]))
+    # 16 bytes: too few for any execution's logged values (refused after the run).
+    @rule(
+        target=programs, which=st.sampled_from(PROGRAMS), etdump=st.booleans(), debug=st.sampled_from([0, 16, 1 << 12])
+    )
     def load(self, which, etdump, debug):
         step("load", which.name, etdump, debug)
         self.live_programs += 1
