@@ -607,6 +607,34 @@ TEST_F(SimulatedDeviceBackendTest, AStateNewToAnArenaInUseGetsItsInitialValueAnd
   EXPECT_EQ(bytes_of((*second)->block()), runs({{8, 1}, {8, 2}, {8, 0}, {8, 2}}));
 }
 
+// A content key names one weight: a load that finds the key uploaded
+// shares it at the same size, and is refused at another size, naming both,
+// before anything is read or uploaded (one byte short or over).
+TEST_F(SimulatedDeviceBackendTest, AWeightAlreadyUploadedIsSharedAtItsSizeAndRefusedAtAnother) {
+  Blobs data;
+  data.blobs["et_copy.test:w"] = std::vector<uint8_t>(16, 3);
+  et_copy::FailureReport report;
+  auto first = et_copy::acquire_weight("et_copy.test:w", DeviceType::CUDA, 0, 16, &data, std::nullopt, &report);
+  ASSERT_TRUE(first.ok()) << report.detail;
+  const DeviceAllocatorStats before = simulated_device_allocator().stats();
+  auto again = et_copy::acquire_weight("et_copy.test:w", DeviceType::CUDA, 0, 16, &data, std::nullopt, &report);
+  ASSERT_TRUE(again.ok()) << report.detail;
+  EXPECT_EQ(again->get(), first->get()) << "one upload per key";
+  for (size_t n : {15u, 17u}) {
+    Blobs sized;
+    sized.blobs["et_copy.test:w"] = std::vector<uint8_t>(n, 4); // the source agrees with the record: only the cache tells
+    auto other = et_copy::acquire_weight("et_copy.test:w", DeviceType::CUDA, 0, n, &sized, std::nullopt, &report);
+    ASSERT_FALSE(other.ok()) << n;
+    EXPECT_EQ(other.error(), Error::DelegateInvalidCompatibility);
+    EXPECT_EQ(report.detail, "content key 'et_copy.test:w' names " + std::to_string(n) +
+                                 " bytes here and 16 bytes in a weight already uploaded");
+  }
+  const DeviceAllocatorStats after = simulated_device_allocator().stats();
+  EXPECT_EQ(after.h2d_copies, before.h2d_copies) << "neither the shared nor the refused weight is uploaded";
+  EXPECT_EQ(after.allocations, before.allocations);
+  EXPECT_EQ(bytes_of(**first), std::vector<uint8_t>(16, 3));
+}
+
 // DeviceBlock::write at both sides of each bound: the range may end at the
 // block's end, not one byte past it (nor wrap around size_t); an empty write
 // within the block, an empty block's included, makes no copy.
