@@ -622,7 +622,8 @@ TEST_F(SimulatedDeviceBackendTest, AWeightAlreadyUploadedIsSharedAtItsSizeAndRef
   EXPECT_EQ(again->get(), first->get()) << "one upload per key";
   for (size_t n : {15u, 17u}) {
     Blobs sized;
-    sized.blobs["et_copy.test:w"] = std::vector<uint8_t>(n, 4); // the source agrees with the record: only the cache tells
+    sized.blobs["et_copy.test:w"] =
+        std::vector<uint8_t>(n, 4); // the source agrees with the record: only the cache tells
     auto other = et_copy::acquire_weight("et_copy.test:w", DeviceType::CUDA, 0, n, &sized, std::nullopt, &report);
     ASSERT_FALSE(other.ok()) << n;
     EXPECT_EQ(other.error(), Error::DelegateInvalidCompatibility);
