@@ -42,6 +42,7 @@ P_DEBUG_BUFFER = P_API + "::test_a_debug_buffer_too_small_for_an_execution_is_re
 P_LAYOUTS = "py:tests/python/test_runtime_input_layouts.py"
 P_LAYOUTS_1_0 = P_LAYOUTS + "::test_a_method_planned_in_dim_order_1_0_takes_that_layout_and_refuses_a_contiguous_one"
 P_MEMORY = "py:tests/python/test_device_memory.py"
+P_ADDRESS_SPACE = "py:tests/python/test_address_space_refused.py"
 P_REGISTRY_OURS = (
     "py:tests/python/test_registration.py::"
     "test_run_registered_dispatches_et_copys_own_kernels_when_the_registry_holds_them"
@@ -110,7 +111,8 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/src/op_*.cpp", (T_KERNELS,)),
     ("runtime/include/et_copy/copy_ops.h", (T_KERNELS,)),
     # test_odd_sizes: each size and alignment computation against odd sizes, and the device count's caching.
-    ("runtime/*/simulated_device_allocator.*", (T_ODD, T_SIM, T_THREADS)),
+    # test_address_space_refused: the reservation refused (RLIMIT_AS), each allocation failing clearly.
+    ("runtime/*/simulated_device_allocator.*", (T_ODD, T_SIM, T_THREADS, P_ADDRESS_SPACE)),
     ("runtime/*/counting_device_allocator.*", (T_ODD, T_SIM, T_CUDA)),
     ("runtime/include/et_copy/cuda_device_allocator.h", (T_CUDA,)),
     ("runtime/*/registration.*", (T_REG, T_FOREIGN)),
@@ -203,6 +205,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
         "py:tests/python/test_cuda.py::"
         "test_without_a_gpu_the_benchs_cuda_baselines_fail_naming_cuda_and_an_unknown_kind_is_refused_first",
         P_MEMORY,
+        P_ADDRESS_SPACE,
     )),
     # The dim-order rule reads a TensorSpec that execute() reuses from input to output:
     # a method planned in dim order (1, 0) reads a contiguous output after such an input.
