@@ -283,7 +283,8 @@ EQUIVALENT: list[Equivalent] = [
                "the size from which a copy releases the GIL: the same bytes move either way, and only timing (other "
                "Python threads running meanwhile) tells the sides apart"),
     # Every CUDA failure sets the calling thread's words first (fail/check), and they live in an array.
-    Equivalent("python/bindings/cuda.cpp", "logic", "return (m != nullptr && m[0] != '\\0') ? std::string(m) : fallback;",
+    Equivalent("python/bindings/cuda.cpp", "logic",
+               "return (m != nullptr && m[0] != '\\0') ? std::string(m) : fallback;",
                "last_error_message() is a thread-local array, never null, and each failure a cuda.cpp call reports "
                "wrote its words there first (a device count read again on every thread included), so || takes "
                "the same words as &&"),
