@@ -18,6 +18,7 @@ import weakref
 import et_copy
 import pytest
 import torch
+from device_tensor_fields import fields_of
 from et_copy._device import Device
 from et_copy._tensors import contiguous_strides
 
@@ -33,19 +34,6 @@ def filled(shape, dynamic=False) -> tuple[et_copy.DeviceTensor, torch.Tensor]:
 
 
 # ---- the constructor: every field checked once, read-only after -------------------
-
-
-def fields_of(dev: et_copy.DeviceTensor, **changes) -> dict:
-    """The constructor's arguments that rebuild `dev` over its memory, with `changes`."""
-    fields = dict(
-        buffer=dev._buffer,
-        dtype=dev.dtype,
-        device=dev.device,
-        shape=tuple(dev.shape),
-        dim_order=dev.dim_order,
-        dynamic=dev.dynamic,
-    )
-    return {**fields, **changes}
 
 
 def permutation(order, rank=2):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import et_copy
 import pytest
 import torch
+from device_tensor_fields import fields_of
 from et_copy import _C
 
 
@@ -107,41 +108,29 @@ def test_strides_that_fit_int64_are_taken_and_one_past_is_refused():
         et_copy.empty((1, 2**31 - 1, 2**31 - 1, 2), torch.uint8)
 
 
-def fields(dev, **changes):
-    f = dict(
-        buffer=dev._buffer,
-        dtype=dev.dtype,
-        device=dev.device,
-        shape=tuple(dev.shape),
-        dim_order=dev.dim_order,
-        dynamic=dev.dynamic,
-    )
-    return {**f, **changes}
-
-
 def test_a_buffer_that_fits_exactly_is_taken_and_one_element_more_is_refused():
     dev = et_copy.empty((5, 3), torch.int16)  # 30 bytes
-    same = _C.DeviceTensor(**fields(dev))
+    same = _C.DeviceTensor(**fields_of(dev))
     assert same.capacity_nbytes == 30 and same.nbytes == 30
-    small = _C.DeviceTensor(**fields(dev, shape=(29,), dim_order=(0,), dtype=torch.uint8))
+    small = _C.DeviceTensor(**fields_of(dev, shape=(29,), dim_order=(0,), dtype=torch.uint8))
     assert small.nbytes == 29 and small.capacity_nbytes == 30
-    _C.DeviceTensor(**fields(dev, shape=(30,), dim_order=(0,), dtype=torch.uint8))
+    _C.DeviceTensor(**fields_of(dev, shape=(30,), dim_order=(0,), dtype=torch.uint8))
     with pytest.raises(ValueError) as info:
-        _C.DeviceTensor(**fields(dev, shape=(31,), dim_order=(0,), dtype=torch.uint8))
+        _C.DeviceTensor(**fields_of(dev, shape=(31,), dim_order=(0,), dtype=torch.uint8))
     assert str(info.value) == (
         "et_copy.DeviceTensor: shape (31,) of torch.uint8 needs 31 bytes, more than the buffer's 30"
     )
     with pytest.raises(ValueError, match=r"shape \(16,\) of torch.int16 needs 32 bytes, more than the buffer's 30"):
-        _C.DeviceTensor(**fields(dev, shape=(16,), dim_order=(0,)))
+        _C.DeviceTensor(**fields_of(dev, shape=(16,), dim_order=(0,)))
 
 
 def test_a_slice_of_a_buffer_is_taken_up_to_its_own_size():
     dev = et_copy.empty((16,), torch.uint8)
     part = dev._buffer.slice(4, 8)
-    t = _C.DeviceTensor(**fields(dev, buffer=part, shape=(8,)))
+    t = _C.DeviceTensor(**fields_of(dev, buffer=part, shape=(8,)))
     assert t.data_ptr() == dev.data_ptr() + 4 and t.capacity_nbytes == 8
     with pytest.raises(ValueError, match=r"needs 9 bytes, more than the buffer's 8"):
-        _C.DeviceTensor(**fields(dev, buffer=part, shape=(9,)))
+        _C.DeviceTensor(**fields_of(dev, buffer=part, shape=(9,)))
 
 
 def test_a_freed_buffer_is_refused_by_name_even_when_it_fits():
@@ -149,5 +138,5 @@ def test_a_freed_buffer_is_refused_by_name_even_when_it_fits():
     buf = dev._buffer
     dev.free()
     with pytest.raises(ValueError) as info:
-        _C.DeviceTensor(**fields(dev, buffer=buf, shape=(0,)))
+        _C.DeviceTensor(**fields_of(dev, buffer=buf, shape=(0,)))
     assert str(info.value) == "et_copy.DeviceTensor: buffer was freed"
