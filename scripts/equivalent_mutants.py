@@ -288,6 +288,14 @@ EQUIVALENT: list[Equivalent] = [
                "last_error_message() is a thread-local array, never null, and each failure a cuda.cpp call reports "
                "wrote its words there first (a device count read again on every thread included), so || takes "
                "the same words as &&"),
+    # The debug buffer's slack for its 64-byte alignment: operator new already aligns to 16.
+    Equivalent("python/bindings/program.cpp", "int-1",
+               "lp.debug_storage.resize(options.debug_buffer_size + kDebugBufferAlignment - 1);",
+               "64 bytes of slack instead of 63 only leave one byte more unused after the aligned buffer"),
+    Equivalent("python/bindings/program.cpp", "int+1",
+               "lp.debug_storage.resize(options.debug_buffer_size + kDebugBufferAlignment - 1);",
+               "operator new aligns the storage to __STDCPP_DEFAULT_NEW_ALIGNMENT__ (16 on x86-64 and aarch64), so "
+               "the padding to the next 64-byte boundary is at most 48 bytes, and 62 bytes of slack hold it as 63 do"),
     Equivalent("python/bindings/copies.cpp", "int+1", "constexpr size_t kReleaseGilFromBytes = 64 * 1024;",
                "as int-1 on this line: only timing tells which copies release the GIL"),
     Equivalent("python/bindings/copies.cpp", "rel", "if (self_view.tensor().nbytes() >= kReleaseGilFromBytes) {",
