@@ -141,8 +141,9 @@ def one_line(m: Mutant) -> bool:
 
 
 class Runner:
-    def __init__(self, work: Path, *, python_only: bool, verbose: bool) -> None:
+    def __init__(self, work: Path, *, python_only: bool, verbose: bool, cmake_args: tuple[str, ...] = ()) -> None:
         self.work = work
+        self.cmake_args = cmake_args  # extra configure options (scripts/mutant_coverage.py: --coverage)
         self.tree = work / "src"
         self.build = work / "build"
         self.pkg = self.build / "pkg"
@@ -181,6 +182,7 @@ class Runner:
                 "-DCMAKE_BUILD_TYPE=Release",
                 "-DET_COPY_BUILD_TESTS=ON",
                 "-DET_COPY_BUILD_PYTHON=ON",
+                *self.cmake_args,
             ]
             subprocess.run(cmd, check=True, capture_output=not self.verbose, timeout=600)
         ok, out = self.make(["all"])

@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""Which generated mutants no test of their own row even reaches.
+
+A mutant on a line its tests never execute survives whatever it changes, so
+the lines no row reaches are the class of survivors that a fresh sample
+keeps finding one at a time. This tool finds all of them at once:
+
+1. builds the tree of scripts/mutation.py instrumented for gcov
+   (build/coverage by default: runtime, C++ tests, the extension);
+2. runs each test of every chosen mutant's row once (GoogleTest executables
+   directly; pytest under coverage.py, one process per test file), and keeps
+   the lines each one executed, of the C++ (gcov) and of python/et_copy;
+3. marks each mutant reached when any test of its row executed one of the
+   lines it changes, and prints the unreached ones by file and line.
+
+Unreached does not mean untestable: a new test, or a test already written
+but missing from the file's row in scripts/mutant_targets.py, reaches it.
+A reached mutant may still survive; this finds the unreached ones only.
+
+    python scripts/mutant_coverage.py                       # every generated mutant (~40 min on 2 cores)
+    python scripts/mutant_coverage.py python/bindings/      # the mutants whose id starts so
+    python scripts/mutant_coverage.py --report              # the last run's lines, without running again
+
+Needs coverage.py (`pip install coverage`, in the test extra) and gcov.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import mutant_generator as gen  # noqa: E402
+import mutation  # noqa: E402
+from listed_mutants import Mutant  # noqa: E402
+
+REPO = mutation.REPO
+COVERAGE_FLAGS = (
+    # -O0 so each line keeps its own counter; NDEBUG as the release build has it.
+    "-DCMAKE_CXX_FLAGS=--coverage",
+    "-DCMAKE_C_FLAGS=--coverage",
+    "-DCMAKE_CXX_FLAGS_RELEASE=-O0 -DNDEBUG",
+    "-DCMAKE_C_FLAGS_RELEASE=-O0 -DNDEBUG",
+    "-DCMAKE_EXE_LINKER_FLAGS=--coverage",
+    "-DCMAKE_SHARED_LINKER_FLAGS=--coverage",
+    "-DCMAKE_MODULE_LINKER_FLAGS=--coverage",
+)
+
+Lines = dict[str, set[int]]  # repository path -> executed line numbers
+
+
+def runs(mutants: list[Mutant]) -> dict[str, tuple[str, ...]]:
+    """One run per GoogleTest executable (with its filter) and per pytest file.
+
+    A row naming single tests of a file runs them together, so their lines
+    are one run's: a mutant whose row names only some of them may count as
+    reached by the others (the report errs toward reached, never toward unreached)."""
+    by_run: dict[str, list[str]] = defaultdict(list)
+    for m in mutants:
+        for t in m.tests:
+            kind, _, rest = t.partition(":")
+            key = t if kind == "cpp" else "py:" + rest.split("::")[0]
+            if t not in by_run[key]:
+                by_run[key].append(t)
+    return {k: tuple(v) for k, v in by_run.items()}
+
+
+def run_of(test: str) -> str:
+    kind, _, rest = test.partition(":")
+    return test if kind == "cpp" else "py:" + rest.split("::")[0]
+
+
+def repo_path(path: str, tree: Path) -> str | None:
+    """A path gcov or coverage.py names, as the repository's path (None outside it)."""
+    p = Path(path)
+    try:
+        return p.resolve().relative_to(tree.resolve()).as_posix()
+    except ValueError:
+        pass
+    # The development package's copies of python/et_copy.
+    head, sep, rest = p.as_posix().partition("/pkg/et_copy/")
+    if sep:
+        return "python/et_copy/" + rest
+    return None
+
+
+def gcov_lines(build: Path, tree: Path) -> Lines:
+    """The lines the gcda files under build record as executed."""
+    gcdas = sorted(str(p) for p in build.rglob("*.gcda"))
+    out: Lines = defaultdict(set)
+    for i in range(0, len(gcdas), 64):
+        proc = subprocess.run(
+            ["gcov", "--json-format", "--stdout", *gcdas[i : i + 64]],
+            cwd=build,
+            capture_output=True,
+            text=True,
+            errors="replace",
+        )
+        for doc in proc.stdout.splitlines():
+            if not doc.startswith("{"):
+                continue
+            for f in json.loads(doc).get("files", []):
+                rel = repo_path(f["file"] if os.path.isabs(f["file"]) else str(build / f["file"]), tree)
+                if rel is None:
+                    continue
+                out[rel].update(ln["line_number"] for ln in f.get("lines", []) if ln.get("count", 0) > 0)
+    return out
+
+
+def python_lines(data_file: Path, tree: Path) -> Lines:
+    import coverage
+
+    cov = coverage.Coverage(data_file=str(data_file))
+    cov.load()
+    data = cov.get_data()
+    out: Lines = defaultdict(set)
+    for f in data.measured_files():
+        rel = repo_path(f, tree)
+        if rel is not None:
+            out[rel].update(data.lines(f) or ())
+    return out
+
+
+def measure(runner: mutation.Runner, key: str, tests: tuple[str, ...]) -> tuple[Lines, bool, float]:
+    """Runs one executable or one pytest file from fresh counters; its executed lines."""
+    for gcda in runner.build.rglob("*.gcda"):
+        gcda.unlink()
+    data_file = runner.work / "python.coverage"
+    data_file.unlink(missing_ok=True)
+    stand_in = Mutant("coverage", "", "", "", tests)
+    ok = runner.make(runner.targets(stand_in))[0]
+    start = time.monotonic()
+    for cmd, env in runner.commands(stand_in):
+        if key.startswith("py:"):
+            i = cmd.index("pytest")
+            cmd = [
+                *cmd[: i - 1],
+                "-m",
+                "coverage",
+                "run",
+                f"--data-file={data_file}",
+                "--include=*/et_copy/*",
+                *cmd[i - 1 :],
+            ]
+            cmd.remove("-x")  # every test's lines, not only those before the first failure
+        proc = subprocess.run(cmd, cwd=runner.tree, env=env, capture_output=True, text=True, errors="replace")
+        ok = ok and proc.returncode == 0
+    lines = gcov_lines(runner.build, runner.tree)
+    if data_file.is_file():
+        for f, ls in python_lines(data_file, runner.tree).items():
+            lines[f] |= ls
+    return lines, ok, time.monotonic() - start
+
+
+def unreached(mutants: list[Mutant], executed: dict[str, Lines]) -> list[Mutant]:
+    texts: dict[str, str] = {}
+    out = []
+    for m in mutants:
+        text = texts.setdefault(m.file, (REPO / m.file).read_text())
+        ran: set[int] = set()
+        for t in m.tests:
+            ran |= executed.get(run_of(t), {}).get(m.file, set())
+        if not (mutation.mutant_lines(m, text) & ran):
+            out.append(m)
+    return out
+
+
+def report(mutants: list[Mutant], missed: list[Mutant]) -> str:
+    by_file: dict[str, list[Mutant]] = defaultdict(list)
+    for m in missed:
+        by_file[m.file].append(m)
+    total: dict[str, int] = defaultdict(int)
+    for m in mutants:
+        total[m.file] += 1
+    rows = []
+    for f in sorted(total, key=lambda f: (-len(by_file[f]) / total[f], f)):
+        if not by_file[f]:
+            continue
+        lines: dict[int, list[str]] = defaultdict(list)
+        for m in by_file[f]:
+            lines[int(m.id.split(":")[1])].append(m.operator)
+        where = ", ".join(f"{ln} ({'/'.join(sorted(set(ops)))})" for ln, ops in sorted(lines.items()))
+        rows.append(f"{f}: {len(by_file[f])}/{total[f]} unreached\n    {where}")
+    share = 100 * len(missed) / len(mutants) if mutants else 0.0
+    rows.append(
+        f"mutant coverage: {len(missed)} of {len(mutants)} mutants ({share:.1f}%) on lines no test of their row runs"
+    )
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("prefix", nargs="*", help="only mutants whose id starts with one of these")
+    ap.add_argument("--work", type=Path, default=REPO / "build" / "coverage", help="scratch folder")
+    ap.add_argument("--report", action="store_true", help="report the last run's lines; run nothing")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args(argv)
+
+    mutants = [
+        m for m in mutation.generated_mutants(gen.scope_files(REPO, mutation.repo_files(REPO))) if not m.equivalent
+    ]
+    if args.prefix:
+        mutants = [m for m in mutants if any(m.id.startswith(p) for p in args.prefix)]
+    saved = args.work / "executed.json"
+    executed: dict[str, Lines] = {}
+    if saved.is_file():
+        executed = {k: {f: set(ls) for f, ls in v.items()} for k, v in json.loads(saved.read_text()).items()}
+    if not args.report:
+        runner = mutation.Runner(args.work, python_only=False, verbose=args.verbose, cmake_args=COVERAGE_FLAGS)
+        runner.test_timeout = mutation.BASELINE_TIMEOUT
+        runner.prepare()
+        failed = []
+        for key, tests in runs(mutants).items():
+            lines, ok, seconds = measure(runner, key, tests)
+            executed[key] = lines
+            print(f"  {key:70} {'ok' if ok else 'FAILED':6} {seconds:5.0f} s", flush=True)
+            if not ok:
+                failed.append(key)
+            saved.write_text(json.dumps({k: {f: sorted(ls) for f, ls in v.items()} for k, v in executed.items()}))
+        if failed:
+            print("mutant coverage: these failed unmutated, so their lines are partial: " + ", ".join(failed))
+    missing = [k for k in runs(mutants) if k not in executed]
+    if missing:
+        print(f"mutant coverage: {len(missing)} runs not measured yet (run without --report): {', '.join(missing)}")
+    print(report(mutants, unreached(mutants, executed)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

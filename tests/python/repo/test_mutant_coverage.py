@@ -1,0 +1,79 @@
+"""scripts/mutant_coverage.py's judgement, without a build: which lines a run
+executed decides which mutants are unreached, through their row's tests only,
+and paths from gcov and coverage.py map back to the repository's files. The
+instrumented run itself is by hand (docs/reliability.md, "Mutation testing")."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(REPO / "scripts"))
+
+import mutant_coverage as mc  # noqa: E402
+from listed_mutants import Mutant  # noqa: E402
+from mutant_generator import Edit  # noqa: E402
+
+FILE = "python/et_copy/_device.py"  # any file of the repository: only line numbers matter here
+
+
+def mutant(line: int, tests: tuple[str, ...], op: str = "negate") -> Mutant:
+    text = (REPO / FILE).read_text()
+    start = sum(len(ln) + 1 for ln in text.split("\n")[: line - 1])
+    return Mutant(
+        f"{FILE}:{line}:{op}:0", FILE, "", "", tests, edits=(Edit(start, start + 1, text[start], "x"),), operator=op
+    )
+
+
+def test_a_mutant_is_reached_only_through_the_tests_of_its_own_row():
+    a = mutant(3, ("cpp:et_copy_test_a", "py:tests/python/test_b.py::test_one"))
+    b = mutant(5, ("py:tests/python/test_c.py",))
+    executed = {
+        "cpp:et_copy_test_a": {FILE: {1, 2}},
+        "py:tests/python/test_b.py": {FILE: {3}},
+        "py:tests/python/test_c.py": {FILE: {3, 4, 6}},  # line 5, b's line, is not run
+    }
+    assert mc.unreached([a, b], executed) == [b]
+    # The same lines run by a test outside a's row do not reach a.
+    assert mc.unreached([a], {"py:tests/python/test_c.py": {FILE: {3}}}) == [a]
+    # A line of another file with the same number does not either.
+    assert mc.unreached([a], {"cpp:et_copy_test_a": {"runtime/src/other.cpp": {3}}}) == [a]
+
+
+def test_single_tests_of_one_file_run_together_and_executables_keep_their_filter():
+    m1 = mutant(2, ("cpp:et_copy_test_a:Suite.One", "py:tests/python/test_b.py::test_one"))
+    m2 = mutant(4, ("py:tests/python/test_b.py::test_two", "cpp:et_copy_test_a"))
+    runs = mc.runs([m1, m2])
+    assert runs == {
+        "cpp:et_copy_test_a:Suite.One": ("cpp:et_copy_test_a:Suite.One",),
+        "py:tests/python/test_b.py": ("py:tests/python/test_b.py::test_one", "py:tests/python/test_b.py::test_two"),
+        "cpp:et_copy_test_a": ("cpp:et_copy_test_a",),
+    }
+    assert mc.run_of("py:tests/python/test_b.py::test_two") == "py:tests/python/test_b.py"
+    assert mc.run_of("cpp:et_copy_test_a:Suite.One") == "cpp:et_copy_test_a:Suite.One"
+
+
+def test_paths_from_gcov_and_coverage_py_map_to_the_repository(tmp_path):
+    tree = tmp_path / "src"
+    (tree / "runtime" / "src").mkdir(parents=True)
+    assert mc.repo_path(str(tree / "runtime" / "src" / "a.cpp"), tree) == "runtime/src/a.cpp"
+    # The development package's copy of a module is the repository's python/et_copy file.
+    pkg = tmp_path / "build" / "pkg" / "et_copy" / "llm" / "_models.py"
+    assert mc.repo_path(str(pkg), tree) == "python/et_copy/llm/_models.py"
+    # Headers of ExecuTorch or the system are nobody's mutants.
+    assert mc.repo_path("/usr/include/c++/12/vector", tree) is None
+    assert mc.repo_path(str(tmp_path / "site-packages" / "et_copy" / "x.py"), tree) is None
+
+
+def test_the_report_names_each_unreached_line_with_its_operators_and_the_share():
+    ms = [
+        mutant(3, ("cpp:t",), "negate"),
+        mutant(3, ("cpp:t",), "eq"),
+        mutant(7, ("cpp:t",), "drop-exit"),
+        mutant(9, ("cpp:t",)),
+    ]
+    text = mc.report(ms, ms[:3])
+    assert f"{FILE}: 3/4 unreached" in text
+    assert "3 (eq/negate), 7 (drop-exit)" in text
+    assert text.splitlines()[-1] == "mutant coverage: 3 of 4 mutants (75.0%) on lines no test of their row runs"
