@@ -159,20 +159,85 @@ def measure(runner: mutation.Runner, key: str, tests: tuple[str, ...]) -> tuple[
     return lines, ok, time.monotonic() - start
 
 
-def unreached(mutants: list[Mutant], executed: dict[str, Lines]) -> list[Mutant]:
-    texts: dict[str, str] = {}
-    out = []
-    for m in mutants:
-        text = texts.setdefault(m.file, (REPO / m.file).read_text())
-        ran: set[int] = set()
-        for t in m.tests:
-            ran |= executed.get(run_of(t), {}).get(m.file, set())
-        if not (mutation.mutant_lines(m, text) & ran):
-            out.append(m)
+def instrumented_lines(build: Path, tree: Path, files: set[str]) -> Lines:
+    """The lines that carry code a test could run: gcov's lines of every
+    object (counted or not), and coverage.py's statements. A line with none
+    (a constant folded at compile time, a declaration) cannot be judged."""
+    from coverage.python import PythonParser
+
+    out: Lines = defaultdict(set)
+    gcnos = sorted(str(p) for p in build.rglob("*.gcno"))
+    for i in range(0, len(gcnos), 64):
+        proc = subprocess.run(
+            ["gcov", "--json-format", "--stdout", *gcnos[i : i + 64]],
+            cwd=build,
+            capture_output=True,
+            text=True,
+            errors="replace",
+        )
+        for doc in proc.stdout.splitlines():
+            if doc.startswith("{"):
+                for f in json.loads(doc).get("files", []):
+                    rel = repo_path(f["file"] if os.path.isabs(f["file"]) else str(build / f["file"]), tree)
+                    if rel is not None:
+                        out[rel].update(ln["line_number"] for ln in f.get("lines", []))
+    for f in sorted(x for x in files if x.endswith(".py")):
+        parser = PythonParser(filename=str(REPO / f))
+        parser.parse_source()
+        out[f] = set(parser.statements)
     return out
 
 
-def report(mutants: list[Mutant], missed: list[Mutant]) -> str:
+def statement_lines(path: str, text: str, line: int, code: set[int] | None) -> set[int]:
+    """A mutant's line as the counters see it. coverage.py counts a Python
+    statement at its first line; gcov counts a C++ expression split over
+    lines at the lines that start its parts, so a line with no counter takes
+    the nearest counted line above it, unless a statement ends between them."""
+    if path.endswith(".py"):
+        from coverage.python import PythonParser
+
+        parser = PythonParser(text=text, filename=str(REPO / path))
+        parser.parse_source()
+        return {parser.first_line(line)}
+    if code is None or line in code:
+        return {line}
+    source = text.splitlines()
+    for k in range(line - 1, max(0, line - 12), -1):
+        above = source[k - 1].split("//")[0].rstrip()
+        if not above or above.endswith((";", "{", "}")):
+            break
+        if k in code:
+            return {k}
+    return {line}
+
+
+def unreached(
+    mutants: list[Mutant], executed: dict[str, Lines], instrumented: Lines | None = None
+) -> tuple[list[Mutant], list[Mutant]]:
+    """(unreached, unmeasured): mutants on code no test of their row ran, and
+    mutants on lines with no code to count (a constant folded at compile
+    time, a declaration; none unless instrumented is given)."""
+    texts: dict[str, str] = {}
+    stmts: dict[tuple[str, int], set[int]] = {}
+    out, unmeasured = [], []
+    for m in mutants:
+        text = texts.setdefault(m.file, (REPO / m.file).read_text())
+        code = instrumented.get(m.file, set()) if instrumented is not None else None
+        lines: set[int] = set()
+        for ln in mutation.mutant_lines(m, text):
+            lines |= stmts.setdefault((m.file, ln), statement_lines(m.file, text, ln, code))
+        if code is not None and not (lines & code):
+            unmeasured.append(m)
+            continue
+        ran: set[int] = set()
+        for t in m.tests:
+            ran |= executed.get(run_of(t), {}).get(m.file, set())
+        if not (lines & ran):
+            out.append(m)
+    return out, unmeasured
+
+
+def report(mutants: list[Mutant], missed: list[Mutant], unmeasured: list[Mutant] = ()) -> str:
     by_file: dict[str, list[Mutant]] = defaultdict(list)
     for m in missed:
         by_file[m.file].append(m)
@@ -188,10 +253,11 @@ def report(mutants: list[Mutant], missed: list[Mutant]) -> str:
             lines[int(m.id.split(":")[1])].append(m.operator)
         where = ", ".join(f"{ln} ({'/'.join(sorted(set(ops)))})" for ln, ops in sorted(lines.items()))
         rows.append(f"{f}: {len(by_file[f])}/{total[f]} unreached\n    {where}")
-    share = 100 * len(missed) / len(mutants) if mutants else 0.0
-    rows.append(
-        f"mutant coverage: {len(missed)} of {len(mutants)} mutants ({share:.1f}%) on lines no test of their row runs"
-    )
+    if unmeasured:
+        rows.append(f"not judged: {len(unmeasured)} mutants on lines with no code to count (constants, declarations)")
+    judged = len(mutants) - len(unmeasured)
+    share = 100 * len(missed) / judged if judged else 0.0
+    rows.append(f"mutant coverage: {len(missed)} of {judged} mutants ({share:.1f}%) on lines no test of their row runs")
     return "\n".join(rows)
 
 
@@ -229,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     missing = [k for k in runs(mutants) if k not in executed]
     if missing:
         print(f"mutant coverage: {len(missing)} runs not measured yet (run without --report): {', '.join(missing)}")
-    print(report(mutants, unreached(mutants, executed)))
+    build = args.work / "build"
+    code = instrumented_lines(build, args.work / "src", {m.file for m in mutants}) if build.is_dir() else None
+    print(report(mutants, *unreached(mutants, executed, code)))
     return 0
 
 

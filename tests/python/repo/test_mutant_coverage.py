@@ -15,15 +15,14 @@ import mutant_coverage as mc  # noqa: E402
 from listed_mutants import Mutant  # noqa: E402
 from mutant_generator import Edit  # noqa: E402
 
-FILE = "python/et_copy/_device.py"  # any file of the repository: only line numbers matter here
+FILE = "runtime/src/tensor_layout.cpp"  # any C++ file of the repository: only line numbers matter here
 
 
-def mutant(line: int, tests: tuple[str, ...], op: str = "negate") -> Mutant:
-    text = (REPO / FILE).read_text()
+def mutant(line: int, tests: tuple[str, ...], op: str = "negate", path: str = FILE) -> Mutant:
+    text = (REPO / path).read_text()
     start = sum(len(ln) + 1 for ln in text.split("\n")[: line - 1])
-    return Mutant(
-        f"{FILE}:{line}:{op}:0", FILE, "", "", tests, edits=(Edit(start, start + 1, text[start], "x"),), operator=op
-    )
+    edit = Edit(start, start + 1, text[start], "x")
+    return Mutant(f"{path}:{line}:{op}:0", path, "", "", tests, edits=(edit,), operator=op)
 
 
 def test_a_mutant_is_reached_only_through_the_tests_of_its_own_row():
@@ -34,11 +33,37 @@ def test_a_mutant_is_reached_only_through_the_tests_of_its_own_row():
         "py:tests/python/test_b.py": {FILE: {3}},
         "py:tests/python/test_c.py": {FILE: {3, 4, 6}},  # line 5, b's line, is not run
     }
-    assert mc.unreached([a, b], executed) == [b]
+    assert mc.unreached([a, b], executed) == ([b], [])
     # The same lines run by a test outside a's row do not reach a.
-    assert mc.unreached([a], {"py:tests/python/test_c.py": {FILE: {3}}}) == [a]
+    assert mc.unreached([a], {"py:tests/python/test_c.py": {FILE: {3}}}) == ([a], [])
     # A line of another file with the same number does not either.
-    assert mc.unreached([a], {"cpp:et_copy_test_a": {"runtime/src/other.cpp": {3}}}) == [a]
+    assert mc.unreached([a], {"cpp:et_copy_test_a": {"runtime/src/other.cpp": {3}}}) == ([a], [])
+
+
+def test_a_mutant_on_a_line_with_no_code_to_count_is_not_judged_either_way():
+    a, b = mutant(3, ("cpp:t",)), mutant(5, ("cpp:t",))
+    code = {FILE: {3, 4}}  # line 5 carries no code gcov counts (a constant, a declaration)
+    assert mc.unreached([a, b], {}, code) == ([a], [b])
+    assert mc.unreached([a, b], {"cpp:t": {FILE: {3}}}, code) == ([], [b])
+    text = mc.report([a, b], [], [b])
+    assert "not judged: 1 mutants" in text
+    assert text.splitlines()[-1].startswith("mutant coverage: 0 of 1 mutants (0.0%)")
+
+
+def test_a_python_mutant_on_a_statements_later_line_counts_as_that_statement(tmp_path):
+    # coverage.py records a statement at its first line only.
+    path = "python/et_copy/runtime.py"
+    source = (REPO / path).read_text().splitlines()
+    later = next(
+        i + 1
+        for i, ln in enumerate(source)
+        if ln.strip() and i > 40 and ln.startswith("        ") and source[i - 1].rstrip().endswith(("(", ","))
+    )
+    first = mc.statement_lines(path, (REPO / path).read_text(), later, None)
+    assert first and max(first) < later
+    m = mutant(later, ("py:tests/python/test_x.py",), path=path)
+    assert mc.unreached([m], {"py:tests/python/test_x.py": {path: first}}) == ([], [])
+    assert mc.unreached([m], {"py:tests/python/test_x.py": {path: {later}}}) == ([m], [])
 
 
 def test_single_tests_of_one_file_run_together_and_executables_keep_their_filter():
@@ -77,3 +102,20 @@ def test_the_report_names_each_unreached_line_with_its_operators_and_the_share()
     assert f"{FILE}: 3/4 unreached" in text
     assert "3 (eq/negate), 7 (drop-exit)" in text
     assert text.splitlines()[-1] == "mutant coverage: 3 of 4 mutants (75.0%) on lines no test of their row runs"
+
+
+def test_a_cpp_mutant_on_an_expressions_later_line_counts_at_the_line_that_starts_it():
+    # gcov gives `a ? b\n : c` one counter, on the first line.
+    path = "runtime/src/argument_kinds.cpp"
+    text = (REPO / path).read_text()
+    source = text.splitlines()
+    later = next(i + 1 for i, ln in enumerate(source) if ln.strip().startswith(": r.read<int32_t>("))
+    code = {later - 1, later + 1}
+    assert mc.statement_lines(path, text, later, code) == {later - 1}
+    # No counted line above it within the statement: judged as itself (so not judged at all).
+    assert mc.statement_lines(path, text, later, {later + 1}) == {later}
+    # A statement ending in between stops the walk: the line after `...;` is not the line before it.
+    after_statement = next(
+        i + 1 for i, ln in enumerate(source) if i > 0 and source[i - 1].rstrip().endswith(";") and ln.strip()
+    )
+    assert mc.statement_lines(path, text, after_statement, {after_statement - 1}) == {after_statement}
