@@ -1,6 +1,6 @@
 // FNV-1a (64-bit) over bytes: the simulated backend's key for a nested
 // program's shared scratch (a collision only costs a scratch; the bytes are
-// compared too).
+// compared too), and half of the AOTI backend's key for a loaded model.
 #pragma once
 
 #include <cstddef>

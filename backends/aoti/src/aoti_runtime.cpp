@@ -5,6 +5,8 @@
 // variants or AOTInductorGetLastError) are looked up, not compiled against.
 #include "aoti_runtime.h"
 
+#include "content_hash.h"
+
 #include <dlfcn.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -112,14 +114,14 @@ bool copy_dense_on_cpu(AtenTensorHandle src, const BlobView& dst, bool* done, st
   return true;
 }
 
-// Two 64-bit FNV-1a variants: a 128-bit content key for the library cache.
+// A 128-bit content key for the library cache (its bytes are not kept to
+// compare): FNV-1a, and a second hash that folds in its high bits.
 std::pair<uint64_t, uint64_t> content_hash(const uint8_t* p, size_t n) {
-  uint64_t a = 14695981039346656037ull, b = 0x9e3779b97f4a7c15ull;
+  uint64_t b = 0x9e3779b97f4a7c15ull;
   for (size_t i = 0; i < n; ++i) {
-    a = (a ^ p[i]) * 1099511628211ull;
     b = (b ^ p[i]) * 0x100000001b3ull + (b >> 29);
   }
-  return {a, b};
+  return {internal::fnv1a64(p, n), b};
 }
 
 } // namespace
