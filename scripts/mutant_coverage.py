@@ -21,6 +21,10 @@ A reached mutant may still survive; this finds the unreached ones only.
     python scripts/mutant_coverage.py python/bindings/      # the mutants whose id starts so
     python scripts/mutant_coverage.py --report              # the last run's lines, without running again
 
+A run measured before is measured again only when its tests changed, or the
+core's sources did (a fingerprint of them is saved with the lines), so after
+adding tests a second run costs only the new ones.
+
 Needs coverage.py (`pip install coverage`, in the test extra) and gcov.
 """
 
@@ -237,7 +241,14 @@ def unreached(
     return out, unmeasured
 
 
-def report(mutants: list[Mutant], missed: list[Mutant], unmeasured: list[Mutant] = ()) -> str:
+def report(
+    mutants: list[Mutant],
+    missed: list[Mutant],
+    unmeasured: list[Mutant] = (),
+    executed: dict[str, Lines] | None = None,
+) -> str:
+    """Unreached mutants by file and line; a line some run outside the row
+    executes names that run (its test may belong in the row)."""
     by_file: dict[str, list[Mutant]] = defaultdict(list)
     for m in missed:
         by_file[m.file].append(m)
@@ -251,14 +262,48 @@ def report(mutants: list[Mutant], missed: list[Mutant], unmeasured: list[Mutant]
         lines: dict[int, list[str]] = defaultdict(list)
         for m in by_file[f]:
             lines[int(m.id.split(":")[1])].append(m.operator)
-        where = ", ".join(f"{ln} ({'/'.join(sorted(set(ops)))})" for ln, ops in sorted(lines.items()))
-        rows.append(f"{f}: {len(by_file[f])}/{total[f]} unreached\n    {where}")
+        where = []
+        for ln, ops in sorted(lines.items()):
+            elsewhere = sorted(k for k, v in (executed or {}).items() if ln in v.get(f, ()))
+            also = f" [run by {', '.join(elsewhere)}]" if elsewhere else ""
+            where.append(f"{ln} ({'/'.join(sorted(set(ops)))}){also}")
+        rows.append(f"{f}: {len(by_file[f])}/{total[f]} unreached\n    " + ", ".join(where))
     if unmeasured:
         rows.append(f"not judged: {len(unmeasured)} mutants on lines with no code to count (constants, declarations)")
     judged = len(mutants) - len(unmeasured)
     share = 100 * len(missed) / judged if judged else 0.0
     rows.append(f"mutant coverage: {len(missed)} of {judged} mutants ({share:.1f}%) on lines no test of their row runs")
     return "\n".join(rows)
+
+
+def fingerprint() -> str:
+    """The core's sources: measured lines hold only while these are unchanged
+    (a test added changes nothing measured before it; a line moved does)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(gen.scope_files(REPO, mutation.repo_files(REPO))):
+        h.update(f.encode() + b"\0" + (REPO / f).read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def load(saved: Path, sources: str) -> tuple[dict[str, Lines], dict[str, tuple[str, ...]]]:
+    """The lines measured before, and each run's tests then; nothing if the sources changed since."""
+    if not saved.is_file():
+        return {}, {}
+    data = json.loads(saved.read_text())
+    if data.get("sources") != sources:
+        print("mutant coverage: the core changed since the last run; measuring every run again")
+        return {}, {}
+    executed = {k: {f: set(ls) for f, ls in r["lines"].items()} for k, r in data["runs"].items()}
+    return executed, {k: tuple(r["tests"]) for k, r in data["runs"].items()}
+
+
+def save(saved: Path, sources: str, executed: dict[str, Lines], measured: dict[str, tuple[str, ...]]) -> None:
+    runs_ = {
+        k: {"tests": list(measured[k]), "lines": {f: sorted(ls) for f, ls in executed[k].items()}} for k in executed
+    }
+    saved.write_text(json.dumps({"sources": sources, "runs": runs_}))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -275,29 +320,31 @@ def main(argv: list[str] | None = None) -> int:
     if args.prefix:
         mutants = [m for m in mutants if any(m.id.startswith(p) for p in args.prefix)]
     saved = args.work / "executed.json"
-    executed: dict[str, Lines] = {}
-    if saved.is_file():
-        executed = {k: {f: set(ls) for f, ls in v.items()} for k, v in json.loads(saved.read_text()).items()}
+    wanted = runs(mutants)
+    sources = fingerprint()
+    executed, measured = load(saved, sources)
     if not args.report:
         runner = mutation.Runner(args.work, python_only=False, verbose=args.verbose, cmake_args=COVERAGE_FLAGS)
         runner.test_timeout = mutation.BASELINE_TIMEOUT
         runner.prepare()
         failed = []
-        for key, tests in runs(mutants).items():
+        for key, tests in wanted.items():
+            if measured.get(key) == tests:
+                continue  # measured on these very sources with these tests
             lines, ok, seconds = measure(runner, key, tests)
-            executed[key] = lines
+            executed[key], measured[key] = lines, tests
             print(f"  {key:70} {'ok' if ok else 'FAILED':6} {seconds:5.0f} s", flush=True)
             if not ok:
                 failed.append(key)
-            saved.write_text(json.dumps({k: {f: sorted(ls) for f, ls in v.items()} for k, v in executed.items()}))
+            save(saved, sources, executed, measured)
         if failed:
             print("mutant coverage: these failed unmutated, so their lines are partial: " + ", ".join(failed))
-    missing = [k for k in runs(mutants) if k not in executed]
+    missing = [k for k, tests in wanted.items() if measured.get(k) != tests]
     if missing:
         print(f"mutant coverage: {len(missing)} runs not measured yet (run without --report): {', '.join(missing)}")
     build = args.work / "build"
     code = instrumented_lines(build, args.work / "src", {m.file for m in mutants}) if build.is_dir() else None
-    print(report(mutants, *unreached(mutants, executed, code)))
+    print(report(mutants, *unreached(mutants, executed, code), executed))
     return 0
 
 

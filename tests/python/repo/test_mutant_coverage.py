@@ -102,6 +102,9 @@ def test_the_report_names_each_unreached_line_with_its_operators_and_the_share()
     assert f"{FILE}: 3/4 unreached" in text
     assert "3 (eq/negate), 7 (drop-exit)" in text
     assert text.splitlines()[-1] == "mutant coverage: 3 of 4 mutants (75.0%) on lines no test of their row runs"
+    # A line a run outside the row executes names it: that test may belong in the row.
+    hinted = mc.report(ms, ms[:3], executed={"py:tests/python/test_z.py": {FILE: {7}}, "cpp:t": {FILE: {9}}})
+    assert "3 (eq/negate), 7 (drop-exit) [run by py:tests/python/test_z.py]" in hinted
 
 
 def test_a_cpp_mutant_on_an_expressions_later_line_counts_at_the_line_that_starts_it():
@@ -119,3 +122,16 @@ def test_a_cpp_mutant_on_an_expressions_later_line_counts_at_the_line_that_start
         i + 1 for i, ln in enumerate(source) if i > 0 and source[i - 1].rstrip().endswith(";") and ln.strip()
     )
     assert mc.statement_lines(path, text, after_statement, {after_statement - 1}) == {after_statement}
+
+
+def test_lines_measured_before_are_kept_only_for_the_same_sources(tmp_path):
+    saved = tmp_path / "executed.json"
+    executed = {"cpp:t": {FILE: {3, 4}}, "py:tests/python/test_b.py": {"python/et_copy/runtime.py": {40}}}
+    measured = {"cpp:t": ("cpp:t",), "py:tests/python/test_b.py": ("py:tests/python/test_b.py::test_one",)}
+    mc.save(saved, "sources-1", executed, measured)
+    assert mc.load(saved, "sources-1") == (executed, measured)
+    # A changed core moves lines: nothing measured before holds.
+    assert mc.load(saved, "sources-2") == ({}, {})
+    assert mc.load(tmp_path / "absent.json", "sources-1") == ({}, {})
+    # The fingerprint follows the core's sources, not the time of day.
+    assert mc.fingerprint() == mc.fingerprint() and len(mc.fingerprint()) == 64
