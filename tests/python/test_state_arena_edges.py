@@ -141,3 +141,57 @@ def test_another_exporters_named_state_in_a_program_with_et_copys_record_is_refu
     with pytest.raises(et_copy.EtCopyError, match="names 1 state tensors of its own, but a program et_copy") as e:
         session.load_method("forward")
     assert e.value.error == "InvalidProgram"
+
+
+# ---- another exporter's state planned at sizes no exporter writes ---------
+# (helpers/hand_made_programs.py edits the program's planned buffer sizes)
+
+
+@pytest.fixture(scope="module")
+def running_program() -> bytes:
+    """Running exported by ExecuTorch alone, as 'forward' and 'again': its named state (3 floats) in the last
+    (only) planned buffer of each, 48 bytes with the scratch beside it."""
+    from executorch.exir import ExecutorchBackendConfig, to_edge
+
+    exported = {name: torch.export.export(Running(), (torch.ones(3),), strict=True) for name in ("forward", "again")}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Mutation on a buffer in the model is detected")
+        return to_edge(exported).to_executorch(ExecutorchBackendConfig(emit_mutable_buffer_names=True)).buffer
+
+
+@pytest.mark.parametrize(
+    ("nbytes", "error", "message"),
+    [
+        (-1, "InvalidProgram", "the state buffer has no valid size or device"),
+        (1 << 62, "MemoryAllocationFailed", f"could not allocate the state ({1 << 62} bytes) on cpu: the host has no "),
+    ],
+)
+def test_a_state_buffer_of_impossible_size_is_refused_naming_it_and_the_session_goes_on(
+    running_program, nbytes, error, message
+):
+    from helpers.hand_made_programs import with_planned_buffer_size
+
+    et_copy.use_simulated_device()
+    program = et_copy.runtime.load(with_planned_buffer_size(running_program, nbytes, "forward"))
+    session = program.new_session()
+    with pytest.raises(et_copy.EtCopyError, match=re.escape(message)) as e:
+        session.load_method("forward")
+    assert e.value.error == error
+    assert (session.state_nbytes, session.device_nbytes) == (0, 0)  # nothing allocated, nothing kept
+    again = session.load_method("again")  # the other method, planned as exported: its state from zero
+    assert again.execute([torch.ones(3)])[0].tolist() == [1.0] * 3
+    assert again.execute([torch.ones(3)])[0].tolist() == [2.0] * 3
+
+
+def test_methods_that_plan_the_state_at_different_sizes_are_refused_and_the_first_keeps_its_state(running_program):
+    from helpers.hand_made_programs import with_planned_buffer_size
+
+    et_copy.use_simulated_device()
+    session = et_copy.runtime.load(with_planned_buffer_size(running_program, 24, "again")).new_session()
+    forward = session.load_method("forward")
+    assert forward.execute([torch.ones(3)])[0].tolist() == [1.0] * 3
+    with pytest.raises(et_copy.EtCopyError, match="method 'again' plans its state as 24 bytes on cpu, another") as e:
+        session.load_method("again")
+    assert e.value.error == "InvalidProgram"
+    assert "another method as 48 bytes on cpu: methods of one program must agree" in str(e.value)
+    assert forward.execute([torch.ones(3)])[0].tolist() == [2.0] * 3
