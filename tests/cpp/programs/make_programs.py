@@ -27,6 +27,9 @@ change them. Imports executorch.exir (seconds).
   - acc: a buffer `acc` = arange(4) updated in place (acc += x), returning
     acc * w; two steps, from the start state.
   - acc8: the same with 8 elements (another arena size).
+- roundtrip_huge_input.pte, roundtrip_huge_output.pte: roundtrip.pte with
+  its input (output) sized [2^30] * 3 float32, more bytes than a size_t
+  holds (hand_made_programs.py; only Minimal verification loads them).
 - Records no exporter makes (tests/python/helpers/hand_made_programs.py),
   each read with its source fixture's .data:
   - linear_scalar_input.record: linear's nested method also takes addmm's
@@ -124,6 +127,10 @@ def write_delegate_fixtures(out: Path) -> None:
 
 
 def write_hand_made_fixtures(out: Path) -> None:
+    roundtrip = (out / "roundtrip.pte").read_bytes()
+    for end, output in (("input", False), ("output", True)):
+        huge = hand_made_programs.with_io_sizes(roundtrip, [1 << 30] * 3, output=output)
+        (out / f"roundtrip_huge_{end}.pte").write_bytes(huge)
     linear, acc = (out / "linear.record").read_bytes(), (out / "acc.record").read_bytes()
     (out / "linear_scalar_input.record").write_bytes(hand_made_programs.with_scalar_input(linear))
     (out / "linear_two_methods.record").write_bytes(hand_made_programs.on_nested(linear, hand_made_programs.with_second_method))

@@ -12,7 +12,10 @@ runtime's guards that only a forged or damaged program meets:
 - a nested program that holds a delegate of its own, whose weights are in
   the nested program's named data and not in its parent's weight map (the
   inner init asks the parent's map first: ExecuTorch merges the two);
-- a planned buffer of impossible size (the session's state buffer).
+- a planned buffer of impossible size (the session's state buffer);
+- a method input or output whose byte size overflows (ExecuTorch's
+  verification refuses it; Minimal verification lets it load, and
+  MethodMeta then cannot describe it).
 
 Used by tests/cpp/programs/make_programs.py (the C++ tests' fixtures) and by
 pytest. Imports executorch.exir's serializer only (no export)."""
@@ -138,5 +141,18 @@ def with_planned_buffer_size(pte: bytes, nbytes: int, method: str = "forward") -
     def edit(pte_file: PTEFile) -> None:
         (plan,) = [p for p in pte_file.program.execution_plan if p.name == method]
         plan.non_const_buffer_sizes[-1] = nbytes
+
+    return edit_program(pte, edit)
+
+
+def with_io_sizes(pte: bytes, sizes: list[int], output: bool = False) -> bytes:
+    """``pte`` whose one method's input 0 (or output 0) has ``sizes``, in
+    contiguous dim order: [1 << 30] * 3 float32 is more bytes than a size_t
+    holds."""
+
+    def edit(pte_file: PTEFile) -> None:
+        plan = _plan(pte_file)
+        tensor = plan.values[(plan.outputs if output else plan.inputs)[0]].val
+        tensor.sizes, tensor.dim_order = list(sizes), list(range(len(sizes)))
 
     return edit_program(pte, edit)
