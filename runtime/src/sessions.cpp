@@ -251,9 +251,9 @@ Result<Method*> Session::method(const std::string& name, FailureReport* report,
     if (!b.ok()) {
       return b.error();
     }
-    owned_.push_back(std::make_unique<PlannedBuffer>(std::move(*b)));
-    loaded->spans.push_back(owned_.back()->span());
-    loaded->devices.push_back(owned_.back()->device());
+    loaded->owned.push_back(std::make_unique<PlannedBuffer>(std::move(*b))); // a failed load drops it
+    loaded->spans.push_back(loaded->owned.back()->span());
+    loaded->devices.push_back(loaded->owned.back()->device());
   }
   if ((*scratch)->has_arena) {
     const auto size = meta->memory_planned_buffer_size(n - 1);
@@ -381,8 +381,10 @@ size_t Session::state_nbytes() const {
 size_t Session::device_nbytes() const {
   size_t n = arena_ != nullptr && arena_->device().type() != et::DeviceType::CPU ? arena_->span().size() : 0;
   n += backend_state_nbytes(id_);
-  for (const auto& b : owned_) {
-    n += b->device().type() == et::DeviceType::CPU ? 0 : b->span().size();
+  for (const auto& [name, loaded] : methods_) {
+    for (const auto& b : loaded->owned) {
+      n += b->device().type() == et::DeviceType::CPU ? 0 : b->span().size();
+    }
   }
   return n;
 }

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -195,3 +196,60 @@ def test_methods_that_plan_the_state_at_different_sizes_are_refused_and_the_firs
     assert e.value.error == "InvalidProgram"
     assert "another method as 48 bytes on cpu: methods of one program must agree" in str(e.value)
     assert forward.execute([torch.ones(3)])[0].tolist() == [2.0] * 3
+
+
+# roundtrip.pte (x -> _h2d_copy -> _d2h_copy): buffer 0 on the host, buffer 1 on cuda:0, each 96 bytes, no state:
+# every planned buffer is the session's own.
+ROUNDTRIP = Path(__file__).resolve().parents[1] / "cpp" / "programs" / "roundtrip.pte"
+
+
+@pytest.mark.parametrize(
+    ("buffer", "nbytes", "error", "message"),
+    [
+        (0, -1, "InvalidProgram", "planned buffer 0 has no valid size or device"),
+        (0, 1 << 62, "MemoryAllocationFailed", f"planned buffer 0 ({1 << 62} bytes) on cpu: the host has no memory"),
+        (1, 1 << 62, "MemoryAllocationFailed", f"planned buffer 1 ({1 << 62} bytes) on cuda:0: no DeviceAllocator is"),
+    ],
+)
+def test_a_planned_buffer_of_impossible_size_is_refused_naming_it_and_its_device(buffer, nbytes, error, message):
+    from helpers.hand_made_programs import with_planned_buffer_size
+
+    et_copy.use_simulated_device()
+    original = ROUNDTRIP.read_bytes()
+    session = et_copy.runtime.load(with_planned_buffer_size(original, nbytes, buffer=buffer)).new_session()
+    with pytest.raises(et_copy.EtCopyError, match=re.escape(message)) as e:
+        session.load_method("forward")
+    assert e.value.error == error
+    assert session.device_nbytes == 0  # what it allocated before the refusal went with it
+    x = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)
+    assert torch.equal(et_copy.runtime.load(original).new_session().load_method("forward").execute([x])[0], x)
+
+
+def test_a_method_that_fails_to_load_keeps_none_of_its_planned_memory():
+    # roundtrip.pte with its output past the end of its planned buffer: load_method fails after the session
+    # has allocated the method's planned buffers, which go with the failure, however often it is retried.
+    from helpers.hand_made_programs import with_output_offset
+
+    et_copy.use_simulated_device()
+    session = et_copy.runtime.load(with_output_offset(ROUNDTRIP.read_bytes(), 4096)).new_session()
+    for _ in range(2):
+        with pytest.raises(et_copy.EtCopyError, match="loading method 'forward' failed with ") as e:
+            session.load_method("forward")
+        assert e.value.error == "MemoryAllocationFailed"  # what HierarchicalAllocator says of an offset past the end
+        assert session.device_nbytes == 0
+    loaded = et_copy.runtime.load(ROUNDTRIP.read_bytes()).new_session()
+    loaded.load_method("forward")
+    assert loaded.device_nbytes == 96  # the one device buffer a loaded roundtrip holds
+
+
+def test_a_named_state_tensor_methodmeta_cannot_describe_is_refused_naming_it(running_program):
+    # Its sizes overflow a size_t: ExecuTorch's verification refuses it, Minimal verification loads it, and
+    # MethodMeta then cannot describe it, so where it lies cannot be checked.
+    from helpers.hand_made_programs import with_state_sizes
+
+    et_copy.use_simulated_device()
+    huge = with_state_sizes(running_program, "total", [1 << 30] * 3)
+    session = et_copy.runtime.load(huge, verification=et_copy.runtime.Verification.Minimal).new_session()
+    with pytest.raises(et_copy.EtCopyError, match="method 'forward': cannot read its state tensor 0") as e:
+        session.load_method("forward")
+    assert e.value.error == "InvalidProgram"

@@ -133,14 +133,15 @@ def with_second_method(pte: bytes, name: str = "again") -> bytes:
     return edit_program(pte, edit)
 
 
-def with_planned_buffer_size(pte: bytes, nbytes: int, method: str = "forward") -> bytes:
-    """``pte`` whose method ``method`` plans its last buffer (where another
-    exporter's named state lies) as ``nbytes`` (negative, or more than any
-    host has)."""
+def with_planned_buffer_size(pte: bytes, nbytes: int, method: str = "forward", buffer: int = -1) -> bytes:
+    """``pte`` whose method ``method`` plans its planned buffer ``buffer``
+    (MethodMeta's index; -1, the last, is where another exporter's named
+    state lies) as ``nbytes`` (negative, or more than any host has)."""
 
     def edit(pte_file: PTEFile) -> None:
         (plan,) = [p for p in pte_file.program.execution_plan if p.name == method]
-        plan.non_const_buffer_sizes[-1] = nbytes
+        sizes = plan.non_const_buffer_sizes  # entry 0 is reserved: MethodMeta's buffer i is entry i + 1
+        sizes[buffer if buffer < 0 else buffer + 1] = nbytes
 
     return edit_program(pte, edit)
 
@@ -154,5 +155,30 @@ def with_io_sizes(pte: bytes, sizes: list[int], output: bool = False) -> bytes:
         plan = _plan(pte_file)
         tensor = plan.values[(plan.outputs if output else plan.inputs)[0]].val
         tensor.sizes, tensor.dim_order = list(sizes), list(range(len(sizes)))
+
+    return edit_program(pte, edit)
+
+
+def with_state_sizes(pte: bytes, name: str, sizes: list[int]) -> bytes:
+    """``pte`` whose named state tensor ``name`` (every method's) has ``sizes``."""
+
+    def edit(pte_file: PTEFile) -> None:
+        for plan in pte_file.program.execution_plan:
+            for value in plan.values:
+                info = getattr(value.val, "extra_tensor_info", None)
+                if info is not None and info.fully_qualified_name == name:
+                    value.val.sizes, value.val.dim_order = list(sizes), list(range(len(sizes)))
+
+    return edit_program(pte, edit)
+
+
+def with_output_offset(pte: bytes, offset: int) -> bytes:
+    """``pte`` whose one method's output 0 lies at ``offset`` in its planned
+    buffer (past the buffer's end: Method's load refuses it, after the
+    runtime has allocated the planned buffers)."""
+
+    def edit(pte_file: PTEFile) -> None:
+        plan = _plan(pte_file)
+        plan.values[plan.outputs[0]].val.allocation_info.memory_offset_low = offset
 
     return edit_program(pte, edit)
