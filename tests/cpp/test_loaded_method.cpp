@@ -301,7 +301,6 @@ TEST(LoadedProgram, LoadsAFileAndSaysWhenItCannotMapOne) {
   EXPECT_EQ(report.step, "mapping " + kPrograms + "/absent.pte");
 }
 
-
 // ---- Programs and kernels no exporter gives (tests/python/helpers/hand_made_programs.py) ----
 
 // Another _d2h_copy.out than et-copy's own (it copies the same way, through

@@ -832,7 +832,6 @@ TEST_F(SimulatedDeviceBackendTest, InitRefusesANestedProgramWithAnIndexOutOfRang
   EXPECT_EQ(d.error, Error::InvalidProgram);
 }
 
-
 // ---- Records no exporter makes --------------------------------------------
 // tests/python/helpers/hand_made_programs.py makes them from the fixtures
 // above (make_programs.py writes them): every refusal of init and execute
@@ -884,7 +883,8 @@ TEST_F(SimulatedDeviceBackendTest, InitRefusesEachHandMadeRecordNamingWhatIsWron
       {with_header(linear, "\npayload\t", "\nweight\tnope\tet_copy.weight:0\t4\npayload\t"), &linear_data,
        Error::DelegateInvalidCompatibility, "weight 'nope' is not an external constant of the nested program"},
       {with_header(linear, "3936cb53fb19caeebc68eab4f99b30f7\t12", "3936cb53fb19caeebc68eab4f99b30f7\t16"),
-       &linear_data, Error::DelegateInvalidCompatibility, "weight 'l.bias' is 16 bytes in the record, 12 in the nested program"},
+       &linear_data, Error::DelegateInvalidCompatibility,
+       "weight 'l.bias' is 16 bytes in the record, 12 in the nested program"},
       {with_garbage_payload(linear), &linear_data, Error::DelegateInvalidCompatibility,
        "the nested program cannot be read"},
       {read_file("linear_two_methods.record"), &linear_data, Error::DelegateInvalidCompatibility,
@@ -1023,7 +1023,8 @@ TEST_F(SimulatedDeviceBackendTest, EachArgumentExecuteRefusesIsNamedWithWhyAndLe
   TestTensor host_in(ScalarType::Float, {2, 4}, host.data()), liar(ScalarType::Float, {2, 4}, host.data(), on_device());
   TestTensor on_one(ScalarType::Float, {2, 4}, other_device.ptr, on_device(1)),
       claims_zero(ScalarType::Float, {2, 4}, other_device.ptr, on_device(0));
-  TestTensor host_output(ScalarType::Float, {2, 3}, host_out.data()), too_wide(ScalarType::Float, {3, 4}, wide.ptr, on_device());
+  TestTensor host_output(ScalarType::Float, {2, 3}, host_out.data()),
+      too_wide(ScalarType::Float, {3, 4}, wide.ptr, on_device());
   EValue ein(tin.t()), eout(tout.t()), ehost(host_in.t()), eliar(liar.t()), eone(on_one.t()), ezero(claims_zero.t()),
       ehost_out(host_output.t()), ewide(too_wide.t());
   char host_at[64], out_at[64];
@@ -1031,12 +1032,15 @@ TEST_F(SimulatedDeviceBackendTest, EachArgumentExecuteRefusesIsNamedWithWhyAndLe
   std::snprintf(out_at, sizeof(out_at), "24 bytes at %p", static_cast<void*>(host_out.data()));
   const Error invalid = Error::InvalidArgument;
   const std::vector<std::tuple<std::vector<EValue*>, Error, std::string>> refused{
-      {{&ehost, &eout}, invalid,
+      {{&ehost, &eout},
+       invalid,
        std::string("input 0 is host memory (cpu): ") + host_at + "; the delegate reads device memory only (cuda:0)"},
-      {{&ein, &ehost_out}, invalid,
+      {{&ein, &ehost_out},
+       invalid,
        std::string("output 0 is host memory (cpu): ") + out_at + "; the delegate reads device memory only (cuda:0)"},
       {{&eone, &eout}, invalid, "input 0 is on cuda:1, the delegate on cuda:0"},
-      {{&eliar, &eout}, invalid,
+      {{&eliar, &eout},
+       invalid,
        std::string("input 0 says cuda:0 but ") + host_at + " are not inside one allocation of the simulated device"},
       {{&ezero, &eout}, invalid, "input 0 says cuda:0 but 32 bytes at "},
       {{nullptr, &eout}, invalid, "input 0 is missing"},

@@ -133,7 +133,8 @@ def write_hand_made_fixtures(out: Path) -> None:
         (out / f"roundtrip_huge_{end}.pte").write_bytes(huge)
     linear, acc = (out / "linear.record").read_bytes(), (out / "acc.record").read_bytes()
     (out / "linear_scalar_input.record").write_bytes(hand_made_programs.with_scalar_input(linear))
-    (out / "linear_two_methods.record").write_bytes(hand_made_programs.on_nested(linear, hand_made_programs.with_second_method))
+    two_methods = hand_made_programs.on_nested(linear, hand_made_programs.with_second_method)
+    (out / "linear_two_methods.record").write_bytes(two_methods)
     (out / "linear_negative_buffer.record").write_bytes(
         hand_made_programs.on_nested(linear, lambda pte: hand_made_programs.with_planned_buffer_size(pte, -1))
     )

@@ -99,9 +99,7 @@ def with_state_loaded_from(record: bytes, state: str, weight: str) -> bytes:
             and v.val.extra_tensor_info.fully_qualified_name == state
         ]
         assert value.val.allocation_info is not None, "a planned state"
-        value.val.extra_tensor_info = ExtraTensorInfo(
-            fully_qualified_name=weight, location=TensorDataLocation.EXTERNAL
-        )
+        value.val.extra_tensor_info = ExtraTensorInfo(fully_qualified_name=weight, location=TensorDataLocation.EXTERNAL)
 
     return edit_nested(record, edit)
 
