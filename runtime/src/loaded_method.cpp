@@ -201,10 +201,10 @@ Error LoadedMethod::execute(Span<const EValue> inputs, Span<MethodOutput> output
   }
   for (size_t i = 0; i < outputs.size() && err == Error::Ok; ++i) {
     if (outputs[i].data != nullptr && !io_.outputs[i].planned) {
+      // Named before the call, which check() has made unable to fail (it refuses what it refuses); any
+      // later failure names its own step.
+      step = "binding output " + std::to_string(i);
       err = m.set_output_data_ptr(outputs[i].data, outputs[i].nbytes, i);
-      if (err != Error::Ok) {
-        step = "binding output " + std::to_string(i);
-      }
     }
   }
   // A host output the program plans and et-copy's d2h copy fills first:

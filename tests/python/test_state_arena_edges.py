@@ -90,6 +90,23 @@ def test_a_session_with_no_method_loaded_holds_nothing_and_resets_as_a_no_op(sta
     assert method.execute([torch.ones(5)])[0].tolist() == _expected(1)
 
 
+def test_the_scratch_a_programs_sessions_share_is_counted_once_at_its_device_buffers_planned_bytes(starts_program):
+    # A program with et_copy's record keeps its state in its delegates: every planned buffer is scratch, the
+    # pool's, allocated with the first load of the method and shared by every session after it.
+    et_copy.use_simulated_device()
+    program = et_copy.runtime.load(starts_program)
+    meta = program.metadata("forward")
+    buffers = range(meta.num_memory_planned_buffers())
+    device = [meta.memory_planned_buffer_device(i) != "cpu" for i in buffers]
+    on_device = sum(meta.memory_planned_buffer_size(i) for i in buffers if device[i])
+    assert on_device > 0
+    assert program.device_scratch_nbytes == 0
+    program.new_session().load_method("forward")
+    assert program.device_scratch_nbytes == on_device
+    program.new_session().load_method("forward")
+    assert program.device_scratch_nbytes == on_device
+
+
 class Running(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
