@@ -26,20 +26,30 @@ bool same_device(et::Device a, et::Device b) {
   return a.type() == b.type() && a.index() == b.index();
 }
 
-IoSlot slot_of(const EValue& value, const Result<executorch::runtime::TensorInfo>& info) {
-  IoSlot slot;
-  if (value.isTensor() && info.ok()) {
-    const auto* impl = value.toTensor().unsafeGetTensorImpl();
-    slot.tensor = true;
-    slot.planned = info->is_memory_planned();
-    slot.dtype = info->scalar_type();
-    slot.device = et::Device(impl->device_type(), impl->device_index());
-    slot.nbytes = info->nbytes();
-    slot.name = std::string(info->name());
-    slot.sizes.assign(info->sizes().begin(), info->sizes().end());
-    slot.dim_order.assign(info->dim_order().begin(), info->dim_order().end());
+// The slot of `tensor`, as MethodMeta describes it (`info`) on the device
+// ExecuTorch gave it; info's error when MethodMeta cannot (a tensor whose
+// bytes overflow a size_t, which only Minimal verification lets load).
+Result<IoSlot> tensor_slot(const EValue& tensor, const Result<executorch::runtime::TensorInfo>& info) {
+  if (!info.ok()) {
+    return info.error();
   }
+  const auto* impl = tensor.toTensor().unsafeGetTensorImpl();
+  IoSlot slot;
+  slot.tensor = true;
+  slot.planned = info->is_memory_planned();
+  slot.dtype = info->scalar_type();
+  slot.device = et::Device(impl->device_type(), impl->device_index());
+  slot.nbytes = info->nbytes();
+  slot.name = std::string(info->name());
+  slot.sizes.assign(info->sizes().begin(), info->sizes().end());
+  slot.dim_order.assign(info->dim_order().begin(), info->dim_order().end());
   return slot;
+}
+
+// "input 0 is a tensor MethodMeta cannot describe (...)", for describe()'s refusal.
+std::string undescribed(const char* what, size_t i, Error e) {
+  return std::string(what) + " " + std::to_string(i) + " is a tensor MethodMeta cannot describe (" + error_name(e) +
+         ": its byte size overflows, or its metadata is missing)";
 }
 
 } // namespace
@@ -96,7 +106,11 @@ Error LoadedMethod::describe(FailureReport* report) {
   io_.inputs.clear();
   for (size_t i = 0; i < m.inputs_size(); ++i) {
     // Tensor metadata only for tensors: ExecuTorch logs an error for any other.
-    io_.inputs.push_back(values[i].isTensor() ? slot_of(values[i], meta.input_tensor_meta(i)) : IoSlot{});
+    auto slot = values[i].isTensor() ? tensor_slot(values[i], meta.input_tensor_meta(i)) : Result<IoSlot>(IoSlot{});
+    if (!slot.ok()) {
+      return fail(report, Error::InvalidProgram, undescribed("input", i, slot.error()), step);
+    }
+    io_.inputs.push_back(std::move(*slot));
   }
   if (m.get_outputs(values.data(), values.size()) != Error::Ok) {
     return fail(report, Error::Internal, "could not read the method's outputs", step);
@@ -108,7 +122,11 @@ Error LoadedMethod::describe(FailureReport* report) {
   }
   io_.outputs.clear();
   for (size_t i = 0; i < m.outputs_size(); ++i) {
-    io_.outputs.push_back(values[i].isTensor() ? slot_of(values[i], meta.output_tensor_meta(i)) : IoSlot{});
+    auto slot = values[i].isTensor() ? tensor_slot(values[i], meta.output_tensor_meta(i)) : Result<IoSlot>(IoSlot{});
+    if (!slot.ok()) {
+      return fail(report, Error::InvalidProgram, undescribed("output", i, slot.error()), step);
+    }
+    io_.outputs.push_back(std::move(*slot));
     io_.outputs.back().filled_by_d2h = io_.outputs.back().tensor && i < filled.size() && filled[i];
   }
   described_ = true;
@@ -183,10 +201,10 @@ Error LoadedMethod::execute(Span<const EValue> inputs, Span<MethodOutput> output
   }
   for (size_t i = 0; i < outputs.size() && err == Error::Ok; ++i) {
     if (outputs[i].data != nullptr && !io_.outputs[i].planned) {
+      // Named before the call, which check() has made unable to fail (it refuses what it refuses); any
+      // later failure names its own step.
+      step = "binding output " + std::to_string(i);
       err = m.set_output_data_ptr(outputs[i].data, outputs[i].nbytes, i);
-      if (err != Error::Ok) {
-        step = "binding output " + std::to_string(i);
-      }
     }
   }
   // A host output the program plans and et-copy's d2h copy fills first:

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <string>
 #include <string_view>
 
 #include <et_copy/failure_report.h>
@@ -49,6 +50,13 @@ ET_NODISCARD Error copy_in(et::Device device, void* dst, const void* src, size_t
 
 namespace {
 
+// Why PlannedBuffer::create could not give `nbytes` on `device`.
+std::string not_allocated(const std::string& what, int64_t nbytes, et::Device device) {
+  return "could not allocate " + what + " (" + std::to_string(nbytes) + " bytes) on " + device_name(device) +
+         (device.type() == et::DeviceType::CPU ? ": the host has no memory to give it"
+                                               : ": no DeviceAllocator is registered for it, or it failed");
+}
+
 // Planned buffer `i` of a method, allocated on the device the program names.
 ET_NODISCARD Result<PlannedBuffer> planned_buffer(const executorch::runtime::MethodMeta& meta, size_t i,
                                                   FailureReport* report) {
@@ -59,12 +67,7 @@ ET_NODISCARD Result<PlannedBuffer> planned_buffer(const executorch::runtime::Met
   }
   auto b = PlannedBuffer::create(static_cast<size_t>(*size), *device);
   if (!b.ok()) {
-    return fail(
-        report, b.error(),
-        "could not allocate planned buffer " + std::to_string(i) + " (" + std::to_string(*size) + " bytes) on " +
-            device_name(*device) +
-            (device->type() == et::DeviceType::CPU ? ": the host has no memory to give it"
-                                                   : ": no DeviceAllocator is registered for it, or it failed"));
+    return fail(report, b.error(), not_allocated("planned buffer " + std::to_string(i), *size, *device));
   }
   return b;
 }
@@ -248,9 +251,9 @@ Result<Method*> Session::method(const std::string& name, FailureReport* report,
     if (!b.ok()) {
       return b.error();
     }
-    owned_.push_back(std::make_unique<PlannedBuffer>(std::move(*b)));
-    loaded->spans.push_back(owned_.back()->span());
-    loaded->devices.push_back(owned_.back()->device());
+    loaded->owned.push_back(std::make_unique<PlannedBuffer>(std::move(*b))); // a failed load drops it
+    loaded->spans.push_back(loaded->owned.back()->span());
+    loaded->devices.push_back(loaded->owned.back()->device());
   }
   if ((*scratch)->has_arena) {
     const auto size = meta->memory_planned_buffer_size(n - 1);
@@ -261,9 +264,7 @@ Result<Method*> Session::method(const std::string& name, FailureReport* report,
     if (arena_ == nullptr) {
       auto b = PlannedBuffer::create(static_cast<size_t>(*size), *device);
       if (!b.ok()) {
-        return fail(report, b.error(),
-                    "could not allocate the state (" + std::to_string(*size) + " bytes) on " + device_name(*device) +
-                        ": no DeviceAllocator is registered for it, or it failed");
+        return fail(report, b.error(), not_allocated("the state", *size, *device));
       }
       arena_ = std::make_unique<PlannedBuffer>(std::move(*b));
     } else if (arena_->span().size() != static_cast<size_t>(*size) || arena_->device().type() != device->type() ||
@@ -380,8 +381,10 @@ size_t Session::state_nbytes() const {
 size_t Session::device_nbytes() const {
   size_t n = arena_ != nullptr && arena_->device().type() != et::DeviceType::CPU ? arena_->span().size() : 0;
   n += backend_state_nbytes(id_);
-  for (const auto& b : owned_) {
-    n += b->device().type() == et::DeviceType::CPU ? 0 : b->span().size();
+  for (const auto& [name, loaded] : methods_) {
+    for (const auto& b : loaded->owned) {
+      n += b->device().type() == et::DeviceType::CPU ? 0 : b->span().size();
+    }
   }
   return n;
 }

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include <et_copy/copy_ops.h>
 #include <et_copy/counting_device_allocator.h>
 #include <et_copy/instruction_tracer.h>
 #include <et_copy/loaded_method.h>
@@ -59,9 +60,10 @@ et_copy::DeviceAllocatorStats stats() {
 
 // `name` loaded from bytes, with one session and its forward.
 struct Forward {
-  explicit Forward(const std::string& name) : bytes(read_program(name)) {
+  explicit Forward(const std::string& name, const et_copy::LoadOptions& options = {}) : bytes(read_program(name)) {
     auto loaded = et_copy::LoadedProgram::load(
-        std::make_unique<executorch::extension::BufferDataLoader>(bytes.data(), bytes.size()), nullptr, {}, &report);
+        std::make_unique<executorch::extension::BufferDataLoader>(bytes.data(), bytes.size()), nullptr, options,
+        &report);
     EXPECT_TRUE(loaded.ok()) << report.message();
     if (!loaded.ok()) {
       return;
@@ -297,6 +299,73 @@ TEST(LoadedProgram, LoadsAFileAndSaysWhenItCannotMapOne) {
   auto absent = et_copy::LoadedProgram::load_file(kPrograms + "/absent.pte", "", {}, &report);
   EXPECT_FALSE(absent.ok());
   EXPECT_EQ(report.step, "mapping " + kPrograms + "/absent.pte");
+}
+
+// ---- Programs and kernels no exporter gives (tests/python/helpers/hand_made_programs.py) ----
+
+// Another _d2h_copy.out than et-copy's own (it copies the same way, through
+// ours, but is not ours): the method list's first entry of the name serves it.
+void foreign_d2h_copy_out(executorch::runtime::KernelRuntimeContext& ctx, executorch::runtime::Span<EValue*> stack) {
+  et_copy::d2h_copy_out_boxed(ctx, stack);
+}
+const executorch::runtime::Kernel kForeignD2h[] = {
+    executorch::runtime::Kernel(et_copy::kH2dCopyOutName, et_copy::h2d_copy_out_boxed),
+    executorch::runtime::Kernel(et_copy::kD2hCopyOutName, foreign_d2h_copy_out),
+};
+
+// A planned host output is pointed at the caller's memory only when
+// et-copy's own d2h kernel fills it (program_check.h says why that is safe
+// for ours alone): with another kernel of the name, the output is written in
+// the method's memory and copied out, with the same result.
+TEST(LoadedMethod, AnOutputIsWrittenInTheCallersMemoryOnlyWhenEtCopysOwnD2hKernelFillsIt) {
+  et_copy::LoadOptions foreign;
+  foreign.kernels = {kForeignD2h, 2};
+  for (const bool ours : {true, false}) {
+    Forward r("roundtrip.pte", ours ? et_copy::LoadOptions{} : foreign);
+    ASSERT_NE(r.method, nullptr);
+    EXPECT_EQ(r.method->io().outputs[0].filled_by_d2h, ours);
+    std::vector<float> out(24, -1.0f);
+    et_copy::MethodOutput output;
+    output.data = out.data();
+    output.nbytes = out.size() * sizeof(float);
+    const EValue inputs[] = {EValue(r.view.tensor())};
+    ASSERT_EQ(r.method->execute({inputs, 1}, {&output, 1}, &r.report), Error::Ok) << r.report.message();
+    EXPECT_EQ(out, r.input) << ours;
+    const auto& own = r.method->method().get_output(0).toTensor();
+    ASSERT_NE(own.const_data_ptr(), out.data());
+    const auto* written = own.const_data_ptr<float>();
+    EXPECT_EQ(std::vector<float>(written, written + 24) == r.input, !ours)
+        << (ours ? "the copy wrote the caller's memory only" : "the copy wrote the method's memory, then copied out");
+  }
+}
+
+// ExecuTorch's verification refuses a tensor whose bytes overflow a size_t;
+// Minimal verification loads it, and MethodMeta cannot describe it: the
+// load is refused naming the input or output, every time it is asked for.
+TEST(LoadedMethod, AMethodWhoseInputOrOutputMethodMetaCannotDescribeIsRefusedAtLoad) {
+  et_copy::LoadOptions minimal;
+  minimal.verification = executorch::runtime::Program::Verification::Minimal;
+  Forward plain("roundtrip.pte", minimal);
+  ASSERT_NE(plain.method, nullptr) << "Minimal verification loads and describes a real program";
+  EXPECT_TRUE(plain.method->io().inputs[0].tensor && plain.method->io().outputs[0].tensor);
+  for (const char* end : {"input", "output"}) {
+    const auto bytes = read_program(std::string("roundtrip_huge_") + end + ".pte");
+    et_copy::FailureReport report;
+    auto program = et_copy::LoadedProgram::load(
+        std::make_unique<executorch::extension::BufferDataLoader>(bytes.data(), bytes.size()), nullptr, minimal,
+        &report);
+    ASSERT_TRUE(program.ok()) << report.message();
+    auto session = (*program)->new_session();
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      auto m = session->load("forward", nullptr, &report);
+      ASSERT_FALSE(m.ok()) << end;
+      EXPECT_EQ(m.error(), Error::InvalidProgram);
+      EXPECT_EQ(report.step, "loading method 'forward'");
+      EXPECT_EQ(report.detail, std::string(end) +
+                                   " 0 is a tensor MethodMeta cannot describe (InvalidArgument: its byte size "
+                                   "overflows, or its metadata is missing)");
+    }
+  }
 }
 
 } // namespace

@@ -5,13 +5,16 @@
 // (nested methods run the wheel's kernels, loaded with the runtime).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <et_copy/delegate_record.h>
@@ -160,8 +163,10 @@ class Delegate {
     init(data, specs, method);
   }
   // A record given as bytes (a fixture's, tampered with).
-  Delegate(std::vector<uint8_t> record, const NamedDataMap* data, const char* method) : record_(std::move(record)) {
-    init(data, {}, method);
+  Delegate(std::vector<uint8_t> record, const NamedDataMap* data, const char* method,
+           const std::map<std::string, int>& specs = {})
+      : record_(std::move(record)) {
+    init(data, specs, method);
   }
   void init(const NamedDataMap* data, const std::map<std::string, int>& specs, const char* method) {
     BackendOptions<4> options;
@@ -825,6 +830,233 @@ TEST_F(SimulatedDeviceBackendTest, InitRefusesANestedProgramWithAnIndexOutOfRang
   Delegate d(tampered, &data, "forward");
   EXPECT_FALSE(d.ok());
   EXPECT_EQ(d.error, Error::InvalidProgram);
+}
+
+// ---- Records no exporter makes --------------------------------------------
+// tests/python/helpers/hand_made_programs.py makes them from the fixtures
+// above (make_programs.py writes them): every refusal of init and execute
+// names what is wrong, and leaves nothing behind.
+
+std::string logged(const et_copy::LogCapture& capture) {
+  std::string all;
+  for (const auto& line : capture.lines()) {
+    all += line + "\n";
+  }
+  return all;
+}
+
+// `record` with the first `from` in its header replaced by `to` (the payload as it was).
+std::vector<uint8_t> with_header(const std::vector<uint8_t>& record, const std::string& from, const std::string& to) {
+  const std::string text(record.begin(), record.end());
+  const size_t payload = text.find("\npayload\t");
+  const size_t at = text.find(from);
+  EXPECT_LE(at, payload) << from; // the payload line's own newline may start `from`
+  std::string edited = text;
+  edited.replace(at, from.size(), to);
+  return std::vector<uint8_t>(edited.begin(), edited.end());
+}
+
+// `record` with each byte of its nested program replaced by 'x'.
+std::vector<uint8_t> with_garbage_payload(std::vector<uint8_t> record) {
+  auto r = et_copy::parse_delegate_record(record.data(), record.size());
+  EXPECT_TRUE(r.ok());
+  const size_t payload = static_cast<size_t>(r->payload - record.data());
+  std::fill(record.begin() + static_cast<std::ptrdiff_t>(payload), record.end(), 'x');
+  return record;
+}
+
+TEST_F(SimulatedDeviceBackendTest, InitRefusesEachHandMadeRecordNamingWhatIsWrongAndKeepsNothing) {
+  const auto linear = read_file("linear.record");
+  const auto acc = read_file("acc.record");
+  FixtureData linear_data(linear), acc_data(acc);
+  const std::string bias = "weight\tl.bias\tet_copy.weight:3936cb53fb19caeebc68eab4f99b30f7\t12\n";
+  struct Case {
+    std::vector<uint8_t> record;
+    const NamedDataMap* data;
+    Error error;
+    std::string message;
+  };
+  const std::vector<Case> cases{
+      {with_header(linear, bias, ""), &linear_data, Error::DelegateInvalidCompatibility,
+       "the nested program's external constant 'l.bias' has no weight line in the record"},
+      // After both real weights: their uploads are dropped with the refusal.
+      {with_header(linear, "\npayload\t", "\nweight\tnope\tet_copy.weight:0\t4\npayload\t"), &linear_data,
+       Error::DelegateInvalidCompatibility, "weight 'nope' is not an external constant of the nested program"},
+      {with_header(linear, "3936cb53fb19caeebc68eab4f99b30f7\t12", "3936cb53fb19caeebc68eab4f99b30f7\t16"),
+       &linear_data, Error::DelegateInvalidCompatibility,
+       "weight 'l.bias' is 16 bytes in the record, 12 in the nested program"},
+      {with_garbage_payload(linear), &linear_data, Error::DelegateInvalidCompatibility,
+       "the nested program cannot be read"},
+      {read_file("linear_two_methods.record"), &linear_data, Error::DelegateInvalidCompatibility,
+       "the nested program has 2 methods, not 1"},
+      {read_file("linear_negative_buffer.record"), &linear_data, Error::DelegateInvalidCompatibility,
+       "nested planned buffer 0 has no valid size"},
+      {with_header(acc, "arena\t1\t16", "arena\t1\t32"), &acc_data, Error::DelegateInvalidCompatibility,
+       "the arena line names nested buffer 1 of 32 bytes; the nested method has 2 planned buffers, that one of 16 "
+       "bytes\n"},
+      {with_header(acc, "arena\t1\t16", "arena\t2\t16"), &acc_data, Error::DelegateInvalidCompatibility,
+       "the arena line names nested buffer 2 of 16 bytes; the nested method has 2 planned buffers\n"},
+      // A nested state Method loads from the weight map under a name it does not hold.
+      {read_file("acc_state_from_nowhere.record"), &acc_data, Error::NotFound,
+       "loading the nested method 'forward' failed"},
+  };
+  const DeviceAllocatorStats before = simulated_device_allocator().stats();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    et_copy::LogCapture capture;
+    Delegate d(cases[i].record, cases[i].data, "forward");
+    EXPECT_FALSE(d.ok()) << i;
+    EXPECT_EQ(d.error, cases[i].error) << i;
+    const std::string log = logged(capture);
+    EXPECT_NE(log.find("SimulatedDeviceBackend: method 'forward': " + cases[i].message), std::string::npos)
+        << i << ": " << log;
+  }
+  const DeviceAllocatorStats after = simulated_device_allocator().stats();
+  EXPECT_EQ(after.bytes_outstanding, before.bytes_outstanding) << "a refused init keeps no weight, arena or scratch";
+  EXPECT_EQ(after.live_allocations, before.live_allocations);
+
+  executorch::extension::MallocMemoryAllocator alloc;
+  BackendInitContext context(&alloc, nullptr, "forward", &linear_data);
+  et_copy::LogCapture capture;
+  auto none = simulated_device_backend().init(context, nullptr, {});
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error(), Error::InvalidArgument);
+  EXPECT_NE(logged(capture).find("method 'forward': no processed bytes"), std::string::npos) << logged(capture);
+
+  // The real records load and run as before.
+  Delegate d("linear", &linear_data);
+  ASSERT_TRUE(d.ok());
+  const auto io = read_file("linear.io");
+  expect_near(d.run(floats(io, 0, 8), {2, 4}, {2, 3}), floats(io, 8, 6));
+}
+
+// A nested method may take a scalar: execute hands it to the nested
+// set_input, which takes only the kind and value the method was traced with
+// (linear_scalar_input.record: addmm's alpha, an Int 1, as input 1).
+TEST_F(SimulatedDeviceBackendTest, ANestedScalarInputIsPassedOnAndOneOfAnotherKindOrValueIsRefused) {
+  FixtureData data(read_file("linear.record"));
+  Delegate d(read_file("linear_scalar_input.record"), &data, "forward");
+  ASSERT_TRUE(d.ok()) << et_copy::error_name(d.error);
+  const auto io = read_file("linear.io");
+  DeviceBytes in(8 * sizeof(float)), out(6 * sizeof(float));
+  in.put(floats(io, 0, 8));
+  const std::vector<float> untouched(6, -7.0f);
+  TestTensor tin(ScalarType::Float, {2, 4}, in.ptr, on_device()), tout(ScalarType::Float, {2, 3}, out.ptr, on_device());
+  EValue ein(tin.t()), eout(tout.t());
+  EValue one(int64_t{1}), two(int64_t{2}), real(1.0), yes(true);
+  for (EValue* other : {&two, &real, &yes}) {
+    out.put(untouched);
+    et_copy::LogCapture capture;
+    EXPECT_EQ(d.execute({&ein, other, &eout}), Error::InvalidArgument);
+    EXPECT_NE(logged(capture).find("SimulatedDeviceBackend: method 'forward': input 1 does not match the nested input"),
+              std::string::npos)
+        << logged(capture);
+    EXPECT_EQ(out.get(), untouched) << "nothing ran";
+  }
+  out.put(untouched);
+  ASSERT_EQ(d.execute({&ein, &one, &eout}), Error::Ok);
+  expect_near(out.get(), floats(io, 8, 6), "the traced scalar runs the method");
+}
+
+// A nested state tensor marked external is loaded by Method, at load, from
+// the delegate's weight map (load_data_into, at the layout's size): it
+// starts as the weight (acc_state_from_w.record: acc starts as w), and the
+// run goes on from there: (w + x1) * w, then (w + x1 + x2) * w.
+TEST_F(SimulatedDeviceBackendTest, ANestedStateLoadedFromAWeightStartsAsThatWeight) {
+  const auto acc = read_file("acc.record");
+  FixtureData data(acc);
+  Delegate d(read_file("acc_state_from_w.record"), &data, "forward", {{"session", 140}});
+  ASSERT_TRUE(d.ok()) << et_copy::error_name(d.error);
+  const auto io = read_file("acc.io");
+  const std::vector<float> w = floats(read_file("acc.data"), 0, 4); // the weight comes first
+  const std::vector<float> x1 = floats(io, 0, 4), x2 = floats(io, 4, 4);
+  std::vector<float> first(4), second(4);
+  for (size_t i = 0; i < 4; ++i) {
+    first[i] = (w[i] + x1[i]) * w[i];
+    second[i] = (w[i] + x1[i] + x2[i]) * w[i];
+  }
+  expect_near(d.run(x1, {4}, {4}), first, "the state started as w");
+  expect_near(d.run(x2, {4}, {4}), second, "and kept the first step");
+}
+
+// A nested program may hold a delegate of its own. ExecuTorch hands that
+// delegate the parent's weight map merged with the nested program's named
+// data, the parent's first: asked for a key it lacks, the parent's map says
+// NotFound, and the inner delegate's weights come from the nested program
+// (nested_delegate.record); with them nowhere (nested_delegate_bare.record)
+// the load fails NotFound, naming the key, and keeps nothing.
+TEST_F(SimulatedDeviceBackendTest, ANestedDelegateAsksItsParentsWeightMapForKeysItLacks) {
+  ASSERT_NE(et_copy::register_simulated_device_backend(), et_copy::Registration::kFailed); // the inner one's too
+  et_copy_test::NamedBlobs empty;
+  const DeviceAllocatorStats before = simulated_device_allocator().stats();
+  {
+    Delegate d(read_file("nested_delegate.record"), &empty, "forward");
+    ASSERT_TRUE(d.ok()) << et_copy::error_name(d.error);
+    const DeviceAllocatorStats loaded = simulated_device_allocator().stats();
+    EXPECT_EQ(loaded.h2d_bytes - before.h2d_bytes, 100u) << "the inner Linear(4, 5): 80 + 20 bytes";
+  }
+  et_copy::LogCapture capture;
+  Delegate bare(read_file("nested_delegate_bare.record"), &empty, "forward");
+  EXPECT_FALSE(bare.ok());
+  EXPECT_EQ(bare.error, Error::NotFound);
+  const std::string log = logged(capture);
+  EXPECT_NE(log.find("the program's named data has no 'et_copy.weight:"), std::string::npos) << log;
+  EXPECT_NE(log.find("method 'forward': loading the nested method 'forward' failed"), std::string::npos) << log;
+  const DeviceAllocatorStats after = simulated_device_allocator().stats();
+  EXPECT_EQ(after.bytes_outstanding, before.bytes_outstanding);
+  EXPECT_EQ(after.live_allocations, before.live_allocations);
+}
+
+// Each argument execute refuses is named with why, before any is bound;
+// the output is left as it was, and a good call runs after.
+TEST_F(SimulatedDeviceBackendTest, EachArgumentExecuteRefusesIsNamedWithWhyAndLeavesTheOutput) {
+  FixtureData data(read_file("linear.record"));
+  Delegate d("linear", &data);
+  ASSERT_TRUE(d.ok());
+  const auto io = read_file("linear.io");
+  DeviceBytes in(8 * sizeof(float)), other_device(8 * sizeof(float), 1), out(6 * sizeof(float)),
+      wide(12 * sizeof(float));
+  in.put(floats(io, 0, 8));
+  const std::vector<float> untouched(6, -7.0f);
+  out.put(untouched);
+  std::vector<float> host(8, 1.0f), host_out(6);
+  TestTensor tin(ScalarType::Float, {2, 4}, in.ptr, on_device()), tout(ScalarType::Float, {2, 3}, out.ptr, on_device());
+  TestTensor host_in(ScalarType::Float, {2, 4}, host.data()), liar(ScalarType::Float, {2, 4}, host.data(), on_device());
+  TestTensor on_one(ScalarType::Float, {2, 4}, other_device.ptr, on_device(1)),
+      claims_zero(ScalarType::Float, {2, 4}, other_device.ptr, on_device(0));
+  TestTensor host_output(ScalarType::Float, {2, 3}, host_out.data()),
+      too_wide(ScalarType::Float, {3, 4}, wide.ptr, on_device());
+  EValue ein(tin.t()), eout(tout.t()), ehost(host_in.t()), eliar(liar.t()), eone(on_one.t()), ezero(claims_zero.t()),
+      ehost_out(host_output.t()), ewide(too_wide.t());
+  char host_at[64], out_at[64];
+  std::snprintf(host_at, sizeof(host_at), "32 bytes at %p", static_cast<void*>(host.data()));
+  std::snprintf(out_at, sizeof(out_at), "24 bytes at %p", static_cast<void*>(host_out.data()));
+  const Error invalid = Error::InvalidArgument;
+  const std::vector<std::tuple<std::vector<EValue*>, Error, std::string>> refused{
+      {{&ehost, &eout},
+       invalid,
+       std::string("input 0 is host memory (cpu): ") + host_at + "; the delegate reads device memory only (cuda:0)"},
+      {{&ein, &ehost_out},
+       invalid,
+       std::string("output 0 is host memory (cpu): ") + out_at + "; the delegate reads device memory only (cuda:0)"},
+      {{&eone, &eout}, invalid, "input 0 is on cuda:1, the delegate on cuda:0"},
+      {{&eliar, &eout},
+       invalid,
+       std::string("input 0 says cuda:0 but ") + host_at + " are not inside one allocation of the simulated device"},
+      {{&ezero, &eout}, invalid, "input 0 says cuda:0 but 32 bytes at "},
+      {{nullptr, &eout}, invalid, "input 0 is missing"},
+      {{&ein, nullptr}, invalid, "output 0 is missing"},
+      // ExecuTorch's set_input: a static input resized.
+      {{&ewide, &eout}, Error::NotSupported, "input 0 does not fit the nested input"},
+  };
+  for (const auto& [args, error, message] : refused) {
+    et_copy::LogCapture capture;
+    EXPECT_EQ(d.execute(args), error) << message;
+    EXPECT_NE(logged(capture).find("SimulatedDeviceBackend: method 'forward': " + message), std::string::npos)
+        << logged(capture);
+    EXPECT_EQ(out.get(), untouched) << message;
+  }
+  ASSERT_EQ(d.execute({&ein, &eout}), Error::Ok);
+  expect_near(out.get(), floats(io, 8, 6));
 }
 
 } // namespace

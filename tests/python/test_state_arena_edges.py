@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -89,6 +90,23 @@ def test_a_session_with_no_method_loaded_holds_nothing_and_resets_as_a_no_op(sta
     assert method.execute([torch.ones(5)])[0].tolist() == _expected(1)
 
 
+def test_the_scratch_a_programs_sessions_share_is_counted_once_at_its_device_buffers_planned_bytes(starts_program):
+    # A program with et_copy's record keeps its state in its delegates: every planned buffer is scratch, the
+    # pool's, allocated with the first load of the method and shared by every session after it.
+    et_copy.use_simulated_device()
+    program = et_copy.runtime.load(starts_program)
+    meta = program.metadata("forward")
+    buffers = range(meta.num_memory_planned_buffers())
+    device = [meta.memory_planned_buffer_device(i) != "cpu" for i in buffers]
+    on_device = sum(meta.memory_planned_buffer_size(i) for i in buffers if device[i])
+    assert on_device > 0
+    assert program.device_scratch_nbytes == 0
+    program.new_session().load_method("forward")
+    assert program.device_scratch_nbytes == on_device
+    program.new_session().load_method("forward")
+    assert program.device_scratch_nbytes == on_device
+
+
 class Running(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -139,5 +157,116 @@ def test_another_exporters_named_state_in_a_program_with_et_copys_record_is_refu
         buffer = edge.to_executorch(ExecutorchBackendConfig(emit_mutable_buffer_names=True)).buffer
     session = et_copy.runtime.load(buffer).new_session()
     with pytest.raises(et_copy.EtCopyError, match="names 1 state tensors of its own, but a program et_copy") as e:
+        session.load_method("forward")
+    assert e.value.error == "InvalidProgram"
+
+
+# ---- another exporter's state planned at sizes no exporter writes ---------
+# (helpers/hand_made_programs.py edits the program's planned buffer sizes)
+
+
+@pytest.fixture(scope="module")
+def running_program() -> bytes:
+    """Running exported by ExecuTorch alone, as 'forward' and 'again': its named state (3 floats) in the last
+    (only) planned buffer of each, 48 bytes with the scratch beside it."""
+    from executorch.exir import ExecutorchBackendConfig, to_edge
+
+    exported = {name: torch.export.export(Running(), (torch.ones(3),), strict=True) for name in ("forward", "again")}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Mutation on a buffer in the model is detected")
+        return to_edge(exported).to_executorch(ExecutorchBackendConfig(emit_mutable_buffer_names=True)).buffer
+
+
+@pytest.mark.parametrize(
+    ("nbytes", "error", "message"),
+    [
+        (-1, "InvalidProgram", "the state buffer has no valid size or device"),
+        (1 << 62, "MemoryAllocationFailed", f"could not allocate the state ({1 << 62} bytes) on cpu: the host has no "),
+    ],
+)
+def test_a_state_buffer_of_impossible_size_is_refused_naming_it_and_the_session_goes_on(
+    running_program, nbytes, error, message
+):
+    from helpers.hand_made_programs import with_planned_buffer_size
+
+    et_copy.use_simulated_device()
+    program = et_copy.runtime.load(with_planned_buffer_size(running_program, nbytes, "forward"))
+    session = program.new_session()
+    with pytest.raises(et_copy.EtCopyError, match=re.escape(message)) as e:
+        session.load_method("forward")
+    assert e.value.error == error
+    assert (session.state_nbytes, session.device_nbytes) == (0, 0)  # nothing allocated, nothing kept
+    again = session.load_method("again")  # the other method, planned as exported: its state from zero
+    assert again.execute([torch.ones(3)])[0].tolist() == [1.0] * 3
+    assert again.execute([torch.ones(3)])[0].tolist() == [2.0] * 3
+
+
+def test_methods_that_plan_the_state_at_different_sizes_are_refused_and_the_first_keeps_its_state(running_program):
+    from helpers.hand_made_programs import with_planned_buffer_size
+
+    et_copy.use_simulated_device()
+    session = et_copy.runtime.load(with_planned_buffer_size(running_program, 24, "again")).new_session()
+    forward = session.load_method("forward")
+    assert forward.execute([torch.ones(3)])[0].tolist() == [1.0] * 3
+    with pytest.raises(et_copy.EtCopyError, match="method 'again' plans its state as 24 bytes on cpu, another") as e:
+        session.load_method("again")
+    assert e.value.error == "InvalidProgram"
+    assert "another method as 48 bytes on cpu: methods of one program must agree" in str(e.value)
+    assert forward.execute([torch.ones(3)])[0].tolist() == [2.0] * 3
+
+
+# roundtrip.pte (x -> _h2d_copy -> _d2h_copy): buffer 0 on the host, buffer 1 on cuda:0, each 96 bytes, no state:
+# every planned buffer is the session's own.
+ROUNDTRIP = Path(__file__).resolve().parents[1] / "cpp" / "programs" / "roundtrip.pte"
+
+
+@pytest.mark.parametrize(
+    ("buffer", "nbytes", "error", "message"),
+    [
+        (0, -1, "InvalidProgram", "planned buffer 0 has no valid size or device"),
+        (0, 1 << 62, "MemoryAllocationFailed", f"planned buffer 0 ({1 << 62} bytes) on cpu: the host has no memory"),
+        (1, 1 << 62, "MemoryAllocationFailed", f"planned buffer 1 ({1 << 62} bytes) on cuda:0: no DeviceAllocator is"),
+    ],
+)
+def test_a_planned_buffer_of_impossible_size_is_refused_naming_it_and_its_device(buffer, nbytes, error, message):
+    from helpers.hand_made_programs import with_planned_buffer_size
+
+    et_copy.use_simulated_device()
+    original = ROUNDTRIP.read_bytes()
+    session = et_copy.runtime.load(with_planned_buffer_size(original, nbytes, buffer=buffer)).new_session()
+    with pytest.raises(et_copy.EtCopyError, match=re.escape(message)) as e:
+        session.load_method("forward")
+    assert e.value.error == error
+    assert session.device_nbytes == 0  # what it allocated before the refusal went with it
+    x = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)
+    assert torch.equal(et_copy.runtime.load(original).new_session().load_method("forward").execute([x])[0], x)
+
+
+def test_a_method_that_fails_to_load_keeps_none_of_its_planned_memory():
+    # roundtrip.pte with its output past the end of its planned buffer: load_method fails after the session
+    # has allocated the method's planned buffers, which go with the failure, however often it is retried.
+    from helpers.hand_made_programs import with_output_offset
+
+    et_copy.use_simulated_device()
+    session = et_copy.runtime.load(with_output_offset(ROUNDTRIP.read_bytes(), 4096)).new_session()
+    for _ in range(2):
+        with pytest.raises(et_copy.EtCopyError, match="loading method 'forward' failed with ") as e:
+            session.load_method("forward")
+        assert e.value.error == "MemoryAllocationFailed"  # what HierarchicalAllocator says of an offset past the end
+        assert session.device_nbytes == 0
+    loaded = et_copy.runtime.load(ROUNDTRIP.read_bytes()).new_session()
+    loaded.load_method("forward")
+    assert loaded.device_nbytes == 96  # the one device buffer a loaded roundtrip holds
+
+
+def test_a_named_state_tensor_methodmeta_cannot_describe_is_refused_naming_it(running_program):
+    # Its sizes overflow a size_t: ExecuTorch's verification refuses it, Minimal verification loads it, and
+    # MethodMeta then cannot describe it, so where it lies cannot be checked.
+    from helpers.hand_made_programs import with_state_sizes
+
+    et_copy.use_simulated_device()
+    huge = with_state_sizes(running_program, "total", [1 << 30] * 3)
+    session = et_copy.runtime.load(huge, verification=et_copy.runtime.Verification.Minimal).new_session()
+    with pytest.raises(et_copy.EtCopyError, match="method 'forward': cannot read its state tensor 0") as e:
         session.load_method("forward")
     assert e.value.error == "InvalidProgram"

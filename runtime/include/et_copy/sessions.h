@@ -245,6 +245,8 @@ class Session {
   ET_NODISCARD executorch::runtime::Result<executorch::runtime::Method*> method(
       const std::string& name, FailureReport* report, executorch::runtime::EventTracer* event_tracer);
   struct Loaded {
+    // A program without an arena: all the method's planned memory, this session's (first: destroyed last).
+    std::vector<std::unique_ptr<PlannedBuffer>> owned;
     executorch::extension::MallocMemoryAllocator method_allocator;
     executorch::extension::MallocMemoryAllocator temp_allocator;
     std::vector<executorch::runtime::Span<uint8_t>> spans;
@@ -264,7 +266,6 @@ class Session {
   executorch::runtime::BackendOptions<2> backend_specs_;
   executorch::runtime::LoadBackendOptionsMap backend_options_;
   std::unique_ptr<PlannedBuffer> arena_;
-  std::vector<std::unique_ptr<PlannedBuffer>> owned_; // a program without an arena: all planned memory
   // load()'s methods; destroyed after methods_, since each holds its method's event tracer.
   std::map<std::string, std::unique_ptr<LoadedMethod>> loaded_;
   std::map<std::string, std::unique_ptr<Loaded>> methods_;

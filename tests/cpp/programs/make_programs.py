@@ -27,6 +27,23 @@ change them. Imports executorch.exir (seconds).
   - acc: a buffer `acc` = arange(4) updated in place (acc += x), returning
     acc * w; two steps, from the start state.
   - acc8: the same with 8 elements (another arena size).
+- roundtrip_huge_input.pte, roundtrip_huge_output.pte: roundtrip.pte with
+  its input (output) sized [2^30] * 3 float32, more bytes than a size_t
+  holds (hand_made_programs.py; only Minimal verification loads them).
+- Records no exporter makes (tests/python/helpers/hand_made_programs.py),
+  each read with its source fixture's .data:
+  - linear_scalar_input.record: linear's nested method also takes addmm's
+    alpha (an Int, 1) as input 1.
+  - linear_two_methods.record: linear's nested program with a second
+    method; linear_negative_buffer.record: its planned buffer of -1 bytes.
+  - acc_state_from_w.record: acc's nested state `acc` loaded at method load
+    from the weight `w` (load_data_into on the delegate's weight map);
+    acc_state_from_nowhere.record: from a name no weight has.
+  - nested_delegate.record: no weights; its nested program is
+    relu(Linear(4, 5)) lowered to SimulatedDeviceBackend, its weights in
+    that program's own named data. nested_delegate_bare.record: another
+    such program with its named data dropped (the inner weights are
+    nowhere).
 """
 
 from __future__ import annotations
@@ -40,6 +57,9 @@ from et_copy.export import DeviceBoundary, export_device_program, lower_to_devic
 from et_copy.tools.parity.tamper import original_program, tampered_programs
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 from executorch.exir import to_edge
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+from helpers import hand_made_programs  # noqa: E402
 
 
 class AddRelu(torch.nn.Module):
@@ -106,6 +126,38 @@ def write_delegate_fixtures(out: Path) -> None:
         (out / f"{name}.io").write_bytes(b"".join(_bytes(x) for x in xs) + b"".join(_bytes(y) for y in ys))
 
 
+def write_hand_made_fixtures(out: Path) -> None:
+    roundtrip = (out / "roundtrip.pte").read_bytes()
+    for end, output in (("input", False), ("output", True)):
+        huge = hand_made_programs.with_io_sizes(roundtrip, [1 << 30] * 3, output=output)
+        (out / f"roundtrip_huge_{end}.pte").write_bytes(huge)
+    linear, acc = (out / "linear.record").read_bytes(), (out / "acc.record").read_bytes()
+    (out / "linear_scalar_input.record").write_bytes(hand_made_programs.with_scalar_input(linear))
+    two_methods = hand_made_programs.on_nested(linear, hand_made_programs.with_second_method)
+    (out / "linear_two_methods.record").write_bytes(two_methods)
+    (out / "linear_negative_buffer.record").write_bytes(
+        hand_made_programs.on_nested(linear, lambda pte: hand_made_programs.with_planned_buffer_size(pte, -1))
+    )
+    (out / "acc_state_from_w.record").write_bytes(hand_made_programs.with_state_loaded_from(acc, "acc", "w"))
+    (out / "acc_state_from_nowhere.record").write_bytes(
+        hand_made_programs.with_state_loaded_from(acc, "acc", "nowhere")
+    )
+    for name, seed in (("nested_delegate", 1), ("nested_delegate_bare", 2)):
+        torch.manual_seed(seed)  # weights (so content keys) of their own: no other test has them uploaded
+        module = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.ReLU())
+        # Its output left on the device, unplanned: the outer init binds nested outputs by pointer.
+        inner = lower_to_device(
+            module,
+            (torch.randn(2, 4),),
+            SimulatedDevicePartitioner(),
+            alloc_graph_output=False,
+            skip_d2h_for_method_outputs=True,
+        ).buffer
+        if name.endswith("_bare"):
+            inner = hand_made_programs.without_named_data(inner)
+        (out / f"{name}.record").write_bytes(hand_made_programs.nested_delegate_record(inner))
+
+
 def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     original = original_program()
@@ -121,6 +173,7 @@ def main(out: Path) -> None:
     resident = export_device_program(Identity(), (torch.randn(2, 3),), resident_inputs=(0,), alloc_graph_input=True)
     (out / "device_input.pte").write_bytes(resident.buffer)
     write_delegate_fixtures(out)
+    write_hand_made_fixtures(out)
 
 
 if __name__ == "__main__":
