@@ -198,6 +198,46 @@ TEST_P(Rejections, OutOnTheWrongSideIsInvalidArgument) {
                   h2d() ? "out must be a device tensor" : "out must be a host (CPU) tensor");
 }
 
+// TensorImpl's defaults leave a tensor with no dim order or no strides. In
+// self or in out, either is refused by name before anything is read through
+// it (the one-pass shortcut gives up, the named checks answer), and out
+// keeps its bytes.
+// Builds without NDEBUG abort earlier, in ExecuTorch's accessors (an
+// ArrayRef of a null array and a length), so only release builds get here.
+TEST_P(Rejections, NoDimOrderOrNoStridesInSelfOrOutIsRefusedNotRead) {
+#ifndef NDEBUG
+  GTEST_SKIP() << "ExecuTorch's ArrayRef asserts on a null dim order or null strides in builds without NDEBUG";
+#endif
+  using executorch::runtime::etensor::TensorImpl;
+  for (int which = 0; which < 4; ++which) {
+    const bool in_self = which % 2 == 0, dim_order = which < 2;
+    SCOPED_TRACE(std::string(in_self ? "self" : "out") + (dim_order ? " without a dim order" : " without strides"));
+    GuardedBuffer host(24, 0x10);
+    DeviceBuffer dev(24);
+    SizesType self_sizes[] = {2, 3}, out_sizes[] = {2, 3};
+    DimOrderType self_order[] = {0, 1}, out_order[] = {0, 1};
+    StridesType self_strides[] = {3, 1}, out_strides[] = {3, 1};
+    TensorImpl self_impl(ScalarType::Float, 2, self_sizes, h2d() ? host.data() : dev.data(),
+                         in_self && dim_order ? nullptr : self_order, in_self && !dim_order ? nullptr : self_strides,
+                         TensorShapeDynamism::STATIC, h2d() ? kCpu : kCuda);
+    TensorImpl out_impl(ScalarType::Float, 2, out_sizes, h2d() ? dev.data() : host.data(),
+                        !in_self && dim_order ? nullptr : out_order, !in_self && !dim_order ? nullptr : out_strides,
+                        TensorShapeDynamism::STATIC, h2d() ? kCuda : kCpu);
+    Tensor self(&self_impl), out(&out_impl);
+    CopyDiagnostic diag;
+    EXPECT_EQ(copy(h2d(), self, out, &diag), Error::InvalidArgument);
+    const std::string want = std::string(in_self ? "self" : "out") +
+                             (dim_order ? " has a dim order that is not a permutation of its 2 dims"
+                                        : " is not dense in its dim order");
+    const std::string message = diag.message;
+    EXPECT_NE(message.find(want), std::string::npos) << message;
+    EXPECT_EQ(host.contents(), std::vector<uint8_t>(24, 0x10));
+    EXPECT_EQ(dev.contents(), std::vector<uint8_t>(24, SimulatedDeviceAllocator::kFreshByte));
+    EXPECT_EQ(copies_since_setup(true), 0u);
+    EXPECT_EQ(copies_since_setup(false), 0u);
+  }
+}
+
 // Builds self and out on the correct sides for the direction, over the
 // given buffers and options.
 struct Sides {
