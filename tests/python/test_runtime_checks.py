@@ -103,6 +103,32 @@ def test_an_output_that_is_not_a_tensor_takes_none_and_refuses_a_tensor(programs
     assert torch.equal(given, torch.zeros(1, dtype=torch.int64))
 
 
+def test_a_value_output_after_tensor_outputs_is_returned_as_its_value(programs, data):
+    # helpers/program_edits.py appended an Int 7 to affine's outputs.
+    method = runtime.load(programs / "affine_int_output.pte").load_method()
+    x, y = data["affine"]
+    given = torch.full((3, 4), -1.0)
+    got = method.execute([x, y], outputs=[given, None, None])
+    assert got[0] is given and got[2] == 7
+    torch.testing.assert_close(given, x * 2.0 + y)
+    torch.testing.assert_close(got[1], (x - y).sum())
+
+
+def test_an_output_of_a_dtype_torch_cannot_represent_is_refused_at_load(programs):
+    # Output 1 retyped (helpers/program_edits.py): to QUInt4x2, which torch has
+    # no dtype for, the load is refused by name; to Bits16, which it has, the
+    # load succeeds and the d2h copy into it refuses the dtype at run.
+    program = runtime.load(programs / "affine_quint4x2.pte")
+    with pytest.raises(
+        et_copy.EtCopyError, match=r"^et_copy.runtime: method 'forward': output 1 has a dtype torch cannot represent"
+    ) as info:
+        program.load_method()
+    assert info.value.error == "NotSupported"
+    method = runtime.load(programs / "affine_bits16.pte").load_method()
+    with pytest.raises(et_copy.EtCopyError, match="dtype mismatch: self has Float, out has Bits16"):
+        method.execute([torch.zeros(3, 4), torch.zeros(3, 4)])
+
+
 def test_a_freed_output_is_refused_naming_it(programs, data):
     method = runtime.load(programs / "stage_a.pte").load_method()
     x = et_copy.h2d_copy(data["stage"])
