@@ -1,7 +1,8 @@
 """Edits of a real exported program into shapes no exporter writes, through
 executorch's own (de)serializer: an output of a dtype torch has no dtype
-for, a value (not a tensor) output, a method renamed away. For the load
-and run paths that only such programs reach.
+for, value (not tensor) inputs and outputs, a device output planned in
+the method's memory, a method renamed away. For the load and run paths
+that only such programs reach.
 
     edited(program_bytes, retype_value("forward", 2, ScalarType.QUINT4X2))
 
@@ -57,6 +58,62 @@ def append_value_output(method: str, value: schema.Int | schema.Double | schema.
         p = plan(program, method)
         p.values.append(schema.EValue(value))
         p.outputs.append(len(p.values) - 1)
+
+    return edit
+
+
+Primitive = schema.Int | schema.Double | schema.Bool | schema.Null
+
+
+def append_value_input(method: str, value: Primitive) -> Edit:
+    """A new last input of ``method``: a new value holding ``value`` (an
+    exporter bakes a Python scalar argument into the graph instead)."""
+
+    def edit(program: schema.Program) -> None:
+        p = plan(program, method)
+        p.values.append(schema.EValue(value))
+        p.inputs.append(len(p.values) - 1)
+
+    return edit
+
+
+ELEMENT_BYTES = {schema.ScalarType.FLOAT: 4, schema.ScalarType.HALF: 2, schema.ScalarType.LONG: 8}
+
+
+def plan_output_on_its_device(method: str, output: int) -> Edit:
+    """A tensor output left unplanned on a device (the caller's memory) gets
+    a place at the end of the planned buffer of its device (a new one if
+    there is none), 16-aligned: what
+    an export with alloc_graph_output=True and the output on the device
+    would plan (et_copy's exporters refuse that combination)."""
+
+    def edit(program: schema.Program) -> None:
+        p = plan(program, method)
+        tensor = p.values[p.outputs[output]].val
+        assert isinstance(tensor, schema.Tensor) and tensor.allocation_info is None, "an unplanned tensor output"
+        info = tensor.extra_tensor_info
+        assert info is not None and info.device_type != schema.DeviceType.CPU, "an output on a device"
+        buffers = [
+            d.buffer_idx
+            for d in p.non_const_buffer_device or []
+            if (d.device_type, d.device_index) == (info.device_type, info.device_index)
+        ]
+        if not buffers:  # the method plans nothing on that device yet: a new buffer
+            buffers = [len(p.non_const_buffer_sizes)]
+            p.non_const_buffer_sizes.append(0)
+            p.non_const_buffer_device = [
+                *(p.non_const_buffer_device or []),
+                schema.NonConstBufferDevice(buffers[0], info.device_type, info.device_index),
+            ]
+        buffer = buffers[0]
+        offset = (p.non_const_buffer_sizes[buffer] + 15) // 16 * 16
+        nbytes = ELEMENT_BYTES[tensor.scalar_type]
+        for size in tensor.sizes:
+            nbytes *= size
+        tensor.allocation_info = schema.AllocationDetails(
+            memory_id=buffer, memory_offset_low=offset, memory_offset_high=0
+        )
+        p.non_const_buffer_sizes[buffer] = offset + nbytes
 
     return edit
 
