@@ -107,6 +107,15 @@ EQUIVALENT: list[Equivalent] = [
                "same_dim_order runs only after check_tensor has found both dim orders permutations of the same "
                "number of dims, and two such permutations that agree at every index but the first agree there too",
                site=0),
+    Equivalent("runtime/src/device_copy.cpp", "logic",
+               "if (ss == nullptr || os == nullptr || so == nullptr || oo == nullptr || st == nullptr || ot == nullptr) {",
+               "differs only when exactly one of self's and out's sizes is null, and no tensor of rank >= 1 (rank 0 "
+               "returned earlier) has null sizes: TensorImpl's constructor aborts on them (compute_numel's ET_CHECK)",
+               site=0),
+    Equivalent("runtime/src/d2h_filled_outputs.cpp", "int+1", "if (plan == 0) {",
+               "with no plan of that name, reading a plan at offset 0 either fails (its vtable would lie at minus "
+               "the root offset, or the root was already out of the file) or, for a root offset of 0, finds a "
+               "vtable of size 0 and so no outputs: the answer is empty either way"),
     Equivalent("runtime/src/d2h_filled_outputs.cpp", "int+1", "size_t chains_at = 0;",
                "vector() writes its elements position on every path, and it is read only when vector() found one "
                "chain"),
