@@ -115,7 +115,8 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("runtime/src/d2h_filled_outputs.cpp", "int+1", "if (plan == 0) {",
                "with no plan of that name, reading a plan at offset 0 either fails (its vtable would lie at minus "
                "the root offset, or the root was already out of the file) or, for a root offset of 0, finds a "
-               "vtable of size 0 and so no outputs: the answer is empty either way"),
+               "vtable of size 0 and so no outputs: the answer is empty either way (a root offset of 2^31 or more "
+               "would need a flatbuffer past the format's 2 GiB limit)"),
     Equivalent("runtime/src/d2h_filled_outputs.cpp", "int+1", "size_t chains_at = 0;",
                "vector() writes its elements position on every path, and it is read only when vector() found one "
                "chain"),
