@@ -108,7 +108,8 @@ EQUIVALENT: list[Equivalent] = [
                "number of dims, and two such permutations that agree at every index but the first agree there too",
                site=0),
     Equivalent("runtime/src/device_copy.cpp", "logic",
-               "if (ss == nullptr || os == nullptr || so == nullptr || oo == nullptr || st == nullptr || ot == nullptr) {",
+               "if (ss == nullptr || os == nullptr || so == nullptr || oo == nullptr || st == nullptr || "
+               "ot == nullptr) {",
                "differs only when exactly one of self's and out's sizes is null, and no tensor of rank >= 1 (rank 0 "
                "returned earlier) has null sizes: TensorImpl's constructor aborts on them (compute_numel's ET_CHECK)",
                site=0),

@@ -53,7 +53,8 @@ std::string refusal(const std::vector<uint8_t>& b, const std::string& program = 
   return e == Error::Ok ? "ok" : report.detail;
 }
 
-constexpr uint8_t kNull = 1, kInt = 2, kDouble = 4, kTensor = 5, kIntList = 7, kTensorList = 10, kOptionalTensorList = 11;
+constexpr uint8_t kNull = 1, kInt = 2, kDouble = 4, kTensor = 5, kIntList = 7, kTensorList = 10,
+                  kOptionalTensorList = 11;
 
 TEST(ArgumentKinds, TheTableHoldsTheOperatorsOfTheCommittedPrograms) {
   EXPECT_GT(et_copy::argument_kinds_operator_count(), 200u);
@@ -371,11 +372,14 @@ TEST(ArgumentKinds, ATensorListTakesTensorsAndAnIntListInts) {
   EXPECT_EQ(list_refusal(kTensorList, {0, 0}), "ok");
   EXPECT_EQ(list_refusal(kTensorList, {0, 1}),
             "method 'forward', value 3 (a TensorList) item 1 is value 1, None, not a Tensor");
-  EXPECT_EQ(list_refusal(kTensorList, {2}), "method 'forward', value 3 (a TensorList) item 0 is value 2, an Int, not a Tensor");
+  EXPECT_EQ(list_refusal(kTensorList, {2}),
+            "method 'forward', value 3 (a TensorList) item 0 is value 2, an Int, not a Tensor");
   EXPECT_EQ(list_refusal(kTensorList, {0, -1, 4}), "ok") << "items outside the values";
   EXPECT_EQ(list_refusal(kIntList, {2, 2}), "ok");
-  EXPECT_EQ(list_refusal(kIntList, {2, 1}), "method 'forward', value 3 (an IntList) item 1 is value 1, None, not an Int");
-  EXPECT_EQ(list_refusal(kIntList, {0}), "method 'forward', value 3 (an IntList) item 0 is value 0, a Tensor, not an Int");
+  EXPECT_EQ(list_refusal(kIntList, {2, 1}),
+            "method 'forward', value 3 (an IntList) item 1 is value 1, None, not an Int");
+  EXPECT_EQ(list_refusal(kIntList, {0}),
+            "method 'forward', value 3 (an IntList) item 0 is value 0, a Tensor, not an Int");
   EXPECT_EQ(list_refusal(kIntList, {}), "ok");
 }
 

@@ -226,9 +226,9 @@ TEST_P(Rejections, NoDimOrderOrNoStridesInSelfOrOutIsRefusedNotRead) {
     Tensor self(&self_impl), out(&out_impl);
     CopyDiagnostic diag;
     EXPECT_EQ(copy(h2d(), self, out, &diag), Error::InvalidArgument);
-    const std::string want = std::string(in_self ? "self" : "out") +
-                             (dim_order ? " has a dim order that is not a permutation of its 2 dims"
-                                        : " is not dense in its dim order");
+    const std::string want =
+        std::string(in_self ? "self" : "out") +
+        (dim_order ? " has a dim order that is not a permutation of its 2 dims" : " is not dense in its dim order");
     const std::string message = diag.message;
     EXPECT_NE(message.find(want), std::string::npos) << message;
     EXPECT_EQ(host.contents(), std::vector<uint8_t>(24, 0x10));
