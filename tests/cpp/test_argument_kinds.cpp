@@ -289,6 +289,47 @@ TEST(ArgumentKinds, NamesATensorArgumentThatBecameAnInt) {
                             ", an Int; the schema takes a Tensor");
 }
 
+// A kind tag past OptionalTensorList (11), whatever it is, is refused as a
+// value of unknown kind; tags of 16 and more are no bit of the schema's kinds.
+TEST(ArgumentKinds, NamesAnArgumentOfAnUnknownKind) {
+  for (const uint8_t tag : {12, 15, 16, 37, 255}) {
+    auto b = read_file("linear_relu_linear.pte");
+    et_copy_test::Flat f{b};
+    const size_t i = instruction_calling(b, "aten::addmm.out");
+    const int32_t self = f.argument(i, 0);
+    b[f.value_type(self)] = tag;
+    EXPECT_EQ(refusal(b), "method 'forward', instruction 0:" + std::to_string(i) +
+                              ", operator aten::addmm.out: argument 0 'self' is value " + std::to_string(self) +
+                              ", a value of unknown kind; the schema takes a Tensor")
+        << int{tag};
+  }
+}
+
+// A call whose operator index is outside the method's operators is left to
+// check_program_indices: its arguments are not checked against any schema.
+TEST(ArgumentKinds, LeavesACallToAnOperatorIndexOutsideTheListUnchecked) {
+  auto b = read_file("linear_relu_linear.pte");
+  et_copy_test::Flat f{b};
+  const size_t i = instruction_calling(b, "aten::addmm.out");
+  b[f.value_type(f.argument(i, 0))] = kInt;
+  const size_t op_at = f.field(f.call(i), 0);
+  ASSERT_NE(op_at, 0u) << "addmm is not operator 0";
+  const size_t ops = f.u32(f.follow(f.field(f.plan(), 6)));
+  for (const int64_t index : {int64_t{-1}, static_cast<int64_t>(ops), static_cast<int64_t>(ops) + 7}) {
+    auto c = b;
+    const int32_t v = static_cast<int32_t>(index);
+    std::memcpy(c.data() + op_at, &v, 4);
+    EXPECT_EQ(refusal(c), "ok") << index;
+  }
+  // Operators 0 and ops - 1 are in the list: the call is checked as theirs.
+  for (const int32_t index : {0, static_cast<int32_t>(ops) - 1}) {
+    auto c = b;
+    std::memcpy(c.data() + op_at, &index, 4);
+    const std::string op = et_copy::instruction_operator(c.data(), c.size(), "forward", 0, i);
+    EXPECT_NE(refusal(c).find(", operator " + op + ": "), std::string::npos) << refusal(c);
+  }
+}
+
 TEST(ArgumentKinds, NamesAScalarArgumentThatBecameATensor) {
   auto b = read_file("linear_relu_linear.pte");
   et_copy_test::Flat f{b};
