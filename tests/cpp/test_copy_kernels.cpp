@@ -620,6 +620,30 @@ TEST_F(CopyKernels, ZeroDimTensorCopiesOneElement) {
   EXPECT_EQ(alloc().stats().h2d_bytes - before_.h2d_bytes, 8u);
 }
 
+// The smallest copy that moves anything, one byte (a Byte[1] and a 0-dim
+// Bool), goes through the allocator each way, as any larger one does.
+TEST_F(CopyKernels, OneByteTensorsAreCopiedEachWay) {
+  for (const auto& [dtype, sizes] : {std::pair<ScalarType, std::vector<SizesType>>{ScalarType::Byte, {1}},
+                                     std::pair<ScalarType, std::vector<SizesType>>{ScalarType::Bool, {}}}) {
+    SCOPED_TRACE(executorch::runtime::toString(dtype));
+    GuardedBuffer src(1, 0x01), dst(1, 0xEE);
+    DeviceBuffer dev(1);
+    TestTensor self(dtype, sizes, src.data());
+    TestTensor device(dtype, sizes, dev.data(), on(kCuda));
+    TestTensor out(dtype, sizes, dst.data());
+    const auto before = alloc().stats();
+    ASSERT_EQ(et_copy::h2d_copy(self.t(), device.t()), Error::Ok);
+    EXPECT_EQ(dev.contents(), std::vector<uint8_t>{0x01});
+    ASSERT_EQ(et_copy::d2h_copy(device.t(), out.t()), Error::Ok);
+    EXPECT_EQ(dst.contents(), std::vector<uint8_t>{0x01});
+    EXPECT_TRUE(dst.guards_intact());
+    const auto after = alloc().stats();
+    EXPECT_EQ(after.h2d_copies - before.h2d_copies, 1u);
+    EXPECT_EQ(after.d2h_copies - before.d2h_copies, 1u);
+    EXPECT_EQ(after.d2h_bytes - before.d2h_bytes, 1u);
+  }
+}
+
 TEST_F(CopyKernels, EmptyTensorSucceedsWithoutCallingTheAllocator) {
   GuardedBuffer dst(16, 0x5A);
   // Empty tensors may carry null data, as planned zero-size buffers do.
@@ -928,6 +952,26 @@ TEST(CommonCase, TakesSixteenDims) {
   EXPECT_TRUE(p.common(&n, &same));
   EXPECT_EQ(n, 24u);
   EXPECT_TRUE(same);
+}
+
+// A zero size in the outermost dim leaves every stride dense: the shortcut
+// takes the pair, empty on either side. (An inner zero makes the strides
+// outside it a matter of convention: the named checks answer.)
+TEST(CommonCase, TakesATensorEmptyInItsOutermostDimOnEitherSide) {
+  uint64_t n = 12345;
+  bool same = false;
+  Pair both(ScalarType::Float, {0, 4}, laid({}), ScalarType::Float, {0, 4}, laid({}, {}, kCuda));
+  EXPECT_TRUE(both.common(&n, &same)) << "both empty";
+  EXPECT_EQ(n, 0u);
+  EXPECT_TRUE(same);
+  Pair self_only(ScalarType::Float, {0, 4}, laid({}), ScalarType::Float, {3, 4}, laid({}, {}, kCuda));
+  EXPECT_TRUE(self_only.common(&n, &same)) << "self empty, out not";
+  EXPECT_EQ(n, 0u);
+  EXPECT_FALSE(same);
+  Pair out_only(ScalarType::Float, {3, 4}, laid({}), ScalarType::Float, {0, 4}, laid({}, {}, kCuda));
+  EXPECT_TRUE(out_only.common(&n, &same)) << "out empty, self not";
+  EXPECT_EQ(n, 48u);
+  EXPECT_FALSE(same);
 }
 
 TEST(CommonCase, GivesUpOnAPairThatDiffers) {
