@@ -1014,4 +1014,28 @@ TEST(CommonCase, GivesUpOnANegativeSizeInEitherTensor) {
   EXPECT_FALSE(o.common(&n, &same)) << "out";
 }
 
+// Double [2^31 - 1, 2^31 - 1], dense (strides [2^31 - 1, 1]): about 2^65
+// bytes, past 64 bits, with every size and stride a valid int32. The tensor
+// is rewritten in place (a view refuses such metadata).
+void make_overflowing(TestTensor& t) {
+  constexpr SizesType kBig = 2147483647;
+  auto* sizes = const_cast<SizesType*>(t.t().sizes().data());
+  auto* strides = const_cast<StridesType*>(t.t().strides().data());
+  sizes[0] = sizes[1] = kBig;
+  strides[0] = kBig;
+  strides[1] = 1;
+}
+
+TEST(CommonCase, GivesUpOnAByteCountPastSixtyFourBitsInEitherTensor) {
+  uint64_t n = 12345;
+  bool same = false;
+  Pair s(ScalarType::Double, {2, 3}, laid({}), ScalarType::Double, {1, 1}, laid({}, {}, kCuda));
+  make_overflowing(s.self);
+  EXPECT_FALSE(s.common(&n, &same)) << "self";
+  Pair o(ScalarType::Double, {1, 1}, laid({}), ScalarType::Double, {2, 3}, laid({}, {}, kCuda));
+  make_overflowing(o.out);
+  EXPECT_FALSE(o.common(&n, &same)) << "out";
+  EXPECT_EQ(n, 12345u);
+}
+
 } // namespace
