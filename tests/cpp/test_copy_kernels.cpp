@@ -644,6 +644,35 @@ TEST_F(CopyKernels, OneByteTensorsAreCopiedEachWay) {
   }
 }
 
+// [2, 0]: empty in its innermost dim, so the one-pass shortcut leaves it to
+// the named checks, which compare dim orders and sizes one by one.
+TEST_F(CopyKernels, AnEmptyTensorTheShortcutLeavesKeepsOrTakesSelfsShape) {
+  for (const bool h2d : {true, false}) {
+    SCOPED_TRACE(h2d ? "h2d" : "d2h");
+    GuardedBuffer host(16, 0x5A);
+    DeviceBuffer dev(16);
+    Sides same(h2d, ScalarType::Float, {2, 0}, host.data(), dev.data(), ScalarType::Float, {2, 0});
+    uint64_t n = 0;
+    bool same_shape = false;
+    ASSERT_FALSE(et_copy::internal::common_case(same.self.t(), same.out.t(), &n, &same_shape));
+    EXPECT_EQ(copy(h2d, same.self.t(), same.out.t(), nullptr), Error::Ok) << "a static out of self's shape";
+    Sides fixed(h2d, ScalarType::Float, {2, 0}, host.data(), dev.data(), ScalarType::Float, {3, 0});
+    CopyDiagnostic diag;
+    EXPECT_EQ(copy(h2d, fixed.self.t(), fixed.out.t(), &diag), Error::InvalidArgument);
+    EXPECT_NE(std::string(diag.message).find("out has static shape [3, 0] but self has shape [2, 0]"),
+              std::string::npos)
+        << diag.message;
+    Sides bound(h2d, ScalarType::Float, {2, 0}, host.data(), dev.data(), ScalarType::Float, {3, 0}, {},
+                dynamic(kCpu, TensorShapeDynamism::DYNAMIC_BOUND));
+    EXPECT_EQ(copy(h2d, bound.self.t(), bound.out.t(), nullptr), Error::Ok);
+    EXPECT_EQ(std::vector<SizesType>(bound.out.t().sizes().begin(), bound.out.t().sizes().end()),
+              (std::vector<SizesType>{2, 0}));
+    EXPECT_EQ(copies_since_setup(true), 0u);
+    EXPECT_EQ(copies_since_setup(false), 0u);
+    EXPECT_EQ(host.contents(), std::vector<uint8_t>(16, 0x5A));
+  }
+}
+
 TEST_F(CopyKernels, EmptyTensorSucceedsWithoutCallingTheAllocator) {
   GuardedBuffer dst(16, 0x5A);
   // Empty tensors may carry null data, as planned zero-size buffers do.
