@@ -98,6 +98,8 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("runtime/src/delegate_record.cpp", "int+1", "size_t nbytes = 0;",
                "the payload line's nbytes is written by parse_size() or the line is refused; a tensor line's is "
                "written by the weight or state it names, or the record is refused before it is read"),
+    Equivalent("runtime/src/device_copy.cpp", "int+1", "uint64_t out_nbytes = 0;",
+               "out's byte count is written by check_tensor and never read: only self's bytes are copied"),
     Equivalent("runtime/src/device_copy.cpp", "int+1", "n = 0;",
                "unreachable: the prefix is one of two short op names, so snprintf neither fails nor fills the buffer"),
     Equivalent("runtime/src/device_copy.cpp", "rel", "for (ssize_t i = 0; i < t.dim() && used < len; ++i) {",

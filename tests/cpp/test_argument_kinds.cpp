@@ -218,6 +218,23 @@ std::vector<uint8_t> with_inline_delegate(const std::vector<uint8_t>& record, in
   return f.bytes();
 }
 
+// A delegate with no processed data has nothing to check (ExecuTorch's
+// loader refuses it), whatever else is wrong in the file.
+TEST(ArgumentKinds, ADelegateWithNoProcessedDataIsLeftToTheLoader) {
+  et_copy_test::FlatWriter f;
+  const size_t program = f.table(5);
+  f.root(program);
+  const size_t plans = f.vector(program, 1, 1);
+  const size_t plan = f.table(8);
+  f.link(plans, plan);
+  f.string(plan, 0, "forward");
+  const size_t delegates = f.vector(plan, 7, 1);
+  const size_t delegate = f.table(2);
+  f.link(delegates, delegate);
+  f.string(delegate, 0, "SimulatedDeviceBackend");
+  EXPECT_EQ(refusal(f.bytes()), "ok");
+}
+
 // `program` with `n` zero bytes after its root offset, which grows by n: the
 // flatbuffer's other offsets are relative, so it reads the same.
 std::vector<uint8_t> shifted(std::vector<uint8_t> program, uint32_t n) {
