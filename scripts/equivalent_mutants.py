@@ -98,6 +98,8 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("runtime/src/delegate_record.cpp", "int+1", "size_t nbytes = 0;",
                "the payload line's nbytes is written by parse_size() or the line is refused; a tensor line's is "
                "written by the weight or state it names, or the record is refused before it is read"),
+    Equivalent("runtime/src/device_copy.cpp", "int+1", "uint64_t out_nbytes = 0;",
+               "out's byte count is written by check_tensor and never read: only self's bytes are copied"),
     Equivalent("runtime/src/device_copy.cpp", "int+1", "n = 0;",
                "unreachable: the prefix is one of two short op names, so snprintf neither fails nor fills the buffer"),
     Equivalent("runtime/src/device_copy.cpp", "rel", "for (ssize_t i = 0; i < t.dim() && used < len; ++i) {",
@@ -107,6 +109,17 @@ EQUIVALENT: list[Equivalent] = [
                "same_dim_order runs only after check_tensor has found both dim orders permutations of the same "
                "number of dims, and two such permutations that agree at every index but the first agree there too",
                site=0),
+    Equivalent("runtime/src/device_copy.cpp", "logic",
+               "if (ss == nullptr || os == nullptr || so == nullptr || oo == nullptr || st == nullptr || "
+               "ot == nullptr) {",
+               "differs only when exactly one of self's and out's sizes is null, and no tensor of rank >= 1 (rank 0 "
+               "returned earlier) has null sizes: TensorImpl's constructor aborts on them (compute_numel's ET_CHECK)",
+               site=0),
+    Equivalent("runtime/src/d2h_filled_outputs.cpp", "int+1", "if (plan == 0) {",
+               "with no plan of that name, reading a plan at offset 0 either fails (its vtable would lie at minus "
+               "the root offset, or the root was already out of the file) or, for a root offset of 0, finds a "
+               "vtable of size 0 and so no outputs: the answer is empty either way (a root offset of 2^31 or more "
+               "would need a flatbuffer past the format's 2 GiB limit)"),
     Equivalent("runtime/src/d2h_filled_outputs.cpp", "int+1", "size_t chains_at = 0;",
                "vector() writes its elements position on every path, and it is read only when vector() found one "
                "chain"),
@@ -120,6 +133,24 @@ EQUIVALENT: list[Equivalent] = [
                "vector() writes instr_at on every path before anything reads it"),
     Equivalent("runtime/src/d2h_filled_outputs.cpp", "int+1", "size_t instr_at = 0;",
                "vector() writes instr_at on every path before anything reads it"),
+    Equivalent("runtime/src/argument_kinds.cpp", "int+1", "size_t plans_at = 0;",
+               "Reader::vector() writes the elements' position on every path before anything reads it"),
+    Equivalent("runtime/src/argument_kinds.cpp", "int+1", "size_t values_at = 0;",
+               "Reader::vector() writes the elements' position on every path before anything reads it"),
+    Equivalent("runtime/src/argument_kinds.cpp", "int+1", "size_t ops_at = 0;",
+               "Reader::vector() writes the elements' position on every path before anything reads it"),
+    Equivalent("runtime/src/argument_kinds.cpp", "int+1", "size_t args_at = 0;",
+               "Reader::vector() writes the elements' position on every path before anything reads it"),
+    Equivalent("runtime/src/argument_kinds.cpp", "int+1", "size_t chains_at = 0;",
+               "Reader::vector() writes the elements' position on every path before anything reads it"),
+    Equivalent("runtime/src/argument_kinds.cpp", "int+1", "size_t instr_at = 0;",
+               "Reader::vector() writes the elements' position on every path before anything reads it"),
+    Equivalent("runtime/src/argument_kinds.cpp", "int+1", "size_t data_at = 0;",
+               "Reader::vector() writes the elements' position on every path before anything reads it"),
+    Equivalent("runtime/src/argument_kinds.cpp", "int+1", "size_t at = 0;",
+               "Reader::vector() writes the elements' position on every path before anything reads it"),
+    Equivalent("runtime/src/argument_kinds.cpp", "int+1", "size_t nbytes = 0;",
+               "processed() writes *n whenever it returns bytes, and nbytes is read only then"),
     Equivalent("runtime/src/device_access.cpp", "int+1", "size_t instr_at = 0;",
                "vector() writes instr_at on every path before anything reads it"),
     Equivalent("runtime/src/simulated_device_backend.cpp", "rel", "for (size_t i = 0; i < meta->num_inputs(); ++i) {",

@@ -11,6 +11,7 @@
 #include <iterator>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <et_copy/argument_kinds.h>
@@ -52,7 +53,8 @@ std::string refusal(const std::vector<uint8_t>& b, const std::string& program = 
   return e == Error::Ok ? "ok" : report.detail;
 }
 
-constexpr uint8_t kInt = 2, kDouble = 4, kTensor = 5;
+constexpr uint8_t kNull = 1, kInt = 2, kDouble = 4, kTensor = 5, kIntList = 7, kTensorList = 10,
+                  kOptionalTensorList = 11;
 
 TEST(ArgumentKinds, TheTableHoldsTheOperatorsOfTheCommittedPrograms) {
   EXPECT_GT(et_copy::argument_kinds_operator_count(), 200u);
@@ -185,7 +187,9 @@ TEST(ArgumentKinds, ASegmentIsReadOnlyWhenItsBaseAndOffsetEachLieInTheFile) {
 
 // A program of one method, 'forward', with one delegate whose processed
 // bytes are entry `index` of the program's inline delegate data: entry 0 is
-// not a record, entry 1 is `record`.
+// not a record, entry 1 is `record`. With `index` < 0 the reference's
+// location and index are left out (their defaults: inline, entry 0), and
+// `record` is entry 0.
 std::vector<uint8_t> with_inline_delegate(const std::vector<uint8_t>& record, int32_t index) {
   et_copy_test::FlatWriter f;
   const size_t program = f.table(5);
@@ -200,16 +204,61 @@ std::vector<uint8_t> with_inline_delegate(const std::vector<uint8_t>& record, in
   f.string(delegate, 0, "SimulatedDeviceBackend");
   const size_t ref = f.table(2);
   f.link(f.field(delegate, 1), ref);
-  f.scalar(ref, 0, 0); // DataLocation::INLINE
-  f.scalar(ref, 1, index);
+  if (index >= 0) {
+    f.scalar(ref, 0, 0); // DataLocation::INLINE
+    f.scalar(ref, 1, index);
+  }
   const size_t entries = f.vector(program, 3, 2);
   const size_t other = f.table(1);
-  f.link(entries, other);
+  f.link(entries + (index >= 0 ? 0 : 4), other);
   f.values<uint8_t>(other, 0, {1, 2, 3, 4}); // a multiple of 4: what follows stays aligned
   const size_t ours = f.table(1);
-  f.link(entries + 4, ours);
+  f.link(entries + (index >= 0 ? 4 : 0), ours);
   f.values<uint8_t>(ours, 0, record);
   return f.bytes();
+}
+
+// A delegate with no processed data has nothing to check (ExecuTorch's
+// loader refuses it), whatever else is wrong in the file.
+TEST(ArgumentKinds, ADelegateWithNoProcessedDataIsLeftToTheLoader) {
+  et_copy_test::FlatWriter f;
+  const size_t program = f.table(5);
+  f.root(program);
+  const size_t plans = f.vector(program, 1, 1);
+  const size_t plan = f.table(8);
+  f.link(plans, plan);
+  f.string(plan, 0, "forward");
+  const size_t delegates = f.vector(plan, 7, 1);
+  const size_t delegate = f.table(2);
+  f.link(delegates, delegate);
+  f.string(delegate, 0, "SimulatedDeviceBackend");
+  EXPECT_EQ(refusal(f.bytes()), "ok");
+}
+
+// `program` with `n` zero bytes after its root offset, which grows by n: the
+// flatbuffer's other offsets are relative, so it reads the same.
+std::vector<uint8_t> shifted(std::vector<uint8_t> program, uint32_t n) {
+  uint32_t root = 0;
+  std::memcpy(&root, program.data(), 4);
+  root += n;
+  std::memcpy(program.data(), &root, 4);
+  program.insert(program.begin() + 4, n, 0);
+  return program;
+}
+
+// A delegate reference that leaves its location and index out means inline
+// entry 0 (the schema's defaults), whatever the file's first bytes hold.
+TEST(ArgumentKinds, ADelegateReferenceWithNoLocationOrIndexIsInlineEntryZero) {
+  const std::string nested = "nested program of delegate 0 in method 'forward': ";
+  EXPECT_EQ(refusal(with_inline_delegate(linear_record(false), -1)), "ok");
+  const auto tampered = with_inline_delegate(linear_record(true), -1);
+  EXPECT_EQ(refusal(tampered).rfind(nested, 0), 0u) << refusal(tampered);
+  // The root offset's first byte 1 (DataLocation::SEGMENT): still inline entry 0.
+  uint32_t root = 0;
+  std::memcpy(&root, tampered.data(), 4);
+  const auto odd = shifted(tampered, (257 - root % 256) % 256);
+  ASSERT_EQ(odd[0], 1);
+  EXPECT_EQ(refusal(odd).rfind(nested, 0), 0u) << refusal(odd);
 }
 
 TEST(ArgumentKinds, ANestedProgramInInlineDelegateDataIsCheckedByItsIndex) {
@@ -257,6 +306,47 @@ TEST(ArgumentKinds, NamesATensorArgumentThatBecameAnInt) {
                             ", an Int; the schema takes a Tensor");
 }
 
+// A kind tag past OptionalTensorList (11), whatever it is, is refused as a
+// value of unknown kind; tags of 16 and more are no bit of the schema's kinds.
+TEST(ArgumentKinds, NamesAnArgumentOfAnUnknownKind) {
+  for (const uint8_t tag : {12, 15, 16, 37, 255}) {
+    auto b = read_file("linear_relu_linear.pte");
+    et_copy_test::Flat f{b};
+    const size_t i = instruction_calling(b, "aten::addmm.out");
+    const int32_t self = f.argument(i, 0);
+    b[f.value_type(self)] = tag;
+    EXPECT_EQ(refusal(b), "method 'forward', instruction 0:" + std::to_string(i) +
+                              ", operator aten::addmm.out: argument 0 'self' is value " + std::to_string(self) +
+                              ", a value of unknown kind; the schema takes a Tensor")
+        << int{tag};
+  }
+}
+
+// A call whose operator index is outside the method's operators is left to
+// check_program_indices: its arguments are not checked against any schema.
+TEST(ArgumentKinds, LeavesACallToAnOperatorIndexOutsideTheListUnchecked) {
+  auto b = read_file("linear_relu_linear.pte");
+  et_copy_test::Flat f{b};
+  const size_t i = instruction_calling(b, "aten::addmm.out");
+  b[f.value_type(f.argument(i, 0))] = kInt;
+  const size_t op_at = f.field(f.call(i), 0);
+  ASSERT_NE(op_at, 0u) << "addmm is not operator 0";
+  const size_t ops = f.u32(f.follow(f.field(f.plan(), 6)));
+  for (const int64_t index : {int64_t{-1}, static_cast<int64_t>(ops), static_cast<int64_t>(ops) + 7}) {
+    auto c = b;
+    const int32_t v = static_cast<int32_t>(index);
+    std::memcpy(c.data() + op_at, &v, 4);
+    EXPECT_EQ(refusal(c), "ok") << index;
+  }
+  // Operators 0 and ops - 1 are in the list: the call is checked as theirs.
+  for (const int32_t index : {0, static_cast<int32_t>(ops) - 1}) {
+    auto c = b;
+    std::memcpy(c.data() + op_at, &index, 4);
+    const std::string op = et_copy::instruction_operator(c.data(), c.size(), "forward", 0, i);
+    EXPECT_NE(refusal(c).find(", operator " + op + ": "), std::string::npos) << refusal(c);
+  }
+}
+
 TEST(ArgumentKinds, NamesAScalarArgumentThatBecameATensor) {
   auto b = read_file("linear_relu_linear.pte");
   et_copy_test::Flat f{b};
@@ -290,6 +380,65 @@ TEST(ArgumentKinds, NamesAnIntListThatBecameATensorAndAListItemOfTheWrongKind) {
   b[f.value_type(static_cast<size_t>(item))] = kTensor;
   EXPECT_EQ(refusal(b), "method 'forward', value " + std::to_string(dims) + " (an IntList) item 0 is value " +
                             std::to_string(item) + ", a Tensor, not an Int");
+}
+
+// A program of one method, 'forward', whose values are `values`: each a
+// KernelTypes tag and, for a list, the value indices it holds.
+std::vector<uint8_t> with_values(const std::vector<std::pair<uint8_t, std::vector<int64_t>>>& values) {
+  et_copy_test::FlatWriter f;
+  const size_t program = f.table(2);
+  f.root(program);
+  const size_t plans = f.vector(program, 1, 1);
+  const size_t plan = f.table(3);
+  f.link(plans, plan);
+  f.string(plan, 0, "forward");
+  const size_t at = f.vector(plan, 2, static_cast<uint32_t>(values.size()));
+  for (size_t i = 0; i < values.size(); ++i) {
+    const auto& [tag, items] = values[i];
+    const size_t e = f.table(2);
+    f.link(at + 4 * i, e);
+    f.scalar(e, 0, tag);
+    if (tag == kIntList || tag == kTensorList || tag == kOptionalTensorList) {
+      const size_t list = f.table(1);
+      f.link(f.field(e, 1), list);
+      if (tag == kIntList) {
+        f.values<int64_t>(list, 0, items);
+      } else {
+        f.values<int32_t>(list, 0, std::vector<int32_t>(items.begin(), items.end()));
+      }
+    }
+  }
+  return f.bytes();
+}
+
+// Values 0 a Tensor, 1 None, 2 an Int, then `list` as value 3. An item
+// outside the values (-1 is an optional list's None) is check_program_indices'.
+std::string list_refusal(uint8_t tag, std::vector<int64_t> items) {
+  return refusal(with_values({{kTensor, {}}, {kNull, {}}, {kInt, {}}, {tag, std::move(items)}}));
+}
+
+TEST(ArgumentKinds, AnOptionalTensorListTakesTensorsAndNoneAndNothingElse) {
+  EXPECT_EQ(list_refusal(kOptionalTensorList, {0, 1, -1, 0}), "ok");
+  EXPECT_EQ(list_refusal(kOptionalTensorList, {0, 2}),
+            "method 'forward', value 3 (an OptionalTensorList) item 1 is value 2, an Int, not a Tensor or None");
+  EXPECT_EQ(list_refusal(kOptionalTensorList, {3}),
+            "method 'forward', value 3 (an OptionalTensorList) item 0 is value 3, an OptionalTensorList, not a "
+            "Tensor or None");
+}
+
+TEST(ArgumentKinds, ATensorListTakesTensorsAndAnIntListInts) {
+  EXPECT_EQ(list_refusal(kTensorList, {0, 0}), "ok");
+  EXPECT_EQ(list_refusal(kTensorList, {0, 1}),
+            "method 'forward', value 3 (a TensorList) item 1 is value 1, None, not a Tensor");
+  EXPECT_EQ(list_refusal(kTensorList, {2}),
+            "method 'forward', value 3 (a TensorList) item 0 is value 2, an Int, not a Tensor");
+  EXPECT_EQ(list_refusal(kTensorList, {0, -1, 4}), "ok") << "items outside the values";
+  EXPECT_EQ(list_refusal(kIntList, {2, 2}), "ok");
+  EXPECT_EQ(list_refusal(kIntList, {2, 1}),
+            "method 'forward', value 3 (an IntList) item 1 is value 1, None, not an Int");
+  EXPECT_EQ(list_refusal(kIntList, {0}),
+            "method 'forward', value 3 (an IntList) item 0 is value 0, a Tensor, not an Int");
+  EXPECT_EQ(list_refusal(kIntList, {}), "ok");
 }
 
 TEST(ArgumentKinds, NamesACallWithTooFewArguments) {

@@ -198,6 +198,46 @@ TEST_P(Rejections, OutOnTheWrongSideIsInvalidArgument) {
                   h2d() ? "out must be a device tensor" : "out must be a host (CPU) tensor");
 }
 
+// TensorImpl's defaults leave a tensor with no dim order or no strides. In
+// self or in out, either is refused by name before anything is read through
+// it (the one-pass shortcut gives up, the named checks answer), and out
+// keeps its bytes.
+// Builds without NDEBUG abort earlier, in ExecuTorch's accessors (an
+// ArrayRef of a null array and a length), so only release builds get here.
+TEST_P(Rejections, NoDimOrderOrNoStridesInSelfOrOutIsRefusedNotRead) {
+#ifndef NDEBUG
+  GTEST_SKIP() << "ExecuTorch's ArrayRef asserts on a null dim order or null strides in builds without NDEBUG";
+#endif
+  using executorch::runtime::etensor::TensorImpl;
+  for (int which = 0; which < 4; ++which) {
+    const bool in_self = which % 2 == 0, dim_order = which < 2;
+    SCOPED_TRACE(std::string(in_self ? "self" : "out") + (dim_order ? " without a dim order" : " without strides"));
+    GuardedBuffer host(24, 0x10);
+    DeviceBuffer dev(24);
+    SizesType self_sizes[] = {2, 3}, out_sizes[] = {2, 3};
+    DimOrderType self_order[] = {0, 1}, out_order[] = {0, 1};
+    StridesType self_strides[] = {3, 1}, out_strides[] = {3, 1};
+    TensorImpl self_impl(ScalarType::Float, 2, self_sizes, h2d() ? host.data() : dev.data(),
+                         in_self && dim_order ? nullptr : self_order, in_self && !dim_order ? nullptr : self_strides,
+                         TensorShapeDynamism::STATIC, h2d() ? kCpu : kCuda);
+    TensorImpl out_impl(ScalarType::Float, 2, out_sizes, h2d() ? dev.data() : host.data(),
+                        !in_self && dim_order ? nullptr : out_order, !in_self && !dim_order ? nullptr : out_strides,
+                        TensorShapeDynamism::STATIC, h2d() ? kCuda : kCpu);
+    Tensor self(&self_impl), out(&out_impl);
+    CopyDiagnostic diag;
+    EXPECT_EQ(copy(h2d(), self, out, &diag), Error::InvalidArgument);
+    const std::string want =
+        std::string(in_self ? "self" : "out") +
+        (dim_order ? " has a dim order that is not a permutation of its 2 dims" : " is not dense in its dim order");
+    const std::string message = diag.message;
+    EXPECT_NE(message.find(want), std::string::npos) << message;
+    EXPECT_EQ(host.contents(), std::vector<uint8_t>(24, 0x10));
+    EXPECT_EQ(dev.contents(), std::vector<uint8_t>(24, SimulatedDeviceAllocator::kFreshByte));
+    EXPECT_EQ(copies_since_setup(true), 0u);
+    EXPECT_EQ(copies_since_setup(false), 0u);
+  }
+}
+
 // Builds self and out on the correct sides for the direction, over the
 // given buffers and options.
 struct Sides {
@@ -580,6 +620,59 @@ TEST_F(CopyKernels, ZeroDimTensorCopiesOneElement) {
   EXPECT_EQ(alloc().stats().h2d_bytes - before_.h2d_bytes, 8u);
 }
 
+// The smallest copy that moves anything, one byte (a Byte[1] and a 0-dim
+// Bool), goes through the allocator each way, as any larger one does.
+TEST_F(CopyKernels, OneByteTensorsAreCopiedEachWay) {
+  for (const auto& [dtype, sizes] : {std::pair<ScalarType, std::vector<SizesType>>{ScalarType::Byte, {1}},
+                                     std::pair<ScalarType, std::vector<SizesType>>{ScalarType::Bool, {}}}) {
+    SCOPED_TRACE(executorch::runtime::toString(dtype));
+    GuardedBuffer src(1, 0x01), dst(1, 0xEE);
+    DeviceBuffer dev(1);
+    TestTensor self(dtype, sizes, src.data());
+    TestTensor device(dtype, sizes, dev.data(), on(kCuda));
+    TestTensor out(dtype, sizes, dst.data());
+    const auto before = alloc().stats();
+    ASSERT_EQ(et_copy::h2d_copy(self.t(), device.t()), Error::Ok);
+    EXPECT_EQ(dev.contents(), std::vector<uint8_t>{0x01});
+    ASSERT_EQ(et_copy::d2h_copy(device.t(), out.t()), Error::Ok);
+    EXPECT_EQ(dst.contents(), std::vector<uint8_t>{0x01});
+    EXPECT_TRUE(dst.guards_intact());
+    const auto after = alloc().stats();
+    EXPECT_EQ(after.h2d_copies - before.h2d_copies, 1u);
+    EXPECT_EQ(after.d2h_copies - before.d2h_copies, 1u);
+    EXPECT_EQ(after.d2h_bytes - before.d2h_bytes, 1u);
+  }
+}
+
+// [2, 0]: empty in its innermost dim, so the one-pass shortcut leaves it to
+// the named checks, which compare dim orders and sizes one by one.
+TEST_F(CopyKernels, AnEmptyTensorTheShortcutLeavesKeepsOrTakesSelfsShape) {
+  for (const bool h2d : {true, false}) {
+    SCOPED_TRACE(h2d ? "h2d" : "d2h");
+    GuardedBuffer host(16, 0x5A);
+    DeviceBuffer dev(16);
+    Sides same(h2d, ScalarType::Float, {2, 0}, host.data(), dev.data(), ScalarType::Float, {2, 0});
+    uint64_t n = 0;
+    bool same_shape = false;
+    ASSERT_FALSE(et_copy::internal::common_case(same.self.t(), same.out.t(), &n, &same_shape));
+    EXPECT_EQ(copy(h2d, same.self.t(), same.out.t(), nullptr), Error::Ok) << "a static out of self's shape";
+    Sides fixed(h2d, ScalarType::Float, {2, 0}, host.data(), dev.data(), ScalarType::Float, {3, 0});
+    CopyDiagnostic diag;
+    EXPECT_EQ(copy(h2d, fixed.self.t(), fixed.out.t(), &diag), Error::InvalidArgument);
+    EXPECT_NE(std::string(diag.message).find("out has static shape [3, 0] but self has shape [2, 0]"),
+              std::string::npos)
+        << diag.message;
+    Sides bound(h2d, ScalarType::Float, {2, 0}, host.data(), dev.data(), ScalarType::Float, {3, 0}, {},
+                dynamic(kCpu, TensorShapeDynamism::DYNAMIC_BOUND));
+    EXPECT_EQ(copy(h2d, bound.self.t(), bound.out.t(), nullptr), Error::Ok);
+    EXPECT_EQ(std::vector<SizesType>(bound.out.t().sizes().begin(), bound.out.t().sizes().end()),
+              (std::vector<SizesType>{2, 0}));
+    EXPECT_EQ(copies_since_setup(true), 0u);
+    EXPECT_EQ(copies_since_setup(false), 0u);
+    EXPECT_EQ(host.contents(), std::vector<uint8_t>(16, 0x5A));
+  }
+}
+
 TEST_F(CopyKernels, EmptyTensorSucceedsWithoutCallingTheAllocator) {
   GuardedBuffer dst(16, 0x5A);
   // Empty tensors may carry null data, as planned zero-size buffers do.
@@ -890,6 +983,26 @@ TEST(CommonCase, TakesSixteenDims) {
   EXPECT_TRUE(same);
 }
 
+// A zero size in the outermost dim leaves every stride dense: the shortcut
+// takes the pair, empty on either side. (An inner zero makes the strides
+// outside it a matter of convention: the named checks answer.)
+TEST(CommonCase, TakesATensorEmptyInItsOutermostDimOnEitherSide) {
+  uint64_t n = 12345;
+  bool same = false;
+  Pair both(ScalarType::Float, {0, 4}, laid({}), ScalarType::Float, {0, 4}, laid({}, {}, kCuda));
+  EXPECT_TRUE(both.common(&n, &same)) << "both empty";
+  EXPECT_EQ(n, 0u);
+  EXPECT_TRUE(same);
+  Pair self_only(ScalarType::Float, {0, 4}, laid({}), ScalarType::Float, {3, 4}, laid({}, {}, kCuda));
+  EXPECT_TRUE(self_only.common(&n, &same)) << "self empty, out not";
+  EXPECT_EQ(n, 0u);
+  EXPECT_FALSE(same);
+  Pair out_only(ScalarType::Float, {3, 4}, laid({}), ScalarType::Float, {0, 4}, laid({}, {}, kCuda));
+  EXPECT_TRUE(out_only.common(&n, &same)) << "out empty, self not";
+  EXPECT_EQ(n, 48u);
+  EXPECT_FALSE(same);
+}
+
 TEST(CommonCase, GivesUpOnAPairThatDiffers) {
   uint64_t n = 0;
   bool same = false;
@@ -928,6 +1041,30 @@ TEST(CommonCase, GivesUpOnANegativeSizeInEitherTensor) {
   Pair o(ScalarType::Float, {2, 3}, laid({}), ScalarType::Float, {2, 3}, laid({}, {}, kCuda));
   const_cast<SizesType*>(o.out.t().sizes().data())[0] = -2;
   EXPECT_FALSE(o.common(&n, &same)) << "out";
+}
+
+// Double [2^31 - 1, 2^31 - 1], dense (strides [2^31 - 1, 1]): about 2^65
+// bytes, past 64 bits, with every size and stride a valid int32. The tensor
+// is rewritten in place (a view refuses such metadata).
+void make_overflowing(TestTensor& t) {
+  constexpr SizesType kBig = 2147483647;
+  auto* sizes = const_cast<SizesType*>(t.t().sizes().data());
+  auto* strides = const_cast<StridesType*>(t.t().strides().data());
+  sizes[0] = sizes[1] = kBig;
+  strides[0] = kBig;
+  strides[1] = 1;
+}
+
+TEST(CommonCase, GivesUpOnAByteCountPastSixtyFourBitsInEitherTensor) {
+  uint64_t n = 12345;
+  bool same = false;
+  Pair s(ScalarType::Double, {2, 3}, laid({}), ScalarType::Double, {1, 1}, laid({}, {}, kCuda));
+  make_overflowing(s.self);
+  EXPECT_FALSE(s.common(&n, &same)) << "self";
+  Pair o(ScalarType::Double, {1, 1}, laid({}), ScalarType::Double, {2, 3}, laid({}, {}, kCuda));
+  make_overflowing(o.out);
+  EXPECT_FALSE(o.common(&n, &same)) << "out";
+  EXPECT_EQ(n, 12345u);
 }
 
 } // namespace

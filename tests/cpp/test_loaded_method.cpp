@@ -197,6 +197,30 @@ TEST(LoadedMethod, RunsWithHostInputsBoundAndTheOutputLandingInTheCallersMemory)
   EXPECT_EQ(out, r.input);
 }
 
+// A MethodOutput has no shape (rank 0) until a successful execute() writes a
+// tensor output's; a value output gets its value and keeps rank 0.
+TEST(LoadedMethod, AValueOutputGetsItsValueAndNoShape) {
+  Forward r("value_output.pte");
+  ASSERT_NE(r.method, nullptr);
+  ASSERT_EQ(r.method->io().outputs.size(), 2u);
+  EXPECT_TRUE(r.method->io().outputs[0].tensor);
+  EXPECT_FALSE(r.method->io().outputs[1].tensor);
+  std::vector<float> out(24, -1.0f);
+  et_copy::MethodOutput outputs[2];
+  outputs[0].data = out.data();
+  outputs[0].nbytes = out.size() * sizeof(float);
+  EXPECT_EQ(outputs[0].rank, 0u);
+  EXPECT_EQ(outputs[1].rank, 0u);
+  const EValue inputs[] = {EValue(r.view.tensor())};
+  ASSERT_EQ(r.method->execute({inputs, 1}, {outputs, 2}, &r.report), Error::Ok) << r.report.message();
+  EXPECT_EQ(out, r.input);
+  EXPECT_EQ(outputs[0].rank, 3u);
+  ASSERT_TRUE(outputs[1].value.isInt());
+  EXPECT_EQ(outputs[1].value.toInt(), 7);
+  EXPECT_EQ(outputs[1].rank, 0u);
+  EXPECT_EQ(outputs[1].sizes[0], 0);
+}
+
 TEST(LoadedMethod, APlannedOutputGivenNoMemoryStaysInTheMethodsMemory) {
   // MethodOutput's nullptr: nothing is bound, redirected or copied out.
   Forward r("roundtrip.pte");

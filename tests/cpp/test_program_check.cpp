@@ -556,6 +556,15 @@ TEST(OutputsFilledByD2hCopy, NotForAMethodInputNorAListItem) {
   EXPECT_EQ(filled(build(p)), std::vector<bool>{false});
 }
 
+TEST(OutputsFilledByD2hCopy, NoBytesOrNoMethodNameOrNoSuchMethodIsNoOutputs) {
+  const auto b = read_program("roundtrip.pte");
+  EXPECT_EQ(et_copy::outputs_filled_by_d2h_copy(b.data(), b.size(), "forward"), std::vector<bool>{true});
+  EXPECT_TRUE(et_copy::outputs_filled_by_d2h_copy(nullptr, b.size(), "forward").empty());
+  EXPECT_TRUE(et_copy::outputs_filled_by_d2h_copy(b.data(), b.size(), nullptr).empty());
+  EXPECT_TRUE(et_copy::outputs_filled_by_d2h_copy(b.data(), b.size(), "forwards").empty());
+  EXPECT_TRUE(et_copy::outputs_filled_by_d2h_copy(b.data(), b.size(), "").empty());
+}
+
 TEST(OutputsFilledByD2hCopy, SurvivesEveryTruncationOfARealProgram) {
   const auto b = read_program("roundtrip.pte");
   for (size_t n = 0; n < b.size(); ++n) {

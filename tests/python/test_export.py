@@ -139,6 +139,80 @@ def test_dynamic_shapes_plan_the_device_buffer_for_the_upper_bound(dynamic_round
     assert plan(dynamic_round_trip).non_const_buffer_sizes[h2d.meta["spec"].mem_id] == upper_bound_bytes
 
 
+def test_a_device_tensor_read_as_a_python_scalar_exports_with_the_scalar_unplanned():
+    # x.max().item() reads a device tensor into a scalar: its node has no
+    # TensorSpec, and the tensors computed from it are on the device too.
+    class AddMax(torch.nn.Module):
+        def forward(self, x):
+            return x + x.max().item()
+
+    program = export_device_program(DeviceBoundary(AddMax()), (torch.arange(6),), insert_copies=False)
+    assert "aten::_local_scalar_dense." in operator_names(program)
+    (add,) = call_nodes(program, "aten.add.out")
+    (item,) = call_nodes(program, "_local_scalar_dense")
+    assert add.meta["spec"].device == DeviceType.CUDA and item.meta.get("spec") is None
+    assert len(device_tensors(program)) == 5  # h2d, max, scalar_tensor, its dim-order copy, add
+
+
+def test_copies_are_merged_only_with_a_tensor_spec_and_a_source_node():
+    # BoundaryPlanningPass's copy dedupe, on graphs no exporter writes: a
+    # copy with no TensorSpec, or a source that is not a node, is left alone.
+    from et_copy.export._boundary_planning import _merge_duplicate_copies
+    from executorch.exir.tensor import TensorSpec
+
+    def merged(first_spec, second_spec, source=None) -> int:
+        graph = torch.fx.Graph()
+        x = graph.placeholder("x") if source is None else source
+        copies = [graph.call_function(torch.ops.et_copy._h2d_copy.out, (x,)) for _ in range(2)]
+        for copy, spec in zip(copies, (first_spec, second_spec)):
+            copy.meta["spec"] = spec
+        graph.output(tuple(copies))
+        return _merge_duplicate_copies(torch.fx.GraphModule(torch.nn.Module(), graph))
+
+    def spec() -> TensorSpec:
+        return TensorSpec(torch.float32, torch.Size([2]))
+
+    assert merged(spec(), spec()) == 1
+    assert merged(spec(), None) == 0
+    assert merged(None, spec()) == 0
+    assert merged(spec(), spec(), source=2.0) == 0
+
+
+class _DoubledAndSelf(torch.nn.Module):
+    def forward(self, x):
+        return x * 2.0, x
+
+
+def _lower_with_boundary_planner(module, inputs, **planner_kwargs):
+    """The simulated device's delegate route, planned by a BoundaryPlanningPass built with ``planner_kwargs``."""
+    from et_copy.backend import SimulatedDevicePartitioner
+    from et_copy.export import BoundaryPlanningPass
+    from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
+
+    edge = to_edge_transform_and_lower(
+        torch.export.export(module, inputs, strict=False), partitioner=[SimulatedDevicePartitioner()]
+    )
+    planner = BoundaryPlanningPass(alloc_graph_input=False, **planner_kwargs)
+    return edge.to_executorch(
+        ExecutorchBackendConfig(memory_planning_pass=planner, enable_non_cpu_memory_planning=True)
+    )
+
+
+def test_the_boundary_planner_keeps_only_a_device_backends_own_inputs_and_outputs_resident():
+    x = torch.randn(2, 3)
+    # Input 0 is also a method output: read outside the backend, it cannot stay on the device.
+    with pytest.raises(ValueError, match=r"resident input 0 must be read by the device backend alone \(it is read by "):
+        _lower_with_boundary_planner(_DoubledAndSelf(), (x,), resident_inputs=(0,))
+    # Output 1 is the input itself, no backend's output.
+    with pytest.raises(ValueError, match="resident output 1 is not a device backend's output, so it has no device"):
+        _lower_with_boundary_planner(_DoubledAndSelf(), (x,), resident_outputs=(1,), alloc_graph_output=False)
+    program = _lower_with_boundary_planner(_DoubledAndSelf(), (x,), resident_outputs=(0,), alloc_graph_output=False)
+    assert _copy_sources(program, D2H_OUT) == []  # output 0 stays on the device, output 1 is the host input
+    assert len(device_tensors(program)) == 2  # the h2d copy's output and the resident output
+    program = _lower_with_boundary_planner(torch.nn.Linear(3, 3), (x,), resident_inputs=(0,))
+    assert _copy_sources(program, H2D_OUT) == []
+
+
 def test_dynamic_shapes_keyed_by_argument_name_follow_the_signature_not_the_dict_order():
     class Scaled(torch.nn.Module):
         def forward(self, x, scale):

@@ -103,6 +103,63 @@ def test_an_output_that_is_not_a_tensor_takes_none_and_refuses_a_tensor(programs
     assert torch.equal(given, torch.zeros(1, dtype=torch.int64))
 
 
+def test_a_value_output_after_tensor_outputs_is_returned_as_its_value(programs, data):
+    # helpers/program_edits.py appended an Int 7 to affine's outputs.
+    method = runtime.load(programs / "affine_int_output.pte").load_method()
+    x, y = data["affine"]
+    given = torch.full((3, 4), -1.0)
+    got = method.execute([x, y], outputs=[given, None, None])
+    assert got[0] is given and got[2] == 7
+    torch.testing.assert_close(given, x * 2.0 + y)
+    torch.testing.assert_close(got[1], (x - y).sum())
+
+
+def test_an_output_of_a_dtype_torch_cannot_represent_is_refused_at_load(programs):
+    # Output 1 retyped (helpers/program_edits.py): to QUInt4x2, which torch has
+    # no dtype for, the load is refused by name; to Bits16, which it has, the
+    # load succeeds and the d2h copy into it refuses the dtype at run.
+    program = runtime.load(programs / "affine_quint4x2.pte")
+    with pytest.raises(
+        et_copy.EtCopyError, match=r"^et_copy.runtime: method 'forward': output 1 has a dtype torch cannot represent"
+    ) as info:
+        program.load_method()
+    assert info.value.error == "NotSupported"
+    method = runtime.load(programs / "affine_bits16.pte").load_method()
+    with pytest.raises(et_copy.EtCopyError, match="dtype mismatch: self has Float, out has Bits16"):
+        method.execute([torch.zeros(3, 4), torch.zeros(3, 4)])
+
+
+def test_value_inputs_take_a_python_scalar_of_their_kind_and_value(programs, data):
+    # Inputs 2 to 5 appended (helpers/program_edits.py): an Int 3, a Double
+    # 0.5, a Bool True and a None. ExecuTorch takes only the value the
+    # program holds; anything else is refused by input, before anything runs.
+    method = runtime.load(programs / "affine_value_inputs.pte").load_method()
+    x, y = data["affine"]
+    got = method.execute([x, y, 3, 0.5, True, None])
+    torch.testing.assert_close(got[0], x * 2.0 + y)
+    for i, wrong in ((2, 3.0), (2, None), (3, 1), (4, 1), (4, False), (5, 0)):
+        values = [x, y, 3, 0.5, True, None]
+        values[i] = wrong
+        with pytest.raises(et_copy.EtCopyError, match=rf"setting input {i} failed with InvalidArgument"):
+            method.execute(values)
+    with pytest.raises(TypeError, match=r"method 'forward': input 2 is not a tensor input, got a tensor$"):
+        method.execute([x, y, torch.tensor(3), 0.5, True, None])
+    with pytest.raises(TypeError, match=r"method 'forward': input 3 must be an int, float, bool or None, got str$"):
+        method.execute([x, y, 3, "0.5", True, None])
+
+
+def test_a_device_output_planned_in_the_methods_memory_is_refused_at_load(programs):
+    # stage_a.pte's device output, left to the caller's memory as exported, planned by helpers/program_edits.py.
+    with pytest.raises(
+        et_copy.EtCopyError,
+        match=r"^et_copy.runtime: method 'forward': output 0 is memory-planned on cuda:0; et_copy.runtime returns "
+        r"device outputs in memory the caller owns: export with alloc_graph_output=False",
+    ) as info:
+        runtime.load(programs / "stage_a_planned_output.pte").load_method()
+    assert info.value.error == "NotSupported"
+    assert runtime.load(programs / "stage_a.pte").load_method().metadata.output_tensor_meta(0).device() == "cuda:0"
+
+
 def test_a_freed_output_is_refused_naming_it(programs, data):
     method = runtime.load(programs / "stage_a.pte").load_method()
     x = et_copy.h2d_copy(data["stage"])

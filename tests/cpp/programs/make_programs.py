@@ -9,6 +9,8 @@ change them. Imports executorch.exir (seconds).
   float32[2, 3, 4], the device tensor planned on CUDA.
 - d2h_fails.pte: the same with its host output retyped to Half, so
   et-copy's d2h kernel (instruction 0:1) fails with a dtype mismatch.
+- value_output.pte: the same with a second output, an Int 7 (a value, not a
+  tensor; tests/python/helpers/program_edits.py).
 - add_relu_xnnpack.pte: relu(a + b) on float32[4, 8] delegated to XNNPACK,
   with et_copy copies around the delegate: operators and a delegate to name.
 - linear_relu_linear.pte: DeviceBoundary(Linear(8, 16), ReLU,
@@ -57,6 +59,10 @@ from et_copy.export import DeviceBoundary, export_device_program, lower_to_devic
 from et_copy.tools.parity.tamper import original_program, tampered_programs
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 from executorch.exir import to_edge
+from executorch.exir.schema import Int
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python" / "helpers"))
+from program_edits import append_value_output, edited  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 from helpers import hand_made_programs  # noqa: E402
@@ -163,6 +169,7 @@ def main(out: Path) -> None:
     original = original_program()
     (out / "roundtrip.pte").write_bytes(original)
     (out / "d2h_fails.pte").write_bytes(tampered_programs(original)["output_dtype_half"])
+    (out / "value_output.pte").write_bytes(edited(original, append_value_output("forward", Int(7))))
     inputs = (torch.randn(4, 8), torch.randn(4, 8))
     (out / "add_relu_xnnpack.pte").write_bytes(lower_to_device(AddRelu(), inputs, XnnpackPartitioner()).buffer)
     torch.manual_seed(0)

@@ -37,7 +37,24 @@ class Affine(torch.nn.Module):
 
 
 x, y = torch.randn(3, 4), torch.randn(3, 4)
-(out / "affine.pte").write_bytes(export_device_program(Affine(), (x, y)).buffer)
+affine = bytes(export_device_program(Affine(), (x, y)).buffer)
+(out / "affine.pte").write_bytes(affine)
+# Outputs no exporter writes (helpers/program_edits.py): output 1 (the sum) of a
+# dtype torch has none for (QUInt4x2) or of one it has (Bits16), and a third,
+# Int output.
+sys.path.insert(0, sys.argv[2])
+from executorch.exir.schema import Int, ScalarType
+from program_edits import append_value_output, edited, retype_output
+
+for name, dtype in (("quint4x2", ScalarType.QUINT4x2), ("bits16", ScalarType.BITS16)):
+    (out / f"affine_{name}.pte").write_bytes(edited(affine, retype_output("forward", 1, dtype)))
+(out / "affine_int_output.pte").write_bytes(edited(affine, append_value_output("forward", Int(7))))
+# Inputs 2 to 5: an Int 3, a Double 0.5, a Bool True and a None.
+from executorch.exir.schema import Bool, Double, Null
+from program_edits import append_value_input, plan_output_on_its_device
+
+values = [append_value_input("forward", v) for v in (Int(3), Double(0.5), Bool(True), Null())]
+(out / "affine_value_inputs.pte").write_bytes(edited(affine, *values))
 # A method whose output is not a tensor (a constant method, as an LLM's get_max_seq_len).
 (out / "constant.pte").write_bytes(export_device_methods(
     Affine(), {"forward": MethodInputs((x, y))}, constant_methods={"rows": 3}).buffer)
@@ -72,6 +89,9 @@ a = torch.randn(2, 8)
 (out / "stage_a.pte").write_bytes(lower_to_device(
     stage_a, (a,), skip_h2d_for_method_inputs=True, skip_d2h_for_method_outputs=True,
     alloc_graph_output=False).buffer)
+# The same with its device output planned in the method's memory (helpers/program_edits.py).
+(out / "stage_a_planned_output.pte").write_bytes(
+    edited(out.joinpath("stage_a.pte").read_bytes(), plan_output_on_its_device("forward", 0)))
 # Device in, host out.
 (out / "stage_b.pte").write_bytes(lower_to_device(
     stage_b, (stage_a(a),), skip_h2d_for_method_inputs=True).buffer)
@@ -95,18 +115,23 @@ torch.save({"slot": slot, "affine": (x, y), "transposed": transposed, "rank16": 
 """
 
 
+EDITS = Path(__file__).with_name("program_edits.py")
+
+
 def export_programs(tmp_path_factory) -> Path:
     """A folder holding the programs of EXPORT and their inputs (data.pt)."""
     cache = os.environ.get("ET_COPY_PROGRAM_CACHE")
     if cache:
-        out = Path(cache) / hashlib.sha256(EXPORT.encode()).hexdigest()[:16]
+        out = Path(cache) / hashlib.sha256(EXPORT.encode() + EDITS.read_bytes()).hexdigest()[:16]
         if (out / "done").is_file():
             return out
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
     else:
         out = tmp_path_factory.mktemp("runtime_programs")
-    proc = subprocess.run([sys.executable, "-c", EXPORT, str(out)], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", EXPORT, str(out), str(EDITS.parent)], capture_output=True, text=True, timeout=600
+    )
     if proc.returncode != 0:
         pytest.fail(f"export failed:\n{proc.stderr[-6000:]}")
     (out / "done").write_text("")
