@@ -9,26 +9,29 @@ that only such programs reach.
 Imports executorch.exir (seconds), which changes torch.library state: use it
 in the child process that exports the program (runtime_programs.EXPORT).
 Each edit is a function of the deserialized schema.Program, so several
-compose in one edited() call.
+compose in one edited() call; the read and the write are
+hand_made_programs.edit_program's (nested records and impossible sizes are
+made there).
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Callable
 
 from executorch.exir import schema
-from executorch.exir._serialize._program import deserialize_pte_binary, serialize_pte_binary
+from hand_made_programs import edit_program
 
 Edit = Callable[[schema.Program], None]
 
 
 def edited(program: bytes, *edits: Edit) -> bytes:
     """``program`` with each of ``edits`` applied in turn."""
-    pte = copy.deepcopy(deserialize_pte_binary(program))
-    for edit in edits:
-        edit(pte.program)
-    return bytes(serialize_pte_binary(pte))
+
+    def each(pte_file) -> None:
+        for edit in edits:
+            edit(pte_file.program)
+
+    return edit_program(program, each)
 
 
 def plan(program: schema.Program, method: str) -> schema.ExecutionPlan:
