@@ -554,10 +554,8 @@ py::list execute(LoadedMethod& lm, const py::handle& inputs, const py::handle& o
     err = lm.core->execute({values.data(), values.size()}, {bound.data(), bound.size()}, &report);
   }
   if (err != Error::Ok) {
-    // LoadedMethod::execute's shortfall (not another OutOfResources): say which load argument answers it.
-    const bool out_of_debug_buffer = err == Error::OutOfResources &&
-                                     debug_buffer_room(*lm.session->program) != nullptr &&
-                                     report.detail.find("ETDump debug buffer") != std::string::npos;
+    // The debug buffer's shortfall (not another failure): say which load argument answers it.
+    const bool out_of_debug_buffer = report.debug_buffer_full;
     raise_report(io.where, std::move(report),
                  out_of_debug_buffer ? "; load the program with enable_etdump=True and a larger debug_buffer_size "
                                        "(it fills across executions until write_etdump_result_to_file empties it)"
