@@ -376,6 +376,45 @@ EQUIVALENT: list[Equivalent] = [
                "the byte count's exact product: int_tuple's items are exact ints (PyNumber_Index), each checked "
                "to fit int32 and at most kMaxTensorDims of them, times the itemsize; multiplying such ints "
                "fails only when Python is out of memory, which no test can arrange"),
+    # The bindings' C-API calls that fail only when Python is out of memory. No input gets there, and an
+    # allocation failure injected with _testcapi.set_nomemory is no way in either: pybind11 itself
+    # dereferences a failed tp_alloc when it makes a class instance (seen: a segfault on the first failed
+    # allocation of _C.DeviceBuffer(...)).
+    Equivalent("python/bindings/module.cpp", "drop-exit",
+               "throw py::error_already_set(); // MemoryError at import: the name is a dotted constant",
+               "PyErr_NewExceptionWithDoc fails for a name without a dot, and \"et_copy.EtCopyError\" has one, or "
+               "out of memory while et_copy._C is imported"),
+    Equivalent("python/bindings/module.cpp", "drop-exit", "throw py::error_already_set(); // MemoryError at import",
+               "PyDescr_NewMethod of a fixed PyMethodDef fails only out of memory while et_copy._C is imported"),
+    Equivalent("python/bindings/module.cpp", "drop-exit",
+               "throw py::error_already_set(); // MemoryError: \"replace\" decodes any bytes",
+               "PyUnicode_DecodeUTF8 with errors=\"replace\" turns every byte sequence into text, so it fails only "
+               "out of memory"),
+    Equivalent("python/bindings/copies.cpp", "drop-exit", "throw py::error_already_set(); // MemoryError at import",
+               "PyCFunction_NewEx of a static PyMethodDef fails only out of memory while et_copy._C is imported"),
+    Equivalent("python/bindings/device_tensor.cpp", "drop-exit", "throw py::error_already_set(); // MemoryError",
+               "tp_alloc of a fixed-size DeviceTensor (or a subclass of it) fails only out of memory"),
+    Equivalent("python/bindings/device_tensor.cpp", "drop-exit",
+               "throw py::error_already_set(); // MemoryError at import",
+               "PyType_FromSpec of the static DeviceTensor spec fails only out of memory while et_copy._C is "
+               "imported"),
+    Equivalent("python/bindings/cuda.cpp", "drop-exit", "throw py::error_already_set(); // MemoryError",
+               "PyCapsule_New with a non-null pointer and a constant name fails only out of memory"),
+    Equivalent("python/bindings/program.cpp", "drop-exit",
+               "throw py::error_already_set(); // never: pybind11 passes only bytes objects",
+               "run_load_check takes py::bytes, whose caster admits only PyBytes_Check objects, and "
+               "PyBytes_AsStringAndSize with a size pointer fails only for a non-bytes object"),
+    # ETDump's set_debug_buffer fails only for BufferDataSink::create's alignment check (a power of two), and
+    # it passes the default alignment of 64.
+    Equivalent("python/bindings/program.cpp", "drop-exit",
+               "throw Failure(set.error(), \"et_copy.runtime: enable_etdump: ETDump refused the debug buffer of \" +",
+               "ETDumpGen::set_debug_buffer fails only when BufferDataSink::create is given an alignment that is "
+               "not a power of two, and it always passes the default 64"),
+    Equivalent("python/bindings/program.cpp", "drop-exit",
+               "throw Failure(Error::NotSupported, what + \": enable_etdump: this et_copy was built without "
+               "ExecuTorch's etdump\");",
+               "compiled only when the ExecuTorch wheel ships no etdump library (python/CMakeLists.txt); the "
+               "pinned wheel ships it, so every build (the mutation build too) preprocesses this line away"),
 ]
 # fmt: on
 
