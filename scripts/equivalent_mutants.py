@@ -415,6 +415,20 @@ EQUIVALENT: list[Equivalent] = [
                "ExecuTorch's etdump\");",
                "compiled only when the ExecuTorch wheel ships no etdump library (python/CMakeLists.txt); the "
                "pinned wheel ships it, so every build (the mutation build too) preprocesses this line away"),
+    # DeviceBuffer's member defaults: each is written before it is read. The allocating constructor sets
+    # index_; a slice sets offset_ and nbytes_ and reads its root's index; a root reads neither offset_ nor
+    # nbytes_ (ptr() and nbytes() take its buffer's).
+    Equivalent("python/bindings/device_buffer.h", "int+1", "int index_ = 0;",
+               "the allocating constructor sets index_, and a slice's device_index() is its root's, so the default "
+               "is never read"),
+    Equivalent("python/bindings/device_buffer.h", "int+1", "size_t offset_ = 0;",
+               "read only through a slice (parent_ set), whose constructor sets it; a root's ptr() is its buffer's"),
+    Equivalent("python/bindings/device_buffer.h", "int+1", "size_t nbytes_ = 0;",
+               "read only through a slice (parent_ set), whose constructor sets it; a root's nbytes() is its "
+               "buffer's size"),
+    Equivalent("python/bindings/device_tensor.cpp", "int+1", "{nullptr, 0, 0, 0, nullptr},",
+               "the PyMemberDef list's sentinel: CPython stops at the entry whose name is null and reads none of its "
+               "other fields"),
 ]
 # fmt: on
 
