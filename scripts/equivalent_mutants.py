@@ -429,6 +429,18 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("python/bindings/device_tensor.cpp", "int+1", "{nullptr, 0, 0, 0, nullptr},",
                "the PyMemberDef list's sentinel: CPython stops at the entry whose name is null and reads none of its "
                "other fields"),
+    # device_tensor.cpp's defaults that are written before any read.
+    Equivalent("python/bindings/device_tensor.cpp", "int+1", "size_t itemsize = 0;",
+               "check_layout, the one maker of a Layout, sets itemsize before it reads it or returns"),
+    Equivalent("python/bindings/device_tensor.cpp", "int+1", "uint64_t nbytes = 0;",
+               "check_layout, the one maker of a Layout, sets nbytes before it returns, and nothing reads it sooner"),
+    Equivalent("python/bindings/device_tensor.cpp", "int+1", "int overflow = 0;",
+               "PyLong_AsLongLongAndOverflow sets *overflow to 0 before anything else, on every path"),
+    Equivalent("python/bindings/device_tensor.cpp", "int+1", "Py_ssize_t alignment = 0;",
+               "a required argument (\"OOOOOn\"): PyArg_ParseTupleAndKeywords writes it or the call returns first"),
+    Equivalent("python/bindings/device_tensor.cpp", "int+1", "{nullptr, nullptr, 0, nullptr},",
+               "the PyMethodDef list's sentinel: CPython stops at the entry whose name is null and reads none of its "
+               "other fields"),
 ]
 # fmt: on
 
