@@ -445,6 +445,9 @@ EQUIVALENT: list[Equivalent] = [
                "movable()'s one caller is TensorView's dtype check, which no unmovable spec reaches (see its "
                "drop-exit above): the original returns true for every code it is given, and != returns true too, "
                "at the first of the several movable codes that differs"),
+    Equivalent("python/bindings/allocators.cpp", "int+1", "const int devices = count.ok() ? *count : 0;",
+               "the simulated allocator counts its devices without asking anything (count_devices never fails), "
+               "so the fallback after : is never taken"),
 ]
 # fmt: on
 

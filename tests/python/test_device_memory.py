@@ -197,16 +197,15 @@ def test_an_empty_range_is_read_on_each_device_there_is_and_refused_past_the_las
             assert _C.simulated_device_read(0, 0, index) == bytearray()
             _C.simulated_device_write(0, b"", index)
             assert _C.simulated_device_host_alias(0, 0, index) == 0
-        for op, call in {
-            "simulated_device_read": lambda: _C.simulated_device_read(0, 0, count),
-            "simulated_device_write": lambda: _C.simulated_device_write(0, b"", count),
-            "simulated_device_host_alias": lambda: _C.simulated_device_host_alias(0, 0, count),
-        }.items():
-            message = (
-                f"^et_copy._C.{op}: 0 bytes at 0 do not lie inside one live allocation of simulated device {count}$"
-            )
-            with pytest.raises(et_copy.EtCopyError, match=message) as info:
-                call()
-            assert info.value.error == "InvalidArgument"
+        for index in (count, -2):  # past the last device, and below -1 (device 0)
+            for op, call in {
+                "simulated_device_read": lambda: _C.simulated_device_read(0, 0, index),
+                "simulated_device_write": lambda: _C.simulated_device_write(0, b"", index),
+                "simulated_device_host_alias": lambda: _C.simulated_device_host_alias(0, 0, index),
+            }.items():
+                where = f"0 bytes at 0 do not lie inside one live allocation of simulated device {index}"
+                with pytest.raises(et_copy.EtCopyError, match=f"^et_copy._C.{op}: {where}$") as info:
+                    call()
+                assert info.value.error == "InvalidArgument"
     finally:
         et_copy.use_simulated_device(1)
