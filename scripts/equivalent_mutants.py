@@ -407,6 +407,78 @@ EQUIVALENT: list[Equivalent] = [
                "the byte count's exact product: int_tuple's items are exact ints (PyNumber_Index), each checked "
                "to fit int32 and at most kMaxTensorDims of them, times the itemsize; multiplying such ints "
                "fails only when Python is out of memory, which no test can arrange"),
+    # The bindings' C-API calls that fail only when Python is out of memory. No input gets there, and an
+    # allocation failure injected with _testcapi.set_nomemory is no way in either: pybind11 itself
+    # dereferences a failed tp_alloc when it makes a class instance (seen: a segfault on the first failed
+    # allocation of _C.DeviceBuffer(...)).
+    Equivalent("python/bindings/module.cpp", "drop-exit",
+               "throw py::error_already_set(); // MemoryError at import: the name is a dotted constant",
+               "PyErr_NewExceptionWithDoc fails for a name without a dot, and \"et_copy.EtCopyError\" has one, or "
+               "out of memory while et_copy._C is imported"),
+    Equivalent("python/bindings/module.cpp", "drop-exit", "throw py::error_already_set(); // MemoryError at import",
+               "PyDescr_NewMethod of a fixed PyMethodDef fails only out of memory while et_copy._C is imported"),
+    Equivalent("python/bindings/module.cpp", "drop-exit",
+               "throw py::error_already_set(); // MemoryError: \"replace\" decodes any bytes",
+               "PyUnicode_DecodeUTF8 with errors=\"replace\" turns every byte sequence into text, so it fails only "
+               "out of memory"),
+    Equivalent("python/bindings/copies.cpp", "drop-exit", "throw py::error_already_set(); // MemoryError at import",
+               "PyCFunction_NewEx of a static PyMethodDef fails only out of memory while et_copy._C is imported"),
+    Equivalent("python/bindings/device_tensor.cpp", "drop-exit", "throw py::error_already_set(); // MemoryError",
+               "tp_alloc of a fixed-size DeviceTensor (or a subclass of it) fails only out of memory"),
+    Equivalent("python/bindings/device_tensor.cpp", "drop-exit",
+               "throw py::error_already_set(); // MemoryError at import",
+               "PyType_FromSpec of the static DeviceTensor spec fails only out of memory while et_copy._C is "
+               "imported"),
+    Equivalent("python/bindings/cuda.cpp", "drop-exit", "throw py::error_already_set(); // MemoryError",
+               "PyCapsule_New with a non-null pointer and a constant name fails only out of memory"),
+    Equivalent("python/bindings/program.cpp", "drop-exit",
+               "throw py::error_already_set(); // never: pybind11 passes only bytes objects",
+               "run_load_check takes py::bytes, whose caster admits only PyBytes_Check objects, and "
+               "PyBytes_AsStringAndSize with a size pointer fails only for a non-bytes object"),
+    # ETDump's set_debug_buffer fails only for BufferDataSink::create's alignment check (a power of two), and
+    # it passes the default alignment of 64.
+    Equivalent("python/bindings/program.cpp", "drop-exit",
+               "throw Failure(set.error(), \"et_copy.runtime: enable_etdump: ETDump refused the debug buffer of \" +",
+               "ETDumpGen::set_debug_buffer fails only when BufferDataSink::create is given an alignment that is "
+               "not a power of two, and it always passes the default 64"),
+    Equivalent("python/bindings/program.cpp", "drop-exit",
+               "throw Failure(Error::NotSupported, what + \": enable_etdump: this et_copy was built without "
+               "ExecuTorch's etdump\");",
+               "compiled only when the ExecuTorch wheel ships no etdump library (python/CMakeLists.txt); the "
+               "pinned wheel ships it, so every build (the mutation build too) preprocesses this line away"),
+    # DeviceBuffer's member defaults: each is written before it is read. The allocating constructor sets
+    # index_; a slice sets offset_ and nbytes_ and reads its root's index; a root reads neither offset_ nor
+    # nbytes_ (ptr() and nbytes() take its buffer's).
+    Equivalent("python/bindings/device_buffer.h", "int+1", "int index_ = 0;",
+               "the allocating constructor sets index_, and a slice's device_index() is its root's, so the default "
+               "is never read"),
+    Equivalent("python/bindings/device_buffer.h", "int+1", "size_t offset_ = 0;",
+               "read only through a slice (parent_ set), whose constructor sets it; a root's ptr() is its buffer's"),
+    Equivalent("python/bindings/device_buffer.h", "int+1", "size_t nbytes_ = 0;",
+               "read only through a slice (parent_ set), whose constructor sets it; a root's nbytes() is its "
+               "buffer's size"),
+    Equivalent("python/bindings/device_tensor.cpp", "int+1", "{nullptr, 0, 0, 0, nullptr},",
+               "the PyMemberDef list's sentinel: CPython stops at the entry whose name is null and reads none of its "
+               "other fields"),
+    # device_tensor.cpp's defaults that are written before any read.
+    Equivalent("python/bindings/device_tensor.cpp", "int+1", "size_t itemsize = 0;",
+               "check_layout, the one maker of a Layout, sets itemsize before it reads it or returns"),
+    Equivalent("python/bindings/device_tensor.cpp", "int+1", "uint64_t nbytes = 0;",
+               "check_layout, the one maker of a Layout, sets nbytes before it returns, and nothing reads it sooner"),
+    Equivalent("python/bindings/device_tensor.cpp", "int+1", "int overflow = 0;",
+               "PyLong_AsLongLongAndOverflow sets *overflow to 0 before anything else, on every path"),
+    Equivalent("python/bindings/device_tensor.cpp", "int+1", "Py_ssize_t alignment = 0;",
+               "a required argument (\"OOOOOn\"): PyArg_ParseTupleAndKeywords writes it or the call returns first"),
+    Equivalent("python/bindings/device_tensor.cpp", "int+1", "{nullptr, nullptr, 0, nullptr},",
+               "the PyMethodDef list's sentinel: CPython stops at the entry whose name is null and reads none of its "
+               "other fields"),
+    Equivalent("python/bindings/tensor_view.cpp", "eq", "if (*c == code) {",
+               "movable()'s one caller is TensorView's dtype check, which no unmovable spec reaches (see its "
+               "drop-exit above): the original returns true for every code it is given, and != returns true too, "
+               "at the first of the several movable codes that differs"),
+    Equivalent("python/bindings/allocators.cpp", "int+1", "const int devices = count.ok() ? *count : 0;",
+               "the simulated allocator counts its devices without asking anything (count_devices never fails), "
+               "so the fallback after : is never taken"),
 ]
 # fmt: on
 

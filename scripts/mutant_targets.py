@@ -42,6 +42,7 @@ P_DEBUG_BUFFER = P_API + "::test_a_debug_buffer_too_small_for_an_execution_is_re
 P_LAYOUTS = "py:tests/python/test_runtime_input_layouts.py"
 P_LAYOUTS_1_0 = P_LAYOUTS + "::test_a_method_planned_in_dim_order_1_0_takes_that_layout_and_refuses_a_contiguous_one"
 P_MEMORY = "py:tests/python/test_device_memory.py"
+P_NOTHING_REGISTERED = "py:tests/python/test_nothing_registered.py"  # a fresh process, before any registration
 P_ADDRESS_SPACE = "py:tests/python/test_address_space_refused.py"
 P_REGISTRY_OURS = (
     "py:tests/python/test_registration.py::"
@@ -168,12 +169,15 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     )),
     # ---- python/bindings/: pytest against the development package ------------------
     # test_cuda.py: registration_result's kFailed path, use_cuda() on a machine without a GPU.
+    # test_nothing_registered.py: a fresh process's refusals before any allocator is registered;
+    # test_backend_registration_bindings.py: a backend name another library took, a full backend registry.
     ("python/bindings/allocators.*", (
         "py:tests/python/test_allocator_binding_args.py", P_MEMORY, P_FIELDS, "py:tests/python/test_boundary_enums.py",
         "py:tests/python/test_cuda.py::test_use_cuda_without_a_gpu_says_why_and_leaves_the_registry_usable",
-        "py:tests/python/test_backend_registration_bindings.py",
+        "py:tests/python/test_backend_registration_bindings.py", P_NOTHING_REGISTERED,
     )),
-    # register_aoti_backend: registered once, then 'already et_copy'.
+    # register_aoti_backend: registered once, then 'already et_copy'; refused when the name is
+    # taken or ExecuTorch's backend table is full.
     ("python/bindings/aoti.*", ("py:tests/python/test_backend_registration_bindings.py",)),
     ("python/bindings/cuda.*", ("py:tests/python/test_cuda_binding_args.py", "py:tests/python/test_cuda.py")),
     ("python/bindings/log_capture.*", ("py:tests/python/test_quiet.py", "py:tests/python/test_errors.py")),
@@ -184,11 +188,16 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     )),
     # test_runtime_input_layouts.py: each input's bytes dense in the planned dim order, first to last.
     # test_method_io_loops.py: the first and the last of three inputs and of two outputs wrong, then bound.
-    ("python/bindings/method_io.*", ("py:tests/python/test_method_io_loops.py", P_LAYOUTS, *PY_RUNTIME, P_API)),
+    # test_scalar_inputs.py: a method's Int input (a program value set after export), and what is refused there.
+    ("python/bindings/method_io.*", (
+        "py:tests/python/test_scalar_inputs.py", "py:tests/python/test_method_io_loops.py", P_LAYOUTS, *PY_RUNTIME,
+        P_API,
+    )),
     ("python/bindings/program.*", (
         P_DEBUG_BUFFER, "py:tests/python/test_load_check_bindings.py", "py:tests/python/test_program_binding_args.py",
         "py:tests/python/test_method_io_loops.py",
         *PY_RUNTIME, P_LAYOUTS, P_API,
+        "py:tests/python/test_runtime.py::test_inputs_may_be_a_tuple_and_outputs_must_be_a_sequence",
     )),
     # run_registered dispatches the registry's kernel: et_copy's own only where the wheel's library is not loaded.
     # The op missing from the registry: OperatorMissing naming it, out untouched.
@@ -201,7 +210,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # The bench's timing loops: their bounds and kinds, then the memcpy baseline on unreadable memory.
     # test_cuda.py: the CUDA baselines' errors on a machine without a GPU (their copies are gpu-marked).
     ("python/bindings/loops.*", (
-        "py:tests/python/test_bench_loops.py",
+        "py:tests/python/test_bench_loops.py", P_NOTHING_REGISTERED,
         "py:tests/python/test_cuda.py::"
         "test_without_a_gpu_the_benchs_cuda_baselines_fail_naming_cuda_and_an_unknown_kind_is_refused_first",
         P_MEMORY,

@@ -84,8 +84,11 @@ CountingDeviceAllocator& our_allocator(int device_type) {
 void* checked_alias(const char* op, uintptr_t ptr, size_t nbytes, int device_index) {
   const auto* p = reinterpret_cast<const void*>(ptr);
   SimulatedDeviceAllocator& sim = simulated_device_allocator();
+  const auto count = sim.device_count(); // the simulation's own count: never an error
+  const int devices = count.ok() ? *count : 0;
   const bool empty_null = p == nullptr && nbytes == 0;
-  if (device_index < -1 || device_index > kMaxDeviceIndex ||
+  // An index past the devices there are names no device, for an empty range too (-1 is device 0).
+  if (device_index < -1 || device_index >= devices ||
       (!empty_null && !sim.is_device_memory(p, nbytes, static_cast<DeviceIndex>(device_index)))) {
     char at[32];
     std::snprintf(at, sizeof(at), "%#" PRIxPTR, ptr);

@@ -91,7 +91,7 @@ void bind_copies(py::module_& m) {
   for (PyMethodDef& def : copy_defs) {
     PyObject* fn = PyCFunction_NewEx(&def, nullptr, m.attr("__name__").ptr());
     if (fn == nullptr) {
-      throw py::error_already_set();
+      throw py::error_already_set(); // MemoryError at import
     }
     m.add_object(def.ml_name, py::reinterpret_steal<py::object>(fn));
   }

@@ -79,12 +79,12 @@ PyMethodDef error_init_def = {"__init__", reinterpret_cast<PyCFunction>(reinterp
 void bind_error(py::module_& m) {
   PyObject* type = PyErr_NewExceptionWithDoc("et_copy.EtCopyError", kErrorDoc, PyExc_RuntimeError, nullptr);
   if (type == nullptr) {
-    throw py::error_already_set();
+    throw py::error_already_set(); // MemoryError at import: the name is a dotted constant
   }
   py::object cls = py::reinterpret_steal<py::object>(type);
   PyObject* init = PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(type), &error_init_def);
   if (init == nullptr) {
-    throw py::error_already_set();
+    throw py::error_already_set(); // MemoryError at import
   }
   cls.attr("__init__") = py::reinterpret_steal<py::object>(init);
   g_error_type = cls.inc_ref().ptr();
@@ -96,7 +96,7 @@ void bind_error(py::module_& m) {
 py::object text(const std::string& s) {
   PyObject* u = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
   if (u == nullptr) {
-    throw py::error_already_set();
+    throw py::error_already_set(); // MemoryError: "replace" decodes any bytes
   }
   return py::reinterpret_steal<py::object>(u);
 }

@@ -554,10 +554,8 @@ py::list execute(LoadedMethod& lm, const py::handle& inputs, const py::handle& o
     err = lm.core->execute({values.data(), values.size()}, {bound.data(), bound.size()}, &report);
   }
   if (err != Error::Ok) {
-    // LoadedMethod::execute's shortfall (not another OutOfResources): say which load argument answers it.
-    const bool out_of_debug_buffer = err == Error::OutOfResources &&
-                                     debug_buffer_room(*lm.session->program) != nullptr &&
-                                     report.detail.find("ETDump debug buffer") != std::string::npos;
+    // The debug buffer's shortfall (not another failure): say which load argument answers it.
+    const bool out_of_debug_buffer = report.debug_buffer_full;
     raise_report(io.where, std::move(report),
                  out_of_debug_buffer ? "; load the program with enable_etdump=True and a larger debug_buffer_size "
                                        "(it fills across executions until write_etdump_result_to_file empties it)"
@@ -589,7 +587,7 @@ void run_load_check(const char* name, const py::bytes& program, Check check) {
   char* data = nullptr;
   Py_ssize_t size = 0;
   if (PyBytes_AsStringAndSize(program.ptr(), &data, &size) != 0) {
-    throw py::error_already_set();
+    throw py::error_already_set(); // never: pybind11 passes only bytes objects
   }
   et_copy::FailureReport refusal;
   Error e = Error::Ok;

@@ -21,6 +21,7 @@ executorch::runtime::Error fail(FailureReport* report, executorch::runtime::Erro
     report->instruction.clear();
     report->op.clear();
     report->log.clear();
+    report->debug_buffer_full = false;
   }
   return error;
 }

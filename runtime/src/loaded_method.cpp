@@ -219,6 +219,7 @@ Error LoadedMethod::execute(Span<const EValue> inputs, Span<MethodOutput> output
     }
   }
   std::string detail;
+  bool debug_buffer_full = false;
   if (err == Error::Ok) {
     err = m.execute();
     std::optional<InstructionLocation> failed_at = tracer_.last_instruction();
@@ -226,6 +227,7 @@ Error LoadedMethod::execute(Span<const EValue> inputs, Span<MethodOutput> output
       // The run went on without logging it: an ETDumpGen aborts the process
       // on a tensor its debug buffer cannot take.
       err = Error::OutOfResources;
+      debug_buffer_full = true;
       failed_at = short_of->instruction;
       detail = std::string(short_of->instruction ? "logging an instruction's values" : "logging the method's outputs") +
                ": the ETDump debug buffer of " + std::to_string(short_of->size) +
@@ -277,6 +279,7 @@ Error LoadedMethod::execute(Span<const EValue> inputs, Span<MethodOutput> output
       report->instruction = std::move(instruction);
       report->op = std::move(op);
       report->log = capture.lines();
+      report->debug_buffer_full = debug_buffer_full;
     }
     return err;
   }

@@ -121,11 +121,13 @@ TEST(FailureReport, FailFillsTheReportAndClearsWhatAnEarlierFailureLeft) {
   r.instruction = "0:1";
   r.op = "aten::add.out";
   r.log = {"old"};
+  r.debug_buffer_full = true;
   EXPECT_EQ(et_copy::fail(&r, Error::NotFound, "no such method", "loading"), Error::NotFound);
   EXPECT_EQ(r.error, Error::NotFound);
   EXPECT_EQ(r.step, "loading");
   EXPECT_EQ(r.detail, "no such method");
   EXPECT_TRUE(r.instruction.empty() && r.op.empty() && r.log.empty());
+  EXPECT_FALSE(r.debug_buffer_full);
   EXPECT_EQ(et_copy::fail(nullptr, Error::Internal, "nobody asked"), Error::Internal);
 }
 
@@ -251,6 +253,7 @@ TEST(LoadedMethod, AFailingKernelIsNamedByInstructionOperatorAndMessageAndLeaves
   EXPECT_EQ(report.step, "executing");
   EXPECT_EQ(report.instruction, "0:1");
   EXPECT_EQ(report.op, "et_copy::_d2h_copy.out");
+  EXPECT_FALSE(report.debug_buffer_full); // a kernel's refusal, not the ETDump debug buffer's
   const std::string message = report.message();
   EXPECT_NE(message.find("executing failed with "), std::string::npos) << message;
   EXPECT_NE(message.find("et_copy::_d2h_copy.out: dtype mismatch: self has Float, out has Half"), std::string::npos)

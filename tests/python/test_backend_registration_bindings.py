@@ -10,6 +10,9 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+from et_copy import _C
+
 CODE = """
 import json
 from et_copy import _C
@@ -30,4 +33,98 @@ def test_each_backend_registers_once_and_then_answers_already_et_copy():
         "registered",
         "already et_copy",
         "already et_copy",
+    ]
+
+
+# Another library's registrations, made in the child through libexecutorch.so's
+# own register_backend (the library et_copy._C links): a name taken first, or
+# ExecuTorch's fixed-size table filled. The interface pointer is never called:
+# the child only registers and exits.
+FOREIGN = """
+import ctypes
+import json
+import os
+import sys
+
+import executorch
+from et_copy import _C
+
+lib = ctypes.CDLL(os.path.join(list(executorch.__path__)[0], "lib", "libexecutorch.so"))
+
+
+class Backend(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("backend", ctypes.c_void_p)]
+
+
+register = lib._ZN10executorch7runtime16register_backendERKNS0_7BackendE
+register.argtypes = [ctypes.POINTER(Backend)]
+register.restype = ctypes.c_uint32
+interface = ctypes.create_string_buffer(64)
+kept = []
+
+
+def take(name):
+    kept.append(Backend(name.encode(), ctypes.addressof(interface)))
+    return register(ctypes.byref(kept[-1]))
+
+
+if sys.argv[1] == "full":
+    while take(f"Filler{len(kept)}") == 0:
+        pass
+else:  # a backend name to take first
+    assert take(sys.argv[1]) == 0
+
+
+def outcome(call):
+    try:
+        return ["ok", None, call()]
+    except _C.EtCopyError as e:
+        return ["EtCopyError", e.error, str(e)]
+
+
+print(json.dumps([outcome(_C.register_simulated_device_backend), outcome(_C.register_aoti_backend)]))
+"""
+
+
+def run_foreign(mode: str) -> list:
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(FOREIGN), mode], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+TAKEN = {
+    "SimulatedDeviceBackend": "et_copy.register_simulated_device_backend",
+    _C.AOTI_BACKEND_ID: "et_copy.use_aoti_backend",
+}
+
+
+@pytest.mark.parametrize("taken", TAKEN)
+def test_a_backend_name_another_library_took_is_refused_naming_it_and_the_other_backend_still_registers(taken):
+    simulated, aoti = run_foreign(taken)
+    refused = [
+        "EtCopyError",
+        "RegistrationAlreadyRegistered",
+        f"{TAKEN[taken]}: another library registered a backend named {taken}; "
+        "ExecuTorch cannot replace a registered backend",
+    ]
+    assert (simulated, aoti) == (
+        (refused, ["ok", None, "registered"])
+        if taken == "SimulatedDeviceBackend"
+        else (["ok", None, "registered"], refused)
+    )
+
+
+def test_a_full_backend_registry_refuses_each_backend_with_executorchs_error():
+    simulated, aoti = run_foreign("full")
+    assert simulated == [
+        "EtCopyError",
+        "Internal",
+        "et_copy.register_simulated_device_backend: ExecuTorch's backend registry refused SimulatedDeviceBackend",
+    ]
+    assert aoti == [
+        "EtCopyError",
+        "Internal",
+        "et_copy.use_aoti_backend: ExecuTorch's backend registry refused AotiDeviceBackend",
     ]

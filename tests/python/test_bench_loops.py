@@ -9,6 +9,7 @@ import pytest
 import torch
 from et_copy import _C
 from et_copy._C import loops as _loops
+from et_copy._device import CUDA
 
 
 @pytest.fixture(autouse=True)
@@ -101,3 +102,20 @@ def test_device_to_device_takes_device_indices_from_minus_one_to_the_largest():
     # The largest index passes the range check and reaches the allocator, which has no such device.
     with pytest.raises(RuntimeError, match="InvalidArgument: device-to-device copy failed"):
         _loops.device_to_device(a.data_ptr(), b.data_ptr(), 5, _C.MAX_DEVICE_INDEX)
+
+
+@pytest.mark.parametrize("kind", ("et_copy_h2d", "et_copy_d2h"))
+def test_a_kernel_refusing_the_callers_buffers_fails_the_loop_naming_the_kind_and_error(kind):
+    host = torch.arange(8, dtype=torch.uint8)
+    not_device = torch.zeros(8, dtype=torch.uint8)  # host memory given as the device buffer: the kernel refuses it
+    before = et_copy.allocator_stats()
+    with pytest.raises(RuntimeError, match=f"^bench_kernel: the {kind} kernel failed with Error::InvalidArgument$"):
+        _loops.bench_kernel(kind, 8, 1, 1, host=host.data_ptr(), device=not_device.data_ptr())
+    assert torch.equal(host, torch.arange(8, dtype=torch.uint8)) and not not_device.any(), "nothing was written"
+    after = et_copy.allocator_stats()
+    assert (after["h2d_bytes"], after["d2h_bytes"]) == (before["h2d_bytes"], before["d2h_bytes"])
+    # The same loop over memory from the allocator runs, and moves its bytes once.
+    device = _C.DeviceBuffer(8, CUDA, 0, 256)
+    assert len(_loops.bench_kernel(kind, 8, 1, 1, host=host.data_ptr(), device=device.ptr)) == 1
+    field = "h2d_bytes" if kind.endswith("h2d") else "d2h_bytes"
+    assert et_copy.allocator_stats()[field] - after[field] == 8

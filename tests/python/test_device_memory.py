@@ -187,3 +187,25 @@ def test_index_127_is_in_range_and_left_to_the_allocator():
     et_copy.use_simulated_device()  # one device: 127 is in ExecuTorch's range but not present
     with pytest.raises(et_copy.EtCopyError, match="could not allocate 16 bytes on device 127"):
         _C.DeviceBuffer(16, CUDA, 127, 256)
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_an_empty_range_is_read_on_each_device_there_is_and_refused_past_the_last(count):
+    et_copy.use_simulated_device(count)
+    try:
+        for index in (-1, count - 1):
+            assert _C.simulated_device_read(0, 0, index) == bytearray()
+            _C.simulated_device_write(0, b"", index)
+            assert _C.simulated_device_host_alias(0, 0, index) == 0
+        for index in (count, -2):  # past the last device, and below -1 (device 0)
+            for op, call in {
+                "simulated_device_read": lambda: _C.simulated_device_read(0, 0, index),
+                "simulated_device_write": lambda: _C.simulated_device_write(0, b"", index),
+                "simulated_device_host_alias": lambda: _C.simulated_device_host_alias(0, 0, index),
+            }.items():
+                where = f"0 bytes at 0 do not lie inside one live allocation of simulated device {index}"
+                with pytest.raises(et_copy.EtCopyError, match=f"^et_copy._C.{op}: {where}$") as info:
+                    call()
+                assert info.value.error == "InvalidArgument"
+    finally:
+        et_copy.use_simulated_device(1)

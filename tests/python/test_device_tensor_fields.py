@@ -42,6 +42,15 @@ def permutation(order, rank=2):
 
 NOT_A_DEVICE = r"et_copy.DeviceTensor: device must be a \(type, index\) tuple of ints, such as et_copy's Device"
 BAD_DEVICE = r"et_copy.DeviceTensor: device .* must be a CUDA device \(type 1\) with an index ExecuTorch can hold"
+
+
+class Untruthy:
+    """A dynamic flag whose truth cannot be told: its own error is what the caller sees."""
+
+    def __bool__(self):
+        raise RuntimeError("no truth here")
+
+
 REFUSED = {
     "shape longer than the memory": (
         {"shape": (2, 3, 2), "dim_order": (0, 1, 2)},
@@ -88,6 +97,7 @@ REFUSED = {
         TypeError,
         r"et_copy.DeviceTensor: buffer must be an et_copy._C.DeviceBuffer \(or a slice of one\), got bytes",
     ),
+    "dynamic whose truth raises": ({"dynamic": Untruthy()}, RuntimeError, "^no truth here$"),
 }
 
 
@@ -184,6 +194,14 @@ def test_empty_takes_device_indices_up_to_127_and_the_allocator_names_a_missing_
     assert info.value.error == "InvalidArgument"
     with pytest.raises(ValueError, match=r"et_copy.empty: device has a bad device index in 'cuda:128'"):
         et_copy.empty((2,), torch.float32, device="cuda:128")
+
+
+def test_empty_with_a_dynamic_flag_whose_truth_raises_raises_that_and_allocates_nothing():
+    before = et_copy.allocator_stats()["allocations"]
+    with pytest.raises(RuntimeError, match="^no truth here$"):
+        et_copy.empty((2, 3), torch.float32, dynamic=Untruthy())
+    assert et_copy.allocator_stats()["allocations"] == before
+    assert et_copy.empty((2, 3), torch.float32, dynamic=True).dynamic is True
 
 
 def test_the_dynamic_flag_decides_whether_out_takes_a_smaller_shape():

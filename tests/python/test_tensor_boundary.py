@@ -229,3 +229,33 @@ def test_a_device_tensor_over_a_duck_typed_buffer_is_refused():
 
     with pytest.raises(TypeError, match=r"et_copy.DeviceTensor: buffer must be an et_copy._C.DeviceBuffer .* got Duck"):
         et_copy.DeviceTensor(Duck(), torch.float32, et_copy._device.Device(1, 0), (2, 3), (0, 1), False)
+
+
+class _DtypeRaises(torch.Tensor):
+    """A subclass whose dtype attribute cannot be read."""
+
+    @property
+    def dtype(self):
+        raise KeyError("no dtype for you")
+
+
+def test_a_refused_dtype_that_cannot_be_read_raises_the_tensors_own_error_and_the_next_call_works():
+    # torch.uint1: a dtype et_copy does not move, so the refusal reads the dtype to name it.
+    t = torch.Tensor._make_subclass(_DtypeRaises, torch.zeros(2, dtype=torch.uint1))
+    dev = et_copy.h2d_copy(torch.ones(2))
+    with pytest.raises(KeyError, match="no dtype for you"):
+        et_copy.h2d_copy(t, out=dev)
+    assert torch.equal(dev.cpu(), torch.ones(2)), "out untouched"
+    with pytest.raises(TypeError, match=r"_h2d_copy.out: self has dtype torch\.uint1, which et_copy does not move"):
+        et_copy.h2d_copy(torch.zeros(2, dtype=torch.uint1), out=dev)
+
+
+def test_a_dynamic_out_torch_refuses_to_resize_raises_torchs_error_and_keeps_its_shape():
+    dev = et_copy.h2d_copy(torch.arange(4.0))
+    out = torch.zeros(8, requires_grad=True)  # a leaf: autograd refuses its in-place as_strided_
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place operation"):
+        et_copy.d2h_copy(dev, out=out, dynamic_out=True)
+    assert out.shape == (8,)
+    with torch.no_grad():  # where autograd allows it, the same copy takes self's shape
+        et_copy.d2h_copy(dev, out=out, dynamic_out=True)
+    assert out.shape == (4,) and torch.equal(out.detach(), torch.arange(4.0))

@@ -28,6 +28,10 @@ struct FailureReport {
   /// The error and fatal lines ExecuTorch logged meanwhile: a kernel's own
   /// diagnostic, the failing instruction and operator (et_copy/log_capture.h).
   std::vector<std::string> log;
+  /// An execution that failed only because its values did not fit the
+  /// ETDump debug buffer (LoadedMethod::execute, OutOfResources): a larger
+  /// debug buffer at load answers it, which callers may say.
+  bool debug_buffer_full = false;
 
   /// "<step> failed with <Error name>", then one indented line for the
   /// detail and for each log line, except the "arg N with type id T" lines
@@ -38,7 +42,7 @@ struct FailureReport {
 /**
  * How et-copy's C++ functions fail: returns `error` and, when `report` is
  * not null, makes it describe this failure alone: `error`, `detail` and
- * `step`, with instruction, op and log cleared. A function that does not
+ * `step`, with instruction, op, log and debug_buffer_full cleared. A function that does not
  * know the step leaves it empty; the caller that does (LoadedProgram,
  * LoadedMethod) sets it, and the log and instruction when it has them.
  */
