@@ -35,6 +35,9 @@ py::object run(const char* op, PyObject* self, PyObject* out, bool dynamic_out, 
   TensorSpec specs[2];
   describe_tensor(self, false, op, "self", specs[0]);
   describe_tensor(out, dynamic_out, op, "out", specs[1]);
+  if (dynamic_out) {
+    check_takes_shape(out, specs[1]); // a refusal after the kernel would leave out written
+  }
   TensorView self_view(specs[0]);
   TensorView out_view(specs[1]);
   const auto sizes = out_view.tensor().sizes(); // a view: follows a resize

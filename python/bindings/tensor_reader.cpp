@@ -96,6 +96,12 @@ void describe_tensor(PyObject* o, bool dynamic, const char* op, const char* arg,
   }
 }
 
+void check_takes_shape(PyObject* out, const TensorSpec& s) {
+  if (!is_device_tensor(out) && !restride_torch_tensor(out, s)) {
+    throw py::error_already_set();
+  }
+}
+
 void take_shape(PyObject* out, const TensorSpec& s) {
   if (is_device_tensor(out)) {
     set_device_tensor_shape(out, s);

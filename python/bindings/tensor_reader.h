@@ -37,4 +37,9 @@ void describe_tensor(PyObject* o, bool dynamic, const char* op, const char* arg,
 /// refused.
 void take_shape(PyObject* out, const TensorSpec& s);
 
+/// Throws pybind11::error_already_set if torch refuses to give `out` (as
+/// read into `s`) a shape at all, such as a leaf that requires grad: asked
+/// with the shape it has, before a kernel writes a byte of it.
+void check_takes_shape(PyObject* out, const TensorSpec& s);
+
 } // namespace et_copy::bindings

@@ -250,12 +250,13 @@ def test_a_refused_dtype_that_cannot_be_read_raises_the_tensors_own_error_and_th
         et_copy.h2d_copy(torch.zeros(2, dtype=torch.uint1), out=dev)
 
 
-def test_a_dynamic_out_torch_refuses_to_resize_raises_torchs_error_and_keeps_its_shape():
+def test_a_dynamic_out_torch_refuses_to_resize_raises_torchs_error_and_keeps_its_shape_and_bytes():
     dev = et_copy.h2d_copy(torch.arange(4.0))
     out = torch.zeros(8, requires_grad=True)  # a leaf: autograd refuses its in-place as_strided_
     with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place operation"):
         et_copy.d2h_copy(dev, out=out, dynamic_out=True)
-    assert out.shape == (8,)
+    # Refused before the kernel ran: not a byte written.
+    assert out.shape == (8,) and torch.equal(out.detach(), torch.zeros(8))
     with torch.no_grad():  # where autograd allows it, the same copy takes self's shape
         et_copy.d2h_copy(dev, out=out, dynamic_out=True)
     assert out.shape == (4,) and torch.equal(out.detach(), torch.arange(4.0))
