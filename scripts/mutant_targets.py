@@ -87,6 +87,8 @@ P_LLM_COVERS = (
     "test_the_expectations_cover_every_tiny_architecture_and_what_the_issue_asks_for"
 )
 P_LLM_NOT_LLM = P_LLM + "::test_a_program_without_prefill_and_decode_is_refused"
+# load_model: a checkpoint folder read, a config file built from seed 0 (~10 s).
+P_LLM_LOAD = P_LLM_UNITS + "::test_load_model_reads_a_checkpoint_folder_and_builds_a_config_file_from_seed_0"
 P_LLM_CACHE_DIR = P_LLM + "::test_the_program_cache_lives_under_xdg_cache_home_or_the_home_cache"
 P_LLM_CACHED = P_LLM + "::test_export_llm_cached_reuses_a_program_only_for_the_same_model_weights_and_settings"
 P_LLM_CLI_ARCHS = P_LLM + "::test_the_command_offers_every_tiny_architecture"
@@ -275,7 +277,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/et_copy/llm/_sampling.py", (P_SAMPLING, P_LLM_CONSTANTS)),
     ("python/et_copy/llm/_check.py", (P_LLM_CHECK, P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, *P_LLM_QWEN3)),
     ("python/et_copy/llm/_state.py", (P_LLM_STATE, P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, *P_LLM_QWEN3)),
-    ("python/et_copy/llm/_models.py", (P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, P_LLM_COVERS, *P_LLM_QWEN3)),
+    ("python/et_copy/llm/_models.py", (P_LLM_LOAD, P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, P_LLM_COVERS, *P_LLM_QWEN3)),
     ("python/et_copy/llm/_export.py", (P_LLM_EXPORT_ARGS, P_LLM_UNITS, P_LLM_NOT_LLM, *P_LLM_QWEN3)),
     ("python/et_copy/llm/_generate.py", (P_LLM_SESSION, P_LLM_UNITS, P_LLM_IMPORT, *P_LLM_QWEN3)),
     ("python/et_copy/llm/_cache.py", (P_LLM_CACHE, P_LLM_CACHE_DIR, P_LLM_CACHED)),
