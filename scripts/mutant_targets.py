@@ -277,7 +277,9 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/et_copy/llm/_sampling.py", (P_SAMPLING, P_LLM_CONSTANTS)),
     ("python/et_copy/llm/_check.py", (P_LLM_CHECK, P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, *P_LLM_QWEN3)),
     ("python/et_copy/llm/_state.py", (P_LLM_STATE, P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, *P_LLM_QWEN3)),
-    ("python/et_copy/llm/_models.py", (P_LLM_LOAD, P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, P_LLM_COVERS, *P_LLM_QWEN3)),
+    ("python/et_copy/llm/_models.py", (
+        P_LLM_LOAD, P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, P_LLM_COVERS, *P_LLM_QWEN3,
+    )),
     ("python/et_copy/llm/_export.py", (P_LLM_EXPORT_ARGS, P_LLM_UNITS, P_LLM_NOT_LLM, *P_LLM_QWEN3)),
     ("python/et_copy/llm/_generate.py", (P_LLM_SESSION, P_LLM_UNITS, P_LLM_IMPORT, *P_LLM_QWEN3)),
     ("python/et_copy/llm/_cache.py", (P_LLM_CACHE, P_LLM_CACHE_DIR, P_LLM_CACHED)),
