@@ -2,12 +2,15 @@
 // ExecuTorch in this executable.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
-#include <vector>
 
 #include <et_copy/simulated_device_allocator.h>
 
@@ -430,19 +433,27 @@ TEST(SimulatedDeviceAllocator, HostReadableSizesTheHeapCannotGiveAreRefusedAndNo
 TEST(SimulatedDeviceAllocator, MemoryStillAllocatedWhenTheAllocatorGoesIsGivenBack) {
   // Host-readable memory is the heap's: an allocator destroyed with some
   // still allocated frees it (glibc serves 64 MiB by mmap, so mallinfo2
-  // sees it go). Host-unreadable memory lies in the reservation, unmapped
-  // with it, and is never passed to free().
+  // sees it go). Host-unreadable memory lies in the reservation, which is
+  // unmapped with the allocator (mincore then says ENOMEM), and is never
+  // passed to free().
   const size_t big = size_t{64} << 20;
   const size_t before = mallinfo2().hblkhd;
+  void* unreadable = nullptr;
   {
     SimulatedDeviceAllocator a;
     a.set_host_readable(true);
     ASSERT_NE(must_allocate(a, big), nullptr);
     a.set_host_readable(false);
-    ASSERT_NE(must_allocate(a, 100), nullptr);
+    unreadable = must_allocate(a, 100);
+    ASSERT_NE(unreadable, nullptr);
     ASSERT_GE(mallinfo2().hblkhd, before + big);
+    unsigned char resident = 0;
+    ASSERT_EQ(mincore(unreadable, 1, &resident), 0) << "reserved while the allocator lives";
   }
   EXPECT_LT(mallinfo2().hblkhd, before + big);
+  unsigned char resident = 0;
+  EXPECT_EQ(mincore(unreadable, 1, &resident), -1) << "the reservation is unmapped";
+  EXPECT_EQ(errno, ENOMEM);
 }
 #endif
 
