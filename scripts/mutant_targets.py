@@ -39,6 +39,10 @@ T_THREADS = "cpp:et_copy_test_threads"
 P_API = "py:tests/python/test_runtime_api.py"
 # A debug buffer too small for a run: refused after it, exactly large enough: run and written.
 P_DEBUG_BUFFER = P_API + "::test_a_debug_buffer_too_small_for_an_execution_is_refused_not_an_abort"
+# A program whose weights are in a .ptd file, loaded through data_path and run.
+P_PTD = P_API + "::test_weights_in_a_ptd_file_are_read_through_data_path"
+# A method's metadata read unloaded: a device input, a constant method's output that is no tensor.
+P_META = "py:tests/python/test_runtime.py::test_a_programs_metadata_places_device_inputs_and_outputs_on_the_device"
 P_LAYOUTS = "py:tests/python/test_runtime_input_layouts.py"
 P_LAYOUTS_1_0 = P_LAYOUTS + "::test_a_method_planned_in_dim_order_1_0_takes_that_layout_and_refuses_a_contiguous_one"
 P_MEMORY = "py:tests/python/test_device_memory.py"
@@ -84,6 +88,8 @@ P_LLM_COVERS = (
     "test_the_expectations_cover_every_tiny_architecture_and_what_the_issue_asks_for"
 )
 P_LLM_NOT_LLM = P_LLM + "::test_a_program_without_prefill_and_decode_is_refused"
+# load_model: a checkpoint folder read, a config file built from seed 0 (~10 s).
+P_LLM_LOAD = P_LLM_UNITS + "::test_load_model_reads_a_checkpoint_folder_and_builds_a_config_file_from_seed_0"
 P_LLM_CACHE_DIR = P_LLM + "::test_the_program_cache_lives_under_xdg_cache_home_or_the_home_cache"
 P_LLM_CACHED = P_LLM + "::test_export_llm_cached_reuses_a_program_only_for_the_same_model_weights_and_settings"
 P_LLM_CLI_ARCHS = P_LLM + "::test_the_command_offers_every_tiny_architecture"
@@ -157,7 +163,8 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/*/sessions.*", ("py:tests/python/test_state_arena_edges.py", T_TRACER, *PY_RUNTIME)),
     # The one way to run a method: its gtest, then et_copy.runtime's checks through the bindings.
     ("runtime/*/loaded_method.*", ("cpp:et_copy_test_loaded_method", *PY_RUNTIME, P_DEBUG_BUFFER)),
-    ("runtime/*/loaded_program.*", ("cpp:et_copy_test_loaded_method", *PY_RUNTIME)),
+    # P_PTD: a data file that reads (the gtest has the refusals).
+    ("runtime/*/loaded_program.*", ("cpp:et_copy_test_loaded_method", *PY_RUNTIME, P_PTD)),
     ("runtime/*/failure_report.*", ("cpp:et_copy_test_loaded_method", "py:tests/python/test_errors.py")),
     # LogCapture's own gtest (levels kept and forwarded, scopes, cleaning, the line limit), then the
     # failure reports that quote it.
@@ -255,7 +262,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
         "py:tests/python/test_torch_tensor_views.py", "py:tests/python/test_device_tensor_views.py",
     )),
     # ---- the package's Python -------------------------------------------------------
-    ("python/et_copy/runtime.py", (P_API, *PY_RUNTIME)),
+    ("python/et_copy/runtime.py", (P_META, P_API, *PY_RUNTIME)),
     # export/: test_export_routes.py holds every route's contract (record, errors; ~20 s);
     # test_export.py the emitted programs (device tags, planning, with_target_device, the
     # boundary planner's counters); test_backend_export.py the resident inputs/outputs
@@ -279,7 +286,9 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/et_copy/llm/_sampling.py", (P_SAMPLING, P_LLM_CONSTANTS)),
     ("python/et_copy/llm/_check.py", (P_LLM_CHECK, P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, *P_LLM_QWEN3)),
     ("python/et_copy/llm/_state.py", (P_LLM_STATE, P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, *P_LLM_QWEN3)),
-    ("python/et_copy/llm/_models.py", (P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, P_LLM_COVERS, *P_LLM_QWEN3)),
+    ("python/et_copy/llm/_models.py", (
+        P_LLM_LOAD, P_LLM_CONSTANTS, P_LLM_UNITS, *P_LLM_EAGER, P_LLM_COVERS, *P_LLM_QWEN3,
+    )),
     ("python/et_copy/llm/_export.py", (P_LLM_EXPORT_ARGS, P_LLM_UNITS, P_LLM_NOT_LLM, *P_LLM_QWEN3)),
     ("python/et_copy/llm/_generate.py", (P_LLM_SESSION, P_LLM_UNITS, P_LLM_IMPORT, *P_LLM_QWEN3)),
     ("python/et_copy/llm/_cache.py", (P_LLM_CACHE, P_LLM_CACHE_DIR, P_LLM_CACHED)),

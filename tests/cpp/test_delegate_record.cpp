@@ -249,6 +249,20 @@ TEST(DelegateRecord, RandomGarbageIsRefused) {
   EXPECT_EQ(parse_delegate_record(nullptr, 0).error(), Error::DelegateInvalidCompatibility);
 }
 
+// Null data is refused before anything is read when it claims bytes,
+// naming how many; null and empty is an empty record, refused as one.
+TEST(DelegateRecord, NullDataWithBytesIsAnInvalidArgumentNamingTheSize) {
+  et_copy::FailureReport report;
+  auto r = parse_delegate_record(nullptr, 5, &report);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), Error::InvalidArgument);
+  EXPECT_EQ(report.detail, "delegate record: null data of 5 bytes");
+  EXPECT_EQ(parse_delegate_record(nullptr, 1).error(), Error::InvalidArgument);
+  report = {};
+  EXPECT_EQ(parse_delegate_record(nullptr, 0, &report).error(), Error::DelegateInvalidCompatibility);
+  EXPECT_EQ(report.detail.find("null data"), std::string::npos) << report.detail;
+}
+
 TEST(DelegateRecord, AnotherMagicOrVersionIsRefused) {
   expect_refused(with_line(0, "et_copy.delegate 1"), "line 1 ('et_copy.delegate 1'): expected 'et_copy.delegate 2'");
   expect_refused(with_line(0, "et_copy.delegate 3"), "expected 'et_copy.delegate 2'");

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -393,6 +394,53 @@ TEST(LoadedMethod, AMethodWhoseInputOrOutputMethodMetaCannotDescribeIsRefusedAtL
                                    "overflows, or its metadata is missing)");
     }
   }
+}
+
+// Each refusal of LoadedProgram::load and load_file names its step, with or
+// without a report to fill: no program, a program ExecuTorch's verification
+// refuses (what it logged kept), a data file that cannot be mapped or is no
+// .ptd. A data file that maps goes on to be read.
+TEST(LoadedProgram, EachRefusalNamesItsStepWithOrWithoutAReport) {
+  et_copy::FailureReport report;
+  auto none = et_copy::LoadedProgram::load(nullptr, nullptr, {}, &report);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error(), Error::InvalidArgument);
+  EXPECT_EQ(report.step, "loading the program");
+  EXPECT_EQ(report.detail, "no program given");
+  EXPECT_EQ(et_copy::LoadedProgram::load(nullptr, nullptr).error(), Error::InvalidArgument);
+
+  const std::vector<uint8_t> garbage(64, 'x');
+  auto loader = [&] {
+    return std::make_unique<executorch::extension::BufferDataLoader>(garbage.data(), garbage.size());
+  };
+  report = {};
+  auto refused = et_copy::LoadedProgram::load(loader(), nullptr, {}, &report);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(report.error, refused.error());
+  EXPECT_EQ(report.step, "loading the program");
+  EXPECT_FALSE(report.log.empty()) << "what ExecuTorch logged while refusing it";
+  EXPECT_EQ(et_copy::LoadedProgram::load(loader(), nullptr).error(), refused.error());
+
+  const auto bytes = read_program("roundtrip.pte");
+  report = {};
+  auto bad_data = et_copy::LoadedProgram::load(
+      std::make_unique<executorch::extension::BufferDataLoader>(bytes.data(), bytes.size()), loader(), {}, &report);
+  ASSERT_FALSE(bad_data.ok());
+  EXPECT_EQ(report.step, "reading the data file");
+
+  const std::string absent = ::testing::TempDir() + "et_copy_absent.ptd";
+  std::remove(absent.c_str());
+  report = {};
+  auto unmapped = et_copy::LoadedProgram::load_file(kPrograms + "/roundtrip.pte", absent, {}, &report);
+  ASSERT_FALSE(unmapped.ok());
+  EXPECT_EQ(report.step, "mapping " + absent);
+  const std::string not_ptd = ::testing::TempDir() + "et_copy_not_a.ptd";
+  std::ofstream(not_ptd, std::ios::binary).write(reinterpret_cast<const char*>(garbage.data()), garbage.size());
+  report = {};
+  auto mapped = et_copy::LoadedProgram::load_file(kPrograms + "/roundtrip.pte", not_ptd, {}, &report);
+  ASSERT_FALSE(mapped.ok());
+  EXPECT_EQ(report.step, "reading the data file") << "mapped, then read";
+  std::remove(not_ptd.c_str());
 }
 
 } // namespace

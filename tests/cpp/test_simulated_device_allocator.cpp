@@ -2,9 +2,15 @@
 // ExecuTorch in this executable.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <vector>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <et_copy/simulated_device_allocator.h>
 
@@ -402,6 +408,54 @@ TEST(SimulatedDeviceAllocator, SizesNearSizeMaxAreRefusedAndNothingIsAllocated) 
   EXPECT_EQ(a.stats().bytes_outstanding, 0u);
   EXPECT_EQ(a.stats().failed_calls, 3u);
 }
+
+TEST(SimulatedDeviceAllocator, HostReadableSizesTheHeapCannotGiveAreRefusedAndNothingIsAllocated) {
+  // In host-readable mode the heap decides: padding SIZE_MAX or SIZE_MAX - 254
+  // to 256 bytes overflows; SIZE_MAX - 255 and 2^62 bytes no heap gives.
+  SimulatedDeviceAllocator a;
+  a.set_host_readable(true);
+  const size_t max = SIZE_MAX;
+  for (size_t n : {max, max - 254, max - 255, size_t{1} << 62}) {
+    Result<void*> r = a.allocate(n, 0, 256);
+    EXPECT_FALSE(r.ok()) << n;
+    EXPECT_EQ(r.error(), Error::MemoryAllocationFailed) << n;
+  }
+  EXPECT_EQ(a.stats().allocations, 0u);
+  EXPECT_EQ(a.stats().bytes_outstanding, 0u);
+  EXPECT_EQ(a.stats().failed_calls, 4u);
+  void* p = must_allocate(a, 256, 0, 256); // a size the heap gives still comes back
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(peek(a, p, 255), SimulatedDeviceAllocator::kFreshByte);
+  a.deallocate(p, 0);
+}
+
+#ifdef __GLIBC__
+TEST(SimulatedDeviceAllocator, MemoryStillAllocatedWhenTheAllocatorGoesIsGivenBack) {
+  // Host-readable memory is the heap's: an allocator destroyed with some
+  // still allocated frees it (glibc serves 64 MiB by mmap, so mallinfo2
+  // sees it go). Host-unreadable memory lies in the reservation, which is
+  // unmapped with the allocator (mincore then says ENOMEM), and is never
+  // passed to free().
+  const size_t big = size_t{64} << 20;
+  const size_t before = mallinfo2().hblkhd;
+  void* unreadable = nullptr;
+  {
+    SimulatedDeviceAllocator a;
+    a.set_host_readable(true);
+    ASSERT_NE(must_allocate(a, big), nullptr);
+    a.set_host_readable(false);
+    unreadable = must_allocate(a, 100);
+    ASSERT_NE(unreadable, nullptr);
+    ASSERT_GE(mallinfo2().hblkhd, before + big);
+    unsigned char resident = 0;
+    ASSERT_EQ(mincore(unreadable, 1, &resident), 0) << "reserved while the allocator lives";
+  }
+  EXPECT_LT(mallinfo2().hblkhd, before + big);
+  unsigned char resident = 0;
+  EXPECT_EQ(mincore(unreadable, 1, &resident), -1) << "the reservation is unmapped";
+  EXPECT_EQ(errno, ENOMEM);
+}
+#endif
 
 TEST(SimulatedDeviceAllocator, AZeroByteCopyOnAMissingDeviceIsRefused) {
   // The device index is checked before the byte count: "copy nothing to

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -29,6 +31,7 @@
 #include <executorch/runtime/backend/options.h>
 
 #include "content_hash.h"
+#include "external_tensors.h"
 #include "named_blobs.h"
 #include "program_bytes.h"
 #include "test_tensors.h"
@@ -669,6 +672,110 @@ TEST_F(SimulatedDeviceBackendTest, ADeviceBlockWritesUpToItsEndAndNoFurther) {
   EXPECT_EQ(after.h2d_bytes - before.h2d_bytes, 13u);
   EXPECT_EQ(after.failed_calls, before.failed_calls);
   EXPECT_EQ(bytes_of(**b), std::vector<uint8_t>(12, 5));
+}
+
+// DeviceBlock::create takes device memory only from the allocator serving
+// the device: the host is no device (NotSupported), and a device nobody
+// serves yet is NotFound. Run in a fresh process (the binary re-run for
+// this test alone), where nothing is registered; served, it allocates.
+TEST(DeviceBlockDeathTest, TheHostIsNoDeviceAndADeviceNobodyServesIsNotFound) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto exit_code = [](DeviceType type) {
+    auto b = et_copy::DeviceBlock::create(type, 0, 8);
+    std::exit(b.ok() ? 100 : static_cast<int>(b.error()));
+  };
+  EXPECT_EXIT(exit_code(DeviceType::CUDA), ::testing::ExitedWithCode(static_cast<int>(Error::NotFound)), "");
+  EXPECT_EXIT(exit_code(DeviceType::CPU), ::testing::ExitedWithCode(static_cast<int>(Error::NotSupported)), "");
+  EXPECT_EXIT(
+      {
+        if (et_copy::use_simulated_device() == et_copy::Registration::kFailed) {
+          std::exit(101);
+        }
+        exit_code(DeviceType::CUDA);
+      },
+      ::testing::ExitedWithCode(100), "");
+}
+
+TEST_F(SimulatedDeviceBackendTest, ADeviceBlockOnTheHostIsNotSupportedWhateverItsSize) {
+  for (size_t n : {0u, 8u}) {
+    auto b = et_copy::DeviceBlock::create(DeviceType::CPU, 0, n);
+    ASSERT_FALSE(b.ok()) << n;
+    EXPECT_EQ(b.error(), Error::NotSupported) << n;
+  }
+}
+
+// A weight not uploaded yet is read from the program's named data: with
+// none, NotFound naming the key, and nothing is allocated; once uploaded,
+// a load without named data shares it.
+TEST_F(SimulatedDeviceBackendTest, AWeightNotUploadedYetNeedsNamedDataAndOneUploadedDoesNot) {
+  const DeviceAllocatorStats before = simulated_device_allocator().stats();
+  et_copy::FailureReport report;
+  auto none = et_copy::acquire_weight("et_copy.test:unread", DeviceType::CUDA, 0, 8, nullptr, std::nullopt, &report);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error(), Error::NotFound);
+  EXPECT_EQ(report.detail, "the program has no named data to read 'et_copy.test:unread' from");
+  const DeviceAllocatorStats after = simulated_device_allocator().stats();
+  EXPECT_EQ(after.allocations, before.allocations);
+  EXPECT_EQ(after.h2d_copies, before.h2d_copies);
+
+  Blobs data;
+  data.blobs["et_copy.test:read"] = std::vector<uint8_t>(8, 6);
+  auto first = et_copy::acquire_weight("et_copy.test:read", DeviceType::CUDA, 0, 8, &data, std::nullopt, &report);
+  ASSERT_TRUE(first.ok()) << report.detail;
+  auto shared = et_copy::acquire_weight("et_copy.test:read", DeviceType::CUDA, 0, 8, nullptr, std::nullopt, &report);
+  ASSERT_TRUE(shared.ok()) << report.detail;
+  EXPECT_EQ(shared->get(), first->get());
+  EXPECT_EQ(bytes_of(**shared), std::vector<uint8_t>(8, 6));
+}
+
+// What external_tensors() reads of linear.record's nested program: each
+// constant stored outside it, with its layout. A type ExecuTorch does not
+// know and a negative size are refused (elementSize would abort on the
+// one, a layout would be sized from the other); a size of 0 is a size.
+TEST(ExternalTensors, AnUnknownScalarTypeOrANegativeSizeIsRefusedAndZeroIsASize) {
+  const auto record = read_file("linear.record");
+  auto r = et_copy::parse_delegate_record(record.data(), record.size());
+  ASSERT_TRUE(r.ok());
+  const std::vector<uint8_t> original(r->payload, r->payload + r->payload_nbytes);
+  std::vector<uint8_t> nested = original;
+  et_copy_test::Flat f{nested};
+  const size_t values = f.follow(f.field(f.plan(), 2));
+  size_t tensor = 0;
+  for (uint32_t v = 0; v < f.u32(values) && tensor == 0; ++v) {
+    const size_t value = f.element(values, v);
+    const size_t t = nested[f.field(value, 0)] == 5 ? f.follow(f.field(value, 1)) : 0;
+    if (t != 0 && f.field(t, 9) != 0 && f.field(t, 6) == 0 && nested[f.field(f.follow(f.field(t, 9)), 2)] == 1) {
+      tensor = t; // an external constant: extra info EXTERNAL, no allocation info
+    }
+  }
+  ASSERT_NE(tensor, 0u) << "linear's weights are external constants";
+  auto all = et_copy::internal::external_tensors(nested.data(), nested.size());
+  ASSERT_TRUE(all.ok());
+  ASSERT_FALSE(all->empty());
+  const auto first = all->front();
+  EXPECT_EQ(first.scalar_type, ScalarType::Float);
+  ASSERT_FALSE(first.sizes.empty());
+  EXPECT_GT(first.sizes[0], 0);
+
+  const size_t type_at = f.field(tensor, 0);
+  const size_t size0_at = f.follow(f.field(tensor, 2)) + 4;
+  ASSERT_NE(type_at, 0u);
+  nested[type_at] = 127;
+  auto unknown = et_copy::internal::external_tensors(nested.data(), nested.size());
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error(), Error::InvalidProgram);
+  for (const int32_t size : {-1, 0}) {
+    nested = original;
+    std::memcpy(nested.data() + size0_at, &size, 4);
+    auto sized = et_copy::internal::external_tensors(nested.data(), nested.size());
+    ASSERT_EQ(sized.ok(), size == 0) << size;
+    if (size < 0) {
+      EXPECT_EQ(sized.error(), Error::InvalidProgram);
+    } else {
+      EXPECT_EQ(sized->size(), all->size());
+      EXPECT_EQ(sized->front().sizes[0], 0) << "read as it is";
+    }
+  }
 }
 
 // The runtime specs a load reads are ints: another kind is refused by name.

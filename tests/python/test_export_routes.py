@@ -196,3 +196,76 @@ def test_lower_to_device_refuses_a_skip_flag_without_its_planning_setting_by_arg
         )
     assert info.value.argument == "skip_h2d_for_method_inputs"
     assert "skip_h2d_for_method_inputs=True needs alloc_graph_input=False" in str(info.value)
+
+
+class TwoEntries(torch.nn.Module):
+    def forward(self, x):
+        return x * 2.0
+
+    def other(self, x):
+        return x + 1.0
+
+
+@pytest.mark.parametrize(
+    "kwargs,argument,problem",
+    [
+        (
+            {"resident_outputs": (0,), "alloc_graph_output": True},
+            "alloc_graph_output",
+            "resident_outputs need alloc_graph_output=False, so that the caller's device tensors receive them",
+        ),
+        (
+            {"resident_inputs": (0,), "insert_copies": False},
+            "insert_copies",
+            "resident_inputs/outputs go with insert_copies=True",
+        ),
+        (
+            {"resident_outputs": (0,), "alloc_graph_output": False, "insert_copies": False},
+            "insert_copies",
+            "resident_inputs/outputs go with insert_copies=True",
+        ),
+        (
+            {"backend": "aoti", "insert_copies": False},
+            "insert_copies",
+            "a backend or decompositions go with insert_copies=True (the backend's copies)",
+        ),
+        (
+            {"partitioner": SimulatedDevicePartitioner(), "insert_copies": False},
+            "insert_copies",
+            "a backend or decompositions go with insert_copies=True (the backend's copies)",
+        ),
+    ],
+)
+@pytest.mark.parametrize("route", ["export_device_program", "export_device_methods"])
+def test_options_that_do_not_go_together_are_refused_before_exporting_naming_the_argument(
+    route, kwargs, argument, problem
+):
+    with pytest.raises(ExportArgumentError) as info:
+        ROUTES[route](TwoEntries(), (torch.randn(4),), **kwargs)
+    e = info.value
+    assert (e.op, e.argument, e.stage) == (f"et_copy.export.{route}", argument, "arguments")
+    assert str(e) == f"et_copy.export.{route}: {problem}"
+
+
+def test_export_device_methods_refuses_no_methods_and_an_entry_the_module_lacks_naming_the_method():
+    op = "et_copy.export.export_device_methods"
+    with pytest.raises(ExportArgumentError) as info:
+        export_device_methods(TwoEntries(), {})
+    assert (info.value.op, info.value.argument) == (op, "methods")
+    assert str(info.value) == f"{op}: no methods to export"
+    x = torch.randn(4)
+    for entry in ("nope", "training"):  # absent, and an attribute that is no method
+        methods = {"forward": MethodInputs((x,)), "second": MethodInputs((x,), entry=entry)}
+        with pytest.raises(ExportArgumentError) as info:
+            export_device_methods(TwoEntries(), methods)
+        assert (info.value.op, info.value.argument, info.value.method) == (op, "methods", "second")
+        assert f"method 'second': MethodInputs.entry {entry!r} is not a method of TwoEntries" in str(info.value)
+    with pytest.raises(ExportArgumentError) as info:  # decompositions need the backend's copies too
+        export_device_methods(
+            TwoEntries(),
+            {"forward": MethodInputs((x,))},
+            decompositions={torch.ops.aten.mul.Tensor: lambda *a: NotImplemented},
+            insert_copies=False,
+        )
+    assert info.value.argument == "insert_copies"
+    assert str(info.value) == f"{op}: a backend or decompositions go with insert_copies=True (the backend's copies)"

@@ -319,3 +319,31 @@ def test_verification_is_ours_executorch_s_or_an_int_of_the_same_meaning(pte):
     for wrong in (True, 1.0, "Minimal"):
         with pytest.raises(TypeError, match="must be a Verification or an int"):
             Runtime.get().load_program(data, verification=wrong)
+
+    class Named:  # what executorch.runtime's pybind11 enum is: an int by __index__, with a name
+        def __init__(self, name, value):
+            self.name, self.value = name, value
+
+        def __index__(self):
+            return self.value
+
+    with pytest.raises(ValueError, match="is named 'Minimal' but has the value of InternalConsistency"):
+        Runtime.get().load_program(data, verification=Named("Minimal", 1))
+    for agreeing in (Named("InternalConsistency", 1), Named(None, 1), Named(3, 0)):  # a name that is no str is not one
+        assert Runtime.get().load_program(data, verification=agreeing).method_names == {"forward"}
+
+
+def test_a_method_name_that_is_not_a_str_is_refused_naming_the_function(pte):
+    from et_copy.runtime import Runtime
+
+    et_copy.use_simulated_device()
+    program = Runtime.get().load_program(pte[1])
+    session = program.new_session()
+    for name in (0, b"forward", None):
+        kind = type(name).__name__
+        with pytest.raises(TypeError, match=rf"^et_copy.runtime.Program.load_method: name must be a str, got {kind}$"):
+            program.load_method(name)
+        with pytest.raises(TypeError, match=rf"^et_copy.runtime.Session.load_method: name must be a str, got {kind}$"):
+            session.load_method(name)
+    assert program.load_method("forward") is program.load_method()
+    assert session.load_method("forward") is not program.load_method("forward")  # its own state

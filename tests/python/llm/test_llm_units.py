@@ -210,3 +210,28 @@ def test_a_checkpoints_tokenizer_is_its_tokenizer_json_file_and_none_without_one
     for path in (tmp_path, str(tmp_path)):  # a PathLike or a str
         tokenizer = llm.tokenizer_for(path)
         assert tokenizer is not None and tokenizer.encode("two one three").ids == [2, 1, 0]
+
+
+def test_load_model_reads_a_checkpoint_folder_and_builds_a_config_file_from_seed_0(tmp_path):
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    def weights(model):
+        return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+    saved = llm.tiny_model("qwen3")
+    saved.save_pretrained(tmp_path / "checkpoint")
+    for path in (tmp_path / "checkpoint", str(tmp_path / "checkpoint")):  # a PathLike or a str
+        loaded = llm.load_model(path)
+        assert type(loaded) is type(saved) and not loaded.training
+        assert torch.equal(weights(loaded), weights(saved))  # the checkpoint's weights, not new ones
+    config = tmp_path / "tiny.json"
+    saved.config.to_json_file(str(config))
+    caller_rng = torch.random.get_rng_state()
+    built = llm.load_model(config)
+    assert torch.equal(torch.random.get_rng_state(), caller_rng)  # the caller's RNG is left alone
+    assert type(built) is type(saved) and not built.training
+    with torch.random.fork_rng():
+        for seed in (0, 1):
+            torch.manual_seed(seed)
+            drawn = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(str(config)))
+            assert torch.equal(weights(built), weights(drawn)) == (seed == 0), seed
