@@ -311,6 +311,7 @@ def test_verification_is_ours_executorch_s_or_an_int_of_the_same_meaning(pte):
     from executorch.runtime import Verification as TheirVerification
 
     path, data, x, y = pte
+    et_copy.use_simulated_device()  # the program's cuda tensors (alone, no earlier test registered it)
     for level in (TheirVerification.Minimal, TheirVerification.InternalConsistency, Verification.Minimal, 0, 1):
         out = Runtime.get().load_program(data, verification=level).load_method("forward").execute([x, y])[0]
         assert torch.equal(out, Affine()(x, y)), level
