@@ -42,6 +42,7 @@ P_DEBUG_BUFFER = P_API + "::test_a_debug_buffer_too_small_for_an_execution_is_re
 P_LAYOUTS = "py:tests/python/test_runtime_input_layouts.py"
 P_LAYOUTS_1_0 = P_LAYOUTS + "::test_a_method_planned_in_dim_order_1_0_takes_that_layout_and_refuses_a_contiguous_one"
 P_MEMORY = "py:tests/python/test_device_memory.py"
+P_SCALARS = "py:tests/python/test_runtime_scalar_inputs.py"
 P_ADDRESS_SPACE = "py:tests/python/test_address_space_refused.py"
 P_REGISTRY_OURS = (
     "py:tests/python/test_registration.py::"
@@ -184,10 +185,14 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     )),
     # test_runtime_input_layouts.py: each input's bytes dense in the planned dim order, first to last.
     # test_method_io_loops.py: the first and the last of three inputs and of two outputs wrong, then bound.
-    ("python/bindings/method_io.*", ("py:tests/python/test_method_io_loops.py", P_LAYOUTS, *PY_RUNTIME, P_API)),
+    # test_runtime_scalar_inputs.py: int, float, bool and None inputs, each kind taken, another refused.
+    ("python/bindings/method_io.*", (
+        "py:tests/python/test_method_io_loops.py", P_SCALARS, P_LAYOUTS, *PY_RUNTIME, P_API,
+    )),
     ("python/bindings/program.*", (
         P_DEBUG_BUFFER, "py:tests/python/test_load_check_bindings.py", "py:tests/python/test_program_binding_args.py",
-        "py:tests/python/test_method_io_loops.py",
+        "py:tests/python/test_method_io_loops.py", P_SCALARS,
+        "py:tests/python/test_runtime.py::test_inputs_may_be_a_tuple_and_outputs_must_be_a_sequence",
         *PY_RUNTIME, P_LAYOUTS, P_API,
     )),
     # run_registered dispatches the registry's kernel: et_copy's own only where the wheel's library is not loaded.

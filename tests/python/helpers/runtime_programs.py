@@ -89,6 +89,16 @@ transposed = torch.randn(4, 3).t()
 # An input of ExecuTorch's largest rank, 16: 15 dims of size 1, then 4.
 rank16 = torch.arange(4.0).reshape((1,) * 15 + (4,))
 (out / "rank16.pte").write_bytes(export_device_program(Scale(), (rank16,)).buffer)
+
+
+class Scalars(torch.nn.Module):
+    # Python scalar inputs: torch.export keeps each as an input planned at its
+    # example's value (ExecuTorch refuses any other), and returns them as outputs.
+    def forward(self, x, n, f, b):
+        return x * 2.0, n, f, b
+
+
+(out / "scalars.pte").write_bytes(export_device_program(Scalars(), (x, 3, 1.5, True)).buffer)
 torch.save({"slot": slot, "affine": (x, y), "transposed": transposed, "rank16": rank16,
             "stage": a, "stage_a": stage_a.state_dict(), "stage_b": stage_b.state_dict()},
            out / "data.pt")
