@@ -4,6 +4,9 @@ Nothing here is timed: each loop runs once or is refused before it runs."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import et_copy
 import pytest
 import torch
@@ -101,3 +104,40 @@ def test_device_to_device_takes_device_indices_from_minus_one_to_the_largest():
     # The largest index passes the range check and reaches the allocator, which has no such device.
     with pytest.raises(RuntimeError, match="InvalidArgument: device-to-device copy failed"):
         _loops.device_to_device(a.data_ptr(), b.data_ptr(), 5, _C.MAX_DEVICE_INDEX)
+
+
+def test_the_memcpy_kind_copies_the_callers_host_buffer_into_its_device_buffer_once_per_iteration():
+    host = torch.arange(7, dtype=torch.uint8)
+    device = torch.zeros(7, dtype=torch.uint8)  # memcpy takes the device buffer as its host alias
+    assert len(_loops.bench_kernel("memcpy", 7, 1, 2, host=host.data_ptr(), device=device.data_ptr())) == 2
+    assert torch.equal(device, host)
+
+
+@pytest.mark.parametrize("kind", ["et_copy_h2d", "et_copy_d2h"])
+def test_a_device_buffer_not_from_the_registered_allocator_fails_the_kernel_naming_it(kind):
+    host = torch.arange(7, dtype=torch.uint8)
+    foreign = torch.zeros(7, dtype=torch.uint8)
+    with pytest.raises(RuntimeError, match=f"^bench_kernel: the {kind} kernel failed with Error::InvalidArgument$"):
+        _loops.bench_kernel(kind, 7, 1, 1, host=host.data_ptr(), device=foreign.data_ptr())
+    assert torch.equal(foreign, torch.zeros(7, dtype=torch.uint8))
+    assert torch.equal(host, torch.arange(7, dtype=torch.uint8))
+
+
+NO_ALLOCATOR = """
+from et_copy._C import loops
+for call in (lambda: loops.bench_kernel("et_copy_h2d", 8, 1, 1), lambda: loops.device_to_device(1, 2, 5, 0)):
+    try:
+        call()
+    except RuntimeError as e:
+        print(e)
+"""
+
+
+def test_with_no_allocator_registered_the_kernel_loop_and_the_device_copy_are_refused():
+    # A fresh process: every other test here registers the simulated device first.
+    proc = subprocess.run([sys.executable, "-c", NO_ALLOCATOR], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "bench_kernel: no DeviceAllocator is registered for CUDA: call et_copy.use_simulated_device() first",
+        "NotFound: no et-copy allocator is registered for CUDA",
+    ]
