@@ -376,6 +376,34 @@ EQUIVALENT: list[Equivalent] = [
                "the byte count's exact product: int_tuple's items are exact ints (PyNumber_Index), each checked "
                "to fit int32 and at most kMaxTensorDims of them, times the itemsize; multiplying such ints "
                "fails only when Python is out of memory, which no test can arrange"),
+    # CPython's allocations, which fail only out of memory (the line's comment says which):
+    Equivalent("python/bindings/device_tensor.cpp", "drop-exit",
+               "throw py::error_already_set(); // MemoryError: tp_alloc fails only out of memory",
+               "tp_alloc of DeviceTensor's own type returns null only when CPython is out of memory"),
+    Equivalent("python/bindings/device_tensor.cpp", "drop-exit",
+               "throw py::error_already_set(); // at import: PyType_FromSpec of a fixed spec fails only out of "
+               "memory",
+               "the type's spec is a constant that succeeds on every import; only an allocation failure at "
+               "import could fail it"),
+    Equivalent("python/bindings/cuda.cpp", "drop-exit",
+               "throw py::error_already_set(); // MemoryError: PyCapsule_New of a non-null pointer fails only out "
+               "of memory",
+               "PyCapsule_New refuses only a null pointer (the DLManagedTensor is never null) or an allocation "
+               "failure"),
+    Equivalent("python/bindings/program.cpp", "drop-exit",
+               "throw py::error_already_set(); // never: py::bytes holds a bytes object, whose buffer is always "
+               "there",
+               "pybind11 binds a py::bytes argument only to a bytes object, and PyBytes_AsStringAndSize fails "
+               "only for a non-bytes object (or embedded NULs when no size is asked for; the size is asked for)"),
+    Equivalent("python/bindings/tensor_view.cpp", "drop-exit",
+               "throw Failure(Error::InvalidArgument, // the readers refuse a negative size first",
+               "no spec with a negative size or capacity reaches TensorView: torch sizes are never negative, "
+               "DeviceTensor's constructor refuses them ('has a negative size') and takes its capacity from "
+               "them, and a method output's shape is ExecuTorch's, never negative"),
+    Equivalent("python/bindings/loops.cpp", "rel",
+               "for (int64_t i = 0; i < n; ++i) { // the same bytes to the same place: only the time tells a copy more",
+               "the memcpy kind's loop: one copy more of the same bytes to the same place leaves the device "
+               "buffer as it was and returns the same count of timings; nothing counts a plain memcpy"),
 ]
 # fmt: on
 

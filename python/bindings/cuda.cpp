@@ -136,7 +136,7 @@ py::object dlpack_capsule(py::object owner, uintptr_t ptr, int device, std::vect
   PyObject* capsule = PyCapsule_New(&e->managed, kCapsuleName, &capsule_destructor);
   if (capsule == nullptr) {
     export_deleter(&e->managed);
-    throw py::error_already_set();
+    throw py::error_already_set(); // MemoryError: PyCapsule_New of a non-null pointer fails only out of memory
   }
   return py::reinterpret_steal<py::object>(capsule);
 }

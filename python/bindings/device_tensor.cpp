@@ -234,7 +234,7 @@ PyObject* make(PyTypeObject* cls, const Layout& l, py::handle buffer, DeviceBuff
                py::handle device, const TensorSpec& placed, bool dynamic) {
   PyObject* o = cls->tp_alloc(cls, 0);
   if (o == nullptr) {
-    throw py::error_already_set();
+    throw py::error_already_set(); // MemoryError: tp_alloc fails only out of memory
   }
   DeviceTensorObject* t = as_tensor(o);
   new (&t->spec) TensorSpec(l.spec);
@@ -471,7 +471,7 @@ void bind_device_tensor(py::module_& m) {
                              slots};
   PyObject* type = PyType_FromSpec(&spec);
   if (type == nullptr) {
-    throw py::error_already_set();
+    throw py::error_already_set(); // at import: PyType_FromSpec of a fixed spec fails only out of memory
   }
   g_type = reinterpret_cast<PyTypeObject*>(type);
   m.add_object("DeviceTensor", py::handle(type));

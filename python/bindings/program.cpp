@@ -589,7 +589,7 @@ void run_load_check(const char* name, const py::bytes& program, Check check) {
   char* data = nullptr;
   Py_ssize_t size = 0;
   if (PyBytes_AsStringAndSize(program.ptr(), &data, &size) != 0) {
-    throw py::error_already_set();
+    throw py::error_already_set(); // never: py::bytes holds a bytes object, whose buffer is always there
   }
   et_copy::FailureReport refusal;
   Error e = Error::Ok;
