@@ -193,6 +193,10 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
         P_DEBUG_BUFFER, "py:tests/python/test_load_check_bindings.py", "py:tests/python/test_program_binding_args.py",
         "py:tests/python/test_method_io_loops.py", P_SCALARS,
         "py:tests/python/test_runtime.py::test_inputs_may_be_a_tuple_and_outputs_must_be_a_sequence",
+        # reset(): refused for a program with no state buffer of its own, a no-op with no method, zeroes an arena.
+        P_STATE_EXPORT + "::test_a_session_of_a_program_without_a_state_arena_cannot_be_reset",
+        "py:tests/python/test_state_arena_edges.py::"
+        "test_another_exporters_host_state_is_each_sessions_arena_shared_by_its_methods_and_reset_zeroes_it",
         *PY_RUNTIME, P_LAYOUTS, P_API,
     )),
     # run_registered dispatches the registry's kernel: et_copy's own only where the wheel's library is not loaded.

@@ -236,3 +236,32 @@ def test_freed_device_tensor_is_rejected_before_any_copy():
 def test_more_than_16_dims_is_rejected():
     with pytest.raises(et_copy.EtCopyError, match="at most 16"):
         et_copy.h2d_copy(torch.ones([1] * 17))
+
+
+class DtypeRaises(torch.Tensor):
+    """A tensor subclass whose dtype attribute raises."""
+
+    @property
+    def dtype(self):
+        raise LookupError("this tensor has no dtype to show")
+
+
+def test_an_unsupported_dtype_that_cannot_be_named_raises_the_tensors_own_error_and_allocates_nothing():
+    x = torch.zeros(2, dtype=torch.complex64).as_subclass(DtypeRaises)
+    before = et_copy.allocator_stats()
+    with pytest.raises(LookupError, match="this tensor has no dtype to show"):
+        et_copy.h2d_copy(x)
+    assert et_copy.allocator_stats() == before
+
+
+def test_a_dynamic_out_torch_will_not_restride_raises_torchs_error():
+    # The copy fits the capacity; giving out the copy's shape is an in-place as_strided_, which
+    # autograd refuses on a leaf that requires grad.
+    dev = et_copy.h2d_copy(torch.ones(2, 3))
+    out = torch.zeros(4, 3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place operation"):
+        et_copy.d2h_copy(dev, out=out, dynamic_out=True)
+    assert out.shape == (4, 3)
+    plain = torch.zeros(4, 3)
+    assert et_copy.d2h_copy(dev, out=plain, dynamic_out=True) is plain
+    assert torch.equal(plain, torch.ones(2, 3))
