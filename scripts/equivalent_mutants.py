@@ -376,6 +376,12 @@ EQUIVALENT: list[Equivalent] = [
                "the byte count's exact product: int_tuple's items are exact ints (PyNumber_Index), each checked "
                "to fit int32 and at most kMaxTensorDims of them, times the itemsize; multiplying such ints "
                "fails only when Python is out of memory, which no test can arrange"),
+    Equivalent("python/bindings/program.cpp", "drop-exit",
+               "throw Failure(set.error(), \"et_copy.runtime: enable_etdump: ETDump refused the debug buffer of \" +",
+               "ETDumpGen::set_debug_buffer wraps the span in a BufferDataSink of its fixed 64-byte alignment, whose "
+               "create() refuses only an alignment that is not a power of two (etdump's buffer_data_sink.h); a "
+               "buffer too small for a run is refused after it, as OutOfResources (test_runtime_api.py); buffers of "
+               "1, 63, 64, 65 and 2^20 bytes were all taken"),
     # CPython's allocations, which fail only out of memory (the line's comment says which):
     Equivalent("python/bindings/device_tensor.cpp", "drop-exit",
                "throw py::error_already_set(); // MemoryError: tp_alloc fails only out of memory",
