@@ -133,7 +133,6 @@ def test_the_metadata_describes_every_input_and_output_from_the_first_to_the_las
     assert device_out.output_tensor_meta(0).device() == "cuda:0"
 
 
-
 def test_a_device_input_the_method_plans_is_refused_naming_it_before_anything_moves(programs, data):
     method = runtime.load(programs / "planned_device_input.pte").load_method()  # its weights move to the device here
     x = et_copy.h2d_copy(data["stage"])
