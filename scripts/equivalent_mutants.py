@@ -382,6 +382,9 @@ EQUIVALENT: list[Equivalent] = [
                "create() refuses only an alignment that is not a power of two (etdump's buffer_data_sink.h); a "
                "buffer too small for a run is refused after it, as OutOfResources (test_runtime_api.py); buffers of "
                "1, 63, 64, 65 and 2^20 bytes were all taken"),
+    Equivalent("python/bindings/program.cpp", "rel", "for (size_t i = 0; i < lp.program().num_methods(); ++i) {",
+               "one index past the last: Program::get_method_name refuses an index >= num_methods() with an "
+               "Error, which the loop skips, so the list is the same"),
     # CPython's allocations, which fail only out of memory (the line's comment says which):
     Equivalent("python/bindings/device_tensor.cpp", "drop-exit",
                "throw py::error_already_set(); // MemoryError: tp_alloc fails only out of memory",
