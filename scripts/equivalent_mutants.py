@@ -479,6 +479,18 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("python/bindings/allocators.cpp", "int+1", "const int devices = count.ok() ? *count : 0;",
                "the simulated allocator counts its devices without asking anything (count_devices never fails), "
                "so the fallback after : is never taken"),
+    Equivalent("python/bindings/program.cpp", "rel", "for (size_t i = 0; i < lp.program().num_methods(); ++i) {",
+               "one index past the last: Program::get_method_name refuses an index >= num_methods() with an "
+               "Error, which the loop skips, so the list is the same"),
+    Equivalent("python/bindings/tensor_view.cpp", "drop-exit",
+               "throw Failure(Error::InvalidArgument, // the readers refuse a negative size first",
+               "no spec with a negative size or capacity reaches TensorView: torch sizes are never negative, "
+               "DeviceTensor's constructor refuses them ('has a negative size') and takes its capacity from "
+               "them, and a method output's shape is ExecuTorch's, never negative"),
+    Equivalent("python/bindings/loops.cpp", "rel",
+               "for (int64_t i = 0; i < n; ++i) { // the same bytes to the same place: only the time tells a copy more",
+               "the memcpy kind's loop: one copy more of the same bytes to the same place leaves the device "
+               "buffer as it was and returns the same count of timings; nothing counts a plain memcpy"),
 ]
 # fmt: on
 

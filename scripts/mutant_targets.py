@@ -47,6 +47,7 @@ P_LAYOUTS = "py:tests/python/test_runtime_input_layouts.py"
 P_LAYOUTS_1_0 = P_LAYOUTS + "::test_a_method_planned_in_dim_order_1_0_takes_that_layout_and_refuses_a_contiguous_one"
 P_MEMORY = "py:tests/python/test_device_memory.py"
 P_NOTHING_REGISTERED = "py:tests/python/test_nothing_registered.py"  # a fresh process, before any registration
+P_SCALARS = "py:tests/python/test_runtime_scalar_inputs.py"
 P_ADDRESS_SPACE = "py:tests/python/test_address_space_refused.py"
 P_REGISTRY_OURS = (
     "py:tests/python/test_registration.py::"
@@ -195,16 +196,21 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     )),
     # test_runtime_input_layouts.py: each input's bytes dense in the planned dim order, first to last.
     # test_method_io_loops.py: the first and the last of three inputs and of two outputs wrong, then bound.
+    # test_runtime_scalar_inputs.py: int, float, bool and None inputs, each kind taken, another refused.
     # test_scalar_inputs.py: a method's Int input (a program value set after export), and what is refused there.
     ("python/bindings/method_io.*", (
-        "py:tests/python/test_scalar_inputs.py", "py:tests/python/test_method_io_loops.py", P_LAYOUTS, *PY_RUNTIME,
-        P_API,
+        "py:tests/python/test_method_io_loops.py", P_SCALARS, "py:tests/python/test_scalar_inputs.py", P_LAYOUTS,
+        *PY_RUNTIME, P_API,
     )),
     ("python/bindings/program.*", (
         P_DEBUG_BUFFER, "py:tests/python/test_load_check_bindings.py", "py:tests/python/test_program_binding_args.py",
-        "py:tests/python/test_method_io_loops.py",
-        *PY_RUNTIME, P_LAYOUTS, P_API,
+        "py:tests/python/test_method_io_loops.py", P_SCALARS,
         "py:tests/python/test_runtime.py::test_inputs_may_be_a_tuple_and_outputs_must_be_a_sequence",
+        # reset(): refused for a program with no state buffer of its own, a no-op with no method, zeroes an arena.
+        P_STATE_EXPORT + "::test_a_session_of_a_program_without_a_state_arena_cannot_be_reset",
+        "py:tests/python/test_state_arena_edges.py::"
+        "test_another_exporters_host_state_is_each_sessions_arena_shared_by_its_methods_and_reset_zeroes_it",
+        *PY_RUNTIME, P_LAYOUTS, P_API,
     )),
     # run_registered dispatches the registry's kernel: et_copy's own only where the wheel's library is not loaded.
     # The op missing from the registry: OperatorMissing naming it, out untouched.

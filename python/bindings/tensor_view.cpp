@@ -56,7 +56,7 @@ TensorView::TensorView(const TensorSpec& spec) {
   const int64_t* initial = spec.has_capacity ? spec.capacity : spec.sizes;
   for (size_t i = 0; i < rank; ++i) { // TensorImpl aborts on a negative size
     if (initial[i] < 0 || spec.sizes[i] < 0) {
-      throw Failure(Error::InvalidArgument,
+      throw Failure(Error::InvalidArgument, // the readers refuse a negative size first
                     "negative size " + std::to_string(initial[i] < 0 ? initial[i] : spec.sizes[i]));
     }
   }

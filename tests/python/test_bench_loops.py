@@ -119,3 +119,10 @@ def test_a_kernel_refusing_the_callers_buffers_fails_the_loop_naming_the_kind_an
     assert len(_loops.bench_kernel(kind, 8, 1, 1, host=host.data_ptr(), device=device.ptr)) == 1
     field = "h2d_bytes" if kind.endswith("h2d") else "d2h_bytes"
     assert et_copy.allocator_stats()[field] - after[field] == 8
+
+
+def test_the_memcpy_kind_copies_the_callers_host_buffer_into_its_device_buffer_once_per_iteration():
+    host = torch.arange(7, dtype=torch.uint8)
+    device = torch.zeros(7, dtype=torch.uint8)  # memcpy takes the device buffer as its host alias
+    assert len(_loops.bench_kernel("memcpy", 7, 1, 2, host=host.data_ptr(), device=device.data_ptr())) == 2
+    assert torch.equal(device, host)

@@ -4,6 +4,8 @@ as it was (bytes and shape) with no copy counted."""
 
 from __future__ import annotations
 
+import warnings
+
 import et_copy
 import pytest
 import torch
@@ -236,3 +238,36 @@ def test_freed_device_tensor_is_rejected_before_any_copy():
 def test_more_than_16_dims_is_rejected():
     with pytest.raises(et_copy.EtCopyError, match="at most 16"):
         et_copy.h2d_copy(torch.ones([1] * 17))
+
+
+class DtypeRaises(torch.Tensor):
+    """A tensor subclass whose dtype attribute raises."""
+
+    @property
+    def dtype(self):
+        raise LookupError("this tensor has no dtype to show")
+
+
+def test_an_unsupported_dtype_that_cannot_be_named_raises_the_tensors_own_error_and_allocates_nothing():
+    # An out given, so the kernel's reader, not h2d_copy's default out, meets the dtype first.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch deprecates creating quantized tensors
+        x = torch.quantize_per_tensor(torch.zeros(2), 0.1, 0, torch.quint4x2).as_subclass(DtypeRaises)
+    out = et_copy.empty((2,), torch.float32)
+    before = et_copy.allocator_stats()
+    with pytest.raises(LookupError, match="this tensor has no dtype to show"):
+        et_copy.h2d_copy(x, out=out)
+    assert et_copy.allocator_stats() == before
+
+
+def test_a_dynamic_out_torch_will_not_restride_raises_torchs_error():
+    # The copy fits the capacity; giving out the copy's shape is an in-place as_strided_, which
+    # autograd refuses on a leaf that requires grad.
+    dev = et_copy.h2d_copy(torch.ones(2, 3))
+    out = torch.zeros(4, 3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place operation"):
+        et_copy.d2h_copy(dev, out=out, dynamic_out=True)
+    assert out.shape == (4, 3)
+    plain = torch.zeros(4, 3)
+    assert et_copy.d2h_copy(dev, out=plain, dynamic_out=True) is plain
+    assert torch.equal(plain, torch.ones(2, 3))

@@ -214,6 +214,20 @@ def test_the_dynamic_flag_decides_whether_out_takes_a_smaller_shape():
     assert static.shape == (4, 3) and torch.equal(static.cpu(), x)
 
 
+def test_a_dynamic_flag_with_no_truth_value_is_its_own_error_and_allocates_nothing():
+    # A two-element tensor has no truth value: its own RuntimeError reaches the caller, from both makers.
+    ambiguous = torch.tensor([True, False])
+    before = et_copy.allocator_stats()["allocations"]
+    with pytest.raises(RuntimeError, match="Boolean value of Tensor with more than one value is ambiguous"):
+        et_copy.empty((2,), torch.float32, dynamic=ambiguous)
+    assert et_copy.allocator_stats()["allocations"] == before
+    d = et_copy.empty((2,), torch.float32)
+    with pytest.raises(RuntimeError, match="Boolean value of Tensor with more than one value is ambiguous"):
+        et_copy.DeviceTensor(**fields_of(d, dynamic=ambiguous))
+    assert not et_copy.DeviceTensor(**fields_of(d, dynamic=torch.tensor([False]))).dynamic
+    assert et_copy.DeviceTensor(**fields_of(d, dynamic=torch.tensor([True]))).dynamic
+
+
 # ---- dim orders and strides ----------------------------------------------------
 
 

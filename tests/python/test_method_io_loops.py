@@ -6,6 +6,8 @@ only the last output, or every output, runs and equals eager."""
 
 from __future__ import annotations
 
+import re
+
 import et_copy
 import pytest
 import torch
@@ -129,3 +131,30 @@ def test_the_metadata_describes_every_input_and_output_from_the_first_to_the_las
     assert [(list(t.sizes()), t.device()) for t in outputs] == [([3, 4], "cpu"), ([], "cpu")]
     device_out = runtime.load(programs / "stage_a.pte").load_method().metadata
     assert device_out.output_tensor_meta(0).device() == "cuda:0"
+
+
+def test_a_device_input_the_method_plans_is_refused_naming_it_before_anything_moves(programs, data):
+    method = runtime.load(programs / "planned_device_input.pte").load_method()  # its weights move to the device here
+    x = et_copy.h2d_copy(data["stage"])
+    before = counters()
+    message = (
+        "input 0 is memory-planned on cuda:0, which ExecuTorch fills with a host memcpy; "
+        "export with alloc_graph_input=False"
+    )
+    with pytest.raises(et_copy.EtCopyError, match=f"method 'forward': {re.escape(message)}$") as info:
+        method.execute([x])
+    assert info.value.error == "NotSupported"
+    # No copy ran (the outputs execute() allocated stay alive in the traceback, so their bytes are not compared).
+    moved = ("h2d_copies", "h2d_bytes", "d2h_copies", "d2h_bytes")
+    assert {k: counters()[k] for k in moved} == {k: before[k] for k in moved}
+
+
+def test_a_device_output_the_method_plans_is_refused_naming_it_when_the_method_loads(programs):
+    program = runtime.load(programs / "planned_device_output.pte")
+    message = (
+        "output 0 is memory-planned on cuda:0; et_copy.runtime returns device outputs in memory the caller "
+        "owns: export with alloc_graph_output=False"
+    )
+    with pytest.raises(et_copy.EtCopyError, match=f"method 'forward': {re.escape(message)}$") as info:
+        program.load_method()
+    assert info.value.error == "NotSupported"
