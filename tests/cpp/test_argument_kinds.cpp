@@ -426,6 +426,16 @@ TEST(ArgumentKinds, AnOptionalTensorListTakesTensorsAndNoneAndNothingElse) {
             "Tensor or None");
 }
 
+// Every value is looked at, from the first to the last: a wrong list as value
+// 0, then as the last value, beside a list that is right.
+TEST(ArgumentKinds, ListsAreCheckedFromTheFirstValueToTheLast) {
+  EXPECT_EQ(refusal(with_values({{kIntList, {1}}, {kTensor, {}}, {kInt, {}}, {kIntList, {2}}})),
+            "method 'forward', value 0 (an IntList) item 0 is value 1, a Tensor, not an Int");
+  EXPECT_EQ(refusal(with_values({{kIntList, {2}}, {kTensor, {}}, {kInt, {}}, {kIntList, {1}}})),
+            "method 'forward', value 3 (an IntList) item 0 is value 1, a Tensor, not an Int");
+  EXPECT_EQ(refusal(with_values({{kIntList, {2}}, {kTensor, {}}, {kInt, {}}, {kIntList, {2}}})), "ok");
+}
+
 TEST(ArgumentKinds, ATensorListTakesTensorsAndAnIntListInts) {
   EXPECT_EQ(list_refusal(kTensorList, {0, 0}), "ok");
   EXPECT_EQ(list_refusal(kTensorList, {0, 1}),
