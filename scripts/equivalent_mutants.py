@@ -395,6 +395,10 @@ EQUIVALENT: list[Equivalent] = [
                "starting at dim 1 skips checking dim 0 for a negative size, which no spec has (see the || "
                "above): the loop only guards against a size no reader lets through"),
     # (The negative-size throw's own line is not listed: narrow()'s reachable throw has the same text.)
+    Equivalent("runtime/src/argument_kinds.cpp", "int-1",
+               "for (uint8_t tag = 1; tag <= kOptionalTensorList; ++tag) {",
+               "tag 0 is no KernelTypes value: gen_argument_kinds.py sets only bits 1 to 11 (ANY, 0xffff, is "
+               "skipped before a refusal), so starting at 0 adds no name"),
     Equivalent("python/bindings/tensor_view.cpp", "rel",
                "\"negative size \" + std::to_string(initial[i] < 0 ? initial[i] : spec.sizes[i]));",
                "the message of a negative size, which no spec has (see the throw above)"),

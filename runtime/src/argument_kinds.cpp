@@ -41,7 +41,9 @@ const char* kind_name(uint8_t tag) {
   return tag < sizeof(names) / sizeof(names[0]) ? names[tag] : "a value of unknown kind";
 }
 
-std::string kinds_text(uint16_t kinds) {
+} // namespace
+
+std::string internal::kinds_text(uint16_t kinds) {
   std::string s;
   for (uint8_t tag = 1; tag <= kOptionalTensorList; ++tag) {
     if ((kinds & (1u << tag)) != 0) {
@@ -50,6 +52,8 @@ std::string kinds_text(uint16_t kinds) {
   }
   return s;
 }
+
+namespace {
 
 const OperatorKinds* find_operator(const std::string& name) {
   const auto table = internal::operator_kinds_table();
@@ -148,7 +152,7 @@ struct Walk {
       const uint8_t found = tag_of(v);
       if (found >= 16 || (kinds[i].kinds & (1u << found)) == 0) {
         refuse(where + ": argument " + std::to_string(i) + " '" + kinds[i].name + "' is value " + std::to_string(v) +
-               ", " + kind_name(found) + "; the schema takes " + kinds_text(kinds[i].kinds));
+               ", " + kind_name(found) + "; the schema takes " + internal::kinds_text(kinds[i].kinds));
       }
     }
   }

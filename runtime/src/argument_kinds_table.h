@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include <executorch/runtime/core/span.h>
 
@@ -32,5 +33,9 @@ struct OperatorKinds {
 /// Sorted by name (strcmp).
 executorch::runtime::Span<const OperatorKinds> operator_kinds_table();
 const ArgumentKinds* argument_kinds_of(const OperatorKinds& op);
+
+/// The kinds in `kinds` (bits as ArgumentKinds'), as a refusal names them:
+/// "None or a Tensor".
+std::string kinds_text(uint16_t kinds);
 
 } // namespace et_copy::internal

@@ -22,6 +22,7 @@
 #include <et_copy/registration.h>
 #include <executorch/extension/data_loader/buffer_data_loader.h>
 
+#include "argument_kinds_table.h"
 #include "flat_writer.h"
 #include "program_bytes.h"
 
@@ -358,6 +359,16 @@ TEST(ArgumentKinds, NamesAScalarArgumentThatBecameATensor) {
             "nested program of a delegate in method 'decode': method 'forward', instruction 0:" + std::to_string(i) +
                 ", operator aten::addmm.out: argument 3 'beta' is value " + std::to_string(beta) +
                 ", a Tensor; the schema takes an Int or a Bool or a Double");
+}
+
+// A refusal names every kind the schema takes, None (an optional argument's)
+// first, in the KernelTypes order.
+TEST(ArgumentKinds, TheKindsARefusalNamesRunFromNoneToAnOptionalTensorList) {
+  EXPECT_EQ(et_copy::internal::kinds_text((1u << kNull) | (1u << kTensor)), "None or a Tensor");
+  EXPECT_EQ(et_copy::internal::kinds_text(1u << kNull), "None");
+  EXPECT_EQ(et_copy::internal::kinds_text((1u << kInt) | (1u << kOptionalTensorList)),
+            "an Int or an OptionalTensorList");
+  EXPECT_EQ(et_copy::internal::kinds_text(0), "");
 }
 
 TEST(ArgumentKinds, NamesAnIntListThatBecameATensorAndAListItemOfTheWrongKind) {
