@@ -395,6 +395,27 @@ EQUIVALENT: list[Equivalent] = [
                "starting at dim 1 skips checking dim 0 for a negative size, which no spec has (see the || "
                "above): the loop only guards against a size no reader lets through"),
     # (The negative-size throw's own line is not listed: narrow()'s reachable throw has the same text.)
+    Equivalent("python/et_copy/llm/_models.py", "int+1",
+               "**_COMMON, **_VARIED, intermediate_size=128, moe_intermediate_size=32, "
+               "shared_expert_intermediate_size=32,",
+               "intermediate_size sizes only Qwen2-MoE's dense layers, and this tiny model has none: every layer is "
+               "sparse (mlp_only_layers empty, decoder_sparse_step 1), so its value is never read", site=0),
+    Equivalent("python/et_copy/llm/_models.py", "int-1",
+               "**_COMMON, **_VARIED, intermediate_size=128, moe_intermediate_size=32, "
+               "shared_expert_intermediate_size=32,",
+               "intermediate_size sizes only Qwen2-MoE's dense layers, and this tiny model has none: every layer is "
+               "sparse (mlp_only_layers empty, decoder_sparse_step 1), so its value is never read", site=0),
+    Equivalent("python/bindings/program.cpp", "int+1", "e[\"tag\"] = tag.ok() ? static_cast<int>(*tag) : -1;",
+               "input_tag/output_tag of an index below the method's count fails only for a value index past the "
+               "values, which check_program_indices refused when the program loaded"),
+    Equivalent("python/bindings/program.cpp", "int-1", "e[\"tag\"] = tag.ok() ? static_cast<int>(*tag) : -1;",
+               "input_tag/output_tag of an index below the method's count fails only for a value index past the "
+               "values, which check_program_indices refused when the program loaded"),
+    Equivalent("runtime/src/counting_device_allocator.cpp", "rel",
+               "if (open_scopes_.load(std::memory_order_acquire) > 0) {",
+               "allocate's and deallocate's check (two lines): with no scope open, scope_allocated returns on an "
+               "empty scopes_, and scope_freed finds nothing, since born_ was cleared when the last scope closed; "
+               "the check only spares the lock"),
     Equivalent("runtime/src/argument_kinds.cpp", "int-1",
                "for (uint8_t tag = 1; tag <= kOptionalTensorList; ++tag) {",
                "tag 0 is no KernelTypes value: gen_argument_kinds.py sets only bits 1 to 11 (ANY, 0xffff, is "

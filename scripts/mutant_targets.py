@@ -161,7 +161,11 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # Sessions serve et_copy.runtime's methods; the tracer's test drives them in C++.
     # test_state_arena_edges.py: another exporter's host state, each session's arena, reset;
     # named state beside et_copy's record refused.
-    ("runtime/*/sessions.*", ("py:tests/python/test_state_arena_edges.py", T_TRACER, *PY_RUNTIME)),
+    # The pool decides whether the registered _d2h_copy.out is et-copy's (a foreign one: outputs copied out).
+    ("runtime/*/sessions.*", (
+        "cpp:et_copy_test_loaded_method:LoadedMethod.AnOutputIsWrittenInTheCallersMemoryOnlyWhenEtCopysOwnD2hKernelFillsIt",
+        "py:tests/python/test_state_arena_edges.py", T_TRACER, *PY_RUNTIME,
+    )),
     # The one way to run a method: its gtest, then et_copy.runtime's checks through the bindings.
     ("runtime/*/loaded_method.*", ("cpp:et_copy_test_loaded_method", *PY_RUNTIME, P_DEBUG_BUFFER)),
     # P_PTD: a data file that reads (the gtest has the refusals).

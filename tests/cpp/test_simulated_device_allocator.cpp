@@ -132,6 +132,22 @@ TEST(SimulatedDeviceAllocator, CountsAllocationsBytesAndPeak) {
   EXPECT_EQ(s.failed_calls, 0u);
 }
 
+// A scope in which nothing happened, and one that is not open, read zero in
+// every field (ScopeStats' own defaults), whatever the process did before.
+TEST(SimulatedDeviceAllocator, AScopeWithNothingInItAndAnUnknownScopeReadZeroInEveryField) {
+  SimulatedDeviceAllocator a;
+  void* before = must_allocate(a, 64);
+  const uint64_t id = a.open_scope();
+  for (const et_copy::ScopeStats& s : {a.scope_stats(id), a.scope_stats(id + 1), a.close_scope(id)}) {
+    EXPECT_EQ(s.allocations, 0u);
+    EXPECT_EQ(s.deallocations, 0u);
+    EXPECT_EQ(s.live_allocations, 0u);
+    EXPECT_EQ(s.bytes_outstanding, 0u);
+    EXPECT_EQ(s.peak_bytes_outstanding, 0u);
+  }
+  a.deallocate(before, 0);
+}
+
 TEST(SimulatedDeviceAllocator, AScopeCountsOnlyAllocationsMadeSinceItOpened) {
   SimulatedDeviceAllocator a;
   void* older = must_allocate(a, 64);
