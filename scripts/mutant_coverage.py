@@ -37,6 +37,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -95,13 +96,14 @@ def repo_path(path: str, tree: Path) -> str | None:
     return None
 
 
-def gcov_lines(build: Path, tree: Path) -> Lines:
-    """The lines the gcda files under build record as executed."""
-    gcdas = sorted(str(p) for p in build.rglob("*.gcda"))
+def gcov_lines(build: Path, tree: Path, suffix: str = ".gcda") -> Lines:
+    """The lines the gcda files under build record as executed; with
+    suffix=".gcno", every line that carries a counter, run or not."""
+    objects = sorted(str(p) for p in build.rglob("*" + suffix))
     out: Lines = defaultdict(set)
-    for i in range(0, len(gcdas), 64):
+    for i in range(0, len(objects), 64):
         proc = subprocess.run(
-            ["gcov", "--json-format", "--stdout", *gcdas[i : i + 64]],
+            ["gcov", "--json-format", "--stdout", *objects[i : i + 64]],
             cwd=build,
             capture_output=True,
             text=True,
@@ -112,9 +114,9 @@ def gcov_lines(build: Path, tree: Path) -> Lines:
                 continue
             for f in json.loads(doc).get("files", []):
                 rel = repo_path(f["file"] if os.path.isabs(f["file"]) else str(build / f["file"]), tree)
-                if rel is None:
-                    continue
-                out[rel].update(ln["line_number"] for ln in f.get("lines", []) if ln.get("count", 0) > 0)
+                if rel is not None:
+                    counted = f.get("lines", [])
+                    out[rel].update(ln["line_number"] for ln in counted if suffix == ".gcno" or ln.get("count", 0) > 0)
     return out
 
 
@@ -169,22 +171,7 @@ def instrumented_lines(build: Path, tree: Path, files: set[str]) -> Lines:
     (a constant folded at compile time, a declaration) cannot be judged."""
     from coverage.python import PythonParser
 
-    out: Lines = defaultdict(set)
-    gcnos = sorted(str(p) for p in build.rglob("*.gcno"))
-    for i in range(0, len(gcnos), 64):
-        proc = subprocess.run(
-            ["gcov", "--json-format", "--stdout", *gcnos[i : i + 64]],
-            cwd=build,
-            capture_output=True,
-            text=True,
-            errors="replace",
-        )
-        for doc in proc.stdout.splitlines():
-            if doc.startswith("{"):
-                for f in json.loads(doc).get("files", []):
-                    rel = repo_path(f["file"] if os.path.isabs(f["file"]) else str(build / f["file"]), tree)
-                    if rel is not None:
-                        out[rel].update(ln["line_number"] for ln in f.get("lines", []))
+    out = gcov_lines(build, tree, ".gcno")
     for f in sorted(x for x in files if x.endswith(".py")):
         parser = PythonParser(filename=str(REPO / f))
         parser.parse_source()
@@ -244,7 +231,7 @@ def unreached(
 def report(
     mutants: list[Mutant],
     missed: list[Mutant],
-    unmeasured: list[Mutant] = (),
+    unmeasured: Sequence[Mutant] = (),
     executed: dict[str, Lines] | None = None,
 ) -> str:
     """Unreached mutants by file and line; a line some run outside the row
@@ -341,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
             print("mutant coverage: these failed unmutated, so their lines are partial: " + ", ".join(failed))
     missing = [k for k, tests in wanted.items() if measured.get(k) != tests]
     if missing:
+        # Their mutants count as unreached below: the share means nothing until they are measured.
         print(f"mutant coverage: {len(missing)} runs not measured yet (run without --report): {', '.join(missing)}")
     build = args.work / "build"
     code = instrumented_lines(build, args.work / "src", {m.file for m in mutants}) if build.is_dir() else None

@@ -11,17 +11,10 @@ import et_copy
 import pytest
 import torch
 from et_copy import EtCopyError, runtime
-from runtime_programs import export_programs
+from runtime_programs import device_programs  # noqa: F401 (fixtures)
 
 PLANNED = (3, 1.5, True)
 COPY_COUNTERS = ("h2d_copies", "h2d_bytes", "d2h_copies", "d2h_bytes", "bytes_outstanding")
-
-
-@pytest.fixture(scope="module")
-def programs(tmp_path_factory):
-    out = export_programs(tmp_path_factory)
-    et_copy.use_simulated_device()
-    return out
 
 
 def counters() -> dict:
