@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,9 @@ TEST(ProgramCheck, SurvivesEveryTruncationAndRandomBytes) {
 using Flat = et_copy_test::FlatWriter;
 
 // What one plan holds. Values are EValues: kNone, or a list of value indices.
+// A Plan field left out of the flatbuffer (its default then applies).
+constexpr int32_t kAbsent = std::numeric_limits<int32_t>::min();
+
 struct Plan {
   // A Tensor value (tag 5): where its memory is.
   struct Tensor {
@@ -115,7 +119,7 @@ struct Plan {
   std::vector<int32_t> inputs, outputs, chain_inputs, chain_outputs;
   std::vector<Instr> instructions;
   uint32_t operators = 2, delegates = 1, buffers = 2;
-  std::vector<int32_t> buffer_devices; // each entry's planned buffer index
+  std::vector<int32_t> buffer_devices; // each entry's planned buffer index (kAbsent: no field)
   // Each entry's device type and index (absent past the end: CPU, 0).
   std::vector<std::pair<int, int>> buffer_device_types;
   std::string name = "forward";
@@ -190,7 +194,9 @@ std::vector<uint8_t> build(const Plan& p) {
   for (size_t i = 0; i < p.buffer_devices.size(); ++i) {
     const size_t e = f.table(3);
     f.link(devices + 4 * i, e);
-    f.scalar(e, 0, p.buffer_devices[i]);
+    if (p.buffer_devices[i] != kAbsent) {
+      f.scalar(e, 0, p.buffer_devices[i]);
+    }
     if (i < p.buffer_device_types.size()) {
       f.scalar(e, 1, p.buffer_device_types[i].first);
       f.scalar(e, 2, p.buffer_device_types[i].second);
@@ -325,6 +331,21 @@ TEST(ProgramCheckEdges, ADeviceEntryNamesAPlannedBufferThatExists) {
     EXPECT_EQ(check(p), buffer == 0 || buffer == 1 ? "ok" : out_of_range("planned buffer of a device entry", buffer, 2))
         << buffer;
   }
+}
+
+// A device entry with no buffer index field names buffer 0, the flatbuffer
+// default: fine with one planned buffer (the reserved 0), past it with none.
+TEST(ProgramCheckEdges, ADeviceEntryWithNoBufferIndexNamesBufferZero) {
+  for (uint32_t buffers : {1u, 2u}) {
+    Plan p;
+    p.buffers = buffers;
+    p.buffer_devices = {kAbsent};
+    EXPECT_EQ(check(p), "ok") << buffers;
+  }
+  Plan none;
+  none.buffers = 0;
+  none.buffer_devices = {kAbsent};
+  EXPECT_EQ(check(none), out_of_range("planned buffer of a device entry", 0, 0));
 }
 
 TEST(ProgramCheckEdges, AProgramWhoseLastFieldEndsTheFileIsRead) {
