@@ -756,6 +756,14 @@ TEST(CheckDeviceAccessEdges, MemoryIdMIsTheBufferOfTheDeviceEntryWithBufferIdxM)
   EXPECT_EQ(access(p), "ok");
   p.buffer_device_types = {{2, 1}};
   EXPECT_TRUE(has(access(p), "is planned on device type 2:1")) << access(p);
+  // An entry with no buffer index field names memory id 0 (the flatbuffer
+  // default), which holds no value: both values are then the host's.
+  p.buffer_devices = {kAbsent};
+  p.buffer_device_types = {{1, 0}};
+  for (int32_t v : {1, 2}) {
+    p.instructions = {{1, kAdd, 0, {v, v, v}}};
+    EXPECT_EQ(access(p), "ok") << v;
+  }
 }
 
 TEST(CheckDeviceAccessEdges, AnyOtherKernelWithADeviceTensorArgumentOrListItemIsRefused) {
