@@ -186,13 +186,9 @@ TEST(ArgumentKinds, ASegmentIsReadOnlyWhenItsBaseAndOffsetEachLieInTheFile) {
   EXPECT_EQ(placed(base, offset + (size - at) + 1), "ok") << "an offset one past the file";
 }
 
-// A program of one method, 'forward', with one delegate whose processed
-// bytes are entry `index` of the program's inline delegate data: entry 0 is
-// not a record, entry 1 is `record`. With `index` < 0 the reference's
-// location and index are left out (their defaults: inline, entry 0), and
-// `record` is entry 0.
-std::vector<uint8_t> with_inline_delegate(const std::vector<uint8_t>& record, int32_t index) {
-  et_copy_test::FlatWriter f;
+// A program of one method, 'forward', calling one delegate,
+// SimulatedDeviceBackend: the program's and the delegate's tables.
+std::pair<size_t, size_t> one_delegate_program(et_copy_test::FlatWriter& f) {
   const size_t program = f.table(5);
   f.root(program);
   const size_t plans = f.vector(program, 1, 1);
@@ -203,6 +199,17 @@ std::vector<uint8_t> with_inline_delegate(const std::vector<uint8_t>& record, in
   const size_t delegate = f.table(2);
   f.link(delegates, delegate);
   f.string(delegate, 0, "SimulatedDeviceBackend");
+  return {program, delegate};
+}
+
+// A program of one method, 'forward', with one delegate whose processed
+// bytes are entry `index` of the program's inline delegate data: entry 0 is
+// not a record, entry 1 is `record`. With `index` < 0 the reference's
+// location and index are left out (their defaults: inline, entry 0), and
+// `record` is entry 0.
+std::vector<uint8_t> with_inline_delegate(const std::vector<uint8_t>& record, int32_t index) {
+  et_copy_test::FlatWriter f;
+  const auto [program, delegate] = one_delegate_program(f);
   const size_t ref = f.table(2);
   f.link(f.field(delegate, 1), ref);
   if (index >= 0) {
@@ -223,16 +230,7 @@ std::vector<uint8_t> with_inline_delegate(const std::vector<uint8_t>& record, in
 // loader refuses it), whatever else is wrong in the file.
 TEST(ArgumentKinds, ADelegateWithNoProcessedDataIsLeftToTheLoader) {
   et_copy_test::FlatWriter f;
-  const size_t program = f.table(5);
-  f.root(program);
-  const size_t plans = f.vector(program, 1, 1);
-  const size_t plan = f.table(8);
-  f.link(plans, plan);
-  f.string(plan, 0, "forward");
-  const size_t delegates = f.vector(plan, 7, 1);
-  const size_t delegate = f.table(2);
-  f.link(delegates, delegate);
-  f.string(delegate, 0, "SimulatedDeviceBackend");
+  one_delegate_program(f);
   EXPECT_EQ(refusal(f.bytes()), "ok");
 }
 
