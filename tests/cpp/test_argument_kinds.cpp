@@ -294,29 +294,27 @@ TEST(ArgumentKinds, NestedProgramsAreCheckedFourDeepAndAFifthIsRefused) {
   EXPECT_EQ(refused.rfind("nested program of delegate 0 in method 'forward': ", 0), 0u) << refused;
 }
 
-TEST(ArgumentKinds, NamesATensorArgumentThatBecameAnInt) {
-  auto b = read_file("linear_relu_linear.pte");
-  et_copy_test::Flat f{b};
-  const size_t i = instruction_calling(b, "aten::addmm.out");
-  const int32_t self = f.argument(i, 0);
-  b[f.value_type(self)] = kInt;
-  EXPECT_EQ(refusal(b), "method 'forward', instruction 0:" + std::to_string(i) +
-                            ", operator aten::addmm.out: argument 0 'self' is value " + std::to_string(self) +
-                            ", an Int; the schema takes a Tensor");
-}
-
-// A kind tag past OptionalTensorList (11), whatever it is, is refused as a
-// value of unknown kind; tags of 16 and more are no bit of the schema's kinds.
-TEST(ArgumentKinds, NamesAnArgumentOfAnUnknownKind) {
-  for (const uint8_t tag : {12, 15, 16, 37, 255}) {
+// addmm's tensor argument `self` retagged: an Int is named as one; a kind tag
+// past OptionalTensorList (11), whatever it is, is refused as a value of
+// unknown kind (tags of 16 and more are no bit of the schema's kinds).
+TEST(ArgumentKinds, NamesATensorArgumentThatBecameAnIntOrAValueOfUnknownKind) {
+  const std::pair<uint8_t, std::string> retags[] = {
+      {kInt, "an Int"},
+      {12, "a value of unknown kind"},
+      {15, "a value of unknown kind"},
+      {16, "a value of unknown kind"},
+      {37, "a value of unknown kind"},
+      {255, "a value of unknown kind"},
+  };
+  for (const auto& [tag, kind] : retags) {
     auto b = read_file("linear_relu_linear.pte");
     et_copy_test::Flat f{b};
     const size_t i = instruction_calling(b, "aten::addmm.out");
     const int32_t self = f.argument(i, 0);
     b[f.value_type(self)] = tag;
     EXPECT_EQ(refusal(b), "method 'forward', instruction 0:" + std::to_string(i) +
-                              ", operator aten::addmm.out: argument 0 'self' is value " + std::to_string(self) +
-                              ", a value of unknown kind; the schema takes a Tensor")
+                              ", operator aten::addmm.out: argument 0 'self' is value " + std::to_string(self) + ", " +
+                              kind + "; the schema takes a Tensor")
         << int{tag};
   }
 }
