@@ -135,14 +135,3 @@ def test_a_device_input_the_method_plans_is_refused_naming_it_before_anything_mo
     # No copy ran (the outputs execute() allocated stay alive in the traceback, so their bytes are not compared).
     moved = ("h2d_copies", "h2d_bytes", "d2h_copies", "d2h_bytes")
     assert {k: counters()[k] for k in moved} == {k: before[k] for k in moved}
-
-
-def test_a_device_output_the_method_plans_is_refused_naming_it_when_the_method_loads(programs):
-    program = runtime.load(programs / "planned_device_output.pte")
-    message = (
-        "output 0 is memory-planned on cuda:0; et_copy.runtime returns device outputs in memory the caller "
-        "owns: export with alloc_graph_output=False"
-    )
-    with pytest.raises(et_copy.EtCopyError, match=f"method 'forward': {re.escape(message)}$") as info:
-        program.load_method()
-    assert info.value.error == "NotSupported"

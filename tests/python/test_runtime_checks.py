@@ -153,7 +153,7 @@ def test_a_device_output_planned_in_the_methods_memory_is_refused_at_load(progra
     with pytest.raises(
         et_copy.EtCopyError,
         match=r"^et_copy.runtime: method 'forward': output 0 is memory-planned on cuda:0; et_copy.runtime returns "
-        r"device outputs in memory the caller owns: export with alloc_graph_output=False",
+        r"device outputs in memory the caller owns: export with alloc_graph_output=False$",
     ) as info:
         runtime.load(programs / "stage_a_planned_output.pte").load_method()
     assert info.value.error == "NotSupported"
