@@ -70,14 +70,13 @@ def runs(mutants: list[Mutant]) -> dict[str, tuple[str, ...]]:
     by_run: dict[str, list[str]] = defaultdict(list)
     for m in mutants:
         for t in m.tests:
-            kind, _, rest = t.partition(":")
-            key = t if kind == "cpp" else "py:" + rest.split("::")[0]
-            if t not in by_run[key]:
-                by_run[key].append(t)
+            if t not in by_run[run_of(t)]:
+                by_run[run_of(t)].append(t)
     return {k: tuple(v) for k, v in by_run.items()}
 
 
 def run_of(test: str) -> str:
+    """The run a test is measured in: its executable (with its filter), or its pytest file."""
     kind, _, rest = test.partition(":")
     return test if kind == "cpp" else "py:" + rest.split("::")[0]
 
