@@ -164,10 +164,8 @@ struct Walk {
     if (ref == 0) {
       return nullptr;
     }
-    const size_t location_at = r.field(ref, kReferenceLocation);
-    const size_t index_at = r.field(ref, kReferenceIndex);
-    const uint8_t location = location_at == 0 ? 0 : r.read<uint8_t>(location_at);
-    const uint32_t index = index_at == 0 ? 0 : r.read<uint32_t>(index_at);
+    const uint8_t location = r.scalar<uint8_t>(ref, kReferenceLocation);
+    const uint32_t index = r.scalar<uint32_t>(ref, kReferenceIndex);
     const size_t root = r.read<uint32_t>(0);
     size_t at = 0;
     if (location == kLocationSegment) {
@@ -176,10 +174,9 @@ struct Walk {
         return nullptr;
       }
       const size_t segment = r.table_at(at, index);
-      const size_t offset_at = r.field(segment, kSegmentOffset), size_at = r.field(segment, kSegmentSize);
       const uint64_t base = r.read<uint64_t>(kHeaderSegmentBase);
-      const uint64_t offset = offset_at == 0 ? 0 : r.read<uint64_t>(offset_at);
-      const uint64_t nbytes = size_at == 0 ? 0 : r.read<uint64_t>(size_at);
+      const uint64_t offset = r.scalar<uint64_t>(segment, kSegmentOffset);
+      const uint64_t nbytes = r.scalar<uint64_t>(segment, kSegmentSize);
       if (base > r.size() || offset > r.size() - base || nbytes > r.size() - base - offset) {
         return nullptr;
       }

@@ -78,15 +78,6 @@ struct DeviceWalk {
     }
   }
 
-  uint8_t byte_field(size_t table, int f, uint8_t absent) {
-    const size_t at = r.field(table, f);
-    return at == 0 ? absent : r.read<uint8_t>(at);
-  }
-  uint32_t uint_field(size_t table, int f) {
-    const size_t at = r.field(table, f);
-    return at == 0 ? 0 : r.read<uint32_t>(at);
-  }
-
   // The place of every value of `plan`, read once.
   void read_places(size_t plan) {
     // The device of each planned buffer: the first entry naming it, as
@@ -100,10 +91,8 @@ struct DeviceWalk {
     const uint32_t devices = r.vector(plan, slot::kPlanBufferDevices, &devices_at);
     for (uint32_t d = 0; d < devices && !r.failed(); ++d) {
       const size_t e = r.table_at(devices_at, d);
-      const size_t at = r.field(e, slot::kBufferDeviceIdx);
-      entries.push_back({at == 0 ? 0 : r.read<int32_t>(at),
-                         static_cast<int8_t>(byte_field(e, slot::kBufferDeviceType, 0)),
-                         static_cast<int8_t>(byte_field(e, slot::kBufferDeviceIndex, 0))});
+      entries.push_back({r.scalar<int32_t>(e, slot::kBufferDeviceIdx), r.scalar<int8_t>(e, slot::kBufferDeviceType),
+                         r.scalar<int8_t>(e, slot::kBufferDeviceIndex)});
     }
     size_t values_at = 0;
     const uint32_t values = r.vector(plan, slot::kPlanValues, &values_at);
@@ -116,13 +105,13 @@ struct DeviceWalk {
       Place& p = places[v];
       const size_t allocation = r.follow(r.field(t, slot::kTensorAllocationInfo));
       const size_t extra = r.follow(r.field(t, slot::kTensorExtraInfo));
-      const bool external = extra != 0 && byte_field(extra, slot::kExtraLocation, 0) == kExternalLocation;
-      const uint32_t data_buffer = uint_field(t, slot::kTensorDataBufferIdx);
+      const bool external = extra != 0 && r.scalar<uint8_t>(extra, slot::kExtraLocation) == kExternalLocation;
+      const uint32_t data_buffer = r.scalar<uint32_t>(t, slot::kTensorDataBufferIdx);
       if (allocation != 0) {
         // tensor_parser: memory id m is HierarchicalAllocator buffer m - 1,
         // which is non_const_buffer_sizes[m] (0 is reserved), the device
         // entry with buffer_idx m.
-        const uint32_t memory_id = uint_field(allocation, slot::kAllocationMemoryId);
+        const uint32_t memory_id = r.scalar<uint32_t>(allocation, slot::kAllocationMemoryId);
         p.planned = true;
         p.kind = Place::kHost;
         for (const Entry& entry : entries) {
@@ -144,10 +133,10 @@ struct DeviceWalk {
       } else if (external || data_buffer != 0) {
         p.kind = Place::kHost;
       } else {
-        const int type = extra == 0 ? 0 : static_cast<int8_t>(byte_field(extra, slot::kExtraDeviceType, 0));
+        const int type = extra == 0 ? 0 : r.scalar<int8_t>(extra, slot::kExtraDeviceType);
         p.kind = type == static_cast<int>(DeviceType::CPU) ? Place::kRuntime : Place::kDevice;
         p.type = type;
-        p.index = extra == 0 ? 0 : static_cast<int8_t>(byte_field(extra, slot::kExtraDeviceIndex, 0));
+        p.index = extra == 0 ? 0 : r.scalar<int8_t>(extra, slot::kExtraDeviceIndex);
       }
     }
   }

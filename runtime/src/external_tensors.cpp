@@ -32,14 +32,12 @@ Result<std::vector<ExternalTensor>> external_tensors(const uint8_t* pte, size_t 
       if (extra == 0 || r.field(tensor, slot::kTensorAllocationInfo) != 0) {
         continue;
       }
-      const size_t location = r.field(extra, slot::kExtraLocation);
-      if (location == 0 || r.read<uint8_t>(location) != kExternalLocation) {
+      if (r.scalar<uint8_t>(extra, slot::kExtraLocation) != kExternalLocation) {
         continue;
       }
       ExternalTensor t;
       t.fqn = r.whole_string(extra, slot::kExtraFullyQualifiedName);
-      const size_t st = r.field(tensor, slot::kTensorScalarType);
-      t.scalar_type = static_cast<executorch::aten::ScalarType>(st == 0 ? 0 : r.read<int8_t>(st));
+      t.scalar_type = static_cast<executorch::aten::ScalarType>(r.scalar<int8_t>(tensor, slot::kTensorScalarType));
       size_t at = 0;
       const uint32_t dims = r.vector(tensor, slot::kTensorSizes, &at);
       for (uint32_t d = 0; d < dims && !r.failed(); ++d) {

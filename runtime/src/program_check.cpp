@@ -78,8 +78,7 @@ struct Walk {
     const uint32_t devices = r.vector(p, slot::kPlanBufferDevices, &devices_at);
     for (uint32_t d = 0; d < devices && error == Error::Ok && !r.failed(); ++d) {
       const size_t entry = r.table_at(devices_at, d);
-      const size_t at = r.field(entry, 0);
-      index("planned buffer of a device entry", at == 0 ? 0 : r.read<int32_t>(at), buffers);
+      index("planned buffer of a device entry", r.scalar<int32_t>(entry, slot::kBufferDeviceIdx), buffers);
     }
     size_t chains_at = 0;
     const uint32_t chains = r.vector(p, slot::kPlanChains, &chains_at);

@@ -80,8 +80,7 @@ class Reader {
   // The type tag of union field (EValue.val, Instruction.instr_args) of
   // `table`; 0 (NONE) when absent.
   uint8_t union_type(size_t table) {
-    const size_t at = field(table, slot::kUnionType);
-    return at == 0 ? 0 : read<uint8_t>(at);
+    return scalar<uint8_t>(table, slot::kUnionType);
   }
 
   // The Tensor table EValue table `value` holds; 0 when it holds another
@@ -100,10 +99,17 @@ class Reader {
     return n_;
   }
 
+  // Scalar field `f` of `table`, or `absent` (the schema's default) when the
+  // field is not stored: flatbuffers leaves out a field equal to its default.
+  template <typename T>
+  T scalar(size_t table, int f, T absent = T{}) {
+    const size_t at = field(table, f);
+    return at == 0 ? absent : read<T>(at);
+  }
+
   // An int field (absent: the schema default, 0).
   int64_t int_field(size_t table, int f) {
-    const size_t at = field(table, f);
-    return at == 0 ? 0 : read<int32_t>(at);
+    return scalar<int32_t>(table, f);
   }
 
   // A string field up to its first NUL, as ExecuTorch's c_str() reads it

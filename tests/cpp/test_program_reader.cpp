@@ -148,6 +148,40 @@ TEST(ProgramReader, AFieldPastItsVtableIsAbsentAndAVtableBeforeTheFileFails) {
   }
 }
 
+// Flatbuffers leaves out a scalar equal to its default, so every absent
+// scalar field reads as the default its caller names, and a stored one as
+// stored, whatever the default.
+TEST(ProgramReader, AStoredScalarReadsAsStoredAndAnAbsentOneAsTheDefaultItsCallerNames) {
+  std::vector<uint8_t> b = table_then(4); // field 0 stores 4 (its offset to kTail), then four zero bytes
+  put32(b, kTail, 0xA5A5A5A5u);
+  {
+    Reader r(b.data(), b.size());
+    EXPECT_EQ(r.scalar<uint8_t>(kTable, 0, 9), 4u);
+    EXPECT_EQ(r.scalar<int32_t>(kTable, 0, -1), 4);
+    EXPECT_EQ(r.scalar<uint64_t>(kTable, 0, 9), 4u | (uint64_t{0xA5A5A5A5u} << 32));
+    EXPECT_EQ(r.scalar<uint8_t>(kTable, 1, 9), 9u); // no vtable entry
+    EXPECT_EQ(r.scalar<int8_t>(kTable, 1, -3), -3);
+    EXPECT_EQ(r.scalar<uint32_t>(kTable, 1), 0u); // the default default: the schema's 0
+    EXPECT_EQ(r.union_type(kTable), 4u);
+    EXPECT_EQ(r.int_field(kTable, 1), 0);
+    EXPECT_FALSE(r.failed());
+  }
+  put16(b, 8, 0); // field 0's entry holds 0: left out
+  {
+    Reader r(b.data(), b.size());
+    EXPECT_EQ(r.scalar<uint32_t>(kTable, 0, 7), 7u);
+    EXPECT_EQ(r.union_type(kTable), 0u);
+    EXPECT_EQ(r.int_field(kTable, 0), 0);
+    EXPECT_FALSE(r.failed());
+  }
+  b = table_then(0); // field 0's last four bytes would lie past the file
+  {
+    Reader r(b.data(), b.size());
+    EXPECT_EQ(r.scalar<uint64_t>(kTable, 0, 7), 0u); // a failed read reads zero, not the default
+    EXPECT_TRUE(r.failed());
+  }
+}
+
 TEST(ProgramReader, AStringEndingAtTheFilesEndIsReadAndOneByteLongerReadsAsEmptyAndFails) {
   const std::string text("ab\0cd", 5);
   {
