@@ -390,8 +390,10 @@ TEST(ArgumentKinds, NamesAnIntListThatBecameATensorAndAListItemOfTheWrongKind) {
 }
 
 // A program of one method, 'forward', whose values are `values`: each a
-// KernelTypes tag and, for a list, the value indices it holds.
-std::vector<uint8_t> with_values(const std::vector<std::pair<uint8_t, std::vector<int64_t>>>& values) {
+// KernelTypes tag and, for a list, the value indices it holds. Lists whose
+// index is in `tableless` keep their tag and lose their list table.
+std::vector<uint8_t> with_values(const std::vector<std::pair<uint8_t, std::vector<int64_t>>>& values,
+                                 const std::vector<size_t>& tableless = {}) {
   et_copy_test::FlatWriter f;
   const size_t program = f.table(2);
   f.root(program);
@@ -405,7 +407,8 @@ std::vector<uint8_t> with_values(const std::vector<std::pair<uint8_t, std::vecto
     const size_t e = f.table(2);
     f.link(at + 4 * i, e);
     f.scalar(e, 0, tag);
-    if (tag == kIntList || tag == kTensorList || tag == kOptionalTensorList) {
+    const bool table = std::find(tableless.begin(), tableless.end(), i) == tableless.end();
+    if (table && (tag == kIntList || tag == kTensorList || tag == kOptionalTensorList)) {
       const size_t list = f.table(1);
       f.link(f.field(e, 1), list);
       if (tag == kIntList) {
@@ -456,6 +459,17 @@ TEST(ArgumentKinds, ATensorListTakesTensorsAndAnIntListInts) {
   EXPECT_EQ(list_refusal(kIntList, {0}),
             "method 'forward', value 3 (an IntList) item 0 is value 0, a Tensor, not an Int");
   EXPECT_EQ(list_refusal(kIntList, {}), "ok");
+}
+
+// ExecuTorch's method load refuses a list with no list table ("Missing
+// list"): the check leaves it to that, and goes on to the next value.
+TEST(ArgumentKinds, AListWithNoListTableIsLeftToMethodLoadAndTheNextListIsChecked) {
+  for (uint8_t tag : {kIntList, kTensorList, kOptionalTensorList}) {
+    EXPECT_EQ(refusal(with_values({{kTensor, {}}, {kNull, {}}, {kInt, {}}, {tag, {}}}, {3})), "ok") << int(tag);
+    EXPECT_EQ(refusal(with_values({{tag, {}}, {kTensor, {}}, {kInt, {}}, {kIntList, {1}}}, {0})),
+              "method 'forward', value 3 (an IntList) item 0 is value 1, a Tensor, not an Int")
+        << int(tag);
+  }
 }
 
 TEST(ArgumentKinds, NamesACallWithTooFewArguments) {

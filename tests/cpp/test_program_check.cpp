@@ -116,6 +116,7 @@ struct Plan {
     std::vector<int32_t> args; // kernel and delegate calls
   };
   std::vector<Value> values = std::vector<Value>(4);
+  std::vector<size_t> tableless; // values whose list tag comes with no list table
   std::vector<int32_t> inputs, outputs, chain_inputs, chain_outputs;
   std::vector<Instr> instructions;
   uint32_t operators = 2, delegates = 1, buffers = 2;
@@ -161,7 +162,7 @@ std::vector<uint8_t> build(const Plan& p) {
           f.string(extra, 1, t.fqn);
         }
       }
-    } else if (p.values[i].tag != 0) {
+    } else if (p.values[i].tag != 0 && std::find(p.tableless.begin(), p.tableless.end(), i) == p.tableless.end()) {
       const size_t list = f.table(1);
       f.link(f.field(e, 1), list);
       if (p.values[i].tag == 7) {
@@ -728,6 +729,26 @@ std::string access(const Plan& p, const std::vector<std::string>& allowed = kSim
 constexpr int32_t kH2d = 0, kD2h = 1, kAdd = 2;
 
 } // namespace
+
+// ExecuTorch's method load refuses a list value with no list table ("Missing
+// list"); the load checks pass it on to that refusal rather than call it an
+// offset outside the file, whichever instruction takes it.
+TEST(ProgramCheckEdges, AListValueWithNoListTableIsLeftToMethodLoad) {
+  for (uint8_t tag : {7, 10, 11}) {
+    Plan p = device_plan();
+    p.values[4] = {tag, {}, {}};
+    p.tableless = {4};
+    EXPECT_EQ(check(p), "ok") << int(tag);
+    for (const Plan::Instr& in : {Plan::Instr{1, kAdd, 0, {4, 1, 1}}, Plan::Instr{2, 0, 0, {4, 2}}}) {
+      p.instructions = {in};
+      EXPECT_EQ(access(p), "ok") << int(tag) << " in a call of kind " << int(in.tag);
+    }
+    p.tableless.clear(); // the same list with its table, holding a device tensor: seen and refused
+    p.values[4].items = {2};
+    p.instructions = {{1, kAdd, 0, {4, 1, 1}}};
+    EXPECT_EQ(access(p) == "ok", tag == 7) << int(tag) << ": " << access(p);
+  }
+}
 
 TEST(CheckDeviceAccessEdges, CopiesBetweenHostAndDeviceMemoryAndDelegatesOfAnAllowedBackendPass) {
   Plan p = device_plan();
