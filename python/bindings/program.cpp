@@ -279,16 +279,26 @@ py::list method_names(const LoadedProgram& lp) {
   return names;
 }
 
+// A MethodMeta read that fails only for an index past its count, which the
+// caller's loop never asks: a failure is a bug to report, not a value to make up.
+template <typename T>
+T read_in_range(executorch::runtime::Result<T> r, const std::string& what) {
+  if (!r.ok()) {
+    throw Failure(r.error(), "cannot read " + what);
+  }
+  return *r;
+}
+
 // Each planned buffer of a method: its size and the device the program names.
 py::list planned_buffers(const MethodMeta& meta) {
   py::list buffers;
   for (size_t i = 0; i < meta.num_memory_planned_buffers(); ++i) {
-    const auto device = meta.memory_planned_buffer_device(i);
-    const auto size = meta.memory_planned_buffer_size(i);
+    const std::string what = "planned buffer " + std::to_string(i);
+    const auto device = read_in_range(meta.memory_planned_buffer_device(i), what);
     py::dict b;
-    b["device_type"] = device.ok() ? static_cast<int>(device->type()) : 0;
-    b["device_index"] = device.ok() ? static_cast<int>(device->index()) : 0;
-    b["nbytes"] = size.ok() ? *size : 0;
+    b["device_type"] = static_cast<int>(device.type());
+    b["device_index"] = static_cast<int>(device.index());
+    b["nbytes"] = read_in_range(meta.memory_planned_buffer_size(i), what);
     buffers.append(b);
   }
   return buffers;
