@@ -260,9 +260,6 @@ EQUIVALENT: list[Equivalent] = [
                "if (line.rfind(\"arg \", 0) != 0 || line.find(\" with type id \") == std::string::npos) {",
                "rfind(\"arg \", 1) is 0 exactly when rfind(\"arg \", 0) is: \"arg \" cannot start at both 0 and "
                "1, and a match at 1 is not 0 either way", site=0),
-    Equivalent("runtime/src/program_reader.h", "rel", "if (at > n_ || sizeof(T) > n_ - at) {",
-               "at == n_ leaves no byte to read, and the second test refuses it anyway (sizeof(T) > 0 == n_ - at)",
-               site=0),
     Equivalent("runtime/src/argument_kinds.cpp", "rel",
                "if (base > r.size() || offset > r.size() - base || nbytes > r.size() - base - offset) {",
                "base == size leaves a segment of 0 bytes at the file's end (nbytes > 0 is refused by the last test), "
@@ -520,6 +517,14 @@ EQUIVALENT: list[Equivalent] = [
                "for (int64_t i = 0; i < n; ++i) { // the same bytes to the same place: only the time tells a copy more",
                "the memcpy kind's loop: one copy more of the same bytes to the same place leaves the device "
                "buffer as it was and returns the same count of timings; nothing counts a plain memcpy"),
+    Equivalent("runtime/src/device_copy.cpp", "int+1",
+               "return stride >= 0 && static_cast<uint64_t>(stride) == expected;",
+               "stride >= 1 differs only for a stride of 0 equal to an expected 0, which needs a size-0 dim "
+               "walked before it: the byte count is then 0, tensor_problem accepts an empty tensor whatever its "
+               "strides, and common_case refusing it only sends it to the named checks, which decide the same"),
+    Equivalent("runtime/src/simulated_device_allocator.cpp", "logic", "if (device < 0 || ptr == nullptr) {",
+               "&& lets a missing device or a null pointer on to find(), which refuses both: no live allocation "
+               "is on device -2, and none starts at or below address 0; the check only spares taking the lock"),
 ]
 # fmt: on
 

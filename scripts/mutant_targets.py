@@ -139,14 +139,19 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/*/program_record.*", (T_RECORD, T_BACKEND)),
     ("runtime/*/instruction_tracer.*", (T_TRACER, P_DEBUG_BUFFER)),
     ("runtime/*/tensor_layout.*", (T_LAYOUT, T_KERNELS)),
-    # Its constants are checked against ExecuTorch's at compile time, and pinned through _C.
-    ("runtime/include/et_copy/limits.h", (T_SIM, "py:tests/python/test_limits.py", P_FIELDS)),
+    # Its constants are checked against ExecuTorch's at compile time, and pinned through _C; the device
+    # backends' two limits (not in _C) by the device-backend gtest, which fills an options map and the table.
+    ("runtime/include/et_copy/limits.h",
+     (T_SIM, "py:tests/python/test_limits.py", P_FIELDS, "cpp:et_copy_test_device_backend")),
     ("runtime/*/delegate_record.*", (T_DELEGATE, T_BACKEND)),
     # test_state_export.py runs delegated programs whose state starts at zero or at a stored value.
     ("runtime/*/simulated_device_backend.*", (
         T_BACKEND, "py:tests/python/test_runtime_checks.py", "py:tests/python/test_state_export.py",
     )),
     ("runtime/src/content_hash.h", (T_BACKEND,)),
+    # The one range bound: its own cases in the reader's gtest, then the reader's, the allocator's and a session's
+    # users of it.
+    ("runtime/src/byte_range.h", ("cpp:et_copy_test_program_reader", T_CHECK, T_SIM, T_BACKEND)),
     ("runtime/src/external_tensors.*", (T_BACKEND,)),
     # The seam: its own gtest, then the simulated backend that plugs into it.
     # device_backends() names the CUDA allocator's backend too: the CUDA test checks that.

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "byte_range.h"
+
 namespace et_copy::internal {
 
 // Field slots and union tags, from executorch's schema/program.fbs (a union
@@ -53,7 +55,7 @@ class Reader {
   template <typename T>
   T read(size_t at) {
     T v{};
-    if (at > n_ || sizeof(T) > n_ - at) {
+    if (!range_within(at, sizeof(T), n_)) {
       failed_ = true;
       return v;
     }
@@ -93,7 +95,7 @@ class Reader {
 
   // `n` bytes at `at` in the file, or nullptr when they are not all inside it.
   const uint8_t* bytes(size_t at, size_t n) const {
-    return at > n_ || n > n_ - at ? nullptr : p_ + at;
+    return range_within(at, n, n_) ? p_ + at : nullptr;
   }
   size_t size() const {
     return n_;

@@ -16,6 +16,8 @@
 
 #include <executorch/runtime/core/device_allocator.h>
 
+#include "byte_range.h"
+
 namespace et_copy {
 
 using executorch::runtime::DeviceMemoryBuffer;
@@ -301,8 +303,7 @@ Result<Method*> Session::method(const std::string& name, FailureReport* report,
         return fail(report, Error::InvalidProgram,
                     "method '" + name + "': cannot read its state tensor " + std::to_string(i));
       }
-      const auto* p = static_cast<const uint8_t*>(t->const_data_ptr());
-      if (p < base || static_cast<size_t>(p - base) > size || t->nbytes() > size - static_cast<size_t>(p - base)) {
+      if (!internal::bytes_within(t->const_data_ptr(), t->nbytes(), base, size)) {
         // Named state that lives in the scratch: load it again with memory of its own.
         loaded.reset();
         (*scratch)->has_arena = false;

@@ -11,6 +11,8 @@
 
 #include <executorch/runtime/platform/log.h>
 
+#include "byte_range.h"
+
 namespace et_copy {
 
 namespace {
@@ -230,7 +232,8 @@ uint8_t* SimulatedDeviceAllocator::find(const void* ptr, size_t nbytes, int devi
   --it;
   const uintptr_t start = it->first;
   const size_t size = it->second.nbytes;
-  const bool inside = it->second.index == device && p >= start && p - start <= size && nbytes <= size - (p - start);
+  const bool inside =
+      it->second.index == device && internal::bytes_within(ptr, nbytes, reinterpret_cast<const void*>(start), size);
   return inside ? it->second.alias + (p - start) : nullptr;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "byte_range.h"
 #include "flat_writer.h"
 #include "program_reader.h"
 
@@ -146,6 +147,41 @@ TEST(ProgramReader, AFieldPastItsVtableIsAbsentAndAVtableBeforeTheFileFails) {
     EXPECT_EQ(r.field(kTable, 0), 0u);
     EXPECT_TRUE(r.failed());
   }
+}
+
+// The one bound behind the reader's reads, a session's state-in-its-arena
+// check and the simulated device's lookup: both sides of each edge, and
+// values whose sum would wrap.
+TEST(ByteRange, ARangeEndingAtTheBuffersEndIsInsideAndOneByteMoreOrOneLaterIsNot) {
+  using et_copy::internal::range_within;
+  constexpr size_t kMax = std::numeric_limits<size_t>::max();
+  EXPECT_TRUE(range_within(0, 16, 16));
+  EXPECT_TRUE(range_within(4, 12, 16));
+  EXPECT_FALSE(range_within(4, 13, 16));
+  EXPECT_FALSE(range_within(5, 12, 16));
+  EXPECT_TRUE(range_within(16, 0, 16)); // nothing, at the end
+  EXPECT_FALSE(range_within(17, 0, 16));
+  EXPECT_TRUE(range_within(0, 0, 0));
+  EXPECT_FALSE(range_within(0, 1, 0));
+  EXPECT_FALSE(range_within(8, kMax, 16)); // 8 + kMax wraps to 7
+  EXPECT_FALSE(range_within(kMax, 2, 16));
+  EXPECT_TRUE(range_within(kMax - 1, 1, kMax));
+  EXPECT_FALSE(range_within(kMax, 1, kMax));
+}
+
+TEST(ByteRange, BytesAreWithinABufferFromItsFirstByteToItsEndAndNotBeforeOrAfter) {
+  using et_copy::internal::bytes_within;
+  alignas(16) uint8_t buffer[48] = {};
+  const uint8_t* base = buffer + 16; // 32 bytes, with memory on either side
+  EXPECT_TRUE(bytes_within(base, 32, base, 32));
+  EXPECT_TRUE(bytes_within(base + 31, 1, base, 32));
+  EXPECT_TRUE(bytes_within(base + 32, 0, base, 32));
+  EXPECT_FALSE(bytes_within(base + 31, 2, base, 32));
+  EXPECT_FALSE(bytes_within(base + 32, 1, base, 32)); // just after
+  EXPECT_FALSE(bytes_within(base + 33, 0, base, 32)); // past the end, however small
+  EXPECT_FALSE(bytes_within(base - 1, 1, base, 32));  // just before
+  EXPECT_FALSE(bytes_within(base - 1, 2, base, 32));  // before, and ending inside
+  EXPECT_FALSE(bytes_within(base + 8, std::numeric_limits<size_t>::max(), base, 32));
 }
 
 // Flatbuffers leaves out a scalar equal to its default, so every absent
