@@ -133,10 +133,12 @@ struct DeviceWalk {
       } else if (external || data_buffer != 0) {
         p.kind = Place::kHost;
       } else {
-        const int type = extra == 0 ? 0 : r.scalar<int8_t>(extra, slot::kExtraDeviceType);
-        p.kind = type == static_cast<int>(DeviceType::CPU) ? Place::kRuntime : Place::kDevice;
-        p.type = type;
-        p.index = extra == 0 ? 0 : r.scalar<int8_t>(extra, slot::kExtraDeviceIndex);
+        // Given at run time, where its metadata says: with no extra_tensor_info, cpu:0 (Place's default).
+        if (extra != 0) {
+          p.type = r.scalar<int8_t>(extra, slot::kExtraDeviceType);
+          p.index = r.scalar<int8_t>(extra, slot::kExtraDeviceIndex);
+        }
+        p.kind = p.type == static_cast<int>(DeviceType::CPU) ? Place::kRuntime : Place::kDevice;
       }
     }
   }
