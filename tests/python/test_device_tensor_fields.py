@@ -60,6 +60,9 @@ REFUSED = {
     "shape beyond the memory": ({"shape": (2, 4)}, ValueError, r"needs 32 bytes, more than the buffer's 24"),
     "shape shorter than the dim order": ({"shape": (6,)}, ValueError, permutation((0, 1), 1)),
     "shape negative": ({"shape": (2, -3)}, ValueError, r"et_copy.DeviceTensor: shape \(2, -3\) has a negative size"),
+    # Python ints beyond int64 at either end keep their sign (each clamps to its own end, never to -1).
+    "shape beyond int64": ({"shape": (2, 2**64)}, ValueError, r"shape \(2, 18446744073709551616\) does not fit Exec"),
+    "shape below int64": ({"shape": (2, -(2**64))}, ValueError, r"shape \(2, -18446744073709551616\) has a negative"),
     "shape of 17 dims": (
         {"shape": (1,) * 17, "dim_order": tuple(range(17))},
         et_copy.EtCopyError,
@@ -83,6 +86,8 @@ REFUSED = {
     ),
     "dtype not a dtype": ({"dtype": "float32"}, TypeError, r"the tensor has dtype float32, which et_copy does not"),
     "device index beyond int": ({"device": Device(1, 2**32)}, ValueError, BAD_DEVICE),
+    "device index beyond int64": ({"device": Device(1, 2**64)}, ValueError, BAD_DEVICE),
+    "device index below int64": ({"device": Device(1, -(2**64))}, ValueError, BAD_DEVICE),
     "device index just beyond int": ({"device": Device(1, 2**31)}, ValueError, BAD_DEVICE),
     "device type beyond int": ({"device": Device(2**32 + 1, 0)}, ValueError, BAD_DEVICE),
     "device on the CPU": ({"device": Device(0, 0)}, ValueError, BAD_DEVICE),
