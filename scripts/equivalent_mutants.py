@@ -528,7 +528,8 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("python/bindings/program.cpp", "drop-exit", 'throw Failure(r.error(), "cannot read " + what);',
                "read_in_range's callers ask only for planned buffers below num_memory_planned_buffers(), and "
                "MethodMeta's buffer size and device reads fail only past it, so the throw is never reached"),
-    Equivalent("python/bindings/cuda.cpp", "int+1", "return (m != nullptr && m[0] != '\\0') ? std::string(m) : fallback;",
+    Equivalent("python/bindings/cuda.cpp", "int+1",
+               "return (m != nullptr && m[0] != '\\0') ? std::string(m) : fallback;",
                "the allocator's message is a zeroed thread_local buffer that only snprintf ever writes, never "
                "cleared and never one character long (each starts 'cuda:'): m[0] and m[1] are NUL together or "
                "not at all"),
