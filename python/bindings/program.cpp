@@ -548,6 +548,11 @@ py::list execute(LoadedMethod& lm, const py::handle& inputs, const py::handle& o
       targets[i] = spec;
     }
   }
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i] && io.outputs[i].dynamic) {
+      check_takes_shape(out[i].ptr(), *targets[i]); // torch refusing the run's shape afterwards would leave out written
+    }
+  }
   std::vector<et_copy::MethodOutput> bound(io.outputs.size());
   for (size_t i = 0; i < targets.size(); ++i) {
     if (targets[i]) { // read_output checked it holds the output's nbytes, on its device

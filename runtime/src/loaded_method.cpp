@@ -42,6 +42,7 @@ Result<IoSlot> tensor_slot(const EValue& tensor, const Result<executorch::runtim
   slot.nbytes = info->nbytes();
   slot.name = std::string(info->name());
   slot.sizes.assign(info->sizes().begin(), info->sizes().end());
+  slot.dynamic = impl->shape_dynamism() != executorch::aten::TensorShapeDynamism::STATIC;
   slot.dim_order.assign(info->dim_order().begin(), info->dim_order().end());
   return slot;
 }

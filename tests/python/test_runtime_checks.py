@@ -269,6 +269,30 @@ def test_a_dynamic_device_output_holding_a_smaller_shape_is_bound_by_its_capacit
     torch.testing.assert_close(out.cpu(), stage_a(data)(data["stage"]))
 
 
+class _Doubled(torch.nn.Module):
+    def forward(self, x):
+        return x * 2.0
+
+
+def test_a_dynamic_output_torch_will_not_reshape_is_refused_before_the_run_and_left_unwritten():
+    from et_copy.export import export_device_program
+    from torch.export import Dim
+
+    rows = Dim("rows", min=1, max=16)
+    exported = export_device_program(_Doubled(), (torch.randn(8, 3),), dynamic_shapes=({0: rows},))
+    method = runtime.load(exported.buffer).load_method()
+    x = torch.randn(5, 3)
+    out = torch.zeros(16, 3, requires_grad=True)  # a leaf: autograd refuses its in-place as_strided_
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place operation"):
+        method.execute([x], outputs=[out])
+    # Refused before the run: not a byte written, and the same shape.
+    assert out.shape == (16, 3) and torch.equal(out.detach(), torch.zeros(16, 3))
+    with torch.no_grad():  # where autograd allows it, the output takes the shape the method ran with
+        (got,) = method.execute([x], outputs=[out])
+    assert got is out and out.shape == (5, 3)
+    torch.testing.assert_close(out.detach(), x * 2.0)
+
+
 def test_a_host_output_of_one_byte_elements_one_element_short_is_refused(programs, data):
     method = runtime.load(programs / "greater.pte").load_method()
     x, y = data["affine"]

@@ -35,6 +35,7 @@ struct IoSlot {
   size_t nbytes = 0; ///< at the planned (upper-bound) shape
   std::string name;
   std::vector<int64_t> sizes; ///< the upper bound, for a dynamic shape
+  bool dynamic = false;       ///< its shape may differ per execution (up to `sizes`)
   std::vector<int64_t> dim_order;
   /// Outputs: an et_copy::_d2h_copy.out of et-copy's own fills it first
   /// (outputs_filled_by_d2h_copy), so execute() may point it at the
