@@ -97,8 +97,7 @@ struct Walk {
         continue;
       }
       const size_t list = r.follow(r.field(r.table_at(values_at, v), kUnionValue));
-      size_t at = 0;
-      const uint32_t n = list == 0 ? 0 : r.vector(list, kListItems, &at);
+      const auto [n, at] = list == 0 ? Reader::Vector{} : r.vector(list, kListItems);
       for (uint32_t i = 0; i < n && error == Error::Ok && !r.failed(); ++i) {
         const int64_t item = tag == kIntList ? r.read<int64_t>(at + 8 * static_cast<size_t>(i))
                                              : r.read<int32_t>(at + 4 * static_cast<size_t>(i));
@@ -117,8 +116,7 @@ struct Walk {
   }
 
   void kernel_call(size_t plan, size_t call, size_t chain, uint32_t index) {
-    size_t ops_at = 0;
-    const uint32_t ops = r.vector(plan, kPlanOperators, &ops_at);
+    const auto [ops, ops_at] = r.vector(plan, kPlanOperators);
     const int64_t op_index = r.int_field(call, kCallOperator);
     if (op_index < 0 || op_index >= static_cast<int64_t>(ops)) {
       return;
@@ -135,8 +133,7 @@ struct Walk {
     }
     const std::string where =
         "instruction " + std::to_string(chain) + ":" + std::to_string(index) + ", operator " + name;
-    size_t args_at = 0;
-    const uint32_t n = r.vector(call, kCallArguments, &args_at);
+    const auto [n, args_at] = r.vector(call, kCallArguments);
     if (n != op->arguments && !(op->results == 0 && n == op->schema_arguments)) {
       refuse(where + ": the call has " + std::to_string(n) + " arguments; the schema takes " +
              std::to_string(op->schema_arguments) +
@@ -167,9 +164,8 @@ struct Walk {
     const uint8_t location = r.scalar<uint8_t>(ref, kReferenceLocation);
     const uint32_t index = r.scalar<uint32_t>(ref, kReferenceIndex);
     const size_t root = r.read<uint32_t>(0);
-    size_t at = 0;
     if (location == kLocationSegment) {
-      const uint32_t segments = r.vector(root, kProgramSegments, &at);
+      const auto [segments, at] = r.vector(root, kProgramSegments);
       if (index >= segments || r.bytes(kHeaderAt, 4) == nullptr || std::memcmp(r.bytes(kHeaderAt, 4), "eh00", 4) != 0) {
         return nullptr;
       }
@@ -183,12 +179,12 @@ struct Walk {
       *n = static_cast<size_t>(nbytes);
       return r.bytes(static_cast<size_t>(base + offset), *n);
     }
-    const uint32_t inline_data = r.vector(root, kProgramInlineData, &at);
+    const auto [inline_data, at] = r.vector(root, kProgramInlineData);
     if (index >= inline_data) {
       return nullptr;
     }
-    size_t data_at = 0;
-    *n = r.vector(r.table_at(at, index), kInlineData, &data_at);
+    const auto [count, data_at] = r.vector(r.table_at(at, index), kInlineData);
+    *n = count;
     return data_at == 0 ? nullptr : r.bytes(data_at, *n);
   }
 
@@ -196,8 +192,7 @@ struct Walk {
   // et-copy delegate record with a program payload (SimulatedDeviceBackend
   // loads it at init): its indices, then its argument kinds.
   void nested_programs(size_t p, const std::string& method) {
-    size_t at = 0;
-    const uint32_t n = r.vector(p, kPlanDelegates, &at);
+    const auto [n, at] = r.vector(p, kPlanDelegates);
     for (uint32_t d = 0; d < n && error == Error::Ok && !r.failed(); ++d) {
       size_t nbytes = 0;
       const uint8_t* bytes = processed(r.table_at(at, d), &nbytes);
@@ -230,13 +225,13 @@ struct Walk {
   void plan(size_t p) {
     const std::string method = r.string(p, kPlanName);
     prefix += "method '" + method + "'";
-    values = r.vector(p, kPlanValues, &values_at);
+    const Reader::Vector all = r.vector(p, kPlanValues);
+    values = all.count;
+    values_at = all.elements;
     lists();
-    size_t chains_at = 0;
-    const uint32_t chains = r.vector(p, kPlanChains, &chains_at);
+    const auto [chains, chains_at] = r.vector(p, kPlanChains);
     for (uint32_t c = 0; c < chains && error == Error::Ok && !r.failed(); ++c) {
-      size_t instr_at = 0;
-      const uint32_t n = r.vector(r.table_at(chains_at, c), kChainInstructions, &instr_at);
+      const auto [n, instr_at] = r.vector(r.table_at(chains_at, c), kChainInstructions);
       for (uint32_t i = 0; i < n && error == Error::Ok && !r.failed(); ++i) {
         const size_t instr = r.table_at(instr_at, i);
         if (r.union_type(instr) == kKernelCall) {
@@ -260,8 +255,7 @@ namespace {
 Error check_program(const void* data, size_t size, const std::string& program, FailureReport* report, int depth) {
   Reader r(data, size);
   const size_t root = r.read<uint32_t>(0);
-  size_t plans_at = 0;
-  const uint32_t plans = r.vector(root, kProgramPlans, &plans_at);
+  const auto [plans, plans_at] = r.vector(root, kProgramPlans);
   for (uint32_t i = 0; i < plans && !r.failed(); ++i) {
     Walk walk{r, program.empty() ? std::string() : program + ": ", report, depth};
     walk.plan(r.table_at(plans_at, i));

@@ -21,8 +21,7 @@ std::vector<bool> filled_by_d2h(Reader& r, size_t plan) {
   std::vector<int64_t> outputs, inputs, listed;
   r.append_values(plan, slot::kPlanOutputs, &outputs);
   r.append_values(plan, slot::kPlanInputs, &inputs);
-  size_t values_at = 0;
-  const uint32_t values = r.vector(plan, slot::kPlanValues, &values_at);
+  const auto [values, values_at] = r.vector(plan, slot::kPlanValues);
   for (uint32_t v = 0; v < values && !r.failed(); ++v) {
     const size_t e = r.table_at(values_at, v);
     const uint8_t type = r.union_type(e);
@@ -34,12 +33,11 @@ std::vector<bool> filled_by_d2h(Reader& r, size_t plan) {
     }
   }
   std::vector<bool> filled(outputs.size(), false);
-  size_t chains_at = 0;
-  if (r.vector(plan, slot::kPlanChains, &chains_at) != 1) {
+  const auto [chains, chains_at] = r.vector(plan, slot::kPlanChains);
+  if (chains != 1) {
     return filled;
   }
-  size_t instr_at = 0;
-  const uint32_t n = r.vector(r.table_at(chains_at, 0), slot::kChainInstructions, &instr_at);
+  const auto [n, instr_at] = r.vector(r.table_at(chains_at, 0), slot::kChainInstructions);
   // The first instruction naming each value, and whether it is a d2h copy into it.
   std::vector<int8_t> first(outputs.size(), -1); // -1: not yet named; 0: named otherwise; 1: by a d2h out
   auto seen = [&](int64_t value, bool d2h_out) {

@@ -87,15 +87,13 @@ struct DeviceWalk {
       int type, index;
     };
     std::vector<Entry> entries;
-    size_t devices_at = 0;
-    const uint32_t devices = r.vector(plan, slot::kPlanBufferDevices, &devices_at);
+    const auto [devices, devices_at] = r.vector(plan, slot::kPlanBufferDevices);
     for (uint32_t d = 0; d < devices && !r.failed(); ++d) {
       const size_t e = r.table_at(devices_at, d);
       entries.push_back({r.scalar<int32_t>(e, slot::kBufferDeviceIdx), r.scalar<int8_t>(e, slot::kBufferDeviceType),
                          r.scalar<int8_t>(e, slot::kBufferDeviceIndex)});
     }
-    size_t values_at = 0;
-    const uint32_t values = r.vector(plan, slot::kPlanValues, &values_at);
+    const auto [values, values_at] = r.vector(plan, slot::kPlanValues);
     places.assign(values, Place{});
     for (uint32_t v = 0; v < values && !r.failed(); ++v) {
       const size_t t = r.tensor(r.table_at(values_at, v));
@@ -167,8 +165,7 @@ struct DeviceWalk {
       return;
     }
     const size_t list = r.follow(r.field(e, slot::kUnionValue));
-    size_t items_at = 0;
-    const uint32_t n = list == 0 ? 0 : r.vector(list, 0, &items_at);
+    const auto [n, items_at] = list == 0 ? Reader::Vector{} : r.vector(list, slot::kListItems);
     for (uint32_t i = 0; i < n && !r.failed(); ++i) {
       const int32_t item = r.read<int32_t>(items_at + 4 * static_cast<size_t>(i));
       visit(item, self + ", item " + std::to_string(i) + " (value " + std::to_string(item) + ")");
@@ -178,8 +175,7 @@ struct DeviceWalk {
   void plan(size_t p) {
     method = "method '" + r.string(p, slot::kPlanName) + "'";
     read_places(p);
-    size_t values_at = 0;
-    r.vector(p, slot::kPlanValues, &values_at);
+    const size_t values_at = r.vector(p, slot::kPlanValues).elements;
     std::vector<int64_t> inputs;
     r.append_values(p, slot::kPlanInputs, &inputs);
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -195,11 +191,9 @@ struct DeviceWalk {
                places[v].written_at_load);
       }
     }
-    size_t chains_at = 0;
-    const uint32_t chains = r.vector(p, slot::kPlanChains, &chains_at);
+    const auto [chains, chains_at] = r.vector(p, slot::kPlanChains);
     for (uint32_t c = 0; c < chains && !r.failed(); ++c) {
-      size_t instr_at = 0;
-      const uint32_t n = r.vector(r.table_at(chains_at, c), slot::kChainInstructions, &instr_at);
+      const auto [n, instr_at] = r.vector(r.table_at(chains_at, c), slot::kChainInstructions);
       for (uint32_t i = 0; i < n && !r.failed(); ++i) {
         instruction(p, values_at, r.table_at(instr_at, i), std::to_string(c) + ":" + std::to_string(i));
       }
@@ -305,8 +299,7 @@ Error check_device_access(const void* data, size_t size, const std::vector<std::
   }
   Reader r(data, size);
   DeviceWalk walk{r, allowed_backends, report, {}, {}};
-  size_t plans_at = 0;
-  const uint32_t plans = r.plans(&plans_at);
+  const auto [plans, plans_at] = r.plans();
   for (uint32_t i = 0; i < plans && !r.failed(); ++i) {
     walk.plan(r.table_at(plans_at, i));
   }
@@ -343,8 +336,7 @@ MethodIoDevices method_io_devices(const void* data, size_t size, const char* met
     return out;
   };
   MethodIoDevices io{devices(slot::kPlanInputs), devices(slot::kPlanOutputs), {}};
-  size_t values_at = 0;
-  const uint32_t values = r.vector(plan, slot::kPlanValues, &values_at);
+  const auto [values, values_at] = r.vector(plan, slot::kPlanValues);
   for (uint32_t v = 0; v < values && !r.failed(); ++v) {
     const size_t t = r.tensor(r.table_at(values_at, v));
     if (t == 0) {

@@ -16,12 +16,10 @@ Result<std::vector<ExternalTensor>> external_tensors(const uint8_t* pte, size_t 
   Reader r(pte, size);
   std::vector<ExternalTensor> out;
   std::set<std::string> seen;
-  size_t plans_at = 0;
-  const uint32_t plans = r.plans(&plans_at);
+  const auto [plans, plans_at] = r.plans();
   for (uint32_t p = 0; p < plans && !r.failed(); ++p) {
     const size_t plan = r.table_at(plans_at, p);
-    size_t values_at = 0;
-    const uint32_t values = r.vector(plan, slot::kPlanValues, &values_at);
+    const auto [values, values_at] = r.vector(plan, slot::kPlanValues);
     for (uint32_t v = 0; v < values && !r.failed(); ++v) {
       const size_t value = r.table_at(values_at, v);
       if (r.union_type(value) != tag::kTensor) {
@@ -38,14 +36,13 @@ Result<std::vector<ExternalTensor>> external_tensors(const uint8_t* pte, size_t 
       ExternalTensor t;
       t.fqn = r.whole_string(extra, slot::kExtraFullyQualifiedName);
       t.scalar_type = static_cast<executorch::aten::ScalarType>(r.scalar<int8_t>(tensor, slot::kTensorScalarType));
-      size_t at = 0;
-      const uint32_t dims = r.vector(tensor, slot::kTensorSizes, &at);
+      const auto [dims, at] = r.vector(tensor, slot::kTensorSizes);
       for (uint32_t d = 0; d < dims && !r.failed(); ++d) {
         t.sizes.push_back(r.read<int32_t>(at + 4 * static_cast<size_t>(d)));
       }
-      const uint32_t order = r.vector(tensor, slot::kTensorDimOrder, &at);
+      const auto [order, order_at] = r.vector(tensor, slot::kTensorDimOrder);
       for (uint32_t d = 0; d < order && !r.failed(); ++d) {
-        t.dim_order.push_back(r.read<uint8_t>(at + d));
+        t.dim_order.push_back(r.read<uint8_t>(order_at + d));
       }
       // elementSize aborts on an unknown type, and a layout is sized from
       // these before ExecuTorch's own checks run: refuse the program instead.

@@ -21,13 +21,11 @@ std::string instruction_operator(const void* data, size_t size, const char* meth
   if (plan == 0) {
     return {};
   }
-  size_t chains_at = 0;
-  const uint32_t chains = r.vector(plan, slot::kPlanChains, &chains_at);
+  const auto [chains, chains_at] = r.vector(plan, slot::kPlanChains);
   if (chain >= chains) {
     return {};
   }
-  size_t instr_at = 0;
-  const uint32_t n = r.vector(r.table_at(chains_at, static_cast<uint32_t>(chain)), slot::kChainInstructions, &instr_at);
+  const auto [n, instr_at] = r.vector(r.table_at(chains_at, static_cast<uint32_t>(chain)), slot::kChainInstructions);
   if (instruction >= n) {
     return {};
   }

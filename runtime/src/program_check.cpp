@@ -43,8 +43,7 @@ struct Walk {
   // indices for `x[:, i] = v`), as ExecuTorch's loader reads it.
   template <typename T>
   void value_indices(size_t table, int f, const char* what, bool none_allowed = false) {
-    size_t at = 0;
-    const uint32_t n = r.vector(table, f, &at);
+    const auto [n, at] = r.vector(table, f);
     for (uint32_t i = 0; i < n && error == Error::Ok && !r.failed(); ++i) {
       const auto v = static_cast<int64_t>(r.read<T>(at + sizeof(T) * i));
       if (!(none_allowed && v == -1)) {
@@ -55,11 +54,11 @@ struct Walk {
 
   void plan(size_t p, uint32_t plan_index) {
     where = "execution plan " + std::to_string(plan_index);
-    size_t values_at = 0, ops_at = 0, delegates_at = 0, sizes_at = 0;
-    values = r.vector(p, slot::kPlanValues, &values_at);
-    const uint32_t ops = r.vector(p, slot::kPlanOperators, &ops_at);
-    const uint32_t delegates = r.vector(p, slot::kPlanDelegates, &delegates_at);
-    const uint32_t buffers = r.vector(p, slot::kPlanBufferSizes, &sizes_at);
+    const auto [value_count, values_at] = r.vector(p, slot::kPlanValues);
+    values = value_count;
+    const uint32_t ops = r.vector(p, slot::kPlanOperators).count;
+    const uint32_t delegates = r.vector(p, slot::kPlanDelegates).count;
+    const uint32_t buffers = r.vector(p, slot::kPlanBufferSizes).count;
     value_indices<int32_t>(p, slot::kPlanInputs, "method input value");
     value_indices<int32_t>(p, slot::kPlanOutputs, "method output value");
     for (uint32_t v = 0; v < values && error == Error::Ok && !r.failed(); ++v) {
@@ -74,20 +73,17 @@ struct Walk {
         }
       }
     }
-    size_t devices_at = 0;
-    const uint32_t devices = r.vector(p, slot::kPlanBufferDevices, &devices_at);
+    const auto [devices, devices_at] = r.vector(p, slot::kPlanBufferDevices);
     for (uint32_t d = 0; d < devices && error == Error::Ok && !r.failed(); ++d) {
       const size_t entry = r.table_at(devices_at, d);
       index("planned buffer of a device entry", r.scalar<int32_t>(entry, slot::kBufferDeviceIdx), buffers);
     }
-    size_t chains_at = 0;
-    const uint32_t chains = r.vector(p, slot::kPlanChains, &chains_at);
+    const auto [chains, chains_at] = r.vector(p, slot::kPlanChains);
     for (uint32_t c = 0; c < chains && error == Error::Ok && !r.failed(); ++c) {
       const size_t chain = r.table_at(chains_at, c);
       value_indices<int32_t>(chain, slot::kChainInputs, "chain input value");
       value_indices<int32_t>(chain, slot::kChainOutputs, "chain output value");
-      size_t instr_at = 0;
-      const uint32_t n = r.vector(chain, slot::kChainInstructions, &instr_at);
+      const auto [n, instr_at] = r.vector(chain, slot::kChainInstructions);
       for (uint32_t i = 0; i < n && error == Error::Ok && !r.failed(); ++i) {
         instruction(r.table_at(instr_at, i), ops, delegates, n);
       }
@@ -132,8 +128,7 @@ Error check_program_indices(const void* data, size_t size, FailureReport* report
   Reader r(data, size);
   Walk walk{r, report, {}};
   const size_t root = r.read<uint32_t>(0); // the root table offset, from the start
-  size_t plans_at = 0;
-  const uint32_t plans = r.vector(root, slot::kProgramPlans, &plans_at);
+  const auto [plans, plans_at] = r.vector(root, slot::kProgramPlans);
   for (uint32_t i = 0; i < plans && walk.error == Error::Ok && !r.failed(); ++i) {
     walk.plan(r.table_at(plans_at, i), i);
   }

@@ -18,19 +18,17 @@ size_t Reader::field(size_t table, int field) {
   return off == 0 ? 0 : table + off;
 }
 
-uint32_t Reader::vector(size_t table, int f, size_t* elements) {
+Reader::Vector Reader::vector(size_t table, int f) {
   const size_t v = follow(field(table, f));
   if (v == 0) {
-    *elements = 0;
-    return 0;
+    return {};
   }
   const uint32_t count = read<uint32_t>(v);
-  *elements = v + 4;
   if (count > n_) { // more elements than bytes: corrupt
     failed_ = true;
-    return 0;
+    return {};
   }
-  return count;
+  return {count, v + 4};
 }
 
 size_t Reader::string_at(size_t table, int f, uint32_t* length) {
@@ -63,8 +61,7 @@ std::string Reader::whole_string(size_t table, int f) {
 }
 
 size_t Reader::find_plan(const char* method_name) {
-  size_t plans_at = 0;
-  const uint32_t n = plans(&plans_at);
+  const auto [n, plans_at] = plans();
   for (uint32_t p = 0; p < n && !failed(); ++p) {
     const size_t plan = table_at(plans_at, p);
     if (string(plan, slot::kPlanName) == method_name) {
@@ -75,8 +72,7 @@ size_t Reader::find_plan(const char* method_name) {
 }
 
 void Reader::append_values(size_t table, int f, std::vector<int64_t>* out) {
-  size_t at = 0;
-  const uint32_t n = vector(table, f, &at);
+  const auto [n, at] = vector(table, f);
   for (uint32_t i = 0; i < n && !failed(); ++i) {
     out->push_back(read<int32_t>(at + 4 * static_cast<size_t>(i)));
   }
@@ -89,8 +85,7 @@ std::string Reader::call_name(size_t plan, size_t instr) {
     return {};
   }
   const int64_t index = int_field(call, slot::kFirst);
-  size_t at = 0;
-  const uint32_t n = vector(plan, type == tag::kKernelCall ? slot::kPlanOperators : slot::kPlanDelegates, &at);
+  const auto [n, at] = vector(plan, type == tag::kKernelCall ? slot::kPlanOperators : slot::kPlanDelegates);
   if (index < 0 || index >= static_cast<int64_t>(n)) {
     return {};
   }

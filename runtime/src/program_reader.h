@@ -71,8 +71,13 @@ class Reader {
     return at == 0 ? 0 : at + read<uint32_t>(at);
   }
 
-  // A vector field: its element count, and where its elements start.
-  uint32_t vector(size_t table, int f, size_t* elements);
+  // A vector field: its element count, and where its elements start ({0, 0}
+  // when absent, or when its count could not be stored in the file).
+  struct Vector {
+    uint32_t count = 0;
+    size_t elements = 0;
+  };
+  Vector vector(size_t table, int f);
 
   // The i-th table of a vector of tables starting at `elements`.
   size_t table_at(size_t elements, uint32_t i) {
@@ -121,9 +126,9 @@ class Reader {
   std::string whole_string(size_t table, int f);
 
   // The execution plans: their count, and where the vector's elements start.
-  uint32_t plans(size_t* elements) {
+  Vector plans() {
     const size_t root = read<uint32_t>(0); // the root table offset, from the start
-    return vector(root, slot::kProgramPlans, elements);
+    return vector(root, slot::kProgramPlans);
   }
 
   // The first execution plan named `method_name`, as ExecuTorch picks it; 0

@@ -80,8 +80,8 @@ TEST(ProgramReader, AVectorCountUpToTheFilesSizeIsTakenAsStoredAndOneMoreReadsAs
   {
     const std::vector<uint8_t> b = vector_of(3, 3);
     Reader r(b.data(), b.size());
-    size_t at = 0;
-    ASSERT_EQ(r.vector(kTable, 0, &at), 3u);
+    const auto [count, at] = r.vector(kTable, 0);
+    ASSERT_EQ(count, 3u);
     EXPECT_EQ(at, kTail + 4);
     EXPECT_EQ(r.read<int32_t>(at), 10);
     EXPECT_EQ(r.read<int32_t>(at + 8), 12); // the last element ends the file
@@ -96,8 +96,7 @@ TEST(ProgramReader, AVectorCountUpToTheFilesSizeIsTakenAsStoredAndOneMoreReadsAs
     // As many elements as the file has bytes: not refused by the count; each element's read is checked.
     const std::vector<uint8_t> b = vector_of(3, size);
     Reader r(b.data(), b.size());
-    size_t at = 0;
-    EXPECT_EQ(r.vector(kTable, 0, &at), size);
+    EXPECT_EQ(r.vector(kTable, 0).count, size);
     EXPECT_FALSE(r.failed());
     std::vector<int64_t> values;
     r.append_values(kTable, 0, &values); // the walk stops at the first read past the end
@@ -106,8 +105,9 @@ TEST(ProgramReader, AVectorCountUpToTheFilesSizeIsTakenAsStoredAndOneMoreReadsAs
   for (const uint32_t count : {size + 1, std::numeric_limits<uint32_t>::max()}) {
     const std::vector<uint8_t> b = vector_of(3, count);
     Reader r(b.data(), b.size());
-    size_t at = 0;
-    EXPECT_EQ(r.vector(kTable, 0, &at), 0u) << count;
+    const Reader::Vector v = r.vector(kTable, 0);
+    EXPECT_EQ(v.count, 0u) << count;
+    EXPECT_EQ(v.elements, 0u) << count; // read as empty: no elements to walk
     EXPECT_TRUE(r.failed()) << count;
     Reader again(b.data(), b.size());
     std::vector<int64_t> values;
@@ -123,9 +123,9 @@ TEST(ProgramReader, AFieldPastItsVtableIsAbsentAndAVtableBeforeTheFileFails) {
     Reader r(b.data(), b.size());
     EXPECT_EQ(r.field(kTable, 0), kTable + 4); // its entry ends the vtable
     EXPECT_EQ(r.field(kTable, 1), 0u);         // no entry: absent, not corrupt
-    size_t at = 7;
-    EXPECT_EQ(r.vector(kTable, 1, &at), 0u);
-    EXPECT_EQ(at, 0u);
+    const Reader::Vector v = r.vector(kTable, 1);
+    EXPECT_EQ(v.count, 0u);
+    EXPECT_EQ(v.elements, 0u);
     EXPECT_EQ(r.int_field(kTable, 1), 0);
     EXPECT_FALSE(r.failed());
   }
@@ -279,8 +279,8 @@ std::vector<uint8_t> plans_named(const std::vector<std::string>& names, uint32_t
 TEST(ProgramReader, APlanIsFoundByItsWholeNameFromTheFirstToTheLastCountedAndNoFurther) {
   const std::vector<uint8_t> b = plans_named({"forward", "decode", "past"}, 2);
   Reader r(b.data(), b.size());
-  size_t plans_at = 0;
-  ASSERT_EQ(r.plans(&plans_at), 2u);
+  const auto [plans, plans_at] = r.plans();
+  ASSERT_EQ(plans, 2u);
   EXPECT_EQ(r.find_plan("forward"), r.table_at(plans_at, 0));
   EXPECT_EQ(r.find_plan("decode"), r.table_at(plans_at, 1));
   EXPECT_NE(r.find_plan("decode"), 0u);
