@@ -504,6 +504,12 @@ EQUIVALENT: list[Equivalent] = [
                "the allocator's message is a zeroed thread_local buffer that only snprintf ever writes, never "
                "cleared and never one character long (each starts 'cuda:'): m[0] and m[1] are NUL together or "
                "not at all"),
+    Equivalent("python/et_copy/runtime.py", "int+1", "@functools.lru_cache(maxsize=1)",
+               "Runtime.get() takes no arguments, so its cache only ever holds one key: a larger maxsize keeps "
+               "the same single Runtime"),
+    Equivalent("runtime/include/et_copy/sessions.h", "int+1", "executorch::runtime::BackendOptions<2> backend_specs_;",
+               "a capacity of 3 where the session sets exactly two options (its pool and its own id): the view "
+               "each backend gets holds the same two"),
 ]
 # fmt: on
 

@@ -5,9 +5,10 @@ failure, the bench's own buffer says it could not be allocated, the log says
 the reservation was refused and that no room was left in it (0 bytes
 reserved), and a host-readable device still serves copies afterwards.
 
-A child process lowers RLIMIT_AS just above what it already maps, so the
-first host-unreadable allocation's reservation (1 GiB at the least) is
-refused."""
+A child process lowers RLIMIT_AS to 1.5 GiB above what it already maps, so
+the first host-unreadable allocation's reservation is refused: its smallest
+(1 GiB of device addresses and 1 GiB of alias) does not fit, and it tries
+nothing smaller (two halves of 512 MiB would)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import json
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 CHILD = textwrap.dedent(
     """
@@ -25,7 +28,7 @@ CHILD = textwrap.dedent(
     et_copy.use_simulated_device(host_readable=False)
     vm_kib = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmSize:"))
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    resource.setrlimit(resource.RLIMIT_AS, (vm_kib * 1024 + (256 << 20), hard))
+    resource.setrlimit(resource.RLIMIT_AS, (vm_kib * 1024 + (1536 << 20), hard))
     out = {}
     try:
         et_copy.empty((1024,), dtype=torch.uint8)
@@ -57,3 +60,40 @@ def test_a_refused_reservation_fails_each_allocation_clearly_and_the_process_goe
     assert "simulated device: no room for 1024 bytes in the 0-byte reservation" in proc.stderr
     assert "no room for 4096 bytes in the 0-byte reservation" in proc.stderr
     assert out["round_trip"] is True
+
+
+# Room for the device range and its alias at `gib` GiB each, not at twice
+# that: the reservation halves from 64 GiB until both fit (down to 1 GiB), so
+# it is `gib` GiB, and an allocation of one GiB more finds no room in it
+# (nothing is written: it is refused).
+HALVED = textwrap.dedent(
+    """
+    import json, resource, sys
+    import torch, et_copy
+
+    gib = int(sys.argv[1])
+    et_copy.use_simulated_device(host_readable=False)
+    vm_kib = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmSize:"))
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (vm_kib * 1024 + (2 * gib << 30) + (256 << 20), hard))
+    out = {}
+    try:
+        et_copy.empty((gib + 1, 1 << 30), dtype=torch.uint8)
+        out["larger"] = None
+    except et_copy.EtCopyError as e:
+        out["larger"] = e.error
+    x = torch.arange(1024 * 1024, dtype=torch.int32).to(torch.uint8)
+    out["round_trip"] = bool(torch.equal(et_copy.d2h_copy(et_copy.h2d_copy(x)), x))
+    print(json.dumps(out))
+    """
+)
+
+
+@pytest.mark.parametrize("gib", [16, 1])  # halved twice; halved six times, to the smallest it tries
+def test_a_refused_reservation_is_halved_until_it_fits_and_then_serves_what_fits_in_it(gib):
+    proc = subprocess.run([sys.executable, "-c", HALVED, str(gib)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out == {"larger": "MemoryAllocationFailed", "round_trip": True}
+    assert f"in the {gib << 30}-byte reservation" in proc.stderr, proc.stderr[-4000:]
+    assert "refused to reserve address space" not in proc.stderr
