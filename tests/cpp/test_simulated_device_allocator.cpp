@@ -337,6 +337,17 @@ TEST(SimulatedDeviceAllocator, RejectsNullPointersInNonEmptyCopies) {
   EXPECT_EQ(a.copy_host_to_device(dev, nullptr, 16, 0), Error::InvalidArgument);
   EXPECT_EQ(a.copy_device_to_host(nullptr, dev, 16, 0), Error::InvalidArgument);
   EXPECT_EQ(a.copy_host_to_device(nullptr, host, 16, 0), Error::InvalidArgument);
+  // One byte is already a copy: null is refused, and a real one lands.
+  EXPECT_EQ(a.copy_host_to_device(dev, nullptr, 1, 0), Error::InvalidArgument);
+  EXPECT_EQ(a.copy_device_to_host(nullptr, dev, 1, 0), Error::InvalidArgument);
+  EXPECT_EQ(a.copy_device_to_device(nullptr, dev, 1, 0), Error::InvalidArgument);
+  const uint8_t seven = 7;
+  uint8_t back = 0;
+  EXPECT_EQ(a.copy_host_to_device(static_cast<uint8_t*>(dev) + 15, &seven, 1, 0), Error::Ok);
+  EXPECT_EQ(a.copy_device_to_host(&back, static_cast<uint8_t*>(dev) + 15, 1, 0), Error::Ok);
+  EXPECT_EQ(back, 7);
+  EXPECT_EQ(a.stats().h2d_bytes, 1u);
+  EXPECT_EQ(a.stats().d2h_bytes, 1u);
   a.deallocate(dev, 0);
 }
 
