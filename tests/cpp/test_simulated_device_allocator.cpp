@@ -12,6 +12,7 @@
 #include <malloc.h>
 #endif
 
+#include <et_copy/log_capture.h>
 #include <et_copy/simulated_device_allocator.h>
 
 namespace {
@@ -226,6 +227,27 @@ TEST(SimulatedDeviceAllocator, IndexMinusOneMeansDeviceZero) {
   // Allocated as "current device", usable as device 0 explicitly.
   EXPECT_EQ(a.copy_host_to_device(p, host, 8, 0), Error::Ok);
   a.deallocate(p, 0);
+  EXPECT_EQ(a.stats().failed_calls, 0u);
+}
+
+// Freeing as -1 is freeing as device 0, silently; freeing as another device
+// still frees (the pointer says whose it is) but says so, naming both.
+TEST(SimulatedDeviceAllocator, FreeingAsMinusOneIsDeviceZeroAndAsAnotherDeviceIsLoggedAndStillFrees) {
+  SimulatedDeviceAllocator a;
+  ASSERT_EQ(a.set_device_count(2), Error::Ok);
+  void* p = must_allocate(a, 8, 0);
+  void* q = must_allocate(a, 8, 0);
+  {
+    et_copy::LogCapture capture;
+    a.deallocate(p, -1);
+    EXPECT_TRUE(capture.lines().empty()) << capture.lines().front();
+  }
+  et_copy::LogCapture capture;
+  a.deallocate(q, 1);
+  ASSERT_EQ(capture.lines().size(), 1u);
+  EXPECT_NE(capture.lines()[0].find("belongs to device 0, freed as device 1"), std::string::npos) << capture.lines()[0];
+  EXPECT_EQ(a.stats().deallocations, 2u);
+  EXPECT_EQ(a.stats().live_allocations, 0u);
   EXPECT_EQ(a.stats().failed_calls, 0u);
 }
 
