@@ -161,8 +161,9 @@ MUTANTS: list[Mutant] = [
     M("sim-padded-overflow-unchecked", SIM, "if (padded < nbytes) {", "if (padded < nbytes && padded != 0) {", T_SIM),
     M("sim-range-ignores-offset", BYTE_RANGE, "return a >= b && range_within(a - b, n, size);",
       "return a >= b && n <= size;", T_SIM),
-    M("sim-range-ignores-device", SIM, "const bool inside = it->second.index == device && internal::bytes_within(",
-      "const bool inside = internal::bytes_within(", T_SIM),
+    M("sim-range-ignores-device", SIM,
+      "const bool inside =\n      it->second.index == device && internal::bytes_within(",
+      "const bool inside =\n      internal::bytes_within(", T_SIM),
     # Equivalent while the allocator's lookup had its own bound (it is only asked about copies of at least one
     # byte); the bound is now byte_range.h's, whose own test holds an empty range at the end inside.
     M("sim-range-end-exclusive", BYTE_RANGE, "return at <= size && n <= size - at;",
