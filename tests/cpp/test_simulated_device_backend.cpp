@@ -1211,4 +1211,33 @@ TEST_F(SimulatedDeviceBackendTest, ADeviceArgumentsBytesMustLieInOneAllocationFr
   EXPECT_EQ(et_copy::refuse_device_argument(whole.t(), 5, DeviceType::CUDA, 1), "is on cuda:0, the delegate on cuda:1");
 }
 
+// A bound output takes the nested output's shape after the run: a dynamic
+// one of a larger capacity shrinks to it; a static one of another shape
+// cannot, and the call says so.
+TEST_F(SimulatedDeviceBackendTest, AnOutputTakesTheNestedOutputsShapeOrTheCallSaysItCannot) {
+  FixtureData data(read_file("linear.record"));
+  Delegate d("linear", &data);
+  ASSERT_TRUE(d.ok());
+  const auto io = read_file("linear.io");
+  DeviceBytes in(8 * sizeof(float)), out(9 * sizeof(float));
+  in.put(floats(io, 0, 8));
+  TestTensor::Options bound = on_device();
+  bound.dynamism = executorch::runtime::TensorShapeDynamism::DYNAMIC_BOUND;
+  TestTensor tin(ScalarType::Float, {2, 4}, in.ptr, on_device()), wide(ScalarType::Float, {3, 3}, out.ptr, bound);
+  EValue ein(tin.t()), ewide(wide.t());
+  ASSERT_EQ(d.execute({&ein, &ewide}), Error::Ok);
+  EXPECT_EQ(wide.sizes(), (std::vector<executorch::aten::SizesType>{2, 3}));
+  std::vector<float> got = out.get();
+  got.resize(6);
+  expect_near(got, floats(io, 8, 6));
+
+  TestTensor fixed(ScalarType::Float, {3, 3}, out.ptr, on_device());
+  EValue efixed(fixed.t());
+  et_copy::LogCapture capture;
+  EXPECT_NE(d.execute({&ein, &efixed}), Error::Ok);
+  EXPECT_NE(logged(capture).find("method 'forward': output 0 cannot take the nested output's shape"), std::string::npos)
+      << logged(capture);
+  EXPECT_EQ(fixed.sizes(), (std::vector<executorch::aten::SizesType>{3, 3}));
+}
+
 } // namespace
