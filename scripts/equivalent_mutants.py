@@ -120,6 +120,13 @@ EQUIVALENT: list[Equivalent] = [
                "the root offset, or the root was already out of the file) or, for a root offset of 0, finds a "
                "vtable of size 0 and so no outputs: the answer is empty either way (a root offset of 2^31 or more "
                "would need a flatbuffer past the format's 2 GiB limit)"),
+    Equivalent("runtime/src/sessions.cpp", "int+1", "return next.fetch_add(1);",
+               "a step of 2 from 1 still gives every pool and session its own positive id (1, 3, 5, ...), and ids "
+               "are only compared for equality (backends' cache keys, the runtime specs) and never counted"),
+    Equivalent("runtime/src/sessions.cpp", "logic", "if (!size.ok() || !device.ok() || *size < 0) {",
+               "MethodMeta refuses a negative planned size itself (memory_planned_buffer_size is then an error), and "
+               "memory_planned_buffer_device fails only for an index out of range, where the size fails too: once "
+               "size is ok, device is ok and *size >= 0, so both sides reduce to !size.ok()", site=1),
     Equivalent("runtime/src/sessions.cpp", "drop-exit", "return Error::NotFound;",
                "copy_in's only caller copies into the session's arena, whose device memory DeviceMemoryBuffer::create "
                "got from that device type's registered allocator (it fails without one), and an allocator is never "

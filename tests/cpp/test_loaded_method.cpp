@@ -292,7 +292,21 @@ TEST(LoadedMethod, RefusesBadInputsAndOutputsBeforeAnythingRuns) {
   EXPECT_EQ(r.method->execute({not_a_tensor, 1}, {&output, 1}, &report), Error::InvalidArgument);
   EXPECT_NE(report.detail.find("must be a tensor"), std::string::npos) << report.detail;
 
+  // A device is its type and its index: cuda:0 is not the host's cpu (index 0 too).
+  et_copy::TensorImplView on_cuda;
+  spec.dtype = ScalarType::Float;
+  spec.data = r.input.data();
+  spec.device_type = DeviceType::CUDA;
+  ASSERT_EQ(on_cuda.reset(spec), Error::Ok);
+  const EValue elsewhere[] = {EValue(on_cuda.tensor())};
+  EXPECT_EQ(r.method->execute({elsewhere, 1}, {&output, 1}, &report), Error::InvalidArgument);
+  EXPECT_EQ(report.detail, "input 0 must be Float on cpu, got Float on cuda:0") << report.detail;
+
   const EValue inputs[] = {EValue(r.view.tensor())};
+  output.device = executorch::runtime::etensor::Device(DeviceType::CUDA, 0);
+  EXPECT_EQ(r.method->execute({inputs, 1}, {&output, 1}, &report), Error::InvalidArgument);
+  EXPECT_EQ(report.detail, "output 0 needs 96 bytes on cpu, got 96 on cuda:0") << report.detail;
+  output.device = executorch::runtime::etensor::Device(DeviceType::CPU, 0);
   output.nbytes = 95;
   EXPECT_EQ(r.method->execute({inputs, 1}, {&output, 1}, &report), Error::InvalidArgument);
   EXPECT_EQ(report.detail, "output 0 needs 96 bytes on cpu, got 95 on cpu");

@@ -12,6 +12,7 @@
 #include <malloc.h>
 #endif
 
+#include <et_copy/log_capture.h>
 #include <et_copy/simulated_device_allocator.h>
 
 namespace {
@@ -229,6 +230,27 @@ TEST(SimulatedDeviceAllocator, IndexMinusOneMeansDeviceZero) {
   EXPECT_EQ(a.stats().failed_calls, 0u);
 }
 
+// Freeing as -1 is freeing as device 0, silently; freeing as another device
+// still frees (the pointer says whose it is) but says so, naming both.
+TEST(SimulatedDeviceAllocator, FreeingAsMinusOneIsDeviceZeroAndAsAnotherDeviceIsLoggedAndStillFrees) {
+  SimulatedDeviceAllocator a;
+  ASSERT_EQ(a.set_device_count(2), Error::Ok);
+  void* p = must_allocate(a, 8, 0);
+  void* q = must_allocate(a, 8, 0);
+  {
+    et_copy::LogCapture capture;
+    a.deallocate(p, -1);
+    EXPECT_TRUE(capture.lines().empty()) << capture.lines().front();
+  }
+  et_copy::LogCapture capture;
+  a.deallocate(q, 1);
+  ASSERT_EQ(capture.lines().size(), 1u);
+  EXPECT_NE(capture.lines()[0].find("belongs to device 0, freed as device 1"), std::string::npos) << capture.lines()[0];
+  EXPECT_EQ(a.stats().deallocations, 2u);
+  EXPECT_EQ(a.stats().live_allocations, 0u);
+  EXPECT_EQ(a.stats().failed_calls, 0u);
+}
+
 TEST(SimulatedDeviceAllocator, RejectsDeviceIndexOutsideDeviceCount) {
   SimulatedDeviceAllocator a;
   EXPECT_EQ(a.allocate(8, 1).error(), Error::InvalidArgument);
@@ -337,6 +359,17 @@ TEST(SimulatedDeviceAllocator, RejectsNullPointersInNonEmptyCopies) {
   EXPECT_EQ(a.copy_host_to_device(dev, nullptr, 16, 0), Error::InvalidArgument);
   EXPECT_EQ(a.copy_device_to_host(nullptr, dev, 16, 0), Error::InvalidArgument);
   EXPECT_EQ(a.copy_host_to_device(nullptr, host, 16, 0), Error::InvalidArgument);
+  // One byte is already a copy: null is refused, and a real one lands.
+  EXPECT_EQ(a.copy_host_to_device(dev, nullptr, 1, 0), Error::InvalidArgument);
+  EXPECT_EQ(a.copy_device_to_host(nullptr, dev, 1, 0), Error::InvalidArgument);
+  EXPECT_EQ(a.copy_device_to_device(nullptr, dev, 1, 0), Error::InvalidArgument);
+  const uint8_t seven = 7;
+  uint8_t back = 0;
+  EXPECT_EQ(a.copy_host_to_device(static_cast<uint8_t*>(dev) + 15, &seven, 1, 0), Error::Ok);
+  EXPECT_EQ(a.copy_device_to_host(&back, static_cast<uint8_t*>(dev) + 15, 1, 0), Error::Ok);
+  EXPECT_EQ(back, 7);
+  EXPECT_EQ(a.stats().h2d_bytes, 1u);
+  EXPECT_EQ(a.stats().d2h_bytes, 1u);
   a.deallocate(dev, 0);
 }
 

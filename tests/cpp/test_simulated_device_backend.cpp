@@ -20,6 +20,7 @@
 #include <vector>
 
 #include <et_copy/delegate_record.h>
+#include <et_copy/device_arguments.h>
 #include <et_copy/log_capture.h>
 #include <et_copy/device_residency.h>
 #include <et_copy/log_capture.h>
@@ -667,11 +668,20 @@ TEST_F(SimulatedDeviceBackendTest, ADeviceBlockWritesUpToItsEndAndNoFurther) {
   EXPECT_EQ((*empty)->device(), nullptr);
   EXPECT_EQ((*empty)->write(0, src.data(), 0), Error::Ok);
   EXPECT_EQ((*empty)->write(0, src.data(), 1), Error::InvalidArgument);
+  EXPECT_EQ(simulated_device_allocator().stats().live_allocations, before.live_allocations) << "empty takes none";
+  auto one = et_copy::DeviceBlock::create(DeviceType::CUDA, 0, 1); // the smallest block that takes memory
+  ASSERT_TRUE(one.ok());
+  EXPECT_NE((*one)->device(), nullptr);
+  EXPECT_EQ((*one)->nbytes(), 1u);
+  EXPECT_EQ(simulated_device_allocator().stats().live_allocations, before.live_allocations + 1);
+  EXPECT_EQ((*one)->write(0, src.data(), 1), Error::Ok);
+  EXPECT_EQ((*one)->write(0, src.data(), 2), Error::InvalidArgument);
   const DeviceAllocatorStats after = simulated_device_allocator().stats();
-  EXPECT_EQ(after.h2d_copies - before.h2d_copies, 2u) << "the two non-empty writes in range, no others";
-  EXPECT_EQ(after.h2d_bytes - before.h2d_bytes, 13u);
+  EXPECT_EQ(after.h2d_copies - before.h2d_copies, 3u) << "the three non-empty writes in range, no others";
+  EXPECT_EQ(after.h2d_bytes - before.h2d_bytes, 14u);
   EXPECT_EQ(after.failed_calls, before.failed_calls);
   EXPECT_EQ(bytes_of(**b), std::vector<uint8_t>(12, 5));
+  EXPECT_EQ(bytes_of(**one), std::vector<uint8_t>(1, 5));
 }
 
 // DeviceBlock::create takes device memory only from the allocator serving
@@ -1164,6 +1174,70 @@ TEST_F(SimulatedDeviceBackendTest, EachArgumentExecuteRefusesIsNamedWithWhyAndLe
   }
   ASSERT_EQ(d.execute({&ein, &eout}), Error::Ok);
   expect_near(out.get(), floats(io, 8, 6));
+}
+
+} // namespace
+
+namespace {
+
+// is_device_argument's span, at both sides of each edge: zero bytes read
+// nothing (any address passes), one byte is already checked, and the span
+// must end inside the allocation it starts in.
+TEST_F(SimulatedDeviceBackendTest, ADeviceArgumentsBytesMustLieInOneAllocationFromItsFirstByte) {
+  DeviceBytes block(5);
+  uint8_t host[8] = {};
+  auto* first = static_cast<uint8_t*>(block.ptr);
+  TestTensor host_byte(ScalarType::Byte, {1}, host, on_device()), empty(ScalarType::Byte, {0}, host, on_device());
+  TestTensor last_byte(ScalarType::Byte, {1}, first + 4, on_device()), whole(ScalarType::Byte, {5}, first, on_device());
+  const auto is_arg = [](TestTensor& t, size_t nbytes) {
+    return et_copy::is_device_argument(t.t(), nbytes, DeviceType::CUDA, 0);
+  };
+  const auto why = [](TestTensor& t, size_t nbytes) {
+    return et_copy::refuse_device_argument(t.t(), nbytes, DeviceType::CUDA, 0);
+  };
+  EXPECT_TRUE(is_arg(empty, 0)) << "zero bytes read nothing, wherever they point";
+  EXPECT_EQ(why(empty, 0), "");
+  EXPECT_FALSE(is_arg(host_byte, 1)) << "one host byte that says cuda:0";
+  char at[64];
+  std::snprintf(at, sizeof(at), "1 bytes at %p", static_cast<void*>(host));
+  EXPECT_EQ(why(host_byte, 1),
+            std::string("says cuda:0 but ") + at + " are not inside one allocation of the simulated device");
+  EXPECT_TRUE(is_arg(last_byte, 1)) << "the allocation's last byte";
+  EXPECT_EQ(why(last_byte, 1), "");
+  EXPECT_FALSE(is_arg(last_byte, 2)) << "one byte past its end";
+  EXPECT_TRUE(is_arg(whole, 5));
+  EXPECT_FALSE(is_arg(whole, 6));
+  EXPECT_FALSE(et_copy::is_device_argument(whole.t(), 5, DeviceType::CUDA, 1)) << "another device's index";
+  EXPECT_EQ(et_copy::refuse_device_argument(whole.t(), 5, DeviceType::CUDA, 1), "is on cuda:0, the delegate on cuda:1");
+}
+
+// A bound output takes the nested output's shape after the run: a dynamic
+// one of a larger capacity shrinks to it; a static one of another shape
+// cannot, and the call says so.
+TEST_F(SimulatedDeviceBackendTest, AnOutputTakesTheNestedOutputsShapeOrTheCallSaysItCannot) {
+  FixtureData data(read_file("linear.record"));
+  Delegate d("linear", &data);
+  ASSERT_TRUE(d.ok());
+  const auto io = read_file("linear.io");
+  DeviceBytes in(8 * sizeof(float)), out(9 * sizeof(float));
+  in.put(floats(io, 0, 8));
+  TestTensor::Options bound = on_device();
+  bound.dynamism = executorch::runtime::TensorShapeDynamism::DYNAMIC_BOUND;
+  TestTensor tin(ScalarType::Float, {2, 4}, in.ptr, on_device()), wide(ScalarType::Float, {3, 3}, out.ptr, bound);
+  EValue ein(tin.t()), ewide(wide.t());
+  ASSERT_EQ(d.execute({&ein, &ewide}), Error::Ok);
+  EXPECT_EQ(wide.sizes(), (std::vector<executorch::aten::SizesType>{2, 3}));
+  std::vector<float> got = out.get();
+  got.resize(6);
+  expect_near(got, floats(io, 8, 6));
+
+  TestTensor fixed(ScalarType::Float, {3, 3}, out.ptr, on_device());
+  EValue efixed(fixed.t());
+  et_copy::LogCapture capture;
+  EXPECT_NE(d.execute({&ein, &efixed}), Error::Ok);
+  EXPECT_NE(logged(capture).find("method 'forward': output 0 cannot take the nested output's shape"), std::string::npos)
+      << logged(capture);
+  EXPECT_EQ(fixed.sizes(), (std::vector<executorch::aten::SizesType>{3, 3}));
 }
 
 } // namespace

@@ -144,6 +144,25 @@ def test_another_exporters_host_state_is_each_sessions_arena_shared_by_its_metho
     assert a.execute([one])[0].tolist() == [3.0] * 3
 
 
+def test_the_buffers_before_another_exporters_named_state_are_scratch_and_the_last_is_each_sessions(running_program):
+    # running_program with a 16-byte buffer planned ahead of its state's: every buffer but the last is loaded
+    # as the method's scratch, and the last, however many come before it, is the session's arena.
+    from helpers.hand_made_programs import with_scratch_buffer_first
+
+    et_copy.use_simulated_device()
+    program = et_copy.runtime.load(with_scratch_buffer_first(running_program, 16))
+    one = torch.ones(3)
+    a_session, b_session = program.new_session(), program.new_session()
+    a, b = a_session.load_method("forward"), b_session.load_method("forward")
+    assert a.execute([one])[0].tolist() == [1.0] * 3
+    assert a.execute([one])[0].tolist() == [2.0] * 3
+    assert b.execute([one * 5])[0].tolist() == [5.0] * 3  # its own state, from zero
+    assert a_session.load_method("again").execute([one])[0].tolist() == [3.0] * 3  # the session's, shared
+    a_session.reset()
+    assert a.execute([one])[0].tolist() == [1.0] * 3
+    assert b.execute([one])[0].tolist() == [6.0] * 3
+
+
 def test_another_exporters_named_state_in_a_program_with_et_copys_record_is_refused():
     # et_copy.export keeps state in device delegates only: named state beside a
     # record is an older copy-only export (whose starts the runtime no longer

@@ -180,3 +180,19 @@ def with_output_offset(pte: bytes, offset: int) -> bytes:
         plan.values[plan.outputs[0]].val.allocation_info.memory_offset_low = offset
 
     return edit_program(pte, edit)
+
+
+def with_scratch_buffer_first(pte: bytes, nbytes: int) -> bytes:
+    """``pte`` whose every method plans one more buffer, of ``nbytes``,
+    before its others (MethodMeta's buffer 0; the old ones move up one): an
+    unused scratch buffer ahead of another exporter's named state."""
+
+    def edit(pte_file: PTEFile) -> None:
+        for plan in pte_file.program.execution_plan:
+            plan.non_const_buffer_sizes.insert(1, nbytes)  # entry 0 is reserved
+            for value in plan.values:
+                info = getattr(value.val, "allocation_info", None)
+                if info is not None and info.memory_id >= 1:
+                    info.memory_id += 1
+
+    return edit_program(pte, edit)
