@@ -552,6 +552,21 @@ TEST(OutputsFilledByD2hCopy, TheCopysOutIsItsSecondArgumentWhateverFollows) {
   EXPECT_EQ(filled(build(p)), (std::vector<bool>{false, false}));
 }
 
+// Only a kernel call of the d2h copy fills its out: another kernel or a
+// delegate whose second argument is the output is a call that names it first.
+TEST(OutputsFilledByD2hCopy, AnotherKernelOrADelegateWithTheOutputSecondFillsNothing) {
+  Plan p;
+  p.operator_names = {{"et_copy::_d2h_copy", "out"}, {"aten::add", "out"}};
+  p.delegate_ids = {"et_copy::_d2h_copy.out"};
+  p.outputs = {2};
+  for (const Plan::Instr& first : {Plan::Instr{1, 1, 0, {1, 2, 2}}, Plan::Instr{2, 0, 0, {1, 2, 2}}}) {
+    p.instructions = {first, {1, 0, 0, {1, 2, 2}}};
+    EXPECT_EQ(filled(build(p)), std::vector<bool>{false}) << int(first.tag);
+    p.instructions = {{1, 0, 0, {1, 2, 2}}, first};
+    EXPECT_EQ(filled(build(p)), std::vector<bool>{true}) << int(first.tag);
+  }
+}
+
 TEST(OutputsFilledByD2hCopy, AnInstructionWithNoTypeIsNoCallWhateverItsValueHolds) {
   Plan p;
   p.operator_names = {{"et_copy::_d2h_copy", "out"}, {"aten::add", "out"}};
@@ -919,6 +934,34 @@ TEST(CheckDeviceAccessEdges, AnInitialValueThatMethodLoadWritesIntoDeviceMemoryI
   EXPECT_EQ(access(p), "ok");
 }
 
+// ExecuTorch's getTensorDataPtr reads an unplanned EXTERNAL tensor from the
+// named data on the host whatever device its metadata names, and checks
+// EXTERNAL before data_buffer_idx for a planned one.
+TEST(CheckDeviceAccessEdges, AnUnplannedExternalTensorIsTheHostsAndExternalDataIsNamedFirst) {
+  Plan p = device_plan();
+  p.values[0].tensor.extra_device = 1;
+  p.values[0].tensor.location = 1; // EXTERNAL
+  p.values[0].tensor.fqn = "weight";
+  p.instructions = {{1, kAdd, 0, {0, 1, 1}}};
+  EXPECT_EQ(access(p), "ok");
+  p.instructions = {{1, kH2d, 0, {1, 0, 0}}};
+  EXPECT_TRUE(has(access(p),
+                  "argument 1 (out) (value 0) is a constant of the program, but a host-to-device copy's "
+                  "out must be device memory"))
+      << access(p);
+  p.values[0].tensor.location = 0; // the same metadata, not EXTERNAL: memory given at run time on the device
+  p.instructions = {{1, kAdd, 0, {0, 1, 1}}};
+  EXPECT_TRUE(has(access(p), "argument 0 (value 0) is given at run time on cuda:0")) << access(p);
+  p = device_plan();
+  p.values[2].tensor.extra_device = 1;
+  p.values[2].tensor.location = 1;
+  p.values[2].tensor.fqn = "cache";
+  p.values[2].tensor.data_buffer = 3;
+  EXPECT_EQ(access(p),
+            "method 'forward': value 2 is planned on cuda:0 with an initial value in external data 'cache', which "
+            "method load reads into it with NamedDataMap::load_data_into");
+}
+
 TEST(CheckDeviceAccessEdges, AJumpOnADeviceConditionAndAMoveAcrossDevicesAreRefused) {
   Plan p = device_plan();
   p.instructions = {{4, 1, 0}, {4, 4, 0}, {4, 0, 0}};
@@ -996,6 +1039,49 @@ TEST(CheckDeviceAccess, AHandBuiltPlanSurvivesEveryTruncation) {
     std::vector<uint8_t> cut(b.begin(), b.begin() + n);
     EXPECT_EQ(et_copy::check_device_access(cut.data(), cut.size(), kSimulated), Error::InvalidProgram) << n;
   }
+}
+
+// ---- method_io_devices on hand-built plans ----------------------------------
+
+// Each input and output where the program puts it: a planned tensor on its
+// buffer's device, an unplanned one where its metadata says (CPU when it has
+// none), anything that is no tensor or no value on the CPU.
+TEST(MethodIoDevices, AnUnplannedTensorIsWhereItsMetadataSaysAndAPlannedOneWhereItsBufferIs) {
+  Plan p = device_plan();
+  p.values[0].tensor.extra_device = 1;
+  p.values[0].tensor.extra_index = 2;
+  p.values[1].tensor.extra_device = 1; // planned on the CPU buffer, whatever its metadata says
+  p.inputs = {0, 1, 2, 3, 4};
+  p.outputs = {2, -1, 6};
+  const auto b = build(p);
+  const auto io = et_copy::method_io_devices(b.data(), b.size(), "forward");
+  EXPECT_EQ(device_names(io.inputs), (std::vector<std::string>{"cuda:2", "cpu", "cuda:0", "cpu", "cpu"}));
+  EXPECT_EQ(device_names(io.outputs), (std::vector<std::string>{"cuda:0", "cpu", "cpu"}));
+  p.values[0].tensor.extra_device = -1; // no extra_tensor_info: the CPU
+  const auto c = build(p);
+  EXPECT_EQ(device_names(et_copy::method_io_devices(c.data(), c.size(), "forward").inputs),
+            (std::vector<std::string>{"cpu", "cpu", "cuda:0", "cpu", "cpu"}));
+  EXPECT_TRUE(et_copy::method_io_devices(c.data(), c.size(), "forwards").inputs.empty());
+}
+
+// An attribute is a tensor whose extra_tensor_info names it (MethodMeta's
+// rule): one with no extra_tensor_info, or one with it but no name, is none.
+TEST(MethodIoDevices, AttributesAreTheTensorsWhoseMetadataNamesThemInValueOrder) {
+  Plan p = device_plan();
+  p.values[1].tensor.extra_device = 0;
+  p.values[1].tensor.fqn = "weight";
+  p.values[2].tensor.extra_device = 0;
+  p.values[2].tensor.fqn = "cache";
+  p.values[3].tensor.extra_device = 0; // metadata, no name
+  const auto b = build(p);
+  auto io = et_copy::method_io_devices(b.data(), b.size(), "forward");
+  EXPECT_EQ(device_names(io.attributes), (std::vector<std::string>{"cpu", "cuda:0"}));
+  p.values[0].tensor.extra_device = 1; // an unplanned named tensor on the device
+  p.values[0].tensor.fqn = "given";
+  p.values[1].tensor.fqn = "";
+  const auto c = build(p);
+  io = et_copy::method_io_devices(c.data(), c.size(), "forward");
+  EXPECT_EQ(device_names(io.attributes), (std::vector<std::string>{"cuda:0", "cuda:0"}));
 }
 
 // Last in this file: an allocator or backend, once registered, stays for the process.
