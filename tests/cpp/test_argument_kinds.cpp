@@ -476,7 +476,7 @@ TEST(ArgumentKinds, AListWithNoListTableIsLeftToMethodLoadAndTheNextListIsChecke
 // tables) and whose one instruction calls operator `op` ("name.overload")
 // with `args`.
 std::vector<uint8_t> with_call(const std::vector<uint8_t>& tags, const std::string& op,
-                               const std::vector<int32_t>& args) {
+                               const std::vector<int32_t>& args, bool call_table = true) {
   et_copy_test::FlatWriter f;
   const size_t program = f.table(2);
   f.root(program);
@@ -503,6 +503,9 @@ std::vector<uint8_t> with_call(const std::vector<uint8_t>& tags, const std::stri
   const size_t instr = f.table(2);
   f.link(instrs, instr);
   f.scalar(instr, 0, 1); // KernelCall
+  if (!call_table) {
+    return f.bytes();
+  }
   const size_t call = f.table(2);
   f.link(f.field(instr, 1), call);
   f.scalar(call, 0, 0);
@@ -540,6 +543,12 @@ TEST(ArgumentKinds, ArgumentsNamingValuesFromTheFirstToTheLastAreChecked) {
   EXPECT_EQ(refusal(with_call(tags, "aten::relu.out", {1, 1, 2})),
             relu + "argument 2 'result' is value 2, an Int; the schema takes a Tensor");
   EXPECT_EQ(refusal(with_call(tags, "aten::relu.out", {-1, 3, 1})), "ok");
+}
+
+// A kernel call with no call table is ExecuTorch's to refuse at method load;
+// nothing is read for it at offset 0.
+TEST(ArgumentKinds, AKernelInstructionWithNoCallTableIsLeftToMethodLoad) {
+  EXPECT_EQ(refusal(with_call({kInt}, "aten::relu.out", {}, false)), "ok");
 }
 
 TEST(ArgumentKinds, NamesACallWithTooFewArguments) {

@@ -114,6 +114,7 @@ struct Plan {
     int32_t first;
     int32_t second;
     std::vector<int32_t> args; // kernel and delegate calls
+    bool no_call = false;      // the instruction's call table left out
   };
   std::vector<Value> values = std::vector<Value>(4);
   std::vector<size_t> tableless; // values whose list tag comes with no list table
@@ -219,6 +220,9 @@ std::vector<uint8_t> build(const Plan& p) {
     f.link(instrs + 4 * i, e);
     if (in.tag != 0) {
       f.scalar(e, 0, in.tag); // NONE (0) is the default, which a flatbuffer writer leaves out
+    }
+    if (in.no_call) {
+      continue;
     }
     const size_t call = f.table(2);
     f.link(f.field(e, 1), call);
@@ -1082,6 +1086,28 @@ TEST(MethodIoDevices, AttributesAreTheTensorsWhoseMetadataNamesThemInValueOrder)
   const auto c = build(p);
   io = et_copy::method_io_devices(c.data(), c.size(), "forward");
   EXPECT_EQ(device_names(io.attributes), (std::vector<std::string>{"cuda:0", "cuda:0"}));
+}
+
+// An instruction of any kind whose call table is absent is ExecuTorch's to
+// refuse at method load: every check passes over it without reading at
+// offset 0, and the next instruction is still checked.
+TEST(ProgramCheckEdges, AnInstructionWithNoCallTableIsLeftToMethodLoad) {
+  for (uint8_t tag : {1, 2, 3, 4, 5}) {
+    Plan p = device_plan();
+    p.outputs = {1};
+    p.instructions = {{tag, 0, 0, {}}, {1, kD2h, 0, {2, 1, 1}}};
+    p.instructions[0].no_call = true;
+    EXPECT_EQ(check(p), "ok") << int(tag);
+    EXPECT_EQ(access(p), "ok") << int(tag);
+    const auto b = build(p);
+    EXPECT_EQ(op_of(b, 0, 0), "") << int(tag);
+    EXPECT_EQ(op_of(b, 0, 1), "et_copy::_d2h_copy.out") << int(tag);
+    EXPECT_EQ(filled(b), std::vector<bool>{tag != 4}) << int(tag); // a jump, even with no call, reorders
+    p.instructions[1] = {1, kAdd, 0, {2, 2, 2}};                   // what follows it is still checked
+    EXPECT_TRUE(has(access(p), "instruction 0:1 (aten::add.out): argument 0 (value 2)")) << int(tag);
+    p.instructions[1] = {1, kAdd, 0, {6}};
+    EXPECT_EQ(check(p), "execution plan 0: kernel argument value 6 is out of range (6)") << int(tag);
+  }
 }
 
 // Last in this file: an allocator or backend, once registered, stays for the process.
