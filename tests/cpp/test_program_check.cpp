@@ -1110,6 +1110,51 @@ TEST(ProgramCheckEdges, AnInstructionWithNoCallTableIsLeftToMethodLoad) {
   }
 }
 
+// A move between two devices is refused whenever type or index differ; a
+// move within one device passes.
+TEST(CheckDeviceAccessEdges, AMoveBetweenTwoDevicesIsRefusedWhenEitherTypeOrIndexDiffers) {
+  Plan p = device_plan();
+  p.buffers = 4;
+  p.buffer_devices = {2, 3};
+  p.values[5].tag = 5;
+  p.values[5].tensor.memory_id = 3;
+  p.instructions = {{3, 2, 5}};
+  for (const auto& [second, where] : std::vector<std::pair<std::pair<int, int>, std::string>>{
+           {{1, 1}, "planned on cuda:1"}, {{2, 0}, "planned on device type 2:0"}, {{1, 0}, ""}}) {
+    p.buffer_device_types = {{1, 0}, second};
+    EXPECT_EQ(access(p), where.empty()
+                             ? "ok"
+                             : "method 'forward', instruction 0:0 (move): moves value 2 (planned on cuda:0) "
+                               "into value 5 (" +
+                                   where + "), so the destination would hold memory of another device than its own")
+        << where;
+  }
+}
+
+// A list's items run from the first to its count: the 4 bytes after the
+// items of the last value's list hold the inputs' count, 2, a device
+// value, which an item past the count would name.
+TEST(CheckDeviceAccessEdges, AListsItemsEndAtItsCount) {
+  Plan p = device_plan();
+  p.values[5] = {10, {1}, {}};
+  p.inputs = {0, 0};
+  p.instructions = {{1, kAdd, 0, {5, 1, 1}}};
+  EXPECT_EQ(access(p), "ok");
+  p.inputs = {0};
+  p.values[5].items = {1, 2};
+  EXPECT_TRUE(has(access(p), "argument 0 (value 5), item 1 (value 2) is planned on cuda:0")) << access(p);
+}
+
+// Without a report to fill, a refusal is still a refusal, however many.
+TEST(CheckDeviceAccess, RefusesWithoutAReportToFill) {
+  const auto b = read_program("linear_relu_linear.pte"); // nine refusals
+  EXPECT_EQ(et_copy::check_device_access(b.data(), b.size(), kSimulated, nullptr), Error::InvalidProgram);
+  const auto d = read_program("device_input.pte"); // one
+  EXPECT_EQ(et_copy::check_device_access(d.data(), d.size(), kSimulated, nullptr), Error::InvalidProgram);
+  const auto ok = read_program("roundtrip.pte");
+  EXPECT_EQ(et_copy::check_device_access(ok.data(), ok.size(), kSimulated, nullptr), Error::Ok);
+}
+
 // Last in this file: an allocator or backend, once registered, stays for the process.
 TEST(DeviceBackends, WhoeverServesTheDeviceSaysWhichBackendsRunOnIt) {
   using executorch::runtime::etensor::DeviceType;
