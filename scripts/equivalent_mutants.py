@@ -220,6 +220,11 @@ EQUIVALENT: list[Equivalent] = [
                "if (value < 0 || static_cast<uint64_t>(value) >= places.size()) {",
                "check_device_access runs check_program_indices first, which refuses any kernel or delegate argument "
                "outside the values table, so tensors_of never sees one (a negative value fails both halves alike)"),
+    Equivalent("runtime/src/device_access.cpp", "rel",
+               "if (value < 0 || static_cast<uint64_t>(value) >= places.size()) {",
+               "value == places.size() is a kernel or delegate argument outside the values table, which "
+               "check_program_indices refuses before tensors_of runs, so '>' and '>=' never meet a value that "
+               "tells them apart", site=1),
     Equivalent("runtime/src/simulated_device_allocator.cpp", "rel",
                ": device_count_(device_count < 1 ? 1 : (device_count > kMaxDevices ? kMaxDevices : device_count)) {}",
                "each bound maps to itself: a count of 1 becomes 1 and kMaxDevices stays kMaxDevices whether the "

@@ -137,6 +137,17 @@ TEST(ArgumentKinds, ANestedProgramInASegmentIsCheckedAsOneInlineWhenItsBytesEndW
   EXPECT_EQ(refusal(in_the_delegates_segment(linear_record(true), 1)), "ok");
 }
 
+// Segments are found through the extended header ("eh00" at byte 8): a
+// file whose magic differs, in its last byte alone, has no segments to
+// read, and ExecuTorch's loader refuses its delegate (nothing to check).
+TEST(ArgumentKinds, ASegmentIsReadOnlyThroughAnExtendedHeaderWhoseMagicIsEh00) {
+  std::vector<uint8_t> b = in_the_delegates_segment(linear_record(true), 0);
+  ASSERT_EQ(std::string(b.begin() + 8, b.begin() + 12), "eh00");
+  ASSERT_NE(refusal(b), "ok");
+  b[11] = '1';
+  EXPECT_EQ(refusal(b), "ok");
+}
+
 // add_relu_xnnpack.pte with its delegate referring to segment 2 (the one
 // segment there whose offset is written out, 512), `record` placed there as
 // that segment and ending the file; `offset_at` gets where the offset is.

@@ -129,6 +129,7 @@ struct Plan {
   // More names than `operators`: the extra operators lie past the count.
   std::vector<std::pair<std::string, std::string>> operator_names;
   std::vector<std::string> delegate_ids;
+  uint32_t chains = 1; // the chain count; a second chain is the first again
 };
 
 std::vector<uint8_t> build(const Plan& p) {
@@ -207,7 +208,7 @@ std::vector<uint8_t> build(const Plan& p) {
   // The one chain, and again past the count: a chain index equal to the
   // count would find it.
   const size_t chains = f.vector(plan, 5, 2);
-  f.count(chains, 1);
+  f.count(chains, p.chains);
   const size_t chain = f.table(3);
   f.link(chains, chain);
   f.link(chains + 4, chain);
@@ -593,8 +594,24 @@ TEST(OutputsFilledByD2hCopy, NotForAMethodInputNorAListItem) {
   p.inputs = {2};
   EXPECT_EQ(filled(build(p)), std::vector<bool>{false});
   p.inputs = {};
-  p.values[3] = {10, {0, 2}, {}};
-  EXPECT_EQ(filled(build(p)), std::vector<bool>{false});
+  for (uint8_t list : {10, 11}) { // a TensorList or an OptionalTensorList holding it
+    p.values[3] = {list, {0, 2}, {}};
+    EXPECT_EQ(filled(build(p)), std::vector<bool>{false}) << int(list);
+  }
+}
+
+// Only a method of one chain is read in order: with a second chain (here
+// the first again), which chain runs when is not known.
+TEST(OutputsFilledByD2hCopy, OnlyInAMethodOfOneChain) {
+  Plan p;
+  p.operator_names = {{"et_copy::_d2h_copy", "out"}};
+  p.outputs = {2, 3};
+  p.instructions = {{1, 0, 0, {1, 2, 2}}};
+  EXPECT_EQ(filled(build(p)), (std::vector<bool>{true, false}));
+  p.chains = 2;
+  EXPECT_EQ(filled(build(p)), (std::vector<bool>{false, false}));
+  p.chains = 0;
+  EXPECT_EQ(filled(build(p)), (std::vector<bool>{false, false}));
 }
 
 TEST(OutputsFilledByD2hCopy, NoBytesOrNoMethodNameOrNoSuchMethodIsNoOutputs) {
