@@ -562,6 +562,29 @@ TEST(ArgumentKinds, AKernelInstructionWithNoCallTableIsLeftToMethodLoad) {
   EXPECT_EQ(refusal(with_call({kInt}, "aten::relu.out", {}, false)), "ok");
 }
 
+// A nested program is checked for indices first, and refused by name for
+// one out of range before its kinds are looked at.
+TEST(ArgumentKinds, ANestedProgramWithAnIndexOutOfRangeIsRefusedByName) {
+  const auto nested = with_values({{kTensor, {}}, {kIntList, {0, 5}}});
+  EXPECT_EQ(refusal(with_inline_delegate(as_record(nested), 1)),
+            "nested program of delegate 0 in method 'forward': execution plan 0: list item value 5 is out of range "
+            "(2)");
+}
+
+// A read past the file's end refuses the program, named when it has a name.
+TEST(ArgumentKinds, AProgramCutShortIsRefusedAsAnOffsetOutsideTheFile) {
+  auto b = with_values({{kInt, {}}, {kIntList, {0}}});
+  ASSERT_EQ(refusal(b), "ok");
+  b.resize(b.size() - 8); // the list's one item
+  EXPECT_EQ(refusal(b), "the program's flatbuffer has an offset outside the file");
+  EXPECT_EQ(refusal(b, "program.pte"), "program.pte: the program's flatbuffer has an offset outside the file");
+  // A call's last argument cut off: not read as value 0 (an Int here) and refused for its kind.
+  auto call = with_call({kInt, kTensor}, "aten::relu.out", {1, 1, 1});
+  ASSERT_EQ(refusal(call), "ok");
+  call.resize(call.size() - 4);
+  EXPECT_EQ(refusal(call), "the program's flatbuffer has an offset outside the file");
+}
+
 TEST(ArgumentKinds, NamesACallWithTooFewArguments) {
   auto b = read_file("linear_relu_linear.pte");
   et_copy_test::Flat f{b};
