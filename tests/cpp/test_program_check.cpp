@@ -21,6 +21,7 @@
 #include <et_copy/registration.h>
 
 #include "flat_writer.h"
+#include "program_bytes.h"
 
 namespace {
 
@@ -1170,6 +1171,26 @@ TEST(CheckDeviceAccess, RefusesWithoutAReportToFill) {
   EXPECT_EQ(et_copy::check_device_access(d.data(), d.size(), kSimulated, nullptr), Error::InvalidProgram);
   const auto ok = read_program("roundtrip.pte");
   EXPECT_EQ(et_copy::check_device_access(ok.data(), ok.size(), kSimulated, nullptr), Error::Ok);
+}
+
+// The index check does not follow a Tensor value's table; the device walk
+// does: a tensor table outside the file refuses the program there, and
+// leaves no places to report.
+TEST(CheckDeviceAccess, ATensorTableOutsideTheFileIsAnOffsetOutsideTheFile) {
+  Plan p = device_plan();
+  p.inputs = {1};
+  std::vector<uint8_t> b = build(p);
+  ASSERT_EQ(access(b), "ok");
+  et_copy_test::Flat f{b};
+  const size_t at = f.field(f.element(f.follow(f.field(f.plan(), 2)), 1), 1); // value 1's Tensor offset
+  ASSERT_NE(at, 0u);
+  const auto past = static_cast<uint32_t>(b.size());
+  std::memcpy(b.data() + at, &past, 4);
+  EXPECT_EQ(check(p), "ok") << "the index check reads no tensor table";
+  EXPECT_EQ(et_copy::check_program_indices(b.data(), b.size()), Error::Ok);
+  EXPECT_EQ(access(b), "the program's flatbuffer has an offset outside the file");
+  const auto io = et_copy::method_io_devices(b.data(), b.size(), "forward");
+  EXPECT_TRUE(io.inputs.empty() && io.outputs.empty() && io.attributes.empty());
 }
 
 // Last in this file: an allocator or backend, once registered, stays for the process.
