@@ -787,7 +787,8 @@ struct HandTensor {
   int8_t scalar_type = 6; // Float
   std::vector<int32_t> sizes = {2, 3};
   std::vector<uint8_t> dim_order = {0, 1};
-  uint8_t tag = 5; // the EValue's kind: 5 a Tensor, 2 an Int (no table)
+  uint8_t tag = 5;   // the EValue's kind: 5 a Tensor, 2 an Int (no table)
+  bool table = true; // a Tensor's table present
 };
 
 // A program whose execution plans hold `plans`' values, in order.
@@ -805,7 +806,7 @@ std::vector<uint8_t> external_program(const std::vector<std::vector<HandTensor>>
       const size_t e = f.table(2);
       f.link(values + 4 * v, e);
       f.scalar(e, 0, t.tag);
-      if (t.tag != 5) {
+      if (t.tag != 5 || !t.table) {
         continue;
       }
       const size_t table = f.table(10);
@@ -850,7 +851,9 @@ TEST(ExternalTensors, EachUnplannedExternalTensorOfEveryPlanIsReadOncePerName) {
   planned.planned = true;
   inside.location = 0; // SEGMENT: in the program
   number.tag = 2;
-  const auto bytes = external_program({{a, planned, inside, bare, number, b, again}, {last}});
+  HandTensor tableless{"tableless"}; // a Tensor value with no Tensor table: ExecuTorch's to refuse
+  tableless.table = false;
+  const auto bytes = external_program({{a, planned, inside, bare, number, tableless, b, again}, {last}});
   auto all = et_copy::internal::external_tensors(bytes.data(), bytes.size());
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(fqns_of(*all), (std::vector<std::string>{"a", "b", "last"}));
