@@ -889,6 +889,12 @@ TEST(ExternalTensors, AnExternalTensorOfSixteenDimsIsReadAndOfSeventeenRefused) 
   EXPECT_TRUE(planned->empty());
   const std::vector<uint8_t> zeros(7, 0);
   EXPECT_EQ(et_copy::internal::external_tensors(zeros.data(), zeros.size()).error(), Error::InvalidProgram);
+  // Eight bytes are enough for a root offset and a root table with no fields
+  // (its vtable the offset's bytes): no plans, so no external constants.
+  const std::vector<uint8_t> empty_root = {4, 0, 0, 0, 4, 0, 0, 0};
+  auto none = et_copy::internal::external_tensors(empty_root.data(), empty_root.size());
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
 }
 
 // The runtime specs a load reads are ints: another kind is refused by name.
