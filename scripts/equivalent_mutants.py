@@ -202,6 +202,11 @@ EQUIVALENT: list[Equivalent] = [
                "if (value < 0 || static_cast<uint64_t>(value) >= places.size()) {",
                "check_device_access runs check_program_indices first, which refuses any kernel or delegate argument "
                "outside the values table, so tensors_of never sees one (a negative value fails both halves alike)"),
+    Equivalent("runtime/src/device_access.cpp", "rel",
+               "if (value < 0 || static_cast<uint64_t>(value) >= places.size()) {",
+               "value == places.size() is a kernel or delegate argument outside the values table, which "
+               "check_program_indices refuses before tensors_of runs, so '>' and '>=' never meet a value that "
+               "tells them apart", site=1),
     Equivalent("runtime/src/simulated_device_allocator.cpp", "rel",
                ": device_count_(device_count < 1 ? 1 : (device_count > kMaxDevices ? kMaxDevices : device_count)) {}",
                "each bound maps to itself: a count of 1 becomes 1 and kMaxDevices stays kMaxDevices whether the "
@@ -230,6 +235,20 @@ EQUIVALENT: list[Equivalent] = [
                "string an absent one gives"),
     Equivalent("runtime/src/program_reader.cpp", "int+1", "uint32_t length = 0;",
                "string_at() writes length on every path that returns a position, and the callers read it only then"),
+    # Out-parameters and members written before any read: another starting value is never seen.
+    Equivalent("runtime/src/program_check.cpp", "int+1", "uint32_t values = 0;",
+               "plan() sets the count from the plan's values vector before anything reads it"),
+    Equivalent("runtime/src/argument_kinds.cpp", "int+1", "uint32_t values = 0;",
+               "plan() sets the count from the plan's values vector before lists() or a kernel call reads it"),
+    Equivalent("runtime/src/delegate_record.cpp", "int+1", "size_t span = 0;",
+               "span_nbytes writes it whenever it returns true, and the check and the message read it only then"),
+    Equivalent("runtime/src/delegate_record.cpp", "int+1", "size_t at_end_ = 0;",
+               "next_line() sets it first thing, and parse() reads it only after next_line() returned false"),
+    Equivalent("runtime/src/delegate_record.cpp", "int+1", "size_t lines_read_ = 0;",
+               "next_line() sets it on every line read, and parse() reads it only after the payload line was read"),
+    Equivalent("runtime/src/method_kernels.cpp", "int+1",
+               "size_t registry_size = 0; // the global registry only grows",
+               "method_kernels() sets it to the registry's size right after making the snapshot, before any read"),
     Equivalent("runtime/src/failure_report.cpp", "int+1",
                "return std::strncmp(full, kPrefix, sizeof(kPrefix) - 1) == 0 ? full + sizeof(kPrefix) - 1 : full;",
                "every name ExecuTorch's to_string() gives starts with \"Error::\", so comparing its first 6 "

@@ -101,8 +101,8 @@ struct Walk {
       for (uint32_t i = 0; i < n && error == Error::Ok && !r.failed(); ++i) {
         const int64_t item = tag == kIntList ? r.read<int64_t>(at + 8 * static_cast<size_t>(i))
                                              : r.read<int32_t>(at + 4 * static_cast<size_t>(i));
-        if (!in_range(item)) {
-          continue; // -1 (None) in an optional tensor list; anything else check_program_indices reports
+        if (r.failed() || !in_range(item)) {
+          continue; // cut short, or -1 (None) in an optional tensor list; anything else check_program_indices reports
         }
         const uint8_t found = tag_of(item);
         const uint8_t want = tag == kIntList ? kInt : kTensor;
@@ -143,8 +143,8 @@ struct Walk {
     const internal::ArgumentKinds* kinds = internal::argument_kinds_of(*op);
     for (uint32_t i = 0; i < n && error == Error::Ok && !r.failed(); ++i) {
       const int64_t v = r.read<int32_t>(args_at + 4 * static_cast<size_t>(i));
-      if (kinds[i].kinds == kAny || !in_range(v)) {
-        continue;
+      if (r.failed() || kinds[i].kinds == kAny || !in_range(v)) {
+        continue; // cut short: the refusal is the offset outside the file, not the kind of what read as 0
       }
       const uint8_t found = tag_of(v);
       if (found >= 16 || (kinds[i].kinds & (1u << found)) == 0) {

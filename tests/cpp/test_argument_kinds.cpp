@@ -137,6 +137,17 @@ TEST(ArgumentKinds, ANestedProgramInASegmentIsCheckedAsOneInlineWhenItsBytesEndW
   EXPECT_EQ(refusal(in_the_delegates_segment(linear_record(true), 1)), "ok");
 }
 
+// Segments are found through the extended header ("eh00" at byte 8): a
+// file whose magic differs, in its last byte alone, has no segments to
+// read, and ExecuTorch's loader refuses its delegate (nothing to check).
+TEST(ArgumentKinds, ASegmentIsReadOnlyThroughAnExtendedHeaderWhoseMagicIsEh00) {
+  std::vector<uint8_t> b = in_the_delegates_segment(linear_record(true), 0);
+  ASSERT_EQ(std::string(b.begin() + 8, b.begin() + 12), "eh00");
+  ASSERT_NE(refusal(b), "ok");
+  b[11] = '1';
+  EXPECT_EQ(refusal(b), "ok");
+}
+
 // add_relu_xnnpack.pte with its delegate referring to segment 2 (the one
 // segment there whose offset is written out, 512), `record` placed there as
 // that segment and ending the file; `offset_at` gets where the offset is.
@@ -470,6 +481,108 @@ TEST(ArgumentKinds, AListWithNoListTableIsLeftToMethodLoadAndTheNextListIsChecke
               "method 'forward', value 3 (an IntList) item 0 is value 1, a Tensor, not an Int")
         << int(tag);
   }
+}
+
+// A program of one method, 'forward', whose values are `tags` (no list
+// tables) and whose one instruction calls operator `op` ("name.overload")
+// with `args`.
+std::vector<uint8_t> with_call(const std::vector<uint8_t>& tags, const std::string& op,
+                               const std::vector<int32_t>& args, bool call_table = true) {
+  et_copy_test::FlatWriter f;
+  const size_t program = f.table(2);
+  f.root(program);
+  const size_t plans = f.vector(program, 1, 1);
+  const size_t plan = f.table(7);
+  f.link(plans, plan);
+  f.string(plan, 0, "forward");
+  const size_t values = f.vector(plan, 2, static_cast<uint32_t>(tags.size()));
+  for (size_t i = 0; i < tags.size(); ++i) {
+    const size_t e = f.table(2);
+    f.link(values + 4 * i, e);
+    f.scalar(e, 0, tags[i]);
+  }
+  const size_t dot = op.find('.');
+  const size_t ops = f.vector(plan, 6, 1);
+  const size_t entry = f.table(2);
+  f.link(ops, entry);
+  f.string(entry, 0, op.substr(0, dot));
+  f.string(entry, 1, op.substr(dot + 1));
+  const size_t chains = f.vector(plan, 5, 1);
+  const size_t chain = f.table(3);
+  f.link(chains, chain);
+  const size_t instrs = f.vector(chain, 2, 1);
+  const size_t instr = f.table(2);
+  f.link(instrs, instr);
+  f.scalar(instr, 0, 1); // KernelCall
+  if (!call_table) {
+    return f.bytes();
+  }
+  const size_t call = f.table(2);
+  f.link(f.field(instr, 1), call);
+  f.scalar(call, 0, 0);
+  f.values<int32_t>(call, 1, args);
+  return f.bytes();
+}
+
+// split_with_sizes_copy.out returns nothing: its call has the schema's 4
+// arguments with or without the result slot, and no other count.
+TEST(ArgumentKinds, ACallOfAnOperatorWithNoResultMayLeaveOutTheResultSlotAndNothingElse) {
+  const std::vector<uint8_t> tags = {kTensor, kIntList, kInt, kTensorList, kNull};
+  const std::string op = "aten::split_with_sizes_copy.out";
+  EXPECT_EQ(refusal(with_call(tags, op, {0, 1, 2, 3})), "ok");
+  EXPECT_EQ(refusal(with_call(tags, op, {0, 1, 2, 3, 4})), "ok");
+  for (const std::vector<int32_t>& args : {std::vector<int32_t>{0, 1, 2}, std::vector<int32_t>{0, 1, 2, 3, 4, 4}}) {
+    EXPECT_EQ(refusal(with_call(tags, op, args)), "method 'forward', instruction 0:0, operator " + op +
+                                                      ": the call has " + std::to_string(args.size()) +
+                                                      " arguments; the schema takes 4 and maybe a result slot");
+  }
+  // relu.out returns its out: the result slot is not optional, nor is one more.
+  EXPECT_EQ(refusal(with_call(tags, "aten::relu.out", {0, 0, 0})), "ok");
+  EXPECT_EQ(refusal(with_call(tags, "aten::relu.out", {0, 0, 0, 0})),
+            "method 'forward', instruction 0:0, operator aten::relu.out: the call has 4 arguments; the schema takes 2 "
+            "and a result slot");
+}
+
+// Every argument is checked, the first and the last, naming values from 0 to
+// the last; one outside the values is check_program_indices' to report.
+TEST(ArgumentKinds, ArgumentsNamingValuesFromTheFirstToTheLastAreChecked) {
+  const std::vector<uint8_t> tags = {kInt, kTensor, kInt};
+  const std::string relu = "method 'forward', instruction 0:0, operator aten::relu.out: ";
+  EXPECT_EQ(refusal(with_call(tags, "aten::relu.out", {1, 1, 1})), "ok");
+  EXPECT_EQ(refusal(with_call(tags, "aten::relu.out", {0, 1, 1})),
+            relu + "argument 0 'self' is value 0, an Int; the schema takes a Tensor");
+  EXPECT_EQ(refusal(with_call(tags, "aten::relu.out", {1, 1, 2})),
+            relu + "argument 2 'result' is value 2, an Int; the schema takes a Tensor");
+  EXPECT_EQ(refusal(with_call(tags, "aten::relu.out", {-1, 3, 1})), "ok");
+}
+
+// A kernel call with no call table is ExecuTorch's to refuse at method load;
+// nothing is read for it at offset 0.
+TEST(ArgumentKinds, AKernelInstructionWithNoCallTableIsLeftToMethodLoad) {
+  EXPECT_EQ(refusal(with_call({kInt}, "aten::relu.out", {}, false)), "ok");
+}
+
+// A nested program is checked for indices first, and refused by name for
+// one out of range before its kinds are looked at.
+TEST(ArgumentKinds, ANestedProgramWithAnIndexOutOfRangeIsRefusedByName) {
+  const auto nested = with_values({{kTensor, {}}, {kIntList, {0, 5}}});
+  EXPECT_EQ(refusal(with_inline_delegate(as_record(nested), 1)),
+            "nested program of delegate 0 in method 'forward': execution plan 0: list item value 5 is out of range "
+            "(2)");
+}
+
+// A read past the file's end refuses the program, named when it has a name.
+TEST(ArgumentKinds, AProgramCutShortIsRefusedAsAnOffsetOutsideTheFile) {
+  auto b = with_values({{kInt, {}}, {kIntList, {0}}});
+  ASSERT_EQ(refusal(b), "ok");
+  b.resize(b.size() - 8); // the list's one item
+  EXPECT_EQ(refusal(b), "the program's flatbuffer has an offset outside the file");
+  EXPECT_EQ(refusal(b, "program.pte"), "program.pte: the program's flatbuffer has an offset outside the file");
+  // A call's last argument cut off: not read as value 0 (an Int here) and refused for its kind.
+  auto call = with_call({kInt, kTensor}, "aten::relu.out", {1, 1, 1});
+  ASSERT_EQ(refusal(call), "ok");
+  call.resize(call.size() - 4);
+  EXPECT_EQ(refusal(call), "the program's flatbuffer has an offset outside the file");
 }
 
 TEST(ArgumentKinds, NamesACallWithTooFewArguments) {

@@ -354,4 +354,58 @@ TEST(DelegateRecord, ShownLinesAreCutAtEightyBytes) {
   expect_refused(with_line(2, eighty + "c"), "line 3 ('" + eighty + "...'): unknown kind of line");
 }
 
+// Bytes from space to '~' are shown as they are, but the backslash; the
+// ones below space and from DEL up as \xNN.
+TEST(DelegateRecord, ShownBytesArePrintableFromSpaceToTildeAndEscapedOutside) {
+  const std::string shown = "\\x1f ~\\x7f\\x5c";
+  expect_refused(with_line(2, "\x1f ~\x7f\\"), "line 3 ('" + shown + "'): unknown kind of line '" + shown + "'");
+}
+
+// What a message says when there is no line to name, and when it names the
+// line read last.
+TEST(DelegateRecord, AMessageNamesALineOnlyOnceOneIsRead) {
+  et_copy::FailureReport report;
+  EXPECT_FALSE(parse("", &report).ok());
+  EXPECT_EQ(report.detail, "delegate record: the record has no version line (0 bytes)");
+  report = {};
+  EXPECT_FALSE(parse("et_copy.delegate 2\npayload\tprogram\t0\n", &report).ok());
+  EXPECT_EQ(report.detail, "delegate record: line 2: the record has no device line");
+}
+
+// A state may end at the arena's end, and one of 0 bytes may start there;
+// a byte more, or a start past it, is outside.
+TEST(DelegateRecord, AStateMayEndExactlyAtTheArenasEnd) {
+  EXPECT_TRUE(parse(with_line(6, "arena\t2\t24")).ok());
+  EXPECT_TRUE(parse(with_line(5, "state\tcount\t32\t0\t-")).ok());
+  expect_refused(with_line(5, "state\tcount\t48\t0\t-"), "state 'count' (0 bytes at 48) is outside the arena");
+  expect_refused(with_line(5, "state\tcount\t16\t17\t-"), "state 'count' (17 bytes at 16) is outside the arena");
+}
+
+// An io line counts up to 2**20 inputs and outputs, each; one more is refused.
+TEST(DelegateRecord, InputsAndOutputsCountUpToTwoToTheTwentieth) {
+  EXPECT_TRUE(parse(with_line(12, "io\t1048576\t1048576", good_aoti_record())).ok());
+  expect_aoti_refused(12, "io\t1048577\t2", "inputs and outputs are decimal counts up to 1048576");
+  expect_aoti_refused(12, "io\t2\t1048577", "inputs and outputs are decimal counts up to 1048576");
+}
+
+// A number is at most 20 digits (SIZE_MAX's), leading zeros counted, and a
+// size or stride at most INT64_MAX.
+TEST(DelegateRecord, ANumberHasAtMostTwentyDigitsAndASizeFitsInt64) {
+  auto r = parse(with_line(2, "weight\tw\tk\t00000000000000000064"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->weights[0].nbytes, 64u);
+  expect_refused(with_line(2, "weight\tw\tk\t000000000000000000064"), "line 3");
+  expect_aoti_refused(7, "tensor\tlinear.weight\t6\t16\t9223372036854775808", "comma-separated decimals");
+  expect_aoti_refused(7, "tensor\tlinear.weight\t6\t9223372036854775808\t1", "comma-separated decimals");
+}
+
+// A span whose byte count would be 2**64 or more is too many bytes, not a
+// count wrapped to a small one; one element less is counted.
+TEST(DelegateRecord, ASpanOfTwoToTheSixtyFourBytesIsTooManyNotZero) {
+  expect_aoti_refused(7, "tensor\tlinear.weight\t6\t2\t4611686018427387903",
+                      "tensor 'linear.weight' reaches too many bytes");
+  expect_aoti_refused(7, "tensor\tlinear.weight\t6\t2\t4611686018427387902",
+                      "tensor 'linear.weight' reaches 18446744073709551612 bytes, and 'linear.weight' has 64");
+}
+
 } // namespace

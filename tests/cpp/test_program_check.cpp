@@ -21,6 +21,7 @@
 #include <et_copy/registration.h>
 
 #include "flat_writer.h"
+#include "program_bytes.h"
 
 namespace {
 
@@ -114,6 +115,7 @@ struct Plan {
     int32_t first;
     int32_t second;
     std::vector<int32_t> args; // kernel and delegate calls
+    bool no_call = false;      // the instruction's call table left out
   };
   std::vector<Value> values = std::vector<Value>(4);
   std::vector<size_t> tableless; // values whose list tag comes with no list table
@@ -128,6 +130,7 @@ struct Plan {
   // More names than `operators`: the extra operators lie past the count.
   std::vector<std::pair<std::string, std::string>> operator_names;
   std::vector<std::string> delegate_ids;
+  uint32_t chains = 1; // the chain count; a second chain is the first again
 };
 
 std::vector<uint8_t> build(const Plan& p) {
@@ -206,7 +209,7 @@ std::vector<uint8_t> build(const Plan& p) {
   // The one chain, and again past the count: a chain index equal to the
   // count would find it.
   const size_t chains = f.vector(plan, 5, 2);
-  f.count(chains, 1);
+  f.count(chains, p.chains);
   const size_t chain = f.table(3);
   f.link(chains, chain);
   f.link(chains + 4, chain);
@@ -219,6 +222,9 @@ std::vector<uint8_t> build(const Plan& p) {
     f.link(instrs + 4 * i, e);
     if (in.tag != 0) {
       f.scalar(e, 0, in.tag); // NONE (0) is the default, which a flatbuffer writer leaves out
+    }
+    if (in.no_call) {
+      continue;
     }
     const size_t call = f.table(2);
     f.link(f.field(e, 1), call);
@@ -552,6 +558,21 @@ TEST(OutputsFilledByD2hCopy, TheCopysOutIsItsSecondArgumentWhateverFollows) {
   EXPECT_EQ(filled(build(p)), (std::vector<bool>{false, false}));
 }
 
+// Only a kernel call of the d2h copy fills its out: another kernel or a
+// delegate whose second argument is the output is a call that names it first.
+TEST(OutputsFilledByD2hCopy, AnotherKernelOrADelegateWithTheOutputSecondFillsNothing) {
+  Plan p;
+  p.operator_names = {{"et_copy::_d2h_copy", "out"}, {"aten::add", "out"}};
+  p.delegate_ids = {"et_copy::_d2h_copy.out"};
+  p.outputs = {2};
+  for (const Plan::Instr& first : {Plan::Instr{1, 1, 0, {1, 2, 2}}, Plan::Instr{2, 0, 0, {1, 2, 2}}}) {
+    p.instructions = {first, {1, 0, 0, {1, 2, 2}}};
+    EXPECT_EQ(filled(build(p)), std::vector<bool>{false}) << int(first.tag);
+    p.instructions = {{1, 0, 0, {1, 2, 2}}, first};
+    EXPECT_EQ(filled(build(p)), std::vector<bool>{true}) << int(first.tag);
+  }
+}
+
 TEST(OutputsFilledByD2hCopy, AnInstructionWithNoTypeIsNoCallWhateverItsValueHolds) {
   Plan p;
   p.operator_names = {{"et_copy::_d2h_copy", "out"}, {"aten::add", "out"}};
@@ -574,8 +595,24 @@ TEST(OutputsFilledByD2hCopy, NotForAMethodInputNorAListItem) {
   p.inputs = {2};
   EXPECT_EQ(filled(build(p)), std::vector<bool>{false});
   p.inputs = {};
-  p.values[3] = {10, {0, 2}, {}};
-  EXPECT_EQ(filled(build(p)), std::vector<bool>{false});
+  for (uint8_t list : {10, 11}) { // a TensorList or an OptionalTensorList holding it
+    p.values[3] = {list, {0, 2}, {}};
+    EXPECT_EQ(filled(build(p)), std::vector<bool>{false}) << int(list);
+  }
+}
+
+// Only a method of one chain is read in order: with a second chain (here
+// the first again), which chain runs when is not known.
+TEST(OutputsFilledByD2hCopy, OnlyInAMethodOfOneChain) {
+  Plan p;
+  p.operator_names = {{"et_copy::_d2h_copy", "out"}};
+  p.outputs = {2, 3};
+  p.instructions = {{1, 0, 0, {1, 2, 2}}};
+  EXPECT_EQ(filled(build(p)), (std::vector<bool>{true, false}));
+  p.chains = 2;
+  EXPECT_EQ(filled(build(p)), (std::vector<bool>{false, false}));
+  p.chains = 0;
+  EXPECT_EQ(filled(build(p)), (std::vector<bool>{false, false}));
 }
 
 TEST(OutputsFilledByD2hCopy, NoBytesOrNoMethodNameOrNoSuchMethodIsNoOutputs) {
@@ -919,6 +956,34 @@ TEST(CheckDeviceAccessEdges, AnInitialValueThatMethodLoadWritesIntoDeviceMemoryI
   EXPECT_EQ(access(p), "ok");
 }
 
+// ExecuTorch's getTensorDataPtr reads an unplanned EXTERNAL tensor from the
+// named data on the host whatever device its metadata names, and checks
+// EXTERNAL before data_buffer_idx for a planned one.
+TEST(CheckDeviceAccessEdges, AnUnplannedExternalTensorIsTheHostsAndExternalDataIsNamedFirst) {
+  Plan p = device_plan();
+  p.values[0].tensor.extra_device = 1;
+  p.values[0].tensor.location = 1; // EXTERNAL
+  p.values[0].tensor.fqn = "weight";
+  p.instructions = {{1, kAdd, 0, {0, 1, 1}}};
+  EXPECT_EQ(access(p), "ok");
+  p.instructions = {{1, kH2d, 0, {1, 0, 0}}};
+  EXPECT_TRUE(has(access(p),
+                  "argument 1 (out) (value 0) is a constant of the program, but a host-to-device copy's "
+                  "out must be device memory"))
+      << access(p);
+  p.values[0].tensor.location = 0; // the same metadata, not EXTERNAL: memory given at run time on the device
+  p.instructions = {{1, kAdd, 0, {0, 1, 1}}};
+  EXPECT_TRUE(has(access(p), "argument 0 (value 0) is given at run time on cuda:0")) << access(p);
+  p = device_plan();
+  p.values[2].tensor.extra_device = 1;
+  p.values[2].tensor.location = 1;
+  p.values[2].tensor.fqn = "cache";
+  p.values[2].tensor.data_buffer = 3;
+  EXPECT_EQ(access(p),
+            "method 'forward': value 2 is planned on cuda:0 with an initial value in external data 'cache', which "
+            "method load reads into it with NamedDataMap::load_data_into");
+}
+
 TEST(CheckDeviceAccessEdges, AJumpOnADeviceConditionAndAMoveAcrossDevicesAreRefused) {
   Plan p = device_plan();
   p.instructions = {{4, 1, 0}, {4, 4, 0}, {4, 0, 0}};
@@ -996,6 +1061,136 @@ TEST(CheckDeviceAccess, AHandBuiltPlanSurvivesEveryTruncation) {
     std::vector<uint8_t> cut(b.begin(), b.begin() + n);
     EXPECT_EQ(et_copy::check_device_access(cut.data(), cut.size(), kSimulated), Error::InvalidProgram) << n;
   }
+}
+
+// ---- method_io_devices on hand-built plans ----------------------------------
+
+// Each input and output where the program puts it: a planned tensor on its
+// buffer's device, an unplanned one where its metadata says (CPU when it has
+// none), anything that is no tensor or no value on the CPU.
+TEST(MethodIoDevices, AnUnplannedTensorIsWhereItsMetadataSaysAndAPlannedOneWhereItsBufferIs) {
+  Plan p = device_plan();
+  p.values[0].tensor.extra_device = 1;
+  p.values[0].tensor.extra_index = 2;
+  p.values[1].tensor.extra_device = 1; // planned on the CPU buffer, whatever its metadata says
+  p.inputs = {0, 1, 2, 3, 4};
+  p.outputs = {2, -1, 6};
+  const auto b = build(p);
+  const auto io = et_copy::method_io_devices(b.data(), b.size(), "forward");
+  EXPECT_EQ(device_names(io.inputs), (std::vector<std::string>{"cuda:2", "cpu", "cuda:0", "cpu", "cpu"}));
+  EXPECT_EQ(device_names(io.outputs), (std::vector<std::string>{"cuda:0", "cpu", "cpu"}));
+  p.values[0].tensor.extra_device = -1; // no extra_tensor_info: the CPU
+  const auto c = build(p);
+  EXPECT_EQ(device_names(et_copy::method_io_devices(c.data(), c.size(), "forward").inputs),
+            (std::vector<std::string>{"cpu", "cpu", "cuda:0", "cpu", "cpu"}));
+  EXPECT_TRUE(et_copy::method_io_devices(c.data(), c.size(), "forwards").inputs.empty());
+}
+
+// An attribute is a tensor whose extra_tensor_info names it (MethodMeta's
+// rule): one with no extra_tensor_info, or one with it but no name, is none.
+TEST(MethodIoDevices, AttributesAreTheTensorsWhoseMetadataNamesThemInValueOrder) {
+  Plan p = device_plan();
+  p.values[1].tensor.extra_device = 0;
+  p.values[1].tensor.fqn = "weight";
+  p.values[2].tensor.extra_device = 0;
+  p.values[2].tensor.fqn = "cache";
+  p.values[3].tensor.extra_device = 0; // metadata, no name
+  const auto b = build(p);
+  auto io = et_copy::method_io_devices(b.data(), b.size(), "forward");
+  EXPECT_EQ(device_names(io.attributes), (std::vector<std::string>{"cpu", "cuda:0"}));
+  p.values[0].tensor.extra_device = 1; // an unplanned named tensor on the device
+  p.values[0].tensor.fqn = "given";
+  p.values[1].tensor.fqn = "";
+  const auto c = build(p);
+  io = et_copy::method_io_devices(c.data(), c.size(), "forward");
+  EXPECT_EQ(device_names(io.attributes), (std::vector<std::string>{"cuda:0", "cuda:0"}));
+}
+
+// An instruction of any kind whose call table is absent is ExecuTorch's to
+// refuse at method load: every check passes over it without reading at
+// offset 0, and the next instruction is still checked.
+TEST(ProgramCheckEdges, AnInstructionWithNoCallTableIsLeftToMethodLoad) {
+  for (uint8_t tag : {1, 2, 3, 4, 5}) {
+    Plan p = device_plan();
+    p.outputs = {1};
+    p.instructions = {{tag, 0, 0, {}}, {1, kD2h, 0, {2, 1, 1}}};
+    p.instructions[0].no_call = true;
+    EXPECT_EQ(check(p), "ok") << int(tag);
+    EXPECT_EQ(access(p), "ok") << int(tag);
+    const auto b = build(p);
+    EXPECT_EQ(op_of(b, 0, 0), "") << int(tag);
+    EXPECT_EQ(op_of(b, 0, 1), "et_copy::_d2h_copy.out") << int(tag);
+    EXPECT_EQ(filled(b), std::vector<bool>{tag != 4}) << int(tag); // a jump, even with no call, reorders
+    p.instructions[1] = {1, kAdd, 0, {2, 2, 2}};                   // what follows it is still checked
+    EXPECT_TRUE(has(access(p), "instruction 0:1 (aten::add.out): argument 0 (value 2)")) << int(tag);
+    p.instructions[1] = {1, kAdd, 0, {6}};
+    EXPECT_EQ(check(p), "execution plan 0: kernel argument value 6 is out of range (6)") << int(tag);
+  }
+}
+
+// A move between two devices is refused whenever type or index differ; a
+// move within one device passes.
+TEST(CheckDeviceAccessEdges, AMoveBetweenTwoDevicesIsRefusedWhenEitherTypeOrIndexDiffers) {
+  Plan p = device_plan();
+  p.buffers = 4;
+  p.buffer_devices = {2, 3};
+  p.values[5].tag = 5;
+  p.values[5].tensor.memory_id = 3;
+  p.instructions = {{3, 2, 5}};
+  for (const auto& [second, where] : std::vector<std::pair<std::pair<int, int>, std::string>>{
+           {{1, 1}, "planned on cuda:1"}, {{2, 0}, "planned on device type 2:0"}, {{1, 0}, ""}}) {
+    p.buffer_device_types = {{1, 0}, second};
+    EXPECT_EQ(access(p), where.empty()
+                             ? "ok"
+                             : "method 'forward', instruction 0:0 (move): moves value 2 (planned on cuda:0) "
+                               "into value 5 (" +
+                                   where + "), so the destination would hold memory of another device than its own")
+        << where;
+  }
+}
+
+// A list's items run from the first to its count: the 4 bytes after the
+// items of the last value's list hold the inputs' count, 2, a device
+// value, which an item past the count would name.
+TEST(CheckDeviceAccessEdges, AListsItemsEndAtItsCount) {
+  Plan p = device_plan();
+  p.values[5] = {10, {1}, {}};
+  p.inputs = {0, 0};
+  p.instructions = {{1, kAdd, 0, {5, 1, 1}}};
+  EXPECT_EQ(access(p), "ok");
+  p.inputs = {0};
+  p.values[5].items = {1, 2};
+  EXPECT_TRUE(has(access(p), "argument 0 (value 5), item 1 (value 2) is planned on cuda:0")) << access(p);
+}
+
+// Without a report to fill, a refusal is still a refusal, however many.
+TEST(CheckDeviceAccess, RefusesWithoutAReportToFill) {
+  const auto b = read_program("linear_relu_linear.pte"); // nine refusals
+  EXPECT_EQ(et_copy::check_device_access(b.data(), b.size(), kSimulated, nullptr), Error::InvalidProgram);
+  const auto d = read_program("device_input.pte"); // one
+  EXPECT_EQ(et_copy::check_device_access(d.data(), d.size(), kSimulated, nullptr), Error::InvalidProgram);
+  const auto ok = read_program("roundtrip.pte");
+  EXPECT_EQ(et_copy::check_device_access(ok.data(), ok.size(), kSimulated, nullptr), Error::Ok);
+}
+
+// The index check does not follow a Tensor value's table; the device walk
+// does: a tensor table outside the file refuses the program there, and
+// leaves no places to report.
+TEST(CheckDeviceAccess, ATensorTableOutsideTheFileIsAnOffsetOutsideTheFile) {
+  Plan p = device_plan();
+  p.inputs = {1};
+  std::vector<uint8_t> b = build(p);
+  ASSERT_EQ(access(b), "ok");
+  et_copy_test::Flat f{b};
+  const size_t at = f.field(f.element(f.follow(f.field(f.plan(), 2)), 1), 1); // value 1's Tensor offset
+  ASSERT_NE(at, 0u);
+  const auto past = static_cast<uint32_t>(b.size());
+  std::memcpy(b.data() + at, &past, 4);
+  EXPECT_EQ(check(p), "ok") << "the index check reads no tensor table";
+  EXPECT_EQ(et_copy::check_program_indices(b.data(), b.size()), Error::Ok);
+  EXPECT_EQ(access(b), "the program's flatbuffer has an offset outside the file");
+  const auto io = et_copy::method_io_devices(b.data(), b.size(), "forward");
+  EXPECT_TRUE(io.inputs.empty() && io.outputs.empty() && io.attributes.empty());
 }
 
 // Last in this file: an allocator or backend, once registered, stays for the process.

@@ -33,6 +33,7 @@
 
 #include "content_hash.h"
 #include "external_tensors.h"
+#include "flat_writer.h"
 #include "named_blobs.h"
 #include "program_bytes.h"
 #include "test_tensors.h"
@@ -786,6 +787,124 @@ TEST(ExternalTensors, AnUnknownScalarTypeOrANegativeSizeIsRefusedAndZeroIsASize)
       EXPECT_EQ(sized->front().sizes[0], 0) << "read as it is";
     }
   }
+}
+
+// One tensor value of a hand-built program (external_program).
+struct HandTensor {
+  std::string fqn;        // extra_tensor_info's fully_qualified_name ("": no extra_tensor_info)
+  uint8_t location = 1;   // ... and its location (1: EXTERNAL)
+  bool planned = false;   // has allocation_info
+  int8_t scalar_type = 6; // Float
+  std::vector<int32_t> sizes = {2, 3};
+  std::vector<uint8_t> dim_order = {0, 1};
+  uint8_t tag = 5;   // the EValue's kind: 5 a Tensor, 2 an Int (no table)
+  bool table = true; // a Tensor's table present
+};
+
+// A program whose execution plans hold `plans`' values, in order.
+std::vector<uint8_t> external_program(const std::vector<std::vector<HandTensor>>& plans) {
+  et_copy_test::FlatWriter f;
+  const size_t program = f.table(2);
+  f.root(program);
+  const size_t plans_at = f.vector(program, 1, static_cast<uint32_t>(plans.size()));
+  for (size_t p = 0; p < plans.size(); ++p) {
+    const size_t plan = f.table(3);
+    f.link(plans_at + 4 * p, plan);
+    const size_t values = f.vector(plan, 2, static_cast<uint32_t>(plans[p].size()));
+    for (size_t v = 0; v < plans[p].size(); ++v) {
+      const HandTensor& t = plans[p][v];
+      const size_t e = f.table(2);
+      f.link(values + 4 * v, e);
+      f.scalar(e, 0, t.tag);
+      if (t.tag != 5 || !t.table) {
+        continue;
+      }
+      const size_t table = f.table(10);
+      f.link(f.field(e, 1), table);
+      f.scalar(table, 0, t.scalar_type);
+      f.values<int32_t>(table, 2, t.sizes);
+      f.values<uint8_t>(table, 3, t.dim_order);
+      if (t.planned) {
+        const size_t allocation = f.table(3);
+        f.link(f.field(table, 6), allocation);
+        f.scalar(allocation, 0, 1);
+      }
+      if (!t.fqn.empty()) {
+        const size_t extra = f.table(5);
+        f.link(f.field(table, 9), extra);
+        f.string(extra, 1, t.fqn);
+        f.scalar(extra, 2, t.location);
+      }
+    }
+  }
+  return f.bytes();
+}
+
+std::vector<std::string> fqns_of(const std::vector<et_copy::internal::ExternalTensor>& tensors) {
+  std::vector<std::string> out;
+  for (const auto& t : tensors) {
+    out.push_back(t.fqn);
+  }
+  return out;
+}
+
+// Every EXTERNAL unplanned tensor of every plan, from the first value of the
+// first plan to the last of the last, once per name (the first met wins):
+// not a planned one, one stored in the program, one with no metadata, nor a
+// value of another kind.
+TEST(ExternalTensors, EachUnplannedExternalTensorOfEveryPlanIsReadOncePerName) {
+  HandTensor a{"a"}, b{"b"}, again{"a"}, planned{"planned"}, inside{"inside"}, bare, number, last{"last"};
+  b.scalar_type = 4; // Long
+  b.sizes = {4};
+  b.dim_order = {0};
+  again.sizes = {9};
+  planned.planned = true;
+  inside.location = 0; // SEGMENT: in the program
+  number.tag = 2;
+  HandTensor tableless{"tableless"}; // a Tensor value with no Tensor table: ExecuTorch's to refuse
+  tableless.table = false;
+  const auto bytes = external_program({{a, planned, inside, bare, number, tableless, b, again}, {last}});
+  auto all = et_copy::internal::external_tensors(bytes.data(), bytes.size());
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(fqns_of(*all), (std::vector<std::string>{"a", "b", "last"}));
+  EXPECT_EQ((*all)[0].scalar_type, ScalarType::Float);
+  EXPECT_EQ((*all)[0].sizes, (std::vector<int32_t>{2, 3}));
+  EXPECT_EQ((*all)[0].dim_order, (std::vector<uint8_t>{0, 1}));
+  EXPECT_EQ((*all)[1].scalar_type, ScalarType::Long);
+  EXPECT_EQ((*all)[1].sizes, (std::vector<int32_t>{4}));
+  // A name is all the bytes its length covers, a NUL among them.
+  const auto nul = external_program({{HandTensor{std::string("w\0x", 3)}, HandTensor{"w"}}});
+  EXPECT_EQ(fqns_of(*et_copy::internal::external_tensors(nul.data(), nul.size())),
+            (std::vector<std::string>{std::string("w\0x", 3), "w"}));
+}
+
+// Up to kMaxTensorDims dims are read; one more refuses the program, and so
+// does a file too short to hold a root offset and an identifier.
+TEST(ExternalTensors, AnExternalTensorOfSixteenDimsIsReadAndOfSeventeenRefused) {
+  HandTensor t{"t"};
+  t.sizes = std::vector<int32_t>(16, 1);
+  t.dim_order = std::vector<uint8_t>(16, 0);
+  auto bytes = external_program({{t}});
+  auto sixteen = et_copy::internal::external_tensors(bytes.data(), bytes.size());
+  ASSERT_TRUE(sixteen.ok());
+  EXPECT_EQ(sixteen->front().sizes.size(), 16u);
+  t.sizes.push_back(1);
+  bytes = external_program({{t}});
+  EXPECT_EQ(et_copy::internal::external_tensors(bytes.data(), bytes.size()).error(), Error::InvalidProgram);
+  // The same tensor planned is no external constant: nothing is read, nothing refused.
+  t.planned = true;
+  bytes = external_program({{t}});
+  auto planned = et_copy::internal::external_tensors(bytes.data(), bytes.size());
+  ASSERT_TRUE(planned.ok());
+  EXPECT_TRUE(planned->empty());
+  const std::vector<uint8_t> zeros(7, 0);
+  EXPECT_EQ(et_copy::internal::external_tensors(zeros.data(), zeros.size()).error(), Error::InvalidProgram);
+  // Eight bytes are enough for a root offset and a root table with no fields
+  // (its vtable the offset's bytes): no plans, so no external constants.
+  const std::vector<uint8_t> empty_root = {4, 0, 0, 0, 4, 0, 0, 0};
+  auto none = et_copy::internal::external_tensors(empty_root.data(), empty_root.size());
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
 }
 
 // The runtime specs a load reads are ints: another kind is refused by name.
