@@ -536,6 +536,24 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("runtime/include/et_copy/sessions.h", "int+1", "executorch::runtime::BackendOptions<2> backend_specs_;",
                "a capacity of 3 where the session sets exactly two options (its pool and its own id): the view "
                "each backend gets holds the same two"),
+    # method_meta_dict's device_of: a program that loaded passed check_device_access, whose bounds-checked
+    # reader already read every plan's inputs, outputs and values (check_program_indices, read_places); so
+    # method_io_devices, reading the same bytes with the same reader, cannot fail, and its lists hold one
+    # device per input, output and attribute (MethodMeta::num_attributes' rule): i < list.size() always holds.
+    Equivalent("python/bindings/program.cpp", "rel",
+               "return i < list.size() ? list[i] : et::Device(et::DeviceType::CPU, 0);",
+               "i <= size differs only at i == size, and every caller's i is below a count equal to the list's "
+               "size for any program that loaded (see above), so the CPU fallback is never taken either way"),
+    Equivalent("python/bindings/program.cpp", "int+1",
+               "return i < list.size() ? list[i] : et::Device(et::DeviceType::CPU, 0);",
+               "the fallback's index: never taken, since i is below the list's size for any program that loaded"),
+    Equivalent("python/bindings/program.cpp", "rel", "for (size_t i = 0; i < meta.num_attributes(); ++i) {",
+               "one index past the last: MethodMeta::attribute_tensor_meta refuses an index >= num_attributes() "
+               "with an Error, which the loop skips (as method_names' loop), so the list is the same"),
+    Equivalent("python/bindings/program.cpp", "rel",
+               "for (size_t i = 0; i < executorch::runtime::get_num_registered_backends(); ++i) {",
+               "one index past the last: get_backend_name refuses an index >= get_num_registered_backends() with "
+               "an Error, which the loop skips, so backend_names() is the same list"),
 ]
 # fmt: on
 

@@ -220,6 +220,9 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
         "py:tests/python/test_state_arena_edges.py::"
         "test_another_exporters_host_state_is_each_sessions_arena_shared_by_its_methods_and_reset_zeroes_it",
         *PY_RUNTIME, P_LAYOUTS, P_API,
+        # backend_names(): every registered backend, the first and the last, in a fresh process.
+        "py:tests/python/test_backend_registration_bindings.py::"
+        "test_backend_names_lists_every_registered_backend_first_to_last_in_a_fresh_process",
     )),
     # run_registered dispatches the registry's kernel: et_copy's own only where the wheel's library is not loaded.
     # The op missing from the registry: OperatorMissing naming it, out untouched.

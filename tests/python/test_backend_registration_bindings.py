@@ -128,3 +128,25 @@ def test_a_full_backend_registry_refuses_each_backend_with_executorchs_error():
         "Internal",
         "et_copy.use_aoti_backend: ExecuTorch's backend registry refused AotiDeviceBackend",
     ]
+
+
+NAMES = """
+import json
+from et_copy import _C
+names = [_C.backend_names()]
+_C.register_aoti_backend()
+names.append(_C.backend_names())
+_C.register_simulated_device_backend()
+names.append(_C.backend_names())
+print(json.dumps(names))
+"""
+
+
+def test_backend_names_lists_every_registered_backend_first_to_last_in_a_fresh_process():
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(NAMES)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [
+        [],
+        [_C.AOTI_BACKEND_ID],
+        [_C.AOTI_BACKEND_ID, "SimulatedDeviceBackend"],
+    ]

@@ -4,14 +4,18 @@ and 1 taken, -1 and 2 refused naming it; a program or data file that cannot
 be mapped named by path; an unknown method named with the methods there are;
 every method name from the first to the last; and write_etdump's files (the
 debug buffer's only when the program was loaded with one, an unwritable
-path refused)."""
+path refused); the planned buffers, the first and the last, as the program
+plans them."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import et_copy
 import pytest
 import torch
 from et_copy import _C, runtime
+from executorch.exir._serialize._program import deserialize_pte_binary
 from runtime_programs import export_programs
 
 
@@ -125,3 +129,18 @@ def test_by_default_a_profiled_program_has_no_debug_buffer(programs, data, tmp_p
     program.write_etdump(str(tmp_path / "run.etdp"), str(tmp_path / "run.bin"))
     assert (tmp_path / "run.etdp").stat().st_size > 0
     assert not (tmp_path / "run.bin").exists()
+
+
+def test_planned_buffers_are_read_first_to_last_as_the_program_plans_them():
+    # A copy program: its host buffer (ExecuTorch's buffer 1, after the reserved 0), then its device one.
+    et_copy.use_simulated_device()
+    path = Path(__file__).parents[1] / "cpp/programs/roundtrip.pte"
+    read = deserialize_pte_binary(path.read_bytes())
+    sizes = getattr(read, "program", read).execution_plan[0].non_const_buffer_sizes[1:]
+    program = runtime.load(path)
+    for meta in (program.metadata("forward"), program.load_method("forward").metadata):
+        buffers = [
+            (meta.memory_planned_buffer_size(i), meta.memory_planned_buffer_device(i))
+            for i in range(meta.num_memory_planned_buffers())
+        ]
+        assert buffers == list(zip(sizes, ["cpu", "cuda:0"], strict=True))
