@@ -3,6 +3,7 @@
 #include <structmember.h>
 
 #include <algorithm>
+#include <numeric>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -139,9 +140,7 @@ Layout check_layout(const std::string& op, py::handle shape_arg, py::handle dtyp
     s.sizes[i] = int64_of(shape[i]);
   }
   if (order_arg.is_none()) {
-    for (size_t i = 0; i < rank; ++i) {
-      s.dim_order[i] = static_cast<int64_t>(i);
-    }
+    std::iota(s.dim_order, s.dim_order + rank, int64_t{0}); // the natural order
   } else {
     const py::tuple order = int_tuple(op, "dim_order", order_arg);
     // The permutation rule is dense_strides', asked about a shape of ones
