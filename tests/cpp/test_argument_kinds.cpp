@@ -400,18 +400,25 @@ TEST(ArgumentKinds, NamesAnIntListThatBecameATensorAndAListItemOfTheWrongKind) {
                             std::to_string(item) + ", a Tensor, not an Int");
 }
 
+// The one execution plan, named 'forward', of the program `f` writes: a
+// table of `fields` fields, for the caller to fill.
+size_t forward_plan(et_copy_test::FlatWriter& f, int fields) {
+  const size_t program = f.table(2);
+  f.root(program);
+  const size_t plans = f.vector(program, 1, 1);
+  const size_t plan = f.table(fields);
+  f.link(plans, plan);
+  f.string(plan, 0, "forward");
+  return plan;
+}
+
 // A program of one method, 'forward', whose values are `values`: each a
 // KernelTypes tag and, for a list, the value indices it holds. Lists whose
 // index is in `tableless` keep their tag and lose their list table.
 std::vector<uint8_t> with_values(const std::vector<std::pair<uint8_t, std::vector<int64_t>>>& values,
                                  const std::vector<size_t>& tableless = {}) {
   et_copy_test::FlatWriter f;
-  const size_t program = f.table(2);
-  f.root(program);
-  const size_t plans = f.vector(program, 1, 1);
-  const size_t plan = f.table(3);
-  f.link(plans, plan);
-  f.string(plan, 0, "forward");
+  const size_t plan = forward_plan(f, 3);
   const size_t at = f.vector(plan, 2, static_cast<uint32_t>(values.size()));
   for (size_t i = 0; i < values.size(); ++i) {
     const auto& [tag, items] = values[i];
@@ -489,12 +496,7 @@ TEST(ArgumentKinds, AListWithNoListTableIsLeftToMethodLoadAndTheNextListIsChecke
 std::vector<uint8_t> with_call(const std::vector<uint8_t>& tags, const std::string& op,
                                const std::vector<int32_t>& args, bool call_table = true) {
   et_copy_test::FlatWriter f;
-  const size_t program = f.table(2);
-  f.root(program);
-  const size_t plans = f.vector(program, 1, 1);
-  const size_t plan = f.table(7);
-  f.link(plans, plan);
-  f.string(plan, 0, "forward");
+  const size_t plan = forward_plan(f, 7);
   const size_t values = f.vector(plan, 2, static_cast<uint32_t>(tags.size()));
   for (size_t i = 0; i < tags.size(); ++i) {
     const size_t e = f.table(2);
