@@ -104,6 +104,23 @@ def test_h2d_into_static_out_of_another_shape_is_rejected():
     assert device_state(out) == before
 
 
+@pytest.mark.parametrize("shape", [(3,), (5,), (8,)])  # one smaller, one larger, twice as large
+def test_d2h_into_a_torch_out_of_another_shape_is_rejected_as_static_and_out_is_untouched(shape):
+    # A torch tensor passed as out without dynamic_out is a static out: its
+    # shape is the one the copy must produce, never a capacity to shrink within.
+    dev = et_copy.h2d_copy(torch.arange(4, dtype=torch.int32))
+    out = pattern(shape, torch.int32)
+    before = out.clone()
+    expect_rejection(
+        lambda: et_copy.d2h_copy(dev, out=out),
+        "InvalidArgument",
+        D2H,
+        f"out has static shape {list(shape)}",
+        "self has shape [4]",
+    )
+    assert out.shape == shape and torch.equal(out, before)
+
+
 def test_h2d_beyond_dynamic_capacity_is_rejected_and_shape_kept():
     out = filled_device((6,), torch.int64, dynamic=True)
     et_copy.h2d_copy(pattern((2,), torch.int64), out=out)
