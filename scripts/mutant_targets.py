@@ -167,9 +167,10 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # test_state_arena_edges.py: another exporter's host state, each session's arena, reset;
     # named state beside et_copy's record refused.
     # The pool decides whether the registered _d2h_copy.out is et-copy's (a foreign one: outputs copied out).
+    # The device-backend gtest: a session's specs, its state held in a backend, and reset going to it.
     ("runtime/*/sessions.*", (
         "cpp:et_copy_test_loaded_method:LoadedMethod.AnOutputIsWrittenInTheCallersMemoryOnlyWhenEtCopysOwnD2hKernelFillsIt",
-        "py:tests/python/test_state_arena_edges.py", T_TRACER, *PY_RUNTIME,
+        "cpp:et_copy_test_device_backend", "py:tests/python/test_state_arena_edges.py", T_TRACER, *PY_RUNTIME,
     )),
     # The one way to run a method: its gtest, then et_copy.runtime's checks through the bindings.
     ("runtime/*/loaded_method.*", ("cpp:et_copy_test_loaded_method", *PY_RUNTIME, P_DEBUG_BUFFER)),

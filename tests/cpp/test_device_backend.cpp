@@ -75,7 +75,7 @@ class RecordingBackend final : public DeviceBackend {
   // The state of a session is 100 bytes once one of its delegates loaded.
   Error reset_state(int session) override {
     resets.push_back(session);
-    return Error::Ok;
+    return reset_result;
   }
   size_t state_nbytes(int session) const override {
     return std::any_of(inits.begin(), inits.end(), [&](const auto& i) { return i.second == session; }) ? 100 : 0;
@@ -87,6 +87,7 @@ class RecordingBackend final : public DeviceBackend {
 
   mutable std::vector<std::pair<int, int>> inits; // (pool, session) of each init
   std::vector<int> resets;
+  Error reset_result = Error::Ok; // what reset_state answers
   std::vector<int> released;
 
  private:
@@ -174,6 +175,15 @@ TEST(DeviceBackend, ASessionPassesItsSpecsToTheBackendAndAsksItForItsState) {
   EXPECT_EQ(session->reset(), Error::Ok);
   EXPECT_EQ(on_simulated().resets, std::vector<int>{session->id()});
   EXPECT_TRUE(on_cuda().resets.empty()) << "a backend holding no state of the session is not reset";
+  // A backend that cannot reset fails the session's reset, named; once it can, the reset succeeds.
+  on_simulated().reset_result = Error::AccessFailed;
+  et_copy::FailureReport failed;
+  EXPECT_EQ(session->reset(&failed), Error::AccessFailed);
+  EXPECT_NE(failed.message().find("resetting the state in the device backend XnnpackBackend"), std::string::npos)
+      << failed.message();
+  on_simulated().reset_result = Error::Ok;
+  EXPECT_EQ(session->reset(), Error::Ok);
+  EXPECT_EQ(on_simulated().resets, (std::vector<int>{session->id(), session->id(), session->id()}));
 
   const int id = pool.id();
   session.reset();
