@@ -554,6 +554,11 @@ EQUIVALENT: list[Equivalent] = [
                "for (size_t i = 0; i < executorch::runtime::get_num_registered_backends(); ++i) {",
                "one index past the last: get_backend_name refuses an index >= get_num_registered_backends() with "
                "an Error, which the loop skips, so backend_names() is the same list"),
+    Equivalent("python/bindings/device_tensor.cpp", "int+1",
+               "t->spec.dynamism = dynamic ? 1 : 0; // DYNAMIC_BOUND : STATIC",
+               "2 is DYNAMIC_UNBOUND, which ExecuTorch's TensorImpl resizes exactly as DYNAMIC_BOUND (unbounded "
+               "resizing is not supported: both are bounded by the tensor's capacity), and et-copy's kernels and "
+               "is_dynamic ask only whether a tensor is STATIC", site=0),
 ]
 # fmt: on
 
