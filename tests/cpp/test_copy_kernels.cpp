@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,17 @@ Error copy(bool h2d, const Tensor& self, Tensor& out, CopyDiagnostic* diag) {
 
 const char* op(bool h2d) {
   return h2d ? et_copy::kH2dCopyOutName : et_copy::kD2hCopyOutName;
+}
+
+// A diagnostic reads empty until a copy is refused, whatever its memory held
+// before: its constructor sets only the first byte (zeroing all of it cost a
+// sixth of a kernel call), and that byte is the one a reader stops at.
+TEST(CopyDiagnosticWords, AFreshDiagnosticIsEmptyWhateverItsMemoryHeld) {
+  alignas(CopyDiagnostic) unsigned char storage[sizeof(CopyDiagnostic)];
+  std::memset(storage, 'x', sizeof storage);
+  asm volatile("" : : "r"(storage) : "memory"); // keeps the fill: the constructor's start would let it be dropped
+  const auto* d = new (storage) CopyDiagnostic();
+  EXPECT_STREQ(d->message, "");
 }
 
 class CopyKernels : public ::testing::Test {

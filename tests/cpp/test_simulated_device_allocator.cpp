@@ -458,6 +458,21 @@ TEST(SimulatedDeviceAllocator, SizesNearSizeMaxAreRefusedAndNothingIsAllocated) 
   EXPECT_EQ(a.stats().failed_calls, 3u);
 }
 
+// Host-readable memory comes from the heap padded up to the alignment, and
+// no further: a size that is already a multiple of it is asked for as it is.
+TEST(SimulatedDeviceAllocator, HostReadableSizesArePaddedUpToTheAlignmentAndNoFurther) {
+  SimulatedDeviceAllocator a;
+  a.set_host_readable(true);
+  for (size_t n : {size_t{1}, size_t{255}, size_t{256}, size_t{512}}) {
+    void* p = must_allocate(a, n, 0, 256);
+    ASSERT_NE(p, nullptr) << n;
+    const size_t usable = malloc_usable_size(p);
+    EXPECT_GE(usable, n) << n;
+    EXPECT_LT(usable, (n + 255) / 256 * 256 + 256) << n << ": padded beyond the next multiple of 256";
+    a.deallocate(p, 0);
+  }
+}
+
 TEST(SimulatedDeviceAllocator, HostReadableSizesTheHeapCannotGiveAreRefusedAndNothingIsAllocated) {
   // In host-readable mode the heap decides: padding SIZE_MAX or SIZE_MAX - 254
   // to 256 bytes overflows; SIZE_MAX - 255 and 2^62 bytes no heap gives.
