@@ -258,12 +258,9 @@ EQUIVALENT: list[Equivalent] = [
                "rfind(\"arg \", 1) is 0 exactly when rfind(\"arg \", 0) is: \"arg \" cannot start at both 0 and "
                "1, and a match at 1 is not 0 either way", site=0),
     Equivalent("runtime/src/argument_kinds.cpp", "rel",
-               "if (base > r.size() || offset > r.size() - base || nbytes > r.size() - base - offset) {",
-               "base == size leaves a segment of 0 bytes at the file's end (nbytes > 0 is refused by the last test), "
-               "and 0 bytes never parse as a delegate record, so the delegate is skipped either way", site=0),
-    Equivalent("runtime/src/argument_kinds.cpp", "rel",
-               "if (base > r.size() || offset > r.size() - base || nbytes > r.size() - base - offset) {",
-               "as site 0 of this line: offset == size - base leaves 0 bytes, which never parse as a record", site=1),
+               "if (base > r.size() || !internal::range_within(offset, nbytes, r.size() - base)) {",
+               "base == size leaves a segment of 0 bytes at the file's end (nbytes > 0 is refused by the range "
+               "check), and 0 bytes never parse as a delegate record, so the delegate is skipped either way"),
     # What a CUDA query found: each field its only maker leaves at its default is one it always writes, or one
     # the header says not to read; each buffer holds its longest text with room to spare either way.
     Equivalent("runtime/include/et_copy/cuda_device_allocator.h", "int+1",

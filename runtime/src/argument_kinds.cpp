@@ -163,7 +163,7 @@ struct Walk {
     }
     const uint8_t location = r.scalar<uint8_t>(ref, kReferenceLocation);
     const uint32_t index = r.scalar<uint32_t>(ref, kReferenceIndex);
-    const size_t root = r.read<uint32_t>(0);
+    const size_t root = r.root();
     if (location == kLocationSegment) {
       const auto [segments, at] = r.vector(root, kProgramSegments);
       if (index >= segments || r.bytes(kHeaderAt, 4) == nullptr || std::memcmp(r.bytes(kHeaderAt, 4), "eh00", 4) != 0) {
@@ -173,7 +173,7 @@ struct Walk {
       const uint64_t base = r.read<uint64_t>(kHeaderSegmentBase);
       const uint64_t offset = r.scalar<uint64_t>(segment, kSegmentOffset);
       const uint64_t nbytes = r.scalar<uint64_t>(segment, kSegmentSize);
-      if (base > r.size() || offset > r.size() - base || nbytes > r.size() - base - offset) {
+      if (base > r.size() || !internal::range_within(offset, nbytes, r.size() - base)) {
         return nullptr;
       }
       *n = static_cast<size_t>(nbytes);
@@ -254,8 +254,7 @@ namespace {
 
 Error check_program(const void* data, size_t size, const std::string& program, FailureReport* report, int depth) {
   Reader r(data, size);
-  const size_t root = r.read<uint32_t>(0);
-  const auto [plans, plans_at] = r.vector(root, kProgramPlans);
+  const auto [plans, plans_at] = r.plans();
   for (uint32_t i = 0; i < plans && !r.failed(); ++i) {
     Walk walk{r, program.empty() ? std::string() : program + ": ", report, depth};
     walk.plan(r.table_at(plans_at, i));

@@ -127,8 +127,7 @@ struct Walk {
 Error check_program_indices(const void* data, size_t size, FailureReport* report) {
   Reader r(data, size);
   Walk walk{r, report, {}};
-  const size_t root = r.read<uint32_t>(0); // the root table offset, from the start
-  const auto [plans, plans_at] = r.vector(root, slot::kProgramPlans);
+  const auto [plans, plans_at] = r.plans();
   for (uint32_t i = 0; i < plans && walk.error == Error::Ok && !r.failed(); ++i) {
     walk.plan(r.table_at(plans_at, i), i);
   }

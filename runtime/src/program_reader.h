@@ -125,10 +125,14 @@ class Reader {
   // A string field with all the bytes its length covers, NULs included.
   std::string whole_string(size_t table, int f);
 
+  // The Program table: the root offset, from the file's start.
+  size_t root() {
+    return read<uint32_t>(0);
+  }
+
   // The execution plans: their count, and where the vector's elements start.
   Vector plans() {
-    const size_t root = read<uint32_t>(0); // the root table offset, from the start
-    return vector(root, slot::kProgramPlans);
+    return vector(root(), slot::kProgramPlans);
   }
 
   // The first execution plan named `method_name`, as ExecuTorch picks it; 0
