@@ -1295,10 +1295,6 @@ TEST_F(SimulatedDeviceBackendTest, EachArgumentExecuteRefusesIsNamedWithWhyAndLe
   expect_near(out.get(), floats(io, 8, 6));
 }
 
-} // namespace
-
-namespace {
-
 // is_device_argument's span, at both sides of each edge: zero bytes read
 // nothing (any address passes), one byte is already checked, and the span
 // must end inside the allocation it starts in.
