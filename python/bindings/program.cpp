@@ -548,14 +548,13 @@ py::list execute(LoadedMethod& lm, const py::handle& inputs, const py::handle& o
       targets[i] = spec;
     }
   }
-  for (size_t i = 0; i < targets.size(); ++i) {
-    if (targets[i] && io.outputs[i].dynamic) {
-      check_takes_shape(out[i].ptr(), *targets[i]); // torch refusing the run's shape afterwards would leave out written
-    }
-  }
   std::vector<et_copy::MethodOutput> bound(io.outputs.size());
   for (size_t i = 0; i < targets.size(); ++i) {
     if (targets[i]) { // read_output checked it holds the output's nbytes, on its device
+      if (io.outputs[i].dynamic) {
+        check_takes_shape(out[i].ptr(),
+                          *targets[i]); // torch refusing the run's shape afterwards would leave out written
+      }
       bound[i].data = reinterpret_cast<void*>(targets[i]->data);
       bound[i].nbytes = io.outputs[i].nbytes;
       bound[i].device = et::Device(static_cast<et::DeviceType>(targets[i]->device_type),
