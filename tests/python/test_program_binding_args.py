@@ -135,8 +135,7 @@ def test_planned_buffers_are_read_first_to_last_as_the_program_plans_them():
     # A copy program: its host buffer (ExecuTorch's buffer 1, after the reserved 0), then its device one.
     et_copy.use_simulated_device()
     path = Path(__file__).parents[1] / "cpp/programs/roundtrip.pte"
-    read = deserialize_pte_binary(path.read_bytes())
-    sizes = getattr(read, "program", read).execution_plan[0].non_const_buffer_sizes[1:]
+    sizes = deserialize_pte_binary(path.read_bytes()).program.execution_plan[0].non_const_buffer_sizes[1:]
     program = runtime.load(path)
     for meta in (program.metadata("forward"), program.load_method("forward").metadata):
         buffers = [
