@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 CACHE_ENV = "ET_COPY_AOTI_CACHE"
+# Part of every key: entries of an older format (before 2: no C++ kept beside the .so) are never hit.
+FORMAT = 2
 
 
 def cache_dir() -> Path | None:

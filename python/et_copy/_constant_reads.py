@@ -92,19 +92,22 @@ def _ints(text: str) -> list[int] | None:
     return [int(v) for v in values] if all(v.lstrip("-").isdigit() for v in values) else None
 
 
-def weight_copies_in_code(source: str) -> list[str]:
+def weight_copies_in_code(source: str, state: Collection[str] = ()) -> list[str]:
     """The kernel calls of an AOTInductor CPU wrapper (``source``, its
-    ``.cpp``) that read a weight (a constant of 2 or more dims) and write a
-    buffer with at least as many elements: a copy of the weight (transposed,
-    converted) made on every call. A matmul or a convolution reads its
-    weight through an ATen call (``aoti_torch_cpu_mm_out``), not a kernel;
-    an embedding or a norm writes less than it reads."""
+    ``.cpp``) that read a weight (a constant of 2 or more dims whose FQN is
+    not in ``state``, the mutable buffers) and write a buffer with at least as
+    many elements: a copy of the weight (transposed, converted) made on every
+    call. A matmul or a convolution reads its weight through an ATen call
+    (``aoti_torch_cpu_mm_out``), not a kernel; an embedding or a norm writes
+    less than it reads. State is left out: a step reads it to write its next
+    value (a KV cache read with the new token's row is larger than the cache)."""
     names = dict(re.findall(r'constants_info_\[(\d+)\]\.name = "(\w+)";', source))
     shapes = dict(re.findall(r"constants_info_\[(\d+)\]\.shape = \{([^}]*)\};", source))
+    fqns = dict(re.findall(r'constants_info_\[(\d+)\]\.original_fqn = "([^"]*)";', source))
     weights = {}
     for index, name in names.items():
         shape = _ints(shapes.get(index, ""))
-        if shape is not None and len(shape) >= 2:
+        if shape is not None and len(shape) >= 2 and fqns.get(index) not in state:
             weights[name] = math.prod(shape)
     arrays = {name: _ints(values) for name, values in re.findall(r"int64_t (int_array_\d+)\[\] = \{([^}]*)\};", source)}
     buffers: dict[str, int | None] = {}

@@ -213,6 +213,7 @@ def _key_parts(module, example, edge_program, options: dict, target: str) -> dic
         "target": target,
         "host": _host_fingerprint() if options.get("cpp.march") == "native" else "",
         "record": RECORD_VERSION,
+        "cache": _compile_cache.FORMAT,
     }
 
 

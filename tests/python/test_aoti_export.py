@@ -660,6 +660,10 @@ def test_the_code_check_finds_each_kernel_that_copies_a_weight():
     ]  # not the 1-d norm weight, nor a buffer of unknown size
     one_less = COPYING_WRAPPER.replace("{768L, 3072L}", "{768L, 3071L}")
     assert len(weight_copies_in_code(one_less)) == 1  # a buffer one element smaller than the weight is no copy
+    # A mutable buffer's next value is written from it every step: state, named by FQN, is left out.
+    fqns = COPYING_WRAPPER + '\nconstants_info_[0].original_fqn = "a.weight";\nconstants_info_[1].original_fqn = "b.w";'
+    assert [c.split(" ")[0] for c in weight_copies_in_code(fqns, ["b.w"])] == ["cpp_fused_permute_copy_0"]
+    assert len(weight_copies_in_code(fqns, ["b_weight"])) == 2  # the FQN, not the wrapper's name
 
 
 @slow
