@@ -190,13 +190,15 @@ def _export_methods(
             )
     check_backend_choice(op, backend, partitioner)
     check_external_weights(op, external_weights)
-    if (
-        partitioner is not None or backend != DEFAULT_BACKEND or decompositions or external_weights
-    ) and not insert_copies:
+    if (partitioner is not None or backend != DEFAULT_BACKEND or decompositions) and not insert_copies:
+        raise ExportArgumentError(
+            op, "insert_copies", "a backend or decompositions go with insert_copies=True (the backend's copies)"
+        )
+    if external_weights and not insert_copies:
         raise ExportArgumentError(
             op,
-            "insert_copies",
-            "a backend, decompositions or external_weights go with insert_copies=True (the backend's copies, weights)",
+            "external_weights",
+            "external_weights=True goes with insert_copies=True: the copy-only route has no weights",
         )
     check_argument(op, "device", lambda: parse_device(device, op=op))
     aot.ensure_registered()
