@@ -198,6 +198,9 @@ class TensorBytes(FileBackedData):
     def to_bytes(self) -> bytes:
         return self._view.tobytes()
 
+    def __bytes__(self) -> bytes:  # bytes(entry), as for the bytes a store held before
+        return self.to_bytes()
+
     def write_to_file(self, outfile) -> None:
         outfile.write(self._view)
 
