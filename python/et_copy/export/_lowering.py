@@ -28,7 +28,7 @@ from ..backends import DEFAULT_BACKEND, check_backend, partitioner_for
 from ._boundary_planning import BoundaryPlanningPass
 from ._errors import ExportArgumentError, check_argument, run_stage
 from ._graph_checks import check_resident_outputs, has_delegate, refuse_input_mutation, refuse_own_copies
-from ._methods import MethodInputs, export_method, to_edge_program
+from ._methods import MethodInputs, export_method, give_back_freed_memory, to_edge_program
 from ._named_data import move_weights_to_data_file, write_program_record
 from ._target_device import TargetDevicePartitioner, with_target_device
 
@@ -116,12 +116,12 @@ def lower(
     ``lower_to_device`` has always used. ``external_weights``: the device
     backends' weights go to the program's .ptd
     (:func:`~._named_data.move_weights_to_data_file`)."""
-    exported = {
-        name: run_stage(
+    exported = {}
+    for name, inputs in methods.items():
+        exported[name] = run_stage(
             op, name, "export", strict, functools.partial(export_method, module, inputs, inputs.dynamic_shapes, strict)
         )
-        for name, inputs in methods.items()
-    }
+        give_back_freed_memory()
     refuse_own_copies(exported, op)
     if decompositions:
         exported = {
