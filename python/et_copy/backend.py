@@ -178,8 +178,9 @@ class TensorBytes(FileBackedData):
     executorch 1.5.1's NamedDataStore and Cord take a FileBackedData
     through ``len``, ``prefix``, ``sha256``, ``to_bytes`` and
     ``write_to_file``, which this answers from memory instead of a file.
-    The tensor must not change while a program holds it: the weights of an
-    exported program are constants."""
+    The tensor must not change while a program holds it: an exported
+    program's weights are the module's parameters, read when the program is
+    written (docs/export.md)."""
 
     def __init__(self, t: torch.Tensor) -> None:
         t = t.detach().contiguous()  # a copy only for a tensor that is not contiguous already
@@ -326,9 +327,10 @@ def record_header(
         key, nbytes = store_tensor(store, WEIGHT_KEY, value)
         lines.append(f"weight\t{fqn}\t{key}\t{nbytes}")
     for name in sorted(state):
-        initial, data = "-", TensorBytes(state[name])
-        if not data.is_zero():  # all-zero state is not stored: the runtime zero-fills the arena
-            initial, _ = store_tensor(store, STATE_KEY, data)
+        initial = "-"
+        if not TensorBytes(state[name]).is_zero():  # all-zero state is not stored: the runtime zero-fills the arena
+            # A copy (state is small): the module's buffer changes whenever the module runs.
+            initial, _ = store_tensor(store, STATE_KEY, state[name].clone())
         lines.append(f"state\t{name}\t{layout[name].offset}\t{layout[name].nbytes}\t{initial}")
     if state and arena is not None:
         lines.append(f"arena\t{arena[0]}\t{arena[1]}")
