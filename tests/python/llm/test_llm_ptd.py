@@ -19,7 +19,7 @@ pytest.importorskip("transformers")
 import et_copy  # noqa: E402
 import et_copy.runtime  # noqa: E402
 from et_copy import llm  # noqa: E402
-from et_copy.export import ExportArgumentError, export_device_program, save  # noqa: E402
+from et_copy.export import ExportArgumentError, export_device_program, lower_to_device, save  # noqa: E402
 
 PROMPT = [5, 17, 3, 9]
 TOKENS = 8
@@ -102,11 +102,12 @@ def test_generate_command_runs_a_saved_program_with_the_ptd_beside_it(saved):
     assert bad.returncode == 2 and "--data goes with --program" in bad.stderr, bad.stderr[-2000:]
 
 
-def test_export_device_program_keeps_a_linear_weight_in_the_ptd_and_runs_equal_to_eager(tmp_path):
+@pytest.mark.parametrize("route", [export_device_program, lower_to_device], ids=lambda f: f.__name__)
+def test_each_route_keeps_a_linear_weight_in_the_ptd_and_runs_equal_to_eager(route, tmp_path):
     torch.manual_seed(0)
     module = torch.nn.Linear(64, 32).eval()
     x = torch.randn(2, 64)
-    pte, ptd = save(export_device_program(module, (x,), external_weights=True), tmp_path / "linear.pte")
+    pte, ptd = save(route(module, (x,), external_weights=True), tmp_path / "linear.pte")
     assert ptd is not None and module.weight.detach().numpy().tobytes() not in pte.read_bytes()
     et_copy.use_simulated_device()
     (out,) = et_copy.runtime.load(pte, data_path=ptd).load_method("forward").execute([x])
