@@ -11,6 +11,8 @@
 // (et_copy::check_device_access): a GPU could not run it.
 //
 //   et_copy_executor MODEL.pte [--method NAME] [--cuda] [--load LIB]...
+//       [--data MODEL.ptd]                   the weights of a program exported with
+//                                            external_weights=True (mmapped, as the .pte)
 //       [--global-kernels]                   use the registry's et_copy kernels
 //       [--generate N --prompt T,T,...]...   an LLM of et_copy.llm: N tokens greedily per
 //                                            prompt, each in its own session
@@ -72,6 +74,7 @@ using executorch::runtime::etensor::DeviceType;
 
 struct Options {
   std::string model;
+  std::string data; // the .ptd, when the program keeps its weights outside
   std::string method = "forward";
   bool cuda = false;
   std::vector<std::string> inputs;
@@ -87,7 +90,7 @@ struct Options {
 };
 
 const char kUsage[] =
-    "usage: et_copy_executor MODEL.pte [--method NAME] [--cuda] [--load LIB]... [--global-kernels]\n"
+    "usage: et_copy_executor MODEL.pte [--data MODEL.ptd] [--method NAME] [--cuda] [--load LIB]... [--global-kernels]\n"
     "         [--input FILE]... | [--seed N]   (raw bytes per input, or generated)\n"
     "         [--save-inputs DIR] [--output FILE]... [--expect FILE]...\n"
     "         [--require-copies] [--generate N --prompt T,T,...]...\n";
@@ -104,7 +107,10 @@ bool parse(int argc, char** argv, Options* o) {
       return true;
     };
     std::string v;
-    if (a == "--method") {
+    if (a == "--data") {
+      if (!value(&o->data))
+        return false;
+    } else if (a == "--method") {
       if (!value(&o->method))
         return false;
     } else if (a == "--cuda") {
@@ -365,7 +371,7 @@ int run(const Options& opt) {
   // write device memory (a CPU kernel on a device tensor faults on a GPU),
   // or that holds an index ExecuTorch would abort on.
   et_copy::FailureReport report;
-  auto loaded = et_copy::LoadedProgram::load_file(opt.model, "", load_options, &report);
+  auto loaded = et_copy::LoadedProgram::load_file(opt.model, opt.data, load_options, &report);
   if (!loaded.ok()) {
     return fail(opt.model, report);
   }

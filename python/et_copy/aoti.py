@@ -40,6 +40,7 @@ from .backend import (
     RECORD_VERSION,
     DevicePartitioner,
     StateSlot,
+    copy_for_preprocess,
     delegate_record,
     device_of,
     layout_of,
@@ -347,6 +348,10 @@ class AotiDeviceBackend(BackendDetails):
     delegate record whose payload is an AOTInductor ``.so`` (see the module
     docstring). All methods' partitions are preprocessed together, so they
     agree on one state arena."""
+
+    @classmethod
+    def copy_exported_program_for_preprocess(cls, edge_program, compile_specs):
+        return copy_for_preprocess(edge_program)
 
     @staticmethod
     def preprocess(edge_program, compile_specs: list[CompileSpec]) -> PreprocessResult:

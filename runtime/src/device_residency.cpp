@@ -114,7 +114,10 @@ Result<std::shared_ptr<DeviceBlock>> acquire_weight(const std::string& key, et::
     }
     auto host = source->get_data(key);
     if (!host.ok()) {
-      return fail(report, host.error(), "the program's named data has no '" + key + "'");
+      // The likely cause: a program exported with its weights in a .ptd, loaded without that file.
+      return fail(report, host.error(),
+                  "the program's named data has no '" + key +
+                      "' (a program whose weights are in a .ptd file needs that file at load: data_path)");
     }
     if (host->size() != nbytes) {
       return fail(report, Error::DelegateInvalidCompatibility,

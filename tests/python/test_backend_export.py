@@ -215,3 +215,29 @@ def test_a_failure_inside_torch_export_is_named_with_its_method_and_stage():
     assert e.value.method == "forward" and e.value.stage in {"export", "to_edge", "lowering", "to_executorch"}
     assert str(e.value).startswith("et_copy.export.export_device_program: method 'forward': ")
     assert e.value.__cause__ is not None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_named_data_reads_a_weight_from_its_tensors_memory_without_a_copy(dtype):
+    import hashlib
+    import io
+
+    from et_copy.backend import WEIGHT_KEY, TensorBytes, store_tensor
+    from executorch.exir._serialize._named_data_store import NamedDataStore
+
+    weight = torch.arange(24).reshape(4, 6).to(dtype)
+    store = NamedDataStore()
+    key, nbytes = store_tensor(store, WEIGHT_KEY, weight)
+    expected = weight.view(-1).view(torch.uint8).numpy().tobytes()
+    assert (key, nbytes) == (WEIGHT_KEY + hashlib.sha256(expected).hexdigest()[:32], len(expected))
+    (entry,) = store.get_named_data_store_output().buffers
+    written = io.BytesIO()
+    entry.write_to_file(written)
+    assert written.getvalue() == bytes(entry) == expected and entry.prefix(5) == expected[:5]
+    weight[0, 0] = 7  # the entry is the tensor's memory, not a copy of it
+    size = weight.element_size()
+    assert bytes(entry)[:size] != expected[:size] and bytes(entry)[size:] == expected[size:]
+    # A transposed weight is stored in its contiguous order, copied once for that.
+    assert bytes(TensorBytes(weight.t())) == weight.t().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+    assert TensorBytes(torch.zeros(3, dtype=dtype)).is_zero() and not TensorBytes(weight).is_zero()
+    assert len(TensorBytes(torch.empty(0, dtype=dtype))) == 0

@@ -13,7 +13,8 @@ The routes (docs/export.md says when to use which):
   annotated as the device by :func:`with_target_device`.
 
 Every route that delegates lowers through one path (``_lowering.lower``),
-given a device backend; every route writes the program record and raises
+given a device backend, and with ``external_weights=True`` keeps the
+weights in a .ptd beside the .pte (:func:`save` writes both); every route writes the program record and raises
 :class:`ExportError` (:class:`ExportArgumentError` for bad input). The
 modules: ``_routes`` (the functions), ``_lowering`` (the one path and the
 backend choice), ``_copy_only``, ``_methods`` (per-method export and
@@ -21,7 +22,7 @@ to_edge), ``_boundary`` (:class:`DeviceBoundary`), ``_device_planning``
 (:class:`DevicePlanningPass`), ``_boundary_planning``
 (:class:`BoundaryPlanningPass`), ``_target_device``
 (:func:`with_target_device`), ``_graph_checks``, ``_named_data`` (the
-program record) and ``_errors``.
+program record, the weights' .ptd and :func:`save`) and ``_errors``.
 
 All need executorch's AOT stack (``executorch.exir``), imported here, which
 takes seconds: ``import et_copy`` does not import this package.
@@ -34,6 +35,7 @@ from ._boundary_planning import BoundaryPlanningPass
 from ._device_planning import DevicePlanningPass
 from ._errors import ExportArgumentError, ExportError
 from ._methods import MethodInputs
+from ._named_data import WEIGHTS_FILE, save
 from ._routes import export_device_methods, export_device_program, lower_to_device
 from ._target_device import TARGET_DEVICE_KEY, TargetDevicePartitioner, with_target_device
 
@@ -46,8 +48,10 @@ __all__ = [
     "MethodInputs",
     "TARGET_DEVICE_KEY",
     "TargetDevicePartitioner",
+    "WEIGHTS_FILE",
     "export_device_methods",
     "export_device_program",
     "lower_to_device",
+    "save",
     "with_target_device",
 ]

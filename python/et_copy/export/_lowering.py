@@ -28,8 +28,8 @@ from ..backends import DEFAULT_BACKEND, check_backend, partitioner_for
 from ._boundary_planning import BoundaryPlanningPass
 from ._errors import ExportArgumentError, check_argument, run_stage
 from ._graph_checks import check_resident_outputs, has_delegate, refuse_input_mutation, refuse_own_copies
-from ._methods import MethodInputs, export_method, to_edge_program
-from ._named_data import write_program_record
+from ._methods import MethodInputs, export_method, give_back_freed_memory, to_edge_program
+from ._named_data import move_weights_to_data_file, write_program_record
 from ._target_device import TargetDevicePartitioner, with_target_device
 
 
@@ -101,6 +101,7 @@ def lower(
     constant_methods: dict[str, Any] | None = None,
     decompositions: dict[Any, Callable[..., Any]] | None = None,
     transform_and_lower: bool = False,
+    external_weights: bool = False,
 ) -> ExecutorchProgramManager | None:
     """Exports each method of ``module``, lowers it to ``backend`` and plans
     it (:class:`BoundaryPlanningPass`; ``skip_*`` are PropagateDevicePass's
@@ -112,13 +113,15 @@ def lower(
     ``to_backend``, or with ``transform_and_lower`` upstream's
     ``to_edge_transform_and_lower``, which keeps whole the ops the
     partitioner asks for (``ops_to_not_decompose``: XNNPACK's) and is what
-    ``lower_to_device`` has always used."""
-    exported = {
-        name: run_stage(
+    ``lower_to_device`` has always used. ``external_weights``: the device
+    backends' weights go to the program's .ptd
+    (:func:`~._named_data.move_weights_to_data_file`)."""
+    exported = {}
+    for name, inputs in methods.items():
+        exported[name] = run_stage(
             op, name, "export", strict, functools.partial(export_method, module, inputs, inputs.dynamic_shapes, strict)
         )
-        for name, inputs in methods.items()
-    }
+        give_back_freed_memory()
     refuse_own_copies(exported, op)
     if decompositions:
         exported = {
@@ -143,6 +146,8 @@ def lower(
     # The state is in the delegates when the partitioner took every mutable buffer (ours always do).
     outer_state = any(edge.exported_program(n).graph_signature.buffers_to_mutate for n in edge.methods)
     write_program_record(edge, state_in_delegates=not outer_state)
+    if external_weights:
+        move_weights_to_data_file(edge)
     config = ExecutorchBackendConfig(
         memory_planning_pass=BoundaryPlanningPass(
             alloc_graph_input=alloc_graph_input,

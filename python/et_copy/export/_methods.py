@@ -5,6 +5,8 @@ et-copy's to_edge."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import gc
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +55,21 @@ def export_method(
         return torch.export.export(
             module, tuple(inputs.args), dict(inputs.kwargs), dynamic_shapes=dynamic_shapes, strict=strict
         )
+
+
+def give_back_freed_memory() -> None:
+    """Returns the memory Python and the C heap have freed to the system
+    (glibc's ``malloc_trim``; elsewhere, the garbage collection alone). A
+    strict torch.export of a large model allocates and frees about twice
+    its weights, from several threads' heaps; glibc keeps what they free,
+    and the next method's export then grows the RSS instead of reusing it
+    (measured on a 322 MiB model: export_llm's peak 2.8x the weights without
+    this, 2.4x with it)."""
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to trim
+        pass
 
 
 @contextlib.contextmanager

@@ -34,6 +34,7 @@ def export_device_program(
     strict: bool = False,
     resident_inputs: Sequence[int] = (),
     resident_outputs: Sequence[int] = (),
+    external_weights: bool = False,
 ) -> ExecutorchProgramManager:
     """Exports ``module`` to an ExecuTorch program that computes on ``device``.
 
@@ -70,6 +71,12 @@ def export_device_program(
     copy (:class:`BoundaryPlanningPass`). Resident outputs are not
     memory-planned, so the caller owns them.
 
+    ``external_weights=True`` keeps the device backend's weights out of the
+    .pte, in a data file (a .ptd, ExecuTorch's external named data) that
+    the runtime maps at load (``et_copy.runtime.load(pte, data_path=ptd)``):
+    :func:`~et_copy.export.save` writes both, or
+    ``.write_tensor_data_to_file(dir)`` writes ``dir/weights.ptd``.
+
     ``strict`` is torch.export's. Returns the ExecutorchProgramManager:
     ``.buffer`` is the .pte bytes, ``.write_to_file(f)`` saves it; the
     program carries its record (docs/design.md, "The program record").
@@ -92,6 +99,7 @@ def export_device_program(
         strict=strict,
         resident_inputs=resident_inputs,
         resident_outputs=resident_outputs,
+        external_weights=external_weights,
     )
 
 
@@ -110,6 +118,7 @@ def export_device_methods(
     resident_outputs: Sequence[int] = (),
     constant_methods: dict[str, Any] | None = None,
     decompositions: dict[Any, Callable[..., Any]] | None = None,
+    external_weights: bool = False,
 ) -> ExecutorchProgramManager:
     """:func:`export_device_program` with several methods, each the
     module's ``forward`` traced on its own example inputs (an LLM's
@@ -136,6 +145,7 @@ def export_device_methods(
         resident_outputs=resident_outputs,
         constant_methods=constant_methods,
         decompositions=decompositions,
+        external_weights=external_weights,
     )
 
 
@@ -155,6 +165,7 @@ def _export_methods(
     resident_outputs: Sequence[int],
     constant_methods: dict[str, Any] | None = None,
     decompositions: dict[Any, Callable[..., Any]] | None = None,
+    external_weights: bool = False,
 ) -> ExecutorchProgramManager:
     """export_device_program and export_device_methods, as ``op``."""
     if alloc_graph_output is None:
@@ -178,9 +189,16 @@ def _export_methods(
                 method=name,
             )
     check_backend_choice(op, backend, partitioner)
+    check_external_weights(op, external_weights)
     if (partitioner is not None or backend != DEFAULT_BACKEND or decompositions) and not insert_copies:
         raise ExportArgumentError(
             op, "insert_copies", "a backend or decompositions go with insert_copies=True (the backend's copies)"
+        )
+    if external_weights and not insert_copies:
+        raise ExportArgumentError(
+            op,
+            "external_weights",
+            "external_weights=True goes with insert_copies=True: the copy-only route has no weights",
         )
     check_argument(op, "device", lambda: parse_device(device, op=op))
     aot.ensure_registered()
@@ -197,6 +215,7 @@ def _export_methods(
             resident_outputs=resident_outputs,
             constant_methods=constant_methods,
             decompositions=decompositions,
+            external_weights=external_weights,
         )
         if program is not None:
             return program
@@ -229,6 +248,7 @@ def lower_to_device(
     skip_h2d_for_method_inputs: bool = False,
     skip_d2h_for_method_outputs: bool = False,
     strict: bool = False,
+    external_weights: bool = False,
 ) -> ExecutorchProgramManager:
     """Exports ``module`` and lowers it to a device backend with upstream's
     recipe (``to_edge_transform_and_lower``) and skip flags: ``partitioner``
@@ -249,7 +269,8 @@ def lower_to_device(
     output back). Copies of one tensor are merged (one h2d per tensor and
     device, one d2h per device tensor; :class:`BoundaryPlanningPass`). The
     runtime needs a backend registered under the partitioner's backend id
-    and a DeviceAllocator for the device. Returns the
+    and a DeviceAllocator for the device. ``external_weights`` is
+    :func:`export_device_program`'s. Returns the
     ExecutorchProgramManager, with its program record. Raises
     :class:`ExportArgumentError` (a ValueError too) for a bad device or
     backend, a skip flag without its memory-planning setting, or a
@@ -272,6 +293,7 @@ def lower_to_device(
             "skip_d2h_for_method_outputs=True needs alloc_graph_output=False, or the runtime "
             "reserves a buffer for the device output and copies it with memcpy",
         )
+    check_external_weights(op, external_weights)
     aot.ensure_registered()
     chosen = device_backend(op, backend=backend, partitioner=partitioner, device=device)
     program = lower(
@@ -285,6 +307,7 @@ def lower_to_device(
         skip_h2d_for_method_inputs=skip_h2d_for_method_inputs,
         skip_d2h_for_method_outputs=skip_d2h_for_method_outputs,
         transform_and_lower=True,
+        external_weights=external_weights,
     )
     if program is None:
         raise ExportArgumentError(
@@ -295,3 +318,11 @@ def lower_to_device(
             stage="lowering",
         )
     return program
+
+
+def check_external_weights(op: str, external_weights: object) -> None:
+    """``external_weights`` is a bool; else ExportArgumentError naming ``op``."""
+    if not isinstance(external_weights, bool):
+        raise ExportArgumentError(
+            op, "external_weights", f"external_weights must be True or False, got {external_weights!r}"
+        )

@@ -38,6 +38,7 @@ def export_llm(
     backend: str = "simulated",
     partitioner: Partitioner | None = None,
     depthwise_conv_as_shifts: bool = False,
+    external_weights: bool = False,
 ):
     """Exports ``model`` (a transformers causal LM, :func:`et_copy.llm.tiny_model`)
     as a device program with two methods that share one state:
@@ -77,8 +78,12 @@ def export_llm(
     ``depthwise_conv_as_shifts=True`` rewrites the depthwise convolutions
     (Qwen 3.5 MoE's and Qwen3-Next's linear-attention conv) as shifted
     multiply-adds, which upstream's CudaPartitioner (Triton templates only)
-    can lower; the arithmetic is the same, summed in another order. Returns
-    the ExecutorchProgramManager.
+    can lower; the arithmetic is the same, summed in another order.
+    ``external_weights=True`` writes the weights to a .ptd beside the .pte
+    instead of into it (:func:`et_copy.export.save` writes both; load with
+    ``DeviceLLM(pte, data_path=ptd)``), as for
+    :func:`~et_copy.export.export_device_program`. Returns the
+    ExecutorchProgramManager.
 
     Before exporting, the wrapper is checked against the model
     (:func:`et_copy.llm._check.check_wrapper`): a few prefill and decode
@@ -112,6 +117,7 @@ def export_llm(
             backend=backend,
             partitioner=partitioner,
             decompositions=decompositions,
+            external_weights=external_weights,
         )
     example = _example_length(max_prompt_len)
     dims = None  # a bound of 2 is one length: torch.export's Dim refuses min == max
@@ -138,6 +144,7 @@ def export_llm(
             backend=backend,
             partitioner=partitioner,
             decompositions=decompositions,
+            external_weights=external_weights,
         )
 
 

@@ -66,13 +66,23 @@ class Generation:
 class DeviceLLM:
     """An LLM program from :func:`et_copy.llm.export_llm`, loaded on
     et_copy.runtime: :meth:`new_session` gives independent sequences on one
-    copy of the weights and scratch memory."""
+    copy of the weights and scratch memory. ``program`` is a loaded
+    :class:`et_copy.runtime.Program`, or a .pte's path or bytes to load,
+    with ``data_path``, the .ptd of a program exported with
+    ``external_weights=True``."""
 
-    def __init__(self, program: Any) -> None:
+    def __init__(self, program: Any, *, data_path: str | os.PathLike | None = None) -> None:
         import et_copy.runtime
 
         if isinstance(program, (str, os.PathLike, bytes, bytearray, memoryview)):
-            program = et_copy.runtime.load(program)
+            # A path is mmapped, and so is the .ptd of export_llm(external_weights=True): the weights
+            # go from the file to the device.
+            program = et_copy.runtime.load(program, data_path=data_path)
+        elif data_path is not None:
+            raise ValueError(
+                "et_copy.llm.DeviceLLM: data_path goes with a program to load (a path or bytes), "
+                "not with a loaded Program (pass it to et_copy.runtime.load)"
+            )
         self.program = program
         names = set(program.method_names)
         if not {PREFILL, DECODE} <= names:

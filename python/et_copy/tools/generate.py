@@ -10,6 +10,7 @@ prints what was measured."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -43,6 +44,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=0.0,
                    help="0 is greedy (default); with --pick device the sampling runs on the device too")  # fmt: skip
     p.add_argument("--top-k", type=int, default=None, help="sample from the k most likely tokens")
+    p.add_argument("--program", help="run this .pte of export_llm instead of exporting the model (the model "
+                   "arguments then give the baselines and the prompt's bounds: pass the model it was exported from, "
+                   "and --backend aoti for a program of that backend)")  # fmt: skip
+    p.add_argument("--data", help="the .pte's weights file, for a program exported with external_weights=True "
+                   "(default: --program's path with the suffix .ptd, when that file exists); mmapped")  # fmt: skip
     p.add_argument("--no-baseline", action="store_true", help="skip executorch.runtime and eager")
     p.add_argument("--no-cache", action="store_true",
                    help="export again, and store nothing: by default a program exported for the same model, weights, "
@@ -83,6 +89,12 @@ def _inputs(args: argparse.Namespace) -> _Inputs:
     vocab = model.config.get_text_config().vocab_size
     if not prompt or any(not 0 <= t < vocab for t in prompt):
         raise _UsageError(f"prompt ids must be in 0..{vocab - 1}")
+    if args.data is not None and args.program is None:
+        raise _UsageError("--data goes with --program (the .pte whose weights it holds)")
+    if args.program is not None and not os.path.isfile(args.program):
+        raise _UsageError(f"--program: no file {args.program!r}")
+    if args.data is not None and not os.path.isfile(args.data):
+        raise _UsageError(f"--data: no file {args.data!r}")
     if len(prompt) + args.tokens > args.max_seq_len:
         raise _UsageError(f"prompt + tokens must be at most --max-seq-len ({args.max_seq_len})")
     decode = (lambda ids: tokenizer.decode(ids)) if tokenizer else (lambda ids: " ".join(map(str, ids)))
@@ -107,19 +119,27 @@ def _measure(args: argparse.Namespace, inputs: _Inputs) -> _Measured:
     from et_copy import llm
 
     start = time.perf_counter()
-    # The simulated backend's programs keep the cache key they always had.
-    backend = {"backend": args.backend} if args.backend != "simulated" else {}
-    program = llm.export_llm_cached(
-        inputs.model, use_cache=not args.no_cache, max_seq_len=args.max_seq_len, pick=args.pick, **backend
-    )
-    how = f"reused the program exported before ({program.path})" if program.hit else "exported it"
-    export_note = f"{how} in {time.perf_counter() - start:.1f} s ({len(program.buffer)} B, backend {args.backend})"
+    path, data_path = _program(args)
+    source: str | bytes
+    if path is None:
+        # The simulated backend's programs keep the cache key they always had.
+        backend = {"backend": args.backend} if args.backend != "simulated" else {}
+        program = llm.export_llm_cached(
+            inputs.model, use_cache=not args.no_cache, max_seq_len=args.max_seq_len, pick=args.pick, **backend
+        )
+        how = f"reused the program exported before ({program.path})" if program.hit else "exported it"
+        export_note = f"{how} in {time.perf_counter() - start:.1f} s ({len(program.buffer)} B, backend {args.backend})"
+        source = program.buffer
+    else:
+        source = path
+        sizes = f"{os.path.getsize(source)} B" + (f", weights {os.path.getsize(data_path)} B" if data_path else "")
+        export_note = f"loaded {source}" + (f" with {data_path}" if data_path else "") + f" ({sizes})"
     et_copy.use_simulated_device()
     if args.backend == "aoti":
         et_copy.use_aoti_backend()
     with et_copy.counting() as loading:
         start = time.perf_counter()
-        device = llm.DeviceLLM(program.buffer)
+        device = llm.DeviceLLM(source, data_path=data_path)
         session = device.new_session()
         load_ms = (time.perf_counter() - start) * 1e3
     sampling = dict(temperature=args.temperature, top_k=args.top_k, seed=args.seed)
@@ -144,6 +164,15 @@ def _measure(args: argparse.Namespace, inputs: _Inputs) -> _Measured:
         m.eager_tokens, eager_row = _eager(inputs.model, inputs.prompt, args.tokens)
         m.rows.append(("eager transformers", eager_row))
     return m
+
+
+def _program(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """The .pte to run and its .ptd (--program, --data or the .ptd beside
+    it), both mapped at load; (None, None) to export the model."""
+    if args.program is None:
+        return None, None
+    beside = os.path.splitext(args.program)[0] + ".ptd"
+    return args.program, args.data if args.data is not None else (beside if os.path.isfile(beside) else None)
 
 
 def _render(m: _Measured, inputs: _Inputs, args: argparse.Namespace) -> None:

@@ -284,6 +284,10 @@ model = llm.tiny_model("qwen3_moe")
 (out / "llm.pte").write_bytes(llm.export_llm(model, max_seq_len=32, pick="device").buffer)
 prompts = [[5, 17, 3, 9], [7, 7, 1]]
 meta["llm"] = {"prompts": prompts, "tokens": [llm.eager_generate(model, p, 16) for p in prompts]}
+# The same LLM with its weights in a .ptd beside the .pte (external_weights=True).
+from et_copy.export import save
+
+save(llm.export_llm(model, max_seq_len=32, pick="device", external_weights=True), out / "llm_ptd.pte")
 
 # XNNPACK annotated as the device (lower_to_device): its delegate would take
 # buffers planned on cuda:0, which a CPU backend cannot read on a GPU, so
@@ -404,6 +408,17 @@ def test_executor_generates_like_transformers_in_two_interleaved_sessions_with_t
         assert kind == ("prefill" if int(n) > 1 else "decode_next") and (kind == "prefill") == (int(n) > 0)
     # Every device byte (the scratch, both sessions' state) is given back at exit.
     assert stats(proc.stdout)["bytes_outstanding"] == 0
+
+
+def test_executor_reads_the_weights_from_the_ptd_given_by_data_and_refuses_the_program_without_it(executor, programs):
+    meta = json.loads((programs / "meta.json").read_text())["llm"]
+    args = [str(executor), str(programs / "llm_ptd.pte"), "--generate", "8", "--prompt", "5,17,3,9"]
+    proc = run([*args, "--data", str(programs / "llm_ptd.ptd")], timeout=300)
+    tokens = re.search(r"^session 0 tokens: (.*)$", proc.stdout, re.M)
+    assert tokens is not None and [int(t) for t in tokens.group(1).split()] == meta["tokens"][0][:8], proc.stdout
+    missing = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert missing.returncode == 2, missing.stdout + missing.stderr
+    assert "needs that file at load: data_path" in missing.stdout + missing.stderr
 
 
 def test_executor_serves_copies_with_et_copys_kernels_though_the_kernel_library_registered_the_names(
