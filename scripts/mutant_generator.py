@@ -59,6 +59,7 @@ SCOPE = (
     "python/et_copy/export/",
     "python/et_copy/runtime.py",
     "python/et_copy/llm/",
+    "python/et_copy/_constant_reads.py",
 )
 CPP_SUFFIXES = (".cpp", ".h")
 

@@ -54,6 +54,15 @@ P_REGISTRY_OURS = (
     "test_run_registered_dispatches_et_copys_own_kernels_when_the_registry_holds_them"
 )
 P_SAMPLING = "py:tests/python/llm/test_sampling.py"
+P_CONSTANT_READS = tuple(
+    "py:tests/python/test_aoti_export.py::" + name
+    for name in (
+        "test_copies_returned_by_the_graph_become_a_view_and_a_clone",
+        "test_the_graph_handed_to_inductor_reads_every_weight_in_place",
+        "test_a_view_of_a_mutated_buffer_or_a_returned_view_is_still_a_fresh_tensor",
+        "test_the_code_check_finds_each_kernel_that_copies_a_weight",
+    )
+)
 P_ROUTES = "py:tests/python/test_export_routes.py"
 P_EXPORT = "py:tests/python/test_export.py"
 P_BACKEND_EXPORT = "py:tests/python/test_backend_export.py"
@@ -314,6 +323,8 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/et_copy/llm/_conv.py", ("py:tests/python/llm/test_conv.py",)),
     ("python/et_copy/tools/generate.py", (P_LLM_UNITS, P_LLM_CLI_ARCHS, P_LLM_CLI)),
     ("python/et_copy/llm/__init__.py", (P_LLM_UNITS, *P_LLM_EAGER)),
+    # The compiled partition's weight reads: the graph rewrite and both checks, no compile (seconds).
+    ("python/et_copy/_constant_reads.py", P_CONSTANT_READS),
     # Outside the core's scope; --smoke draws its generated mutants here (fast tests).
     ("python/et_copy/_device.py", PY_BINDINGS),
     ("python/et_copy/_tensors.py", PY_BINDINGS),

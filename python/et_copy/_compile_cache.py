@@ -7,7 +7,10 @@ depends on (the caller's key parts: graph, input specs, constants' metadata,
 torch version, options, target), never by the weights' values, which the
 code does not hold.
 
-Where: ``$XDG_CACHE_HOME/et_copy/aoti/<key>.so`` (default ``~/.cache``).
+Where: ``$XDG_CACHE_HOME/et_copy/aoti/<key>.so`` (default ``~/.cache``), and
+beside it the generated C++ it was built from, ``<sha256 of the .so>.cpp``,
+so that what a program's code does can be read back (its weight reads,
+:mod:`et_copy._constant_reads`).
 ``ET_COPY_AOTI_CACHE=0`` turns it off; a path there moves it. Writes are atomic (a temporary file
 in the same folder, then a rename), so a concurrent reader sees a whole file
 or none.
@@ -23,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 CACHE_ENV = "ET_COPY_AOTI_CACHE"
+# Part of every key: entries of an older format (before 2: no C++ kept beside the .so) are never hit.
+FORMAT = 2
 
 
 def cache_dir() -> Path | None:
@@ -54,23 +59,43 @@ def lookup(key: str) -> bytes | None:
         return None
 
 
-def store(key: str, data: bytes) -> Path | None:
+def store(key: str, data: bytes, source: str | None = None) -> Path | None:
     """Stores ``data`` under ``key`` atomically; returns its path, or None when
-    the cache is off. A folder that cannot be written is not an error: the
-    export goes on without the cache."""
+    the cache is off. ``source``, the generated code ``data`` was built from,
+    is kept beside it under ``data``'s SHA-256 (:func:`source_of`). A folder
+    that cannot be written is not an error: the export goes on without the
+    cache."""
     folder = cache_dir()
     if folder is None:
         return None
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{key}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, folder / f"{key}.so")
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        if source is not None:
+            _write_atomically(folder, f"{hashlib.sha256(data).hexdigest()}.cpp", source.encode())
+        _write_atomically(folder, f"{key}.so", data)
     except OSError:
         return None
     return folder / f"{key}.so"
+
+
+def source_of(data: bytes) -> str | None:
+    """The generated code the compiled ``data`` was built from, when this
+    machine's cache compiled it; else None."""
+    folder = cache_dir()
+    if folder is None:
+        return None
+    try:
+        return (folder / f"{hashlib.sha256(data).hexdigest()}.cpp").read_text()
+    except FileNotFoundError:
+        return None
+
+
+def _write_atomically(folder: Path, name: str, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, folder / name)
+    except BaseException:
+        os.unlink(tmp)
+        raise

@@ -34,6 +34,7 @@ from executorch.exir.backend.backend_details import BackendDetails, PreprocessRe
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 
 from . import _C, _compile_cache
+from ._constant_reads import copies_as_views
 from ._dtypes import scalar_type_code
 from .backend import (
     RECORD_VERSION,
@@ -166,8 +167,6 @@ def _host_fingerprint() -> str:
 def _compile_inputs(edge_program, target: str) -> tuple[torch.fx.GraphModule, list[Any]]:
     """The module AOTInductor compiles and its example inputs (the placeholders'
     fake tensors, so dynamic dims stay symbolic)."""
-    from executorch.backends.aoti.passes.replace_view_copy_with_view import ReplaceViewCopyWithViewPass
-
     ep = edge_program
     if target == "cuda":
         from torch.export.passes import move_to_device_pass
@@ -191,44 +190,12 @@ def _compile_inputs(edge_program, target: str) -> tuple[torch.fx.GraphModule, li
                     table[leaf] = (
                         torch.nn.Parameter(t.contiguous(), False) if table is sub._parameters else t.contiguous()
                     )
-    # A view in place of a view_copy where nothing writes through it (no copy), then a view and a
-    # clone for the rest: select_copy, slice_copy and split_copy have no Inductor lowering and no C
-    # shim, so Inductor would call them through the proxy executor, which the runtime has no use for.
-    ReplaceViewCopyWithViewPass()(module)
-    _views_and_clones(module)
+    # The edge dialect's *_copy views (a Linear's permute_copy of its weight) would each be a full
+    # copy of the tensor on every call; as views, Inductor reads the weight in place (mm over a
+    # transposed view). select/slice/split_copy have no lowering or C shim at all.
+    copies_as_views(module, set(ep.graph_signature.buffers_to_mutate.values()))
     vals = {n.name: n.meta["val"] for n in ep.graph.nodes if n.op == "placeholder"}
     return module, [vals[name] for name in ep.graph_signature.user_inputs]
-
-
-def _view_of_copy(target: Any) -> Any:
-    aten = torch.ops.aten
-    views = {
-        aten.select_copy.int: aten.select.int,
-        aten.slice_copy.Tensor: aten.slice.Tensor,
-        aten.split_copy.Tensor: aten.split.Tensor,
-    }
-    from executorch.exir.dialects.edge._ops import EdgeOpOverload
-
-    return views.get(target._op if isinstance(target, EdgeOpOverload) else target)  # an edge op wraps its ATen op
-
-
-def _views_and_clones(module: torch.fx.GraphModule) -> None:
-    """Rewrites each remaining select/slice/split_copy as its view followed by a
-    clone (the copy's own semantics: a fresh tensor), which Inductor lowers."""
-    graph = module.graph
-    for node in list(graph.nodes):
-        view = _view_of_copy(node.target) if node.op == "call_function" else None
-        if view is None:
-            continue
-        node.target = view
-        # split returns a list: each element read (a getitem) is cloned; select/slice: the result.
-        results = list(node.users) if view is torch.ops.aten.split.Tensor else [node]
-        for result in results:
-            with graph.inserting_after(result):
-                clone = graph.call_function(torch.ops.aten.clone.default, (result,))
-            result.replace_all_uses_with(clone, delete_user_cb=lambda user, c=clone: user is not c)
-    graph.lint()
-    module.recompile()
 
 
 def _key_parts(module, example, edge_program, options: dict, target: str) -> dict[str, Any]:
@@ -251,6 +218,7 @@ def _key_parts(module, example, edge_program, options: dict, target: str) -> dic
         "target": target,
         "host": _host_fingerprint() if options.get("cpp.march") == "native" else "",
         "record": RECORD_VERSION,
+        "cache": _compile_cache.FORMAT,
     }
 
 
@@ -264,6 +232,7 @@ def _compile(edge_program, target: str, op: str) -> tuple[_Compiled, torch.fx.Gr
     options = compile_options(target)
     key = _compile_cache.cache_key(_key_parts(module, example, edge_program, options, target))
     so = _compile_cache.lookup(key)
+    source = None
     if so is not None:
         compile_stats.hits += 1
         _log.debug("%s: cache hit %s", op, key)
@@ -273,12 +242,14 @@ def _compile(edge_program, target: str, op: str) -> tuple[_Compiled, torch.fx.Gr
             path = torch._inductor.aot_compile(module, tuple(example), options=options)
         if not isinstance(path, str):
             raise RuntimeError(f"{op}: AOTInductor returned {path!r}, expected the path of one .so")
-        _refuse_proxy_calls(Path(path), op)
+        cpp = Path(path).with_suffix(".cpp")
+        source = cpp.read_text() if cpp.exists() else None
+        _refuse_proxy_calls(source, op)
         so = Path(path).read_bytes()
         compile_stats.compiles += 1
         compile_stats.seconds += time.monotonic() - start
         _log.debug("%s: compiled %s in %.1f s", op, key, time.monotonic() - start)
-    stored = _compile_cache.store(key, so)
+    stored = _compile_cache.store(key, so, source)
     if stored is not None:
         return _Compiled(so, stored, temporary=False), module
     fd, tmp = tempfile.mkstemp(suffix=".so")
@@ -290,17 +261,16 @@ def _compile(edge_program, target: str, op: str) -> tuple[_Compiled, torch.fx.Gr
 PROXY_CALL = "aoti_torch_proxy_executor_call_function("  # how Inductor's C++ wrapper calls an op with no shim
 
 
-def _refuse_proxy_calls(so_path: Path, op: str) -> None:
+def _refuse_proxy_calls(source: str | None, op: str) -> None:
     """An op with no C shim is called through AOTInductor's proxy executor,
-    which needs a side file and a libtorch dispatcher call the runtime does not make."""
-    cpp = so_path.with_suffix(".cpp")
-    if cpp.exists():
-        calls = [line.strip() for line in cpp.read_text().splitlines() if PROXY_CALL in line]
-        if calls:
-            raise RuntimeError(
-                f"{op}: the compiled code calls {len(calls)} op(s) through AOTInductor's proxy executor, which "
-                f"the runtime has no use for: {calls[0]}"
-            )
+    which needs a side file and a libtorch dispatcher call the runtime does
+    not make. ``source`` is the generated wrapper's C++."""
+    calls = [line.strip() for line in (source or "").splitlines() if PROXY_CALL in line]
+    if calls:
+        raise RuntimeError(
+            f"{op}: the compiled code calls {len(calls)} op(s) through AOTInductor's proxy executor, which "
+            f"the runtime has no use for: {calls[0]}"
+        )
 
 
 def _container_constants(compiled: _Compiled, target: str) -> dict[str, int] | None:

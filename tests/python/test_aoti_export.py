@@ -23,6 +23,8 @@ pytest.importorskip("executorch.exir")
 import et_copy  # noqa: E402
 import et_copy.runtime  # noqa: E402
 from et_copy import _compile_cache, aoti  # noqa: E402
+from et_copy import _constant_reads as aoti_views  # noqa: E402
+from et_copy._constant_reads import copies_as_views, weight_copies, weight_copies_in_code  # noqa: E402
 from et_copy._dtypes import SCALAR_TYPE_CODES  # noqa: E402
 from et_copy.aoti import BACKEND_ID, AotiDevicePartitioner  # noqa: E402
 from et_copy.backend import WEIGHT_KEY  # noqa: E402
@@ -528,7 +530,7 @@ class _null:
 def test_no_compiled_file_is_left_behind_when_the_cache_cannot_keep_it(mlp, monkeypatch, tmp_path):
     """A cache that is off or cannot be written: the .so is read back from a
     temporary file (to list its constants), removed after."""
-    monkeypatch.setattr(_compile_cache, "store", lambda key, data: None)
+    monkeypatch.setattr(_compile_cache, "store", lambda key, data, source=None: None)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     batch = torch.export.Dim("batch", min=1, max=8)
     program = export_device_program(
@@ -538,8 +540,9 @@ def test_no_compiled_file_is_left_behind_when_the_cache_cannot_keep_it(mlp, monk
     assert list(Path(tmp_path).iterdir()) == []
 
 
-def test_copies_without_a_lowering_become_a_view_and_a_clone():
-    """select/slice/split_copy left by ReplaceViewCopyWithViewPass (something writes through them)."""
+def test_copies_returned_by_the_graph_become_a_view_and_a_clone():
+    """select/slice/split_copy (no Inductor lowering, no C shim) become views; a
+    value the graph returns stays a fresh tensor, as the copy made it."""
     aten = torch.ops.aten
 
     class Copies(torch.nn.Module):
@@ -550,7 +553,7 @@ def test_copies_without_a_lowering_become_a_view_and_a_clone():
     gm = torch.fx.symbolic_trace(Copies())
     x = torch.randn(3, 4)
     want = gm(x)
-    aoti._views_and_clones(gm)
+    copies_as_views(gm, set())
     targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
     assert aten.select.int in targets and aten.slice.Tensor in targets and aten.split.Tensor in targets
     assert not {aten.select_copy.int, aten.slice_copy.Tensor, aten.split_copy.Tensor} & set(targets)
@@ -559,6 +562,119 @@ def test_copies_without_a_lowering_become_a_view_and_a_clone():
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w)
         assert g.data_ptr() != x.data_ptr() and g._base is None  # fresh tensors, as the copies made
+
+
+def _handed_to_inductor(module: torch.nn.Module, *inputs) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
+    """The edge program's module as it was, and as AOTInductor is given it (no compile)."""
+    from executorch.exir import to_edge
+
+    ep = to_edge(torch.export.export(module, inputs, strict=True)).exported_program()
+    return ep.module(), aoti._compile_inputs(ep, "cpu")[0]
+
+
+class BigLinears(torch.nn.Module):
+    """A Linear on a 3-d input (view_copy around the matmul), one on a 2-d input,
+    and a weight read through a chain of views (a slice of its transpose)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = torch.nn.Linear(16, 64)
+        self.down = torch.nn.Linear(64, 16, bias=False)
+
+    def forward(self, x):
+        h = torch.nn.functional.silu(self.up(x))
+        return self.down(h).reshape(-1, 16) @ self.up.weight.t()[:, :8]
+
+
+@pytest.mark.parametrize("cls, inputs", [(BigLinears, (torch.randn(2, 3, 16),)), (Attention, (torch.randn(1, 5, 8),))])
+def test_the_graph_handed_to_inductor_reads_every_weight_in_place(cls, inputs):
+    # The same rewrite serves target="cuda": _compile_inputs makes it for every target.
+    module = fresh(cls)
+    edge, given = _handed_to_inductor(module, *inputs)
+    assert weight_copies(edge)  # the edge dialect's permute_copy of each weight: the check sees them
+    assert weight_copies(given) == []
+    copies = [n for n in given.graph.nodes if n.op == "call_function" and aoti_views.view_of_copy(n.target)]
+    assert copies == []  # not even of an activation
+    with torch.no_grad():
+        torch.testing.assert_close(given(*inputs), module(*inputs))
+
+
+def test_a_view_of_a_mutated_buffer_or_a_returned_view_is_still_a_fresh_tensor():
+    class Viewed(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("state", torch.arange(12.0).reshape(3, 4))
+            self.w = torch.nn.Parameter(torch.randn(4, 3))
+
+        def forward(self, x):
+            row = self.state[0] * 2.0  # a view of the state (select_copy), read before its update
+            self.state.add_(1.0)
+            return row, self.w.t(), x.t()  # the weight's and the input's transposes, returned
+
+    from executorch.exir import to_edge
+
+    x = torch.randn(2, 3)
+    ep = to_edge(torch.export.export(fresh(Viewed), (x,), strict=True)).exported_program()
+    given = aoti._compile_inputs(ep, "cpu")[0]
+    cloned = [n.args[0].target for n in given.graph.nodes if n.target == torch.ops.aten.clone.default]
+    assert sorted(map(str, cloned)) == ["aten.permute.default"] * 2 + ["aten.select.int"]
+    # Only the returned transpose of w copies a weight: the user asked for that tensor.
+    assert [c.split(" ")[-1] for c in weight_copies(given, ep.graph_signature.buffers_to_mutate.values())] == ["w"]
+    with torch.no_grad():
+        got, want = given(x), fresh(Viewed)(x)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+        assert g._base is None
+
+
+# AOTInductor's CPU wrapper for the MLP of two bias-free Linears before the rewrite (torch 2.13, lines
+# unindented, the dtype and device arguments shortened): the transposed copy of each weight, one alone
+# and one fused with the activation (its name shortened); and a norm's weight read, and a slice of unknown size.
+COPYING_WRAPPER = """
+constants_info_[0].name = "a_weight";
+constants_info_[0].shape = {3072, 768};
+constants_info_[1].name = "b_weight";
+constants_info_[1].shape = {768, 3072};
+constants_info_[2].name = "norm_weight";
+constants_info_[2].shape = {768};
+static constexpr int64_t int_array_0[] = {768L, 3072L};
+static constexpr int64_t int_array_1[] = {1L, 768L};
+AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(2, int_array_0, int_array_1, dtype, device, idx, &buf0_handle));
+cpp_fused_permute_copy_0((const float*)(a_weight.data_ptr()), (float*)(buf0.data_ptr()));
+static constexpr int64_t int_array_2[] = {1L, 3072L};
+AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(2, int_array_2, int_array_3, dtype, device, idx, &buf1_handle));
+AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_cpu_mm_out(buf1, arg2_1, buf0));
+auto buf2 = std::move(buf1);  // reuse
+static constexpr int64_t int_array_4[] = {3072L, 768L};
+AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(2, int_array_4, int_array_2, dtype, device, idx, &buf3_handle));
+cpp_fused_permute_copy_1((float*)(buf2.data_ptr()), (const float*)(b_weight.data_ptr()), (float*)(buf3.data_ptr()));
+cpp_fused_norm_2((const float*)(buf2.data_ptr()), (const float*)(norm_weight.data_ptr()), (float*)(buf2.data_ptr()));
+cpp_fused_slice_3((const float*)(a_weight.data_ptr()), (float*)(buf4.data_ptr()));
+"""  # fmt: skip
+
+
+def test_the_code_check_finds_each_kernel_that_copies_a_weight():
+    assert weight_copies_in_code(COPYING_WRAPPER) == [
+        "cpp_fused_permute_copy_0 writes buf0 (2359296 elements) from a_weight (2359296)",
+        "cpp_fused_permute_copy_1 writes buf3 (2359296 elements) from b_weight (2359296)",
+    ]  # not the 1-d norm weight, nor a buffer of unknown size
+    one_less = COPYING_WRAPPER.replace("{768L, 3072L}", "{768L, 3071L}")
+    assert len(weight_copies_in_code(one_less)) == 1  # a buffer one element smaller than the weight is no copy
+    # A mutable buffer's next value is written from it every step: state, named by FQN, is left out.
+    fqns = COPYING_WRAPPER + '\nconstants_info_[0].original_fqn = "a.weight";\nconstants_info_[1].original_fqn = "b.w";'
+    assert [c.split(" ")[0] for c in weight_copies_in_code(fqns, ["b.w"])] == ["cpp_fused_permute_copy_0"]
+    assert len(weight_copies_in_code(fqns, ["b_weight"])) == 2  # the FQN, not the wrapper's name
+
+
+@slow
+def test_the_compiled_code_reads_each_weight_through_its_matmul(mlp, kv):
+    for program in (mlp, kv):
+        for plan in records(program).values():
+            for record in plan:
+                source = _compile_cache.source_of(record.payload)
+                assert source is not None  # this machine compiled it, so the cache holds its C++
+                assert weight_copies_in_code(source) == []
+                assert "aten.permute_copy" not in source  # in no kernel's "Original ATen" list
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine with no GPU")

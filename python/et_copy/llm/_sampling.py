@@ -32,16 +32,26 @@ def _mix(h: torch.Tensor) -> torch.Tensor:
     return h
 
 
-def gumbel_noise(seed: torch.Tensor, position: torch.Tensor, vocab: int) -> torch.Tensor:
-    """Gumbel(0, 1) noise ``[1, vocab]`` float32 for the token sampled at
-    ``position`` (int64 ``[1]``) with ``seed`` (int64 ``[1]``, >= 0): the
-    seed, the position and the index hashed in turn (each key mixed, not
-    added, so that (seed, position) pairs do not share noise)."""
+def noise_bits(seed: torch.Tensor, position: torch.Tensor, vocab: int) -> torch.Tensor:
+    """The integer part of :func:`gumbel_noise`: 23 bits ``[1, vocab]`` int64
+    per vocabulary entry, the seed, the position and the index hashed in
+    turn (each key mixed, not added, so that (seed, position) pairs do not
+    share noise). Exact on every machine: integer arithmetic only."""
     h = _mix(torch.remainder(seed, _PRIME))
     h = _mix(torch.remainder(h + torch.remainder(position, _PRIME), _PRIME))
     h = _mix(torch.remainder(h.unsqueeze(-1) + torch.arange(vocab, dtype=torch.int64), _PRIME))
-    # The top 23 bits, centred: exact in float32 and strictly inside (0, 1), so the noise is finite.
-    u = (torch.floor_divide(h, 2**8).to(torch.float32) + 0.5) * 2.0**-23
+    return torch.floor_divide(h, 2**8)  # the top 23 of the hash's 31 bits
+
+
+def gumbel_noise(seed: torch.Tensor, position: torch.Tensor, vocab: int) -> torch.Tensor:
+    """Gumbel(0, 1) noise ``[1, vocab]`` float32 for the token sampled at
+    ``position`` (int64 ``[1]``) with ``seed`` (int64 ``[1]``, >= 0), from
+    :func:`noise_bits`. The bits are exact everywhere; the two logarithms are
+    the kernels' own (vectorised math differs by an ULP or so between CPUs and
+    between torch and ExecuTorch), so a near-tie can pick differently on
+    another machine, never on the same one."""
+    # The bits, centred: exact in float32 and strictly inside (0, 1), so the noise is finite.
+    u = (noise_bits(seed, position, vocab).to(torch.float32) + 0.5) * 2.0**-23
     return -torch.log(-torch.log(u))
 
 

@@ -20,11 +20,21 @@ pytest.importorskip("transformers")
 
 from et_copy import llm  # noqa: E402
 from et_copy.llm import _check  # noqa: E402
-from et_copy.llm._sampling import gumbel_noise, pick_token  # noqa: E402
+from et_copy.llm._sampling import gumbel_noise, noise_bits, pick_token  # noqa: E402
 
-# gumbel_noise(seed, position, 6) as et_copy computes it: an exported
-# program's sampler and the host's must keep giving these bits, or a cached
-# program's device picks and a newer host's picks part ways.
+# noise_bits(seed, position, 6) and gumbel_noise(seed, position, 6) as et_copy
+# computes them: an exported program's sampler and the host's must keep
+# giving these, or a cached program's device picks and a newer host's picks
+# part ways. The bits are integer arithmetic, exact on every machine; the
+# noise goes through the kernels' vectorised log, which differs by an ULP
+# between CPUs (AVX2 and AVX-512 builds of the same torch), so it is pinned
+# within a few ULP.
+KNOWN_BITS = {
+    (0, 0): [5113588, 3954936, 3748822, 7544381, 5221794, 3744766],
+    (1, 0): [1172734, 3785647, 4038819, 5661730, 3705685, 4685996],
+    (0, 1): [7793129, 4943854, 2070192, 5222983, 1617466, 3579776],
+    (2**63 - 1, 2**31): [6024401, 7115907, 7184089, 7431238, 7350785, 5285977],
+}
 KNOWN_NOISE = {
     (0, 0): [0.7032517194747925, 0.2851386070251465, 0.21637551486492157, 2.2436420917510986, 0.7464773654937744,
              0.21503236889839172],
@@ -35,13 +45,38 @@ KNOWN_NOISE = {
     (2**63 - 1, 2**31): [1.105466365814209, 1.8045904636383057, 1.8642926216125488, 2.1104612350463867,
                          2.024442672729492, 0.7725865244865417],
 }  # fmt: skip
+NOISE_ULPS = 4  # what vectorised float32 log may differ by, twice over
+
+
+def _ulps(got: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
+    """How many float32 steps apart (at ``want``'s magnitude) ``got`` is."""
+    return (got.double() - want.double()).abs() / torch.finfo(torch.float32).eps / want.double().abs().clamp(min=1e-3)
+
+
+@pytest.mark.parametrize("seed, position", list(KNOWN_BITS))
+def test_the_noise_bits_of_a_seed_and_position_are_the_known_answer_exactly(seed, position):
+    got = noise_bits(torch.tensor([seed]), torch.tensor([position]), 6)
+    assert got.dtype == torch.int64 and got.shape == (1, 6)
+    assert got.reshape(-1).tolist() == KNOWN_BITS[(seed, position)]
 
 
 @pytest.mark.parametrize("seed, position", list(KNOWN_NOISE))
-def test_the_noise_of_a_seed_and_position_is_the_known_answer(seed, position):
+def test_the_noise_of_a_seed_and_position_is_the_known_answer_within_a_few_ulp(seed, position):
     got = gumbel_noise(torch.tensor([seed]), torch.tensor([position]), 6)
     assert got.dtype == torch.float32 and got.shape == (1, 6)
-    assert [float(v) for v in got.reshape(-1)] == KNOWN_NOISE[(seed, position)]
+    want = torch.tensor(KNOWN_NOISE[(seed, position)], dtype=torch.float32).reshape(1, 6)
+    assert float(_ulps(got, want).max()) <= NOISE_ULPS, (got.tolist(), want.tolist())
+    # And from the bits: -log(-log(u)) of the centred 23 bits, in float64, rounded.
+    u = (torch.tensor(KNOWN_BITS[(seed, position)], dtype=torch.float64) + 0.5) * 2.0**-23
+    exact = (-torch.log(-torch.log(u))).to(torch.float32).reshape(1, 6)
+    assert float(_ulps(got, exact).max()) <= NOISE_ULPS, (got.tolist(), exact.tolist())
+
+
+def test_a_noise_off_by_more_than_the_tolerance_is_told_apart():
+    # The tolerance is a few steps, not a loose bound: ten steps away fails it, one passes.
+    want = torch.tensor([0.9335767030715942])
+    assert float(_ulps(torch.nextafter(want, torch.tensor([2.0])), want)) <= 1
+    assert float(_ulps(want * (1 + 10 * torch.finfo(torch.float32).eps), want)) > NOISE_ULPS
 
 
 def test_sampled_picks_of_known_seeds_are_the_known_answer_and_top_k_edges_hold():
