@@ -266,6 +266,8 @@ def _mid_table(section: dict) -> list[str]:
             f"{_time(t['two_threads_max_ns'])}): 2/1 {t['median_ratio']:.2f}x (goal <= 1.00x), slowest 2-thread "
             f"call {t['two_threads_max_over_median']:.2f}x its median (goal <= {_llm_mid.THREAD_SPIKE:.0f}x)"
         )
+    for failed in section.get("thread_figures_failed", []):
+        lines.append(f"  threads: not measured ({failed})")
     lines.append(
         "  one call per sample, cases interleaved; medians; 'of bw' = a decode step's weight bytes per second "
         "over the copy bandwidth at the table's thread count"
