@@ -117,8 +117,9 @@ def weight_bytes(model) -> dict[str, int]:
 
 def memory_bandwidth(nbytes: int = BANDWIDTH_BYTES, repeats: int = 5) -> dict[str, float]:
     """GB/s (1e9) of ``dst.copy_(src)`` over ``nbytes``, counting the bytes
-    read and written (2 x nbytes, as STREAM's copy), best of ``repeats``,
-    with one thread and with torch's all."""
+    read and written (2 x nbytes, as STREAM's copy), and of ``src.sum()``
+    (``nbytes`` read: what a decode step does to its weights), best of
+    ``repeats``, with one thread and with all."""
     src = torch.ones(nbytes // 4, dtype=torch.float32)
     dst = torch.empty_like(src)
     saved = torch.get_num_threads()
@@ -127,12 +128,16 @@ def memory_bandwidth(nbytes: int = BANDWIDTH_BYTES, repeats: int = 5) -> dict[st
         for label, threads in (("one_thread", 1), ("all_threads", len(_usable_cpus()))):
             torch.set_num_threads(threads)
             dst.copy_(src)  # first touch of dst's pages, untimed
-            best = float("inf")
+            best = {"copy": float("inf"), "read": float("inf")}
             for _ in range(repeats):
                 start = time.perf_counter()
                 dst.copy_(src)
-                best = min(best, time.perf_counter() - start)
-            out[label] = 2 * nbytes / best / 1e9
+                best["copy"] = min(best["copy"], time.perf_counter() - start)
+                start = time.perf_counter()
+                src.sum()
+                best["read"] = min(best["read"], time.perf_counter() - start)
+            out[label] = 2 * nbytes / best["copy"] / 1e9
+            out[f"read_{label}"] = nbytes / best["read"] / 1e9
             out[f"{label}_threads"] = threads
     finally:
         torch.set_num_threads(saved)
@@ -258,7 +263,7 @@ def _program_steps(ptes: dict[str, bytes], threads: int, prompt: torch.Tensor) -
         steps.prefill[rows[backend]] = functools.partial(prefill.execute, [prompt, positions])
     if "aoti" in ptes:
         direct_decode = DirectRunner(method_delegate(ptes["aoti"], llm.DECODE))
-        direct_prefill = DirectRunner(method_delegate(ptes["aoti"], llm.PREFILL))
+        direct_prefill = DirectRunner(method_delegate(ptes["aoti"], llm.PREFILL), share_state_with=direct_decode)
         keep += [direct_decode, direct_prefill]
         decode_in = direct_decode.inputs_of([token, position])
         prefill_in = direct_prefill.inputs_of([prompt, positions])
