@@ -30,15 +30,15 @@ def view_of_copy(target: Any) -> Any:
         return None
     if op is torch.ops.aten.view_copy.default:
         return torch.ops.aten.reshape.default
-    packet = getattr(torch.ops.aten, op._schema.name.split("::")[-1].removesuffix("_copy"), None)
-    view = getattr(packet, op._overloadname, None) if packet is not None else None
-    return view if isinstance(view, torch._ops.OpOverload) and view.is_view else None
+    # torch generates each view_copy op from its view, with the same overloads (native_functions.yaml).
+    packet = getattr(torch.ops.aten, op._schema.name.split("::")[-1].removesuffix("_copy"))
+    return getattr(packet, op._overloadname)
 
 
-def view_root(node: Any) -> Any:
+def view_root(node: torch.fx.Node) -> torch.fx.Node:
     """What a chain of views starts from: the value whose memory they read."""
-    while isinstance(node, torch.fx.Node) and node.op == "call_function" and getattr(node.target, "is_view", False):
-        node = node.args[0]
+    while node.op == "call_function" and getattr(node.target, "is_view", False):
+        node = node.args[0]  # type: ignore[assignment]  # a view's first argument is its base tensor
     return node
 
 
@@ -56,7 +56,7 @@ def copies_as_views(module: torch.fx.GraphModule, mutated: set[str]) -> None:
             continue
         node.target = view
         root = view_root(node)
-        of_state = isinstance(root, torch.fx.Node) and root.op == "get_attr" and root.target in mutated
+        of_state = root.op == "get_attr" and root.target in mutated
         # split and unbind return a list: each element read (a getitem) is a result; the others: the node.
         returns_list = str(view._schema.returns[0].type).startswith("List")
         for result in list(node.users) if returns_list else [node]:
@@ -76,13 +76,10 @@ def weight_copies(module: torch.fx.GraphModule, mutated: Collection[str] = ()) -
     copying = {torch.ops.aten.clone.default, torch.ops.aten.contiguous.default}
     found = []
     for node in module.graph.nodes:
-        if node.op != "call_function" or not node.args or not isinstance(node.args[0], torch.fx.Node):
-            continue
-        if view_of_copy(node.target) is None and node.target not in copying:
-            continue
-        root = view_root(node.args[0])
-        if isinstance(root, torch.fx.Node) and root.op == "get_attr" and root.target not in mutated:
-            found.append(f"{node.name} ({node.target}) of {root.target}")
+        if node.op == "call_function" and (node.target in copying or view_of_copy(node.target) is not None):
+            root = view_root(node.args[0])  # what the copy reads
+            if root.op == "get_attr" and root.target not in mutated:
+                found.append(f"{node.name} ({node.target}) of {root.target}")
     return found
 
 
