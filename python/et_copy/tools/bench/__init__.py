@@ -20,7 +20,7 @@ from pathlib import Path
 from ._timing import Config
 
 SECTIONS = ("overhead", "kernel", "throughput", "program", "llm", "cuda", "llm-mid")
-# llm-mid exports a 322.5 MiB model twice per dtype (several minutes on 2 cores even with the compile
+# llm-mid exports a 322.5 MiB model twice per dtype (6 minutes on 2 cores with the compile
 # cache warm): it runs when --only names it, not by default.
 DEFAULT_SECTIONS = SECTIONS[:-1]
 QUICK_SIZES = (4096, 65536, 1 << 20)
