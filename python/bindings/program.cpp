@@ -192,6 +192,7 @@ struct LoadOptions {
   std::optional<std::string> data_path;
   bool enable_etdump = false;
   size_t debug_buffer_size = 0;
+  int threads = 0; // 0: each device backend's default
 };
 
 // Loads the program `loader` serves into `lp` through the core, with the
@@ -237,6 +238,11 @@ void load_into(LoadedProgram& lp, std::unique_ptr<executorch::runtime::DataLoade
   et_copy::LoadOptions core_options;
   core_options.verification =
       verification == 0 ? Program::Verification::Minimal : Program::Verification::InternalConsistency;
+  if (options.threads < 0) {
+    throw Failure(Error::InvalidArgument, what + ": threads must be at least 1, or 0 for the backends' default, got " +
+                                              std::to_string(options.threads));
+  }
+  core_options.threads = options.threads;
   et_copy::FailureReport report;
   auto loaded = [&] {
     py::gil_scoped_release release;
@@ -648,19 +654,20 @@ void bind_program(py::module_& m) {
   m.def(
       "load_program",
       [](py::bytes data, int verification, std::optional<std::string> data_path, bool enable_etdump,
-         size_t debug_buffer_size) {
-        return load_program(data, {verification, std::move(data_path), enable_etdump, debug_buffer_size});
+         size_t debug_buffer_size, int threads) {
+        return load_program(data, {verification, std::move(data_path), enable_etdump, debug_buffer_size, threads});
       },
       py::arg("data"), py::arg("verification") = 1, py::arg("data_path") = py::none(), py::arg("enable_etdump") = false,
-      py::arg("debug_buffer_size") = 0, "Loads program bytes (verification 0: Minimal, 1: InternalConsistency).");
+      py::arg("debug_buffer_size") = 0, py::arg("threads") = 0,
+      "Loads program bytes (verification 0: Minimal, 1: InternalConsistency).");
   m.def(
       "load_program_file",
       [](const std::string& path, int verification, std::optional<std::string> data_path, bool enable_etdump,
-         size_t debug_buffer_size) {
-        return load_program_file(path, {verification, std::move(data_path), enable_etdump, debug_buffer_size});
+         size_t debug_buffer_size, int threads) {
+        return load_program_file(path, {verification, std::move(data_path), enable_etdump, debug_buffer_size, threads});
       },
       py::arg("path"), py::arg("verification") = 1, py::arg("data_path") = py::none(), py::arg("enable_etdump") = false,
-      py::arg("debug_buffer_size") = 0, "Loads a program file, mmapped.");
+      py::arg("debug_buffer_size") = 0, py::arg("threads") = 0, "Loads a program file, mmapped.");
   m.def("operator_names", [] {
     py::set names;
     for (const auto& k : executorch::runtime::get_registered_kernels()) {

@@ -276,13 +276,15 @@ class Method:
     ) -> list[int | float | bool | None]: ...
 
 # verification: 0 Minimal, 1 InternalConsistency; data_path: a .ptd file; enable_etdump: an ETDump
-# profile of every method, with debug_buffer_size bytes for the host tensors it logs.
+# profile of every method, with debug_buffer_size bytes for the host tensors it logs; threads: the
+# intra-op threads device backends run compiled code with (0: each backend's default).
 def load_program(
     data: bytes,
     verification: int = 1,
     data_path: str | None = None,
     enable_etdump: bool = False,
     debug_buffer_size: int = 0,
+    threads: int = 0,
 ) -> Program: ...
 def load_program_file(
     path: str,
@@ -290,6 +292,7 @@ def load_program_file(
     data_path: str | None = None,
     enable_etdump: bool = False,
     debug_buffer_size: int = 0,
+    threads: int = 0,
 ) -> Program: ...
 
 # Refuses (EtCopyError, error "InvalidProgram") a program in which the host would read or write

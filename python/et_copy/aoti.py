@@ -119,6 +119,11 @@ def compile_options(target: str) -> dict[str, Any]:
         "freezing": False,  # parameters stay constants the runtime binds, not folded into the code
         # Inductor's default: a depthwise conv has no Triton template and falls back to ATen.
         "max_autotune_conv_backends": "ATEN,TRITON",
+        # Every parallel region asks OpenMP for the calling thread's count at run time, which the runtime
+        # sets per execution (et_copy.runtime.load's threads). Without it the code depends on the exporting
+        # process's torch.get_num_threads() (serial code at 1; num_threads(n) written in when n is not
+        # the machine's CPU count), which the cache key does not name.
+        "cpp.dynamic_threads": True,
     }
     # The host code (all of it on the CPU, the wrapper on CUDA) is for this machine's ISA unless
     # TORCHINDUCTOR_CPP_MARCH says otherwise; the cache key then names the machine.

@@ -440,6 +440,7 @@ class Runtime:
         enable_etdump: bool = False,
         debug_buffer_size: int = 0,
         data_path: str | os.PathLike | None = None,
+        threads: int | None = None,
     ) -> Program:
         """Loads a program from a path (mmapped, not read), bytes, a
         bytearray or memoryview, or a file-like object, verified at
@@ -448,12 +449,19 @@ class Runtime:
         an ETDump profile of every method the program runs (write it with
         :meth:`Program.write_etdump_result_to_file`); ``debug_buffer_size``
         bytes, when not 0, also hold the intermediate outputs that live on
-        the host (device tensors are not read back for it). Raises
-        EtCopyError (InvalidProgram, ...) for a malformed program and
-        TypeError for what is none of these."""
+        the host (device tensors are not read back for it). ``threads`` is
+        the intra-op threads the compiled backend (``backend="aoti"``) runs
+        each method's code with, on the thread that calls ``execute``; None
+        keeps the backend's default, one thread, which a machine shared
+        with other work needs (docs/benchmarks.md, "Threads"); pass e.g.
+        ``os.cpu_count()`` on a machine of your own. The simulated backend
+        computes on one thread whatever it is. Raises
+        EtCopyError (InvalidProgram, ...) for a malformed program,
+        TypeError for what is none of these and ValueError for a
+        ``threads`` below 1."""
         level = int(_verification(verification))
         data_file = None if data_path is None else os.fspath(data_path)
-        options = (level, data_file, bool(enable_etdump), int(debug_buffer_size))
+        options = (level, data_file, bool(enable_etdump), int(debug_buffer_size), _threads(threads))
         _load_wheel_libraries()
         if isinstance(data, (str, os.PathLike)):
             path = os.fspath(data)
@@ -470,6 +478,17 @@ class Runtime:
         )
 
 
+def _threads(threads: int | None) -> int:
+    """The bindings' thread count for ``threads`` (0: the backends' default)."""
+    if threads is None:
+        return 0
+    if isinstance(threads, bool) or not isinstance(threads, int):
+        raise TypeError(f"et_copy.runtime.load: threads must be an int or None, got {type(threads).__name__}")
+    if threads < 1:
+        raise ValueError(f"et_copy.runtime.load: threads must be at least 1, got {threads}")
+    return threads
+
+
 def load(
     program: ProgramSource,
     *,
@@ -477,6 +496,7 @@ def load(
     enable_etdump: bool = False,
     debug_buffer_size: int = 0,
     data_path: str | os.PathLike | None = None,
+    threads: int | None = None,
 ) -> Program:
     """``Runtime.get().load_program(program, ...)``, with the same arguments."""
     return Runtime.get().load_program(
@@ -485,4 +505,5 @@ def load(
         enable_etdump=enable_etdump,
         debug_buffer_size=debug_buffer_size,
         data_path=data_path,
+        threads=threads,
     )

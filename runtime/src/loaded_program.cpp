@@ -71,7 +71,7 @@ Result<std::unique_ptr<LoadedProgram>> LoadedProgram::load(std::unique_ptr<DataL
   // process on later, or a program whose host would touch device memory.
   FailureReport refusal;
   auto pool = SessionPool::create(lp->bytes(), &*lp->program_, options.kernels,
-                                  lp->data_map_ ? &*lp->data_map_ : nullptr, &refusal);
+                                  lp->data_map_ ? &*lp->data_map_ : nullptr, &refusal, options.threads);
   if (!pool.ok()) {
     return fail(report, pool.error(), std::move(refusal.detail), "checking the program");
   }

@@ -129,9 +129,13 @@ SessionPool::~SessionPool() {
 Session::~Session() = default; // LoadedMethod is complete here
 
 Session::Session(SessionPool* pool) : pool_(pool), id_(next_id()) {
-  // Two options fit a BackendOptions<2>: these cannot fail.
+  // Three options fit a BackendOptions<3>: these cannot fail. The keys are
+  // kPoolSpec, kSessionSpec and kThreadsSpec (set_option takes literals).
   (void)backend_specs_.set_option("pool", pool->id_);
   (void)backend_specs_.set_option("session", id_);
+  if (pool->threads_ > 0) {
+    (void)backend_specs_.set_option("threads", pool->threads_);
+  }
 }
 
 void Session::set_backend_specs() {
@@ -146,9 +150,14 @@ Result<std::unique_ptr<SessionPool>> SessionPool::create(Span<const uint8_t> pro
                                                          const executorch::runtime::Program* program,
                                                          Span<const executorch::runtime::Kernel> kernels,
                                                          const executorch::runtime::NamedDataMap* named_data,
-                                                         FailureReport* report) {
+                                                         FailureReport* report, int threads) {
   if (program == nullptr) {
     return fail(report, Error::InvalidArgument, "SessionPool::create: no program");
+  }
+  if (threads < 0) {
+    return fail(report, Error::InvalidArgument,
+                "SessionPool::create: threads must be at least 1, or 0 for the backends' default, got " +
+                    std::to_string(threads));
   }
   FailureReport refusal;
   const Error e = check_device_access(program_bytes.data(), program_bytes.size(), device_backends(),
@@ -174,6 +183,7 @@ Result<std::unique_ptr<SessionPool>> SessionPool::create(Span<const uint8_t> pro
   }
   auto pool = std::unique_ptr<SessionPool>(new SessionPool(program_bytes, program, kernels, named_data));
   pool->record_ = *record;
+  pool->threads_ = threads;
   return pool;
 }
 

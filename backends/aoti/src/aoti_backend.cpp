@@ -44,6 +44,7 @@ struct Handle {
   std::string method_name;
   DelegateRecord record; // payload points nowhere after init
   bool simulated = true; // the simulated device (host alias, CPU model) or CUDA
+  int threads = kDefaultThreads;
   std::vector<std::shared_ptr<DeviceBlock>> weights;
   std::shared_ptr<StateArena> arena;
   std::unique_ptr<aoti::Container> container;
@@ -244,6 +245,16 @@ ET_NODISCARD Result<Handle*> init_handle(BackendInitContext& context, FreeableBu
       }
     }
   }
+  auto threads = context.get_runtime_spec<int>(kThreadsSpec);
+  if (threads.ok()) {
+    if (*threads < 1) {
+      return fail(Error::InvalidArgument, h->method_name,
+                  "runtime spec 'threads' must be at least 1, got " + std::to_string(*threads));
+    }
+    h->threads = *threads;
+  } else if (threads.error() != Error::NotFound) {
+    return fail(Error::InvalidArgument, h->method_name, "runtime spec 'threads' must be an int");
+  }
   Error e = check_target(*h);
   if (e != Error::Ok) {
     return e;
@@ -310,7 +321,7 @@ ET_NODISCARD Error execute_handle(Handle& h, Span<EValue*> args) {
   }
   std::string what;
   std::vector<aoti::ModelTensor> results;
-  if (!h.container->run(inputs, &results, &what)) {
+  if (!h.container->run(inputs, h.threads, &results, &what)) {
     return fail(Error::Internal, h.method_name, what);
   }
   if (results.size() != n_out) {

@@ -45,6 +45,8 @@ using UpdatePairsFn = RuntimeError (*)(ContainerHandle, const ConstantMapEntry*,
 using UpdateMapFn = RuntimeError (*)(ContainerHandle, void* /* std::unordered_map<std::string, AtenTensorHandle>* */,
                                      bool, bool);
 using GetLastErrorFn = RuntimeError (*)(const char**);
+using SetThreadsFn = void (*)(int); // omp_set_num_threads
+using GetMaxThreadsFn = int (*)();  // omp_get_max_threads
 
 bool torch_ok(AOTITorchError e, const char* call, std::string* what) {
   if (e != AOTI_TORCH_SUCCESS) {
@@ -147,6 +149,9 @@ class Library {
   UpdatePairsFn update_pairs = nullptr; // absent from older .so files
   UpdateMapFn update_map = nullptr;
   GetLastErrorFn last_error = nullptr; // absent from older .so files
+  // The OpenMP runtime the model's parallel regions use (null when the model links none).
+  SetThreadsFn set_threads = nullptr;
+  GetMaxThreadsFn max_threads = nullptr;
 
   // "<call> failed (AOTI error N: <last error>)".
   bool ok(RuntimeError e, const char* call, std::string* what) const {
@@ -224,6 +229,14 @@ std::shared_ptr<Library> load_library(const uint8_t* so, size_t nbytes, std::str
   lib->update_map =
       reinterpret_cast<UpdateMapFn>(dlsym(dl, "AOTInductorModelContainerUpdateUserManagedConstantBuffer"));
   lib->last_error = reinterpret_cast<GetLastErrorFn>(dlsym(dl, "AOTInductorGetLastError"));
+  // Looked up through the model's own dependencies: the libgomp its kernels
+  // call (torch's), whichever copy that is.
+  lib->set_threads = reinterpret_cast<SetThreadsFn>(dlsym(dl, "omp_set_num_threads"));
+  lib->max_threads = reinterpret_cast<GetMaxThreadsFn>(dlsym(dl, "omp_get_max_threads"));
+  if ((lib->set_threads == nullptr) != (lib->max_threads == nullptr)) {
+    lib->set_threads = nullptr;
+    lib->max_threads = nullptr;
+  }
   if (lib->update_pairs == nullptr && lib->update_map == nullptr) {
     missing += (missing.empty() ? "" : ", ") + std::string("AOTInductorModelContainerUpdateUserManagedConstantBuffer");
   }
@@ -364,7 +377,41 @@ bool Container::bind_constants(const std::vector<std::pair<std::string, BlobView
   return ok;
 }
 
-bool Container::run(const std::vector<BlobView>& inputs, std::vector<ModelTensor>* outputs, std::string* what) {
+namespace {
+
+// The calling thread's OpenMP thread count (an ICV OpenMP keeps per thread)
+// set for one scope; the caller's is restored after.
+class ThreadCount {
+ public:
+  ThreadCount(const Library& l, int threads) : l_(l) {
+    if (l_.set_threads != nullptr) {
+      saved_ = l_.max_threads();
+      if (saved_ != threads) {
+        l_.set_threads(threads);
+      }
+    }
+  }
+  ~ThreadCount() {
+    if (l_.set_threads != nullptr && l_.max_threads() != saved_) {
+      l_.set_threads(saved_);
+    }
+  }
+  ThreadCount(const ThreadCount&) = delete;
+  ThreadCount& operator=(const ThreadCount&) = delete;
+
+ private:
+  const Library& l_;
+  int saved_ = 0;
+};
+
+} // namespace
+
+bool Container::run(const std::vector<BlobView>& inputs, int threads, std::vector<ModelTensor>* outputs,
+                    std::string* what) {
+  if (threads < 1) {
+    *what = "threads must be at least 1, got " + std::to_string(threads);
+    return false;
+  }
   size_t n_out = 0;
   if (!library_->ok(library_->num_outputs(handle_, &n_out), "AOTInductorModelContainerGetNumOutputs", what)) {
     return false;
@@ -381,6 +428,7 @@ bool Container::run(const std::vector<BlobView>& inputs, std::vector<ModelTensor
     in.push_back(h);
   }
   std::vector<AtenTensorHandle> out(n_out, nullptr);
+  ThreadCount scope(*library_, threads);
   // The model steals the input handles (it deletes them, on failure too); the outputs are ours.
   if (!library_->ok(library_->run(handle_, in.data(), in.size(), out.data(), out.size(), nullptr, nullptr),
                     "AOTInductorModelContainerRun", what)) {

@@ -101,8 +101,10 @@ class Container {
   bool bind_constants(const std::vector<std::pair<std::string, BlobView>>& by_name, std::string* what);
 
   /// Runs the model on `inputs` (wrapped, not copied) on the default
-  /// stream; `outputs` receives the tensors the model allocated.
-  bool run(const std::vector<BlobView>& inputs, std::vector<ModelTensor>* outputs, std::string* what);
+  /// stream, with the calling thread's OpenMP thread count set to `threads`
+  /// (at least 1) for the run and restored after; `outputs` receives the
+  /// tensors the model allocated.
+  bool run(const std::vector<BlobView>& inputs, int threads, std::vector<ModelTensor>* outputs, std::string* what);
 
  private:
   Container(std::shared_ptr<Library> library, void* handle) : library_(std::move(library)), handle_(handle) {}

@@ -32,6 +32,12 @@ namespace et_copy {
 /// and the weights go with their last handle.
 inline constexpr const char* kSessionSpec = "session";
 inline constexpr const char* kPoolSpec = "pool";
+/// Runtime spec key (int, at least 1): the intra-op threads a backend's
+/// compiled code may use in each execution (AotiDeviceBackend: the OpenMP
+/// thread count of the calling thread while the model runs). Sessions pass
+/// it when the program was loaded with LoadOptions::threads; without it,
+/// the backend's default (AotiDeviceBackend: kDefaultThreads).
+inline constexpr const char* kThreadsSpec = "threads";
 
 /**
  * A delegate backend whose delegates compute over device memory. Besides
@@ -47,8 +53,8 @@ inline constexpr const char* kPoolSpec = "pool";
  *
  * Sessions (sessions.h) load every method with the runtime specs
  * {"pool": pool id, "session": session id} (both int, kPoolSpec and
- * kSessionSpec below) for every registered device
- * backend.
+ * kSessionSpec above), and {"threads": n} when the program was loaded with
+ * a thread count (kThreadsSpec), for every registered device backend.
  *
  * Threading: the hooks may be called from any thread. reset_state races
  * with execute of the same session: the caller serializes them

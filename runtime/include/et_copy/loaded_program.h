@@ -34,6 +34,10 @@ struct LoadOptions {
   /// method_kernels() (et-copy's copy kernels, whatever the registry holds),
   /// or an empty span for the global registry alone. Must outlive the program.
   executorch::runtime::Span<const executorch::runtime::Kernel> kernels = method_kernels();
+  /// The intra-op threads each execution's compiled code may use, passed
+  /// to the device backends as the runtime spec "threads" (kThreadsSpec);
+  /// 0 passes none, and each backend uses its default.
+  int threads = 0;
 };
 
 class LoadedProgram {

@@ -230,6 +230,58 @@ def test_bench_llm_section_times_the_compiled_backend_against_its_so_run_directl
     assert "export_llm(backend='aoti')" in proc.stdout
 
 
+@pytest.mark.slow
+def test_bench_llm_mid_section_compares_every_row_with_transformers_per_dtype(tmp_path):
+    """--only llm-mid --quick: the mid-size section's structure on a small model of the same shape: per
+    dtype, decode and prefill of every row (ours on both backends, the .so run directly, transformers eager
+    and torch.compile), the bandwidth, the thread figures under both wait policies, and their targets."""
+    from et_copy.tools.bench import _llm_mid
+
+    json_path = tmp_path / "mid.json"
+    proc = ok(run_bench(*TINY, "--only", "llm-mid", "--threads", "1", "--json", str(json_path)))
+    doc = json.loads(json_path.read_text())
+    assert "llm-mid" in doc["config"]["sections"] and doc["config"]["threads"] == 1
+    section = doc["llm_mid"]
+    assert section["threads"] == 1 and section["baseline"] == _llm_mid.EAGER
+    assert section["config"] == _llm_mid.QUICK_CONFIG
+    bw = section["bandwidth_gb_s"]
+    assert bw["one_thread"] > 0 and bw["all_threads"] > 0 and bw["one_thread_threads"] == 1
+    assert [e["dtype"] for e in section["dtypes"]] == ["float32", "bfloat16"]
+    for entry in section["dtypes"]:
+        for kind in ("decode", "prefill"):
+            assert set(entry[kind]) == set(_llm_mid.ROWS)
+            for stats in entry[kind].values():
+                assert stats["samples"] >= 2 and 0 < stats["min_ns"] <= stats["median_ns"] <= stats["p90_ns"]
+        assert 0 < entry["decode_weight_bytes"] < entry["weights_nbytes"]
+        export = entry["export"]
+        assert export["aoti"]["compiles"] + export["aoti"]["cache_hits"] == 4  # one partition per method
+        assert export["simulated"]["seconds"] > 0
+        assert entry["torch_compile_seconds"]["decode"] > 0 and entry["torch_compile_seconds"]["prefill"] > 0
+        assert set(entry["first_decode_token"]) == {"aoti", "simulated", "direct", "eager"}
+    # The float32 picks agree: the same model, the same prompt, each path's own arithmetic.
+    assert len(set(section["dtypes"][0]["first_decode_token"].values())) == 1
+    figures = section["thread_figures"]
+    assert [f["wait_policy"] for f in figures][1] == "PASSIVE" and len(figures) == 2
+    for f in figures:
+        assert f["calls"] == 20 and f["one_thread"]["samples"] == f["two_threads"]["samples"] == 20
+        assert f["two_threads_max_ns"] >= f["two_threads"]["median_ns"]
+    names = [t["name"] for t in doc["targets"]]
+    assert sum("mid-size" in n for n in names) == 3 * 2 + 2 * 2  # three per dtype, two per wait policy
+    assert "LLM mid-size step" in proc.stdout and "torch.compile" in proc.stdout
+
+
+def test_bench_llm_mid_is_not_in_the_default_run():
+    from et_copy.tools.bench import DEFAULT_SECTIONS, SECTIONS
+
+    assert "llm-mid" in SECTIONS and "llm-mid" not in DEFAULT_SECTIONS
+
+
+def test_bench_rejects_a_thread_count_below_one():
+    proc = run_bench("--only", "llm-mid", "--threads", "0")
+    assert proc.returncode == 2
+    assert "--threads must be at least 1, got 0" in proc.stderr
+
+
 def test_bench_rejects_an_unknown_backend():
     proc = run_bench("--backend", "xla")
     assert proc.returncode == 2

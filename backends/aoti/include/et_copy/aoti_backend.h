@@ -23,6 +23,13 @@ inline constexpr const char* kAotiDeviceBackend = "AotiDeviceBackend";
 /// target line must name it (compared without a local suffix like "+cpu").
 const char* aoti_torch_version();
 
+/// The intra-op threads a delegate's compiled code runs with when the load
+/// passes no runtime spec "threads" (kThreadsSpec). One: a parallel region
+/// waits at its barrier for every thread of its team, and on a machine
+/// shared with other work a thread that is not scheduled stalls the whole
+/// step (libgomp spins up to GOMP_SPINCOUNT before it sleeps, docs/benchmarks.md).
+inline constexpr int kDefaultThreads = 1;
+
 /**
  * The backend.
  *
@@ -39,7 +46,10 @@ const char* aoti_torch_version();
  * state arena there (runtime spec "session"; without it one arena per named
  * data map), and binds every weight and
  * state as a user-managed constant over that device memory: the model
- * updates state in place. NotFound / NotSupported when nothing or another
+ * updates state in place. The runtime spec "threads" (kThreadsSpec, an int
+ * of at least 1; kDefaultThreads without it) is the intra-op thread count
+ * every execute of the handle runs the model with; another value is
+ * InvalidArgument. NotFound / NotSupported when nothing or another
  * allocator serves CUDA or the named data lacks a weight; InvalidProgram
  * when methods of one session disagree on the arena.
  *
@@ -50,6 +60,9 @@ const char* aoti_torch_version();
  * NotSupported. Inputs are wrapped without a copy; each output, allocated
  * by the model, is copied into the argument's memory after the argument is
  * resized to its shape (InvalidArgument on a dtype or capacity mismatch).
+ * The model runs with the OpenMP thread count of the calling thread set to
+ * the handle's threads, and restored after (OpenMP keeps the count per
+ * thread; the compiled code reads it at each parallel region).
  * On CUDA everything runs on the default stream, which the copy kernels use
  * too. A failed AOTI call is DelegateInvalidCompatibility at init and
  * Internal at execute, logged with the runtime's message.

@@ -4,7 +4,9 @@ baselines users would pick instead (torch copies, memcpy, cudaMemcpy).
 Sections: Python call overhead, C++ kernel overhead, throughput by size on
 the simulated device, a whole program and an LLM decode step through
 executorch.runtime and et_copy.runtime, and CUDA rows when a GPU and
-et_copy's CUDA allocator are present. Prints a table with ratios to each
+et_copy's CUDA allocator are present. ``--only llm-mid`` (not in the default
+run: it takes many minutes) times a mid-size dense Qwen3 against
+transformers eager and torch.compile. Prints a table with ratios to each
 baseline; ``--json`` and ``--plot`` save the results."""
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from pathlib import Path
 
 from ._timing import Config
 
-SECTIONS = ("overhead", "kernel", "throughput", "program", "llm", "cuda")
+SECTIONS = ("overhead", "kernel", "throughput", "program", "llm", "cuda", "llm-mid")
+# llm-mid exports a 322.5 MiB model twice per dtype (6 minutes on 2 cores with the compile
+# cache warm): it runs when --only names it, not by default.
+DEFAULT_SECTIONS = SECTIONS[:-1]
 QUICK_SIZES = (4096, 65536, 1 << 20)
 
 
@@ -44,8 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--only",
         metavar="LIST",
-        default=",".join(SECTIONS),
-        help=f"comma-separated sections to run (default all: {','.join(SECTIONS)})",
+        default=",".join(DEFAULT_SECTIONS),
+        help=f"comma-separated sections to run (default {','.join(DEFAULT_SECTIONS)}; also: llm-mid, a "
+        "mid-size model against transformers, many minutes)",
     )
     p.add_argument(
         "--sizes", metavar="SIZE", nargs="+", type=_parse_size, help="throughput sizes (default 4K, 16K, ... 256M)"
@@ -75,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
         help="also time the compiled backend's export with an empty compile cache (minutes on 2 cores); "
         "by default the export uses the cache and says so",
     )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="intra-op threads of the llm-mid table, ours and torch's alike (default 1)",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="show third-party warnings and log lines too")
     return p
 
@@ -103,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     if config.repeats < 1 or config.sample_s <= 0:
         print("et_copy bench: --repeats and --sample-ms must be positive", file=sys.stderr)
         return 2
+    if args.threads < 1:
+        print(f"et_copy bench: --threads must be at least 1, got {args.threads}", file=sys.stderr)
+        return 2
     for path in (args.json, args.plot):
         if path:  # e.g. build/bench.json in a fresh checkout: make the folder now, not after the run
             Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -110,7 +125,15 @@ def main(argv: list[str] | None = None) -> int:
 
     sizes = tuple(args.sizes) if args.sizes else (QUICK_SIZES if args.quick else DEFAULT_SIZES)
     backends = ("simulated", "aoti") if args.backend == "both" else (args.backend,)
-    doc = run(only, config, sizes, quick=args.quick, backends=backends, cold_compile=args.cold_compile)
+    doc = run(
+        only,
+        config,
+        sizes,
+        quick=args.quick,
+        backends=backends,
+        cold_compile=args.cold_compile,
+        threads=args.threads,
+    )
 
     from ._report import render, write_json
 
@@ -141,6 +164,7 @@ def run(
     quick: bool = False,
     backends: tuple[str, ...] = ("simulated",),
     cold_compile: bool = False,
+    threads: int = 1,
 ) -> dict:
     """Runs the chosen sections and returns the document the report and
     the JSON are made from."""
@@ -163,6 +187,7 @@ def run(
             "quick": quick,
             "backends": list(backends),
             "cold_compile": cold_compile,
+            "threads": threads,
         },
         "skipped": {},
     }
@@ -214,6 +239,16 @@ def run(
             except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
                 # Report it with the rest instead of losing the other sections.
                 doc["skipped"]["cuda"] = f"the CUDA benchmark failed: {str(e)[-2000:]}"
+    if "llm-mid" in only:
+        from ._llm_mid import mid_size
+
+        et_copy.use_aoti_backend()
+        try:
+            doc["llm_mid"] = mid_size(
+                threads=threads, quick=quick, rounds=config.repeats, budget_s=5.0 if quick else 60.0, progress=_progress
+            )
+        except ImportError as e:
+            doc["skipped"]["llm_mid"] = f"transformers or executorch's AOT stack is missing: {e}"
     doc["targets"] = _report.targets(doc)
     doc["elapsed_s"] = round(time.monotonic() - started, 1)
     return doc

@@ -103,9 +103,13 @@ def _tensor(line: list[str], data: bytearray | memoryview) -> torch.Tensor:
 
 class DirectRunner:
     """``record``'s .so in torch's AOTI runner with every constant bound
-    user-managed over host memory this object owns."""
+    user-managed over host memory this object owns. ``share_state_with``:
+    another method's runner of the same program, whose state arena this one
+    binds too (a prefill and its decode), as a session's methods share one."""
 
-    def __init__(self, delegate: MethodDelegate) -> None:
+    arena: torch.Tensor
+
+    def __init__(self, delegate: MethodDelegate, share_state_with: DirectRunner | None = None) -> None:
         record, named = delegate.record, delegate.named
         self.input_order = delegate.input_order
         if record.payload_kind != "aoti":
@@ -115,7 +119,14 @@ class DirectRunner:
             f.flush()
             self.runner = torch._C._aoti.AOTIModelContainerRunnerCpu(f.name, 1)
         (arena,) = record.lines.get("arena", [["arena", "-", "0"]])
-        self.arena = torch.zeros(int(arena[2]), dtype=torch.uint8)
+        if share_state_with is not None and share_state_with.arena.numel() != int(arena[2]):
+            raise ValueError(
+                f"DirectRunner: share_state_with has a {share_state_with.arena.numel()}-byte arena, this record "
+                f"lays out {arena[2]} bytes"
+            )
+        self.arena = (
+            torch.zeros(int(arena[2]), dtype=torch.uint8) if share_state_with is None else share_state_with.arena
+        )
         states = {s[1]: s for s in record.lines.get("state", [])}
         for _, _, offset, nbytes, initial in states.values():
             if initial != "-":

@@ -209,7 +209,8 @@ def _aoti_cases(pte, max_seq_len, token, pos, expected) -> tuple[dict, dict]:
 
     from ._aoti import DirectRunner, method_delegate
 
-    session = et_copy_runtime.load(pte).new_session()
+    # The compiled code at torch's thread count, as the direct run below has it.
+    session = et_copy_runtime.load(pte, threads=torch.get_num_threads()).new_session()
     ours, following = session.load_method(llm.DECODE), session.load_method(llm.DECODE_NEXT)
     direct = DirectRunner(method_delegate(pte, llm.DECODE))
     direct_inputs = direct.inputs_of([token, pos])

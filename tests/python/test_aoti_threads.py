@@ -1,0 +1,112 @@
+"""The intra-op threads a compiled program runs with: et_copy.runtime.load's
+``threads``, which AotiDeviceBackend sets as the calling thread's OpenMP
+thread count around each run of the model (the compiled code is built to
+read it at each parallel region: et_copy.aoti's ``cpp.dynamic_threads``).
+
+The observable is the compiled code's OpenMP team: a parallel region run
+with n threads starts n - 1 worker threads the first time, and a process
+that has run no parallel region has none. Each case runs in a fresh child
+process, so that no earlier region (an export's, another case's) has
+started them; the program is exported once, here."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+pytest.importorskip("executorch.exir")
+
+import et_copy  # noqa: E402
+import et_copy.runtime  # noqa: E402
+from et_copy.export import export_device_program  # noqa: E402
+
+CHILD = textwrap.dedent(
+    """
+    import json, os, sys
+    import numpy
+    import torch
+    import et_copy, et_copy.runtime
+
+    def tasks():
+        return len(os.listdir("/proc/self/task"))
+
+    path, threads = sys.argv[1], json.loads(sys.argv[2])
+    torch.set_num_threads(2)  # the caller's own count, which a run must leave as it found it
+    et_copy.use_simulated_device()
+    et_copy.use_aoti_backend()
+    method = et_copy.runtime.load(path, threads=threads).load_method("forward")
+    # Made by numpy: a torch op over this many elements could start OpenMP workers of its own first.
+    x = torch.from_numpy(numpy.random.default_rng(0).standard_normal((64, 4096), dtype=numpy.float32))
+    before = tasks()
+    (out,) = method.execute([x])
+    started = tasks() - before
+    print(json.dumps({
+        "started": started,
+        "caller_threads_after": torch.get_num_threads(),
+        "equal": bool(torch.allclose(out, x.exp() * 2 + 1)),
+    }))
+    """
+)
+
+
+class Elementwise(torch.nn.Module):
+    """Enough elements (262,144) that Inductor's kernel is one parallel region."""
+
+    def forward(self, x):
+        return x.exp() * 2 + 1
+
+
+@pytest.fixture(scope="module")
+def program_path(tmp_path_factory):
+    program = export_device_program(Elementwise(), (torch.randn(64, 4096),), backend="aoti", strict=True)
+    path = tmp_path_factory.mktemp("threads") / "elementwise.pte"
+    path.write_bytes(program.buffer)
+    return path
+
+
+def _run(path, threads: int | None) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(path), json.dumps(threads)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("threads", "workers"), [(None, 0), (1, 0), (3, 2)])
+def test_the_compiled_code_runs_with_the_threads_the_load_asks_for(program_path, threads, workers):
+    got = _run(program_path, threads)
+    assert got["equal"]
+    # n threads in the model's parallel region: n - 1 OpenMP workers started by it; the default is one thread.
+    assert got["started"] == workers
+    # The count is set for the run only: the caller's thread keeps its own.
+    assert got["caller_threads_after"] == 2
+
+
+@pytest.mark.parametrize(
+    ("threads", "error", "message"),
+    [
+        (0, ValueError, "threads must be at least 1, got 0"),
+        (-2, ValueError, "threads must be at least 1, got -2"),
+        (True, TypeError, "threads must be an int or None, got bool"),
+        ("2", TypeError, "threads must be an int or None, got str"),
+        (2.0, TypeError, "threads must be an int or None, got float"),
+    ],
+)
+def test_a_thread_count_that_is_not_a_positive_int_is_refused_before_loading(threads, error, message):
+    with pytest.raises(error, match=f"et_copy.runtime.load: {message}"):
+        et_copy.runtime.load(b"not a program", threads=threads)
+
+
+def test_the_bindings_refuse_a_negative_thread_count_before_loading():
+    # The Python layer refuses it first; a caller of _C directly meets the bindings' own check.
+    with pytest.raises(et_copy.EtCopyError, match="et_copy.runtime.load: threads must be at least 1, .* got -1"):
+        et_copy._C.load_program(b"not a program", threads=-1)
