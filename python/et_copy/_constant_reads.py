@@ -5,7 +5,8 @@ The edge dialect spells every view as a copy (``permute_copy``,
 ``permute_copy`` of its weight compiles to a kernel that writes the whole
 transposed weight into a fresh buffer on every call, before the matmul
 reads it: three passes over the weights per step where one is needed.
-:func:`copies_as_views` turns the copies back into views before compiling;
+:func:`copies_as_views` turns a weight's copies back into views before
+compiling;
 :func:`weight_copies` (on the graph, for any target) and
 :func:`weight_copies_in_code` (on the generated CPU wrapper) find what is
 left.
@@ -42,25 +43,54 @@ def view_root(node: torch.fx.Node) -> torch.fx.Node:
     return node
 
 
+def _no_lowering() -> set[Any]:
+    """The view copies Inductor has no lowering and no C shim for: left as they
+    are, it would call them through the proxy executor, which the runtime
+    lacks."""
+    aten = torch.ops.aten
+    return {aten.select.int, aten.slice.Tensor, aten.split.Tensor}
+
+
+# The weight dtypes read in place. A bf16 dense Qwen3 of 4 layers with a
+# 160-position cache, so compiled, gave NaN logits from a 128-token prefill
+# (eager, the simulated backend and the copies give transformers' token; the
+# same model with a 136-position cache, or 1 layer, was right): until that
+# is understood, weights of other dtypes keep their copies.
+IN_PLACE_DTYPES = (torch.float32,)
+
+
+def _in_place_dtype(module: torch.fx.GraphModule, fqn: str) -> bool:
+    owner, _, leaf = fqn.rpartition(".")
+    return getattr(module.get_submodule(owner), leaf).dtype in IN_PLACE_DTYPES
+
+
 def copies_as_views(module: torch.fx.GraphModule, mutated: set[str]) -> None:
-    """Rewrites each view copy (``permute_copy``, ``select_copy``, ...) of
-    ``module`` as its view. The copy's own meaning (a fresh tensor) is kept
-    with a clone only where a view could be told apart from it: a value the
-    graph returns, which must not alias an input or a constant, and a view of
-    a mutated buffer (``mutated``, FQNs), which the buffer's update must not
-    reach."""
+    """Rewrites each view copy of a weight (``permute_copy``, ``t_copy``,
+    ``select_copy``, ...: a chain of them from a constant of ``module`` not
+    in ``mutated``, the mutable buffers' FQNs, of a dtype in
+    :data:`IN_PLACE_DTYPES`) as its view, so the compiled
+    code reads the weight where it is bound. A weight's view that the graph
+    returns is cloned: an output must not alias a constant.
+
+    Other view copies (of activations, inputs and state) keep their copy,
+    which Inductor fuses into the kernels around it, except those with no
+    lowering (:func:`_no_lowering`), which become their view and a clone:
+    the copy's own meaning, a fresh tensor."""
     graph = module.graph
+    no_lowering = _no_lowering()
     for node in list(graph.nodes):
         view = view_of_copy(node.target) if node.op == "call_function" else None
         if view is None:
             continue
+        root = view_root(node.args[0])  # earlier copies of the chain are views already
+        of_weight = root.op == "get_attr" and root.target not in mutated and _in_place_dtype(module, root.target)
+        if not of_weight and view not in no_lowering:
+            continue
         node.target = view
-        root = view_root(node)
-        of_state = root.op == "get_attr" and root.target in mutated
         # split and unbind return a list: each element read (a getitem) is a result; the others: the node.
         returns_list = str(view._schema.returns[0].type).startswith("List")
         for result in list(node.users) if returns_list else [node]:
-            if of_state or any(user.op == "output" for user in result.users):
+            if not of_weight or any(user.op == "output" for user in result.users):
                 with graph.inserting_after(result):
                     clone = graph.call_function(torch.ops.aten.clone.default, (result,))
                 result.replace_all_uses_with(clone, delete_user_cb=lambda user, c=clone: user is not c)

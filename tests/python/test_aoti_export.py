@@ -594,9 +594,17 @@ def test_the_graph_handed_to_inductor_reads_every_weight_in_place(cls, inputs):
     assert weight_copies(edge)  # the edge dialect's permute_copy of each weight: the check sees them
     assert weight_copies(given) == []
     copies = [n for n in given.graph.nodes if n.op == "call_function" and aoti_views.view_of_copy(n.target)]
-    assert copies == []  # not even of an activation
+    # An activation's view copies stay (Inductor fuses them); none reads a constant, through any views.
+    assert copies and {aoti_views.view_root(n.args[0]).op for n in copies} <= {"placeholder", "call_function"}
     with torch.no_grad():
         torch.testing.assert_close(given(*inputs), module(*inputs))
+
+
+def test_a_bf16_weight_keeps_its_copy_until_its_in_place_read_is_trusted():
+    # docs/design.md: a bf16 Qwen3's compiled prefill gave NaN with its weights read in place.
+    module = fresh(BigLinears).to(torch.bfloat16)
+    edge, given = _handed_to_inductor(module, torch.randn(2, 3, 16, dtype=torch.bfloat16))
+    assert len(weight_copies(given)) == len(weight_copies(edge)) > 0
 
 
 def test_a_view_of_a_mutated_buffer_or_a_returned_view_is_still_a_fresh_tensor():
@@ -617,7 +625,11 @@ def test_a_view_of_a_mutated_buffer_or_a_returned_view_is_still_a_fresh_tensor()
     ep = to_edge(torch.export.export(fresh(Viewed), (x,), strict=True)).exported_program()
     given = aoti._compile_inputs(ep, "cpu")[0]
     cloned = [n.args[0].target for n in given.graph.nodes if n.target == torch.ops.aten.clone.default]
-    assert sorted(map(str, cloned)) == ["aten.permute.default"] * 2 + ["aten.select.int"]
+    # The state's select (no lowering: a view and a clone) and the returned view of w; the input's
+    # transpose keeps its copy.
+    assert sorted(map(str, cloned)) == ["aten.permute.default", "aten.select.int"]
+    kept = [n.target for n in given.graph.nodes if aoti_views.view_of_copy(n.target)]
+    assert len(kept) == 1 and "aten.permute_copy.default" in str(kept[0])
     # Only the returned transpose of w copies a weight: the user asked for that tensor.
     assert [c.split(" ")[-1] for c in weight_copies(given, ep.graph_signature.buffers_to_mutate.values())] == ["w"]
     with torch.no_grad():
