@@ -83,7 +83,7 @@ def copies_as_views(module: torch.fx.GraphModule, mutated: set[str]) -> None:
         if view is None:
             continue
         root = view_root(node.args[0])  # earlier copies of the chain are views already
-        of_weight = root.op == "get_attr" and root.target not in mutated and _in_place_dtype(module, root.target)
+        of_weight = root.op == "get_attr" and root.target not in mutated and _in_place_dtype(module, str(root.target))
         if not of_weight and view not in no_lowering:
             continue
         node.target = view
