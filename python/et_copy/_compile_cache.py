@@ -50,13 +50,7 @@ def cache_key(parts: dict[str, Any]) -> str:
 
 def lookup(key: str) -> bytes | None:
     """The cached bytes for ``key``, or None (a miss, or the cache is off)."""
-    folder = cache_dir()
-    if folder is None:
-        return None
-    try:
-        return (folder / f"{key}.so").read_bytes()
-    except FileNotFoundError:
-        return None
+    return _read(f"{key}.so")
 
 
 def store(key: str, data: bytes, source: str | None = None) -> Path | None:
@@ -81,11 +75,17 @@ def store(key: str, data: bytes, source: str | None = None) -> Path | None:
 def source_of(data: bytes) -> str | None:
     """The generated code the compiled ``data`` was built from, when this
     machine's cache compiled it; else None."""
+    source = _read(f"{hashlib.sha256(data).hexdigest()}.cpp")
+    return None if source is None else source.decode()
+
+
+def _read(name: str) -> bytes | None:
+    """The cache file ``name``'s bytes, or None (absent, or the cache is off)."""
     folder = cache_dir()
     if folder is None:
         return None
     try:
-        return (folder / f"{hashlib.sha256(data).hexdigest()}.cpp").read_text()
+        return (folder / name).read_bytes()
     except FileNotFoundError:
         return None
 

@@ -141,6 +141,15 @@ class CompileStats:
     hits: int = 0
     seconds: float = 0.0
 
+    def since(self, before: CompileStats) -> dict[str, Any]:
+        """What was done after ``before`` (a copy taken earlier, ``dataclasses.replace(compile_stats)``),
+        as the bench reports it: compiles, cache_hits, compile_seconds."""
+        return {
+            "compiles": self.compiles - before.compiles,
+            "cache_hits": self.hits - before.hits,
+            "compile_seconds": self.seconds - before.seconds,
+        }
+
 
 compile_stats = CompileStats()
 

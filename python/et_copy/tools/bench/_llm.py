@@ -34,6 +34,8 @@ simulated backend's."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from ._timing import Config, measure, python_sampler
@@ -243,14 +245,9 @@ def _aoti_export(model, max_seq_len: int, cold: bool, progress) -> dict:
     from et_copy import _compile_cache, aoti
 
     def timed() -> dict:
-        before = (aoti.compile_stats.compiles, aoti.compile_stats.hits, aoti.compile_stats.seconds)
+        before = dataclasses.replace(aoti.compile_stats)
         out = _timed_export(model, max_seq_len, "aoti")
-        stats = aoti.compile_stats
-        out.update(
-            compiles=stats.compiles - before[0],
-            cache_hits=stats.hits - before[1],
-            compile_seconds=stats.seconds - before[2],
-        )
+        out.update(aoti.compile_stats.since(before))
         return out
 
     if not cold:

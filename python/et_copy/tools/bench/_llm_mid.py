@@ -29,6 +29,7 @@ with ``OMP_WAIT_POLICY=PASSIVE`` (libgomp reads it once, when torch loads it).""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import subprocess
 import time
@@ -180,19 +181,14 @@ def interleaved(cases: dict[str, Callable[[], object]], rounds: int, budget_s: f
 def _export(model, backend: str, max_seq_len: int, prompt_len: int) -> dict[str, Any]:
     from et_copy import aoti, llm
 
-    before = (aoti.compile_stats.compiles, aoti.compile_stats.hits, aoti.compile_stats.seconds)
+    before = dataclasses.replace(aoti.compile_stats)
     start = time.perf_counter()
     pte = llm.export_llm(
         model, max_seq_len=max_seq_len, max_prompt_len=prompt_len, pick="device", backend=backend
     ).buffer
     out: dict[str, Any] = {"seconds": time.perf_counter() - start, "pte": pte, "pte_nbytes": len(pte)}
     if backend == "aoti":
-        stats = aoti.compile_stats
-        out.update(
-            compiles=stats.compiles - before[0],
-            cache_hits=stats.hits - before[1],
-            compile_seconds=stats.seconds - before[2],
-        )
+        out.update(aoti.compile_stats.since(before))
     return out
 
 
