@@ -184,6 +184,13 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("python/bindings/program.cpp", "int+1", "size_t debug_buffer_size = 0;",
                "as verification's default: every LoadOptions is built with its debug_buffer_size given "
                "(py::arg(\"debug_buffer_size\") = 0)"),
+    Equivalent("python/bindings/program.cpp", "int+1", "int threads = 0; // 0: each device backend's default",
+               "as debug_buffer_size's default: every LoadOptions is built with its threads given "
+               "(py::arg(\"threads\") = 0)"),
+    Equivalent("python/bindings/program.cpp", "int+1",
+               'py::arg("debug_buffer_size") = 0, py::arg("threads") = 0, "Loads a program file, mmapped.");',
+               "load_program_file's pybind defaults are never used: et_copy.runtime's one caller "
+               "(Runtime.load_program) passes every option, threads as _threads(threads)", site=1),
     Equivalent("python/bindings/program.cpp", "int+1", "Py_ssize_t size = 0;",
                "run_load_check's program is a py::bytes (pybind11 refuses anything else before the call), so "
                "PyBytes_AsStringAndSize succeeds and writes size before anything reads it"),

@@ -54,6 +54,8 @@ P_REGISTRY_OURS = (
     "test_run_registered_dispatches_et_copys_own_kernels_when_the_registry_holds_them"
 )
 P_SAMPLING = "py:tests/python/llm/test_sampling.py"
+P_THREADS = "py:tests/python/test_aoti_threads.py"  # runtime.load's threads, through the bindings and sessions
+P_LLM_PTD = "py:tests/python/llm/test_llm_ptd.py"  # export.save, the .ptd route and generate --program/--data
 P_CONSTANT_READS = tuple(
     "py:tests/python/test_aoti_export.py::" + name
     for name in (
@@ -180,6 +182,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/*/sessions.*", (
         "cpp:et_copy_test_loaded_method:LoadedMethod.AnOutputIsWrittenInTheCallersMemoryOnlyWhenEtCopysOwnD2hKernelFillsIt",
         "cpp:et_copy_test_device_backend", "py:tests/python/test_state_arena_edges.py", T_TRACER, *PY_RUNTIME,
+        P_THREADS,  # the "threads" spec a session passes on, and only when the load asked for it
     )),
     # The one way to run a method: its gtest, then et_copy.runtime's checks through the bindings.
     ("runtime/*/loaded_method.*", ("cpp:et_copy_test_loaded_method", *PY_RUNTIME, P_DEBUG_BUFFER)),
@@ -223,7 +226,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     )),
     ("python/bindings/program.*", (
         P_DEBUG_BUFFER, "py:tests/python/test_load_check_bindings.py", "py:tests/python/test_program_binding_args.py",
-        "py:tests/python/test_method_io_loops.py", P_SCALARS,
+        "py:tests/python/test_method_io_loops.py", P_SCALARS, P_THREADS,
         "py:tests/python/test_runtime.py::test_inputs_may_be_a_tuple_and_outputs_must_be_a_sequence",
         # reset(): refused for a program with no state buffer of its own, a no-op with no method, zeroes an arena.
         P_STATE_EXPORT + "::test_a_session_of_a_program_without_a_state_arena_cannot_be_reset",
@@ -290,7 +293,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
         "py:tests/python/test_torch_tensor_views.py", "py:tests/python/test_device_tensor_views.py",
     )),
     # ---- the package's Python -------------------------------------------------------
-    ("python/et_copy/runtime.py", (P_META, P_API, *PY_RUNTIME)),
+    ("python/et_copy/runtime.py", (P_META, P_API, *PY_RUNTIME, P_THREADS)),
     # export/: test_export_routes.py holds every route's contract (record, errors; ~20 s);
     # test_export.py the emitted programs (device tags, planning, with_target_device, the
     # boundary planner's counters); test_backend_export.py the resident inputs/outputs
@@ -303,7 +306,9 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/et_copy/export/_copy_only.py", (P_ROUTES, P_EXPORT, P_STATE_EXPORT)),
     ("python/et_copy/export/_methods.py", (P_ROUTES, P_STATE_EXPORT, P_BACKEND_EXPORT)),
     ("python/et_copy/export/_graph_checks.py", (P_ROUTES, P_BACKEND_EXPORT, P_EXPORT)),
-    ("python/et_copy/export/_named_data.py", ("py:tests/python/test_state_arena_edges.py", P_ROUTES, P_STATE_EXPORT)),
+    ("python/et_copy/export/_named_data.py", (
+        "py:tests/python/test_state_arena_edges.py", P_ROUTES, P_STATE_EXPORT, P_LLM_PTD,
+    )),
     ("python/et_copy/export/_boundary.py", (P_EXPORT, P_STATE_EXPORT)),
     ("python/et_copy/export/_device_planning.py", (P_EXPORT, P_STATE_EXPORT)),
     ("python/et_copy/export/_boundary_planning.py", (P_EXPORT, P_BACKEND_EXPORT)),
@@ -321,7 +326,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/et_copy/llm/_generate.py", (P_LLM_SESSION, P_LLM_UNITS, P_LLM_IMPORT, *P_LLM_QWEN3)),
     ("python/et_copy/llm/_cache.py", (P_LLM_CACHE, P_LLM_CACHE_DIR, P_LLM_CACHED)),
     ("python/et_copy/llm/_conv.py", ("py:tests/python/llm/test_conv.py",)),
-    ("python/et_copy/tools/generate.py", (P_LLM_UNITS, P_LLM_CLI_ARCHS, P_LLM_CLI)),
+    ("python/et_copy/tools/generate.py", (P_LLM_UNITS, P_LLM_CLI_ARCHS, P_LLM_CLI, P_LLM_PTD)),
     ("python/et_copy/llm/__init__.py", (P_LLM_UNITS, *P_LLM_EAGER)),
     # The compiled partition's weight reads: the graph rewrite and both checks, no compile (seconds).
     ("python/et_copy/_constant_reads.py", P_CONSTANT_READS),
