@@ -537,9 +537,9 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("python/et_copy/runtime.py", "int+1", "@functools.lru_cache(maxsize=1)",
                "Runtime.get() takes no arguments, so its cache only ever holds one key: a larger maxsize keeps "
                "the same single Runtime"),
-    Equivalent("runtime/include/et_copy/sessions.h", "int+1", "executorch::runtime::BackendOptions<2> backend_specs_;",
-               "a capacity of 3 where the session sets exactly two options (its pool and its own id): the view "
-               "each backend gets holds the same two"),
+    Equivalent("runtime/include/et_copy/sessions.h", "int+1", "executorch::runtime::BackendOptions<3> backend_specs_;",
+               "a capacity of 4 where the session sets at most three options (its pool, its own id and the "
+               "threads the load asked for): the view each backend gets holds the same ones"),
     # method_meta_dict's device_of: a program that loaded passed check_device_access, whose bounds-checked
     # reader already read every plan's inputs, outputs and values (check_program_indices, read_places); so
     # method_io_devices, reading the same bytes with the same reader, cannot fail, and its lists hold one

@@ -220,7 +220,6 @@ def test_the_compiled_code_reads_each_weight_in_place_once_per_step(arch):
         source = _compile_cache.source_of(payload)
         assert source is not None, "compiled on this machine, so its source is in the cache"
         assert weight_copies_in_code(source, state) == []
-        assert "aten.permute_copy" not in source  # in no kernel's "Original ATen" list
     # The check sees the state it is told to leave out: a step reads the KV cache to write its next value.
     assert any(weight_copies_in_code(_compile_cache.source_of(p) or "") for p, _ in payloads)
 
