@@ -55,8 +55,10 @@ def save(program, path: str | os.PathLike) -> tuple[Path, Path | None]:
     data_path=ptd)``. Returns (the .pte's path, the .ptd's path or None).
     Raises :class:`ExportArgumentError` (a ValueError) for a path that does
     not end in .pte, and TypeError for what is not a program."""
+    from executorch.exir import ExecutorchProgramManager
+
     op = "et_copy.export.save"
-    if not (hasattr(program, "write_to_file") and hasattr(program, "write_tensor_data_to_file")):
+    if not isinstance(program, ExecutorchProgramManager):
         raise TypeError(f"{op}: program must be an ExecutorchProgramManager, got {type(program).__name__}")
     pte = Path(path)
     if pte.suffix != ".pte":
