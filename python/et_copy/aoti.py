@@ -200,9 +200,9 @@ def _compile_inputs(edge_program, target: str) -> tuple[torch.fx.GraphModule, li
                     table[leaf] = (
                         torch.nn.Parameter(t.contiguous(), False) if table is sub._parameters else t.contiguous()
                     )
-    # The edge dialect's *_copy views (a Linear's permute_copy of its weight) would each be a full
-    # copy of the tensor on every call; as views, Inductor reads the weight in place (mm over a
-    # transposed view). select/slice/split_copy have no lowering or C shim at all.
+    # A weight's *_copy views (a Linear's permute_copy of its weight) would each be a full copy of the
+    # weight on every call; as views, Inductor reads it in place (mm over a transposed view). Other
+    # copies stay, but select/slice/split_copy, which have no lowering or C shim, become view + clone.
     copies_as_views(module, set(ep.graph_signature.buffers_to_mutate.values()))
     vals = {n.name: n.meta["val"] for n in ep.graph.nodes if n.op == "placeholder"}
     return module, [vals[name] for name in ep.graph_signature.user_inputs]
