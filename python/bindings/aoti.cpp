@@ -3,6 +3,7 @@
 #include <string>
 
 #include <et_copy/aoti_backend.h>
+#include <et_copy/code_trust.h>
 #include <et_copy/delegate_record.h>
 
 #include "failure.h"
@@ -37,6 +38,20 @@ void bind_aoti(py::module_& m) {
         return std::string(registration_name(r));
       },
       "et_copy::register_aoti_backend: 'registered' or 'already et_copy'; raises EtCopyError otherwise.");
+
+  // Which compiled code may run (et_copy/code_trust.h).
+  m.def("compile_cache_dir", &compile_cache_dir, "et_copy::compile_cache_dir: the compile cache's folder, '' when off.");
+  m.def(
+      "trust_compiled_code",
+      [](const std::string& digest, bool compiled_here) {
+        const auto e = compiled_here ? mark_compiled_here(digest) : trust_compiled_code(digest);
+        if (e != executorch::runtime::Error::Ok) {
+          throw Failure(e, "et_copy.aoti.trust: '" + digest + "' is not a SHA-256 in 64 lowercase hex digits");
+        }
+      },
+      py::arg("digest"), py::arg("compiled_here") = false,
+      "et_copy::trust_compiled_code, or et_copy::mark_compiled_here with compiled_here.");
+  m.def("is_trusted_code", &is_trusted_code, py::arg("digest"), "et_copy::is_trusted_code.");
 }
 
 } // namespace et_copy::bindings

@@ -193,6 +193,8 @@ struct LoadOptions {
   bool enable_etdump = false;
   size_t debug_buffer_size = 0;
   int threads = 0; // 0: each device backend's default
+  bool verify_data = false;
+  bool trust_code = false;
 };
 
 // Loads the program `loader` serves into `lp` through the core, with the
@@ -243,6 +245,8 @@ void load_into(LoadedProgram& lp, std::unique_ptr<executorch::runtime::DataLoade
                                               std::to_string(options.threads));
   }
   core_options.threads = options.threads;
+  core_options.verify_data = options.verify_data;
+  core_options.trust_code = options.trust_code;
   et_copy::FailureReport report;
   auto loaded = [&] {
     py::gil_scoped_release release;
@@ -654,20 +658,24 @@ void bind_program(py::module_& m) {
   m.def(
       "load_program",
       [](py::bytes data, int verification, std::optional<std::string> data_path, bool enable_etdump,
-         size_t debug_buffer_size, int threads) {
-        return load_program(data, {verification, std::move(data_path), enable_etdump, debug_buffer_size, threads});
+         size_t debug_buffer_size, int threads, bool verify_data, bool trust_code) {
+        return load_program(data, {verification, std::move(data_path), enable_etdump, debug_buffer_size, threads,
+                                   verify_data, trust_code});
       },
       py::arg("data"), py::arg("verification") = 1, py::arg("data_path") = py::none(), py::arg("enable_etdump") = false,
-      py::arg("debug_buffer_size") = 0, py::arg("threads") = 0,
+      py::arg("debug_buffer_size") = 0, py::arg("threads") = 0, py::arg("verify_data") = false,
+      py::arg("trust_code") = false,
       "Loads program bytes (verification 0: Minimal, 1: InternalConsistency).");
   m.def(
       "load_program_file",
       [](const std::string& path, int verification, std::optional<std::string> data_path, bool enable_etdump,
-         size_t debug_buffer_size, int threads) {
-        return load_program_file(path, {verification, std::move(data_path), enable_etdump, debug_buffer_size, threads});
+         size_t debug_buffer_size, int threads, bool verify_data, bool trust_code) {
+        return load_program_file(path, {verification, std::move(data_path), enable_etdump, debug_buffer_size, threads,
+                                        verify_data, trust_code});
       },
       py::arg("path"), py::arg("verification") = 1, py::arg("data_path") = py::none(), py::arg("enable_etdump") = false,
-      py::arg("debug_buffer_size") = 0, py::arg("threads") = 0, "Loads a program file, mmapped.");
+      py::arg("debug_buffer_size") = 0, py::arg("threads") = 0, py::arg("verify_data") = false,
+      py::arg("trust_code") = false, "Loads a program file, mmapped.");
   m.def("operator_names", [] {
     py::set names;
     for (const auto& k : executorch::runtime::get_registered_kernels()) {

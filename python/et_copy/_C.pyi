@@ -65,6 +65,13 @@ def kernel_owner(op: str) -> Literal["already et_copy", "already other", "absent
 def use_simulated_device(device_count: int, host_readable: bool | None) -> Literal["registered", "already et_copy"]: ...
 def register_simulated_device_backend() -> Literal["registered", "already et_copy"]: ...
 def register_aoti_backend() -> Literal["registered", "already et_copy"]: ...
+
+# Which compiled code the compiled backend runs (et_copy/code_trust.h). compile_cache_dir: '' when
+# the cache is off. trust_compiled_code: for this process; with compiled_here, also marked in the
+# compile cache as this machine's. EtCopyError (InvalidArgument) for a digest that is not 64 lowercase hex.
+def compile_cache_dir() -> str: ...
+def trust_compiled_code(digest: str, compiled_here: bool = False) -> None: ...
+def is_trusted_code(digest: str) -> bool: ...
 def describe_allocator(device_type: int) -> str: ...
 
 @final
@@ -277,7 +284,8 @@ class Method:
 
 # verification: 0 Minimal, 1 InternalConsistency; data_path: a .ptd file; enable_etdump: an ETDump
 # profile of every method, with debug_buffer_size bytes for the host tensors it logs; threads: the
-# intra-op threads device backends run compiled code with (0: each backend's default).
+# intra-op threads device backends run compiled code with (0: each backend's default); verify_data:
+# weights checked by their content keys; trust_code: run compiled code this machine did not compile.
 def load_program(
     data: bytes,
     verification: int = 1,
@@ -285,6 +293,8 @@ def load_program(
     enable_etdump: bool = False,
     debug_buffer_size: int = 0,
     threads: int = 0,
+    verify_data: bool = False,
+    trust_code: bool = False,
 ) -> Program: ...
 def load_program_file(
     path: str,
@@ -293,6 +303,8 @@ def load_program_file(
     enable_etdump: bool = False,
     debug_buffer_size: int = 0,
     threads: int = 0,
+    verify_data: bool = False,
+    trust_code: bool = False,
 ) -> Program: ...
 
 # Refuses (EtCopyError, error "InvalidProgram") a program in which the host would read or write

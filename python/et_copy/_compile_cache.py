@@ -25,6 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from . import _C
+
 CACHE_ENV = "ET_COPY_AOTI_CACHE"
 # Part of every key: entries of an older format (before 2: no C++ kept beside the .so) are never hit.
 FORMAT = 2
@@ -32,14 +34,11 @@ FORMAT = 2
 
 def cache_dir() -> Path | None:
     """The cache folder, or None when ``ET_COPY_AOTI_CACHE=0`` turns the cache off;
-    ``ET_COPY_AOTI_CACHE=/some/dir`` puts it there instead."""
-    setting = os.environ.get(CACHE_ENV, "1").strip()
-    if setting in ("0", "false", "no", "off"):
-        return None
-    if os.sep in setting:
-        return Path(setting)
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(root) / "et_copy" / "aoti"
+    ``ET_COPY_AOTI_CACHE=/some/dir`` puts it there instead. The C++ core
+    decides (et_copy/code_trust.h), as it reads the same folder for the
+    digests of the code this machine compiled."""
+    folder = _C.compile_cache_dir()
+    return Path(folder) if folder else None
 
 
 def cache_key(parts: dict[str, Any]) -> str:

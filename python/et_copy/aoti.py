@@ -20,6 +20,7 @@ The ``.so`` is cached by content (:mod:`et_copy._compile_cache`).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import platform
 import tempfile
@@ -159,6 +160,7 @@ class _Compiled:
     so: bytes
     path: Path  # a file holding ``so``: the cache's, or a temporary one
     temporary: bool  # the file is ours to delete (the cache is off)
+    sha256: str  # of ``so``: the record's digest line, and what this machine trusts
 
 
 def _host_fingerprint() -> str:
@@ -259,13 +261,16 @@ def _compile(edge_program, target: str, op: str) -> tuple[_Compiled, torch.fx.Gr
         compile_stats.compiles += 1
         compile_stats.seconds += time.monotonic() - start
         _log.debug("%s: compiled %s in %.1f s", op, key, time.monotonic() - start)
+    digest = hashlib.sha256(so).hexdigest()
+    # This machine compiled it (now, or for its cache): its programs run here with no extra step.
+    _C.trust_compiled_code(digest, compiled_here=True)
     stored = _compile_cache.store(key, so, source)
     if stored is not None:
-        return _Compiled(so, stored, temporary=False), module
+        return _Compiled(so, stored, temporary=False, sha256=digest), module
     fd, tmp = tempfile.mkstemp(suffix=".so")
     with open(fd, "wb") as f:
         f.write(so)
-    return _Compiled(so, Path(tmp), temporary=True), module
+    return _Compiled(so, Path(tmp), temporary=True, sha256=digest), module
 
 
 PROXY_CALL = "aoti_torch_proxy_executor_call_function("  # how Inductor's C++ wrapper calls an op with no shim
@@ -353,8 +358,23 @@ def _preprocess(edge_program, compile_specs, layout: dict[str, StateSlot], arena
     header.append(f"target\t{target}\t{torch.__version__}")
     sig = edge_program.graph_signature
     header.append(f"io\t{len(sig.user_inputs)}\t{len(sig.user_outputs)}")
+    header.append(f"digest\tsha256\t{compiled.sha256}")
     record = delegate_record(header, PAYLOAD_AOTI, compiled.so)
     return PreprocessResult(processed_bytes=record, data_store_output=store.get_named_data_store_output())
+
+
+def trust(*digests: str) -> None:
+    """Trusts, for this process, the compiled code of each SHA-256 digest
+    (64 lowercase hex digits, as ``python -m et_copy doctor PROGRAM.pte``
+    lists a program's code): programs carrying it load with no
+    ``trust_code``. Code this machine compiled is trusted already.
+    Raises TypeError for a digest that is not a str, EtCopyError
+    (InvalidArgument) for one that is not 64 lowercase hex digits; the
+    digests before it are trusted."""
+    for digest in digests:
+        if not isinstance(digest, str):
+            raise TypeError(f"et_copy.aoti.trust: a digest is a str of 64 hex digits, got {type(digest).__name__}")
+        _C.trust_compiled_code(digest)
 
 
 class AotiDeviceBackend(BackendDetails):

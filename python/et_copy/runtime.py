@@ -441,6 +441,8 @@ class Runtime:
         debug_buffer_size: int = 0,
         data_path: str | os.PathLike | None = None,
         threads: int | None = None,
+        verify_data: bool = False,
+        trust_code: bool = False,
     ) -> Program:
         """Loads a program from a path (mmapped, not read), bytes, a
         bytearray or memoryview, or a file-like object, verified at
@@ -455,13 +457,21 @@ class Runtime:
         keeps the backend's default, one thread, which a machine shared
         with other work needs (docs/benchmarks.md, "Threads"); pass e.g.
         ``os.cpu_count()`` on a machine of your own. The simulated backend
-        computes on one thread whatever it is. Raises
+        computes on one thread whatever it is. ``verify_data`` checks every
+        weight and initial state value against the SHA-256 it is stored
+        under as it is copied to the device (docs/runtime.md, "Untrusted
+        programs"). ``trust_code`` runs the compiled code this program
+        carries (``backend="aoti"``) though this machine did not compile
+        it: that code runs in this process, so pass it only for a program
+        from a source you trust; :func:`et_copy.aoti.trust` trusts by
+        digest instead. Raises
         EtCopyError (InvalidProgram, ...) for a malformed program,
         TypeError for what is none of these and ValueError for a
         ``threads`` below 1."""
         level = int(_verification(verification))
         data_file = None if data_path is None else os.fspath(data_path)
-        options = (level, data_file, bool(enable_etdump), int(debug_buffer_size), _threads(threads))
+        flags = (_flag("verify_data", verify_data), _flag("trust_code", trust_code))
+        options = (level, data_file, bool(enable_etdump), int(debug_buffer_size), _threads(threads), *flags)
         _load_wheel_libraries()
         if isinstance(data, (str, os.PathLike)):
             path = os.fspath(data)
@@ -489,6 +499,13 @@ def _threads(threads: int | None) -> int:
     return threads
 
 
+def _flag(name: str, value: bool) -> bool:
+    """A load flag, which must be a bool: a digest or path passed where a flag goes is a mistake to name."""
+    if not isinstance(value, bool):
+        raise TypeError(f"et_copy.runtime.load: {name} must be a bool, got {type(value).__name__}")
+    return value
+
+
 def load(
     program: ProgramSource,
     *,
@@ -497,6 +514,8 @@ def load(
     debug_buffer_size: int = 0,
     data_path: str | os.PathLike | None = None,
     threads: int | None = None,
+    verify_data: bool = False,
+    trust_code: bool = False,
 ) -> Program:
     """``Runtime.get().load_program(program, ...)``, with the same arguments."""
     return Runtime.get().load_program(
@@ -506,4 +525,6 @@ def load(
         debug_buffer_size=debug_buffer_size,
         data_path=data_path,
         threads=threads,
+        verify_data=verify_data,
+        trust_code=trust_code,
     )

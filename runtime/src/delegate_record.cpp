@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include <et_copy/limits.h>
+#include <et_copy/sha256.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 #include <executorch/runtime/platform/log.h>
 
@@ -138,7 +139,7 @@ class Parser {
     }
     DelegateRecord r;
     bool has_device = false;
-    size_t arena_line = 0, target_line = 0, io_line = 0;
+    size_t arena_line = 0, target_line = 0, io_line = 0, digest_line = 0;
     std::set<std::string_view> fqns, states, tensors;
     for (;;) {
       if (!next_line(&line)) {
@@ -254,6 +255,15 @@ class Parser {
         r.target = f[1];
         r.torch_version = f[2];
         target_line = line_;
+      } else if (kind == "digest") {
+        if (f.size() != 3 || f[1] != "sha256" || !is_lower_hex(std::string(f[2]), 64)) {
+          return fail("a digest line has 3 fields: digest, sha256, 64 lowercase hex digits", line);
+        }
+        if (digest_line != 0) {
+          return fail("a second digest line", line);
+        }
+        r.payload_sha256 = f[2];
+        digest_line = line_;
       } else if (kind == "io") {
         if (f.size() != 3) {
           return fail("an io line has 3 fields: io, inputs, outputs", line);
@@ -335,18 +345,21 @@ class Parser {
     }
     const size_t payload_line = line_ = lines_read_;
     if (r.payload_kind == PayloadKind::kProgram) {
-      if (!r.tensors.empty() || target_line != 0 || io_line != 0) {
-        line_ = !r.tensors.empty() ? tensor_lines_[0] : target_line != 0 ? target_line : io_line;
-        return fail(std::string("a ") + kPayloadProgram + " payload has no tensor, target or io line");
+      if (!r.tensors.empty() || target_line != 0 || io_line != 0 || digest_line != 0) {
+        line_ = !r.tensors.empty() ? tensor_lines_[0]
+                : target_line != 0 ? target_line
+                : io_line != 0     ? io_line
+                                   : digest_line;
+        return fail(std::string("a ") + kPayloadProgram + " payload has no tensor, target, io or digest line");
       }
       if (r.has_arena && !r.has_arena_buffer) {
         line_ = arena_line;
         return fail(std::string("a ") + kPayloadProgram + " payload's arena names its nested planned buffer, not -");
       }
     } else {
-      if (target_line == 0 || io_line == 0) {
+      if (target_line == 0 || io_line == 0 || digest_line == 0) {
         line_ = payload_line;
-        return fail(std::string("an ") + kPayloadAoti + " payload needs a target line and an io line");
+        return fail(std::string("an ") + kPayloadAoti + " payload needs a target, an io and a digest line");
       }
       if (r.has_arena && r.has_arena_buffer) {
         line_ = arena_line;

@@ -15,6 +15,7 @@
 namespace et_copy {
 
 using executorch::runtime::Error;
+using executorch::runtime::Result;
 
 namespace {
 
@@ -116,6 +117,17 @@ std::vector<std::string> device_backends(executorch::runtime::etensor::DeviceTyp
     ids.emplace_back(kCudaBackendId);
   }
   return ids;
+}
+
+Result<bool> runtime_flag(const executorch::runtime::BackendInitContext& context, const char* key) {
+  auto flag = context.get_runtime_spec<bool>(key);
+  if (flag.ok()) {
+    return *flag;
+  }
+  if (flag.error() == Error::NotFound) {
+    return false;
+  }
+  return Error::InvalidArgument;
 }
 
 } // namespace et_copy

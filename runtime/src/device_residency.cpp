@@ -1,11 +1,13 @@
 #include <et_copy/device_residency.h>
 
+#include <algorithm>
 #include <mutex>
 #include <set>
 #include <tuple>
 #include <utility>
 
 #include <et_copy/failure_report.h>
+#include <et_copy/sha256.h>
 #include <et_copy/simulated_device_allocator.h>
 
 namespace et_copy {
@@ -29,11 +31,24 @@ ArenaMapKey map_key(const ArenaKey& key) {
   return {key.owner, 1, reinterpret_cast<uintptr_t>(key.data)};
 }
 
+// A weight on a device, and whether its bytes were checked against its key.
+struct CachedWeight {
+  std::weak_ptr<DeviceBlock> block;
+  bool verified = false;
+  bool expired() const {
+    return block.expired();
+  }
+};
+
+// Verified uploads go in pieces this large: each piece is hashed, then
+// copied while it is still in the cache.
+constexpr size_t kVerifyChunk = size_t{1} << 20;
+
 // The process-wide caches, all under one lock. Leaked on purpose: blocks
 // may be freed during static destruction.
 struct Caches {
   std::mutex mutex;
-  std::map<std::tuple<std::string, int, int>, std::weak_ptr<DeviceBlock>> weights; // (key, type, index)
+  std::map<std::tuple<std::string, int, int>, CachedWeight> weights; // (key, type, index)
   std::map<int, std::set<std::shared_ptr<DeviceBlock>>> pins;                      // open pools
   std::map<ArenaMapKey, std::weak_ptr<StateArena>> arenas;
 };
@@ -96,19 +111,49 @@ Error DeviceBlock::write(size_t offset, const void* src, size_t nbytes) {
   return allocator_->copy_host_to_device(static_cast<uint8_t*>(device_) + offset, src, nbytes, index_);
 }
 
+bool content_key_matches(const std::string& key, const std::string& digest) {
+  const size_t colon = key.rfind(':');
+  const std::string named = colon == std::string::npos ? key : key.substr(colon + 1);
+  return named.size() >= 32 && is_lower_hex(named, named.size()) && digest.compare(0, named.size(), named) == 0;
+}
+
+namespace {
+
+// Copies `nbytes` at `src` into `block`, hashing them in the same pass when
+// `digest` is not null.
+Error upload(DeviceBlock& block, const uint8_t* src, size_t nbytes, std::string* digest) {
+  if (digest == nullptr) {
+    return block.write(0, src, nbytes);
+  }
+  Sha256 hash;
+  for (size_t at = 0; at < nbytes; at += kVerifyChunk) {
+    const size_t n = std::min(kVerifyChunk, nbytes - at);
+    hash.update(src + at, n);
+    const Error e = block.write(at, src + at, n);
+    if (e != Error::Ok) {
+      return e;
+    }
+  }
+  *digest = Sha256::hex(hash.finish());
+  return Error::Ok;
+}
+
+} // namespace
+
 Result<std::shared_ptr<DeviceBlock>> acquire_weight(const std::string& key, et::DeviceType type, et::DeviceIndex index,
                                                     size_t nbytes, const NamedDataMap* source, std::optional<int> pool,
-                                                    FailureReport* report) {
+                                                    FailureReport* report, bool verify) {
   Caches& c = caches();
   std::lock_guard<std::mutex> lock(c.mutex); // one upload per key, even with concurrent loads
   const auto cache_key = std::make_tuple(key, static_cast<int>(type), static_cast<int>(index));
-  std::shared_ptr<DeviceBlock> block = c.weights[cache_key].lock();
+  CachedWeight& cached = c.weights[cache_key];
+  std::shared_ptr<DeviceBlock> block = cached.block.lock();
   if (block != nullptr && block->nbytes() != nbytes) {
     return fail(report, Error::DelegateInvalidCompatibility,
                 "content key '" + key + "' names " + std::to_string(nbytes) + " bytes here and " +
                     std::to_string(block->nbytes()) + " bytes in a weight already uploaded");
   }
-  if (block == nullptr) {
+  if (block == nullptr || (verify && !cached.verified)) {
     if (source == nullptr) {
       return fail(report, Error::NotFound, "the program has no named data to read '" + key + "' from");
     }
@@ -129,13 +174,20 @@ Result<std::shared_ptr<DeviceBlock>> acquire_weight(const std::string& key, et::
       return fail(report, made.error(),
                   "cannot allocate " + std::to_string(nbytes) + " bytes on " + device_name(type, index));
     }
-    block = std::move(*made);
-    const Error e = block->write(0, host->data(), nbytes);
+    std::shared_ptr<DeviceBlock> fresh = std::move(*made);
+    std::string digest;
+    const Error e = upload(*fresh, static_cast<const uint8_t*>(host->data()), nbytes, verify ? &digest : nullptr);
     host->Free();
     if (e != Error::Ok) {
       return fail(report, e, "the host-to-device copy failed");
     }
-    c.weights[cache_key] = block;
+    if (verify && !content_key_matches(key, digest)) {
+      return fail(report, Error::InvalidProgram,
+                  "named data '" + key + "' hashes to " + digest.substr(0, 32) +
+                      ", not its key: the data is corrupted");
+    }
+    block = std::move(fresh);
+    cached = CachedWeight{block, verify};
   }
   if (pool.has_value()) {
     auto pins = c.pins.find(*pool);
@@ -191,7 +243,7 @@ struct ResidencyAccess {
   static Result<std::shared_ptr<StateArena>> acquire(const ArenaKey& key, et::DeviceType type, et::DeviceIndex index,
                                                      size_t nbytes, const std::vector<ArenaState>& states,
                                                      const NamedDataMap* source, const std::string& method,
-                                                     FailureReport* report) {
+                                                     FailureReport* report, bool verify) {
     Caches& c = caches();
     std::lock_guard<std::mutex> lock(c.mutex);
     const ArenaMapKey mk = map_key(key);
@@ -242,6 +294,11 @@ struct ResidencyAccess {
                                      : std::string("not in the program's named data")));
         }
         const auto* p = static_cast<const uint8_t*>(blob->data());
+        if (verify && !content_key_matches(s.initial_key, Sha256::hex(Sha256::of(p, s.nbytes)))) {
+          return fail(report, Error::InvalidProgram,
+                      "state '" + s.name + "': the initial value '" + s.initial_key +
+                          "' hashes to another key: the data is corrupted");
+        }
         initial.assign(p, p + s.nbytes);
       }
       added.emplace_back(&s, std::move(initial));
@@ -274,8 +331,8 @@ struct ResidencyAccess {
 Result<std::shared_ptr<StateArena>> acquire_arena(const ArenaKey& key, et::DeviceType type, et::DeviceIndex index,
                                                   size_t nbytes, const std::vector<ArenaState>& states,
                                                   const NamedDataMap* source, const std::string& method,
-                                                  FailureReport* report) {
-  return ResidencyAccess::acquire(key, type, index, nbytes, states, source, method, report);
+                                                  FailureReport* report, bool verify) {
+  return ResidencyAccess::acquire(key, type, index, nbytes, states, source, method, report, verify);
 }
 
 namespace {

@@ -71,7 +71,8 @@ Result<std::unique_ptr<LoadedProgram>> LoadedProgram::load(std::unique_ptr<DataL
   // process on later, or a program whose host would touch device memory.
   FailureReport refusal;
   auto pool = SessionPool::create(lp->bytes(), &*lp->program_, options.kernels,
-                                  lp->data_map_ ? &*lp->data_map_ : nullptr, &refusal, options.threads);
+                                  lp->data_map_ ? &*lp->data_map_ : nullptr, &refusal,
+                                  BackendSpecs{options.threads, options.verify_data, options.trust_code});
   if (!pool.ok()) {
     return fail(report, pool.error(), std::move(refusal.detail), "checking the program");
   }

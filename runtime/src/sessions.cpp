@@ -129,12 +129,19 @@ SessionPool::~SessionPool() {
 Session::~Session() = default; // LoadedMethod is complete here
 
 Session::Session(SessionPool* pool) : pool_(pool), id_(next_id()) {
-  // Three options fit a BackendOptions<3>: these cannot fail. The keys are
-  // kPoolSpec, kSessionSpec and kThreadsSpec (set_option takes literals).
+  // Five options fit a BackendOptions<5>: these cannot fail. The keys are
+  // kPoolSpec, kSessionSpec, kThreadsSpec, kVerifyDataSpec and
+  // kTrustCodeSpec (set_option takes literals).
   (void)backend_specs_.set_option("pool", pool->id_);
   (void)backend_specs_.set_option("session", id_);
-  if (pool->threads_ > 0) {
-    (void)backend_specs_.set_option("threads", pool->threads_);
+  if (pool->specs_.threads > 0) {
+    (void)backend_specs_.set_option("threads", pool->specs_.threads);
+  }
+  if (pool->specs_.verify_data) {
+    (void)backend_specs_.set_option("verify_data", true);
+  }
+  if (pool->specs_.trust_code) {
+    (void)backend_specs_.set_option("trust_code", true);
   }
 }
 
@@ -150,14 +157,14 @@ Result<std::unique_ptr<SessionPool>> SessionPool::create(Span<const uint8_t> pro
                                                          const executorch::runtime::Program* program,
                                                          Span<const executorch::runtime::Kernel> kernels,
                                                          const executorch::runtime::NamedDataMap* named_data,
-                                                         FailureReport* report, int threads) {
+                                                         FailureReport* report, const BackendSpecs& specs) {
   if (program == nullptr) {
     return fail(report, Error::InvalidArgument, "SessionPool::create: no program");
   }
-  if (threads < 0) {
+  if (specs.threads < 0) {
     return fail(report, Error::InvalidArgument,
                 "SessionPool::create: threads must be at least 1, or 0 for the backends' default, got " +
-                    std::to_string(threads));
+                    std::to_string(specs.threads));
   }
   FailureReport refusal;
   const Error e = check_device_access(program_bytes.data(), program_bytes.size(), device_backends(),
@@ -183,7 +190,7 @@ Result<std::unique_ptr<SessionPool>> SessionPool::create(Span<const uint8_t> pro
   }
   auto pool = std::unique_ptr<SessionPool>(new SessionPool(program_bytes, program, kernels, named_data));
   pool->record_ = *record;
-  pool->threads_ = threads;
+  pool->specs_ = specs;
   return pool;
 }
 

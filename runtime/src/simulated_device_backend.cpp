@@ -133,6 +133,7 @@ class WeightDataMap final : public NamedDataMap {
 struct Handle {
   std::string method_name;
   DelegateRecord record;
+  bool verify = false; // the runtime spec "verify_data": weights and state checked by their content keys
   std::vector<uint8_t> program_bytes;
   WeightDataMap weights;
   std::unique_ptr<executorch::extension::BufferDataLoader> loader;
@@ -201,7 +202,8 @@ ET_NODISCARD Error bind_weights(Handle& h, const NamedDataMap* outer, std::optio
                       std::to_string(layout_nbytes(*layout->second)) + " in the nested program");
     }
     FailureReport report;
-    auto block = acquire_weight(w.key, h.record.device_type, h.record.device_index, w.nbytes, outer, pool, &report);
+    auto block =
+        acquire_weight(w.key, h.record.device_type, h.record.device_index, w.nbytes, outer, pool, &report, h.verify);
     if (!block.ok()) {
       return fail(block.error(), h.method_name, "weight '" + w.fqn + "': " + report.detail);
     }
@@ -226,7 +228,7 @@ ET_NODISCARD Error bind_arena(Handle& h, BackendInitContext& context, size_t are
   }
   FailureReport report;
   auto arena = acquire_arena(key, h.record.device_type, h.record.device_index, arena_size, states,
-                             context.get_named_data_map(), h.method_name, &report);
+                             context.get_named_data_map(), h.method_name, &report, h.verify);
   if (!arena.ok()) {
     return fail(arena.error(), h.method_name, report.detail);
   }
@@ -310,6 +312,11 @@ ET_NODISCARD Result<Handle*> init_handle(BackendInitContext& context, FreeableBu
     return fail(Error::InvalidArgument, h->method_name, "runtime spec 'pool' must be an int");
   }
   const std::optional<int> pool_id = pool.ok() ? std::optional<int>(*pool) : std::nullopt;
+  auto verify = runtime_flag(context, kVerifyDataSpec);
+  if (!verify.ok()) {
+    return fail(Error::InvalidArgument, h->method_name, "runtime spec 'verify_data' must be a bool");
+  }
+  h->verify = *verify;
   Error e = bind_weights(*h, context.get_named_data_map(), pool_id);
   if (e != Error::Ok) {
     return e;

@@ -31,7 +31,7 @@ std::string good_record() {
 }
 
 // An aoti record: lines 0..6 as above but the arena, then tensor lines
-// (7..10), target (11), io (12), payload (13).
+// (7..10), target (11), io (12), digest (13), payload (14).
 std::string good_aoti_record() {
   return "et_copy.delegate 2\n"
          "device\tcuda\t1\n"
@@ -46,6 +46,7 @@ std::string good_aoti_record() {
          "tensor\tcount\t4\t\t\n"
          "target\tcpu\t2.13.0+cpu\n"
          "io\t2\t3\n"
+         "digest\tsha256\t0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n"
          "payload\taoti\t15\n" +
          kProgram;
 }
@@ -165,8 +166,9 @@ TEST(DelegateRecord, ATensorSpanMustFitItsWeightOrState) {
 }
 
 TEST(DelegateRecord, AnAotiPayloadNeedsOneTargetOneIoAndATensorLinePerWeightAndState) {
-  expect_aoti_refused(11, "weight\tw\tk\t0", "line 14: an aoti payload needs a target line and an io line");
-  expect_aoti_refused(12, "weight\tw\tk\t0", "line 14: an aoti payload needs a target line and an io line");
+  expect_aoti_refused(11, "weight\tw\tk\t0", "line 15: an aoti payload needs a target, an io and a digest line");
+  expect_aoti_refused(12, "weight\tw\tk\t0", "line 15: an aoti payload needs a target, an io and a digest line");
+  expect_aoti_refused(13, "weight\tw\tk\t0", "line 15: an aoti payload needs a target, an io and a digest line");
   expect_aoti_refused(7, "state\tz\t32\t0\t-", "an aoti payload needs a tensor line for weight 'linear.weight'");
   expect_aoti_refused(10, "state\tz\t32\t0\t-", "an aoti payload needs a tensor line for state 'count'");
   expect_aoti_refused(6, "arena\t2\t32", "line 7: an aoti payload's arena is -");
@@ -180,11 +182,28 @@ TEST(DelegateRecord, AnAotiPayloadNeedsOneTargetOneIoAndATensorLinePerWeightAndS
   expect_aoti_refused(12, "io\t2\t2000000", "inputs and outputs are decimal counts");
 }
 
+TEST(DelegateRecord, TheDigestLineIsSha256InLowercaseHexOnce) {
+  auto r = parse(good_aoti_record());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->payload_sha256, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+  const std::string digits(64, 'a');
+  EXPECT_TRUE(parse(with_line(13, "digest\tsha256\t" + digits, good_aoti_record())).ok());
+  for (const std::string& bad : {"digest\tsha256\t" + digits.substr(1), "digest\tsha256\t" + digits + "a",
+                                 "digest\tsha256\t" + std::string(64, 'A'), "digest\tsha256\t" + std::string(63, 'a') + "g",
+                                 "digest\tsha1\t" + digits, "digest\t" + digits, "digest\tsha256\t" + digits + "\tx"}) {
+    expect_aoti_refused(13, bad, "a digest line has 3 fields: digest, sha256, 64 lowercase hex digits");
+  }
+  expect_aoti_refused(12, "digest\tsha256\t" + digits, "line 14 ('digest\\tsha256\\t0123");
+  expect_aoti_refused(12, "digest\tsha256\t" + digits, "a second digest line");
+}
+
 TEST(DelegateRecord, AProgramPayloadHasNoAotiLinesAndItsArenaNamesABuffer) {
   expect_refused(with_line(6, "arena\t-\t32"), "line 7: a program payload's arena names its nested");
   expect_refused(with_line(5, "tensor\tacc\t6\t4\t1"), "line 6: a program payload has no tensor");
-  expect_refused(with_line(5, "target\tcpu\t2.13.0"), "line 6: a program payload has no tensor, target or io line");
+  expect_refused(with_line(5, "target\tcpu\t2.13.0"),
+                 "line 6: a program payload has no tensor, target, io or digest line");
   expect_refused(with_line(5, "io\t1\t1"), "line 6: a program payload has no");
+  expect_refused(with_line(5, "digest\tsha256\t0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"), "line 6: a program payload has no");
 }
 
 TEST(DelegateRecord, PayloadKindMustBeProgramOrAoti) {

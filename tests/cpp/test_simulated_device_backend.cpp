@@ -25,6 +25,7 @@
 #include <et_copy/device_residency.h>
 #include <et_copy/log_capture.h>
 #include <et_copy/registration.h>
+#include <et_copy/sha256.h>
 #include <et_copy/simulated_device_allocator.h>
 #include <et_copy/simulated_device_backend.h>
 #include <executorch/extension/memory_allocator/malloc_memory_allocator.h>
@@ -483,7 +484,8 @@ TEST_F(SimulatedDeviceBackendTest, ABadRecordIsInvalidCompatibility) {
 TEST_F(SimulatedDeviceBackendTest, AnAotiPayloadIsRefusedByName) {
   executorch::extension::MallocMemoryAllocator alloc;
   BackendInitContext context(&alloc, nullptr, "forward", nullptr);
-  std::string aoti = "et_copy.delegate 2\ndevice\tcuda\t0\ntarget\tcpu\t2.13.0\nio\t1\t1\npayload\taoti\t4\nELF!";
+  std::string aoti = "et_copy.delegate 2\ndevice\tcuda\t0\ntarget\tcpu\t2.13.0\nio\t1\t1\ndigest\tsha256\t" +
+                     std::string(64, '0') + "\npayload\taoti\t4\nELF!";
   FreeableBuffer processed(aoti.data(), aoti.size(), nullptr);
   et_copy::LogCapture log;
   auto h = simulated_device_backend().init(context, &processed, {});
@@ -644,6 +646,79 @@ TEST_F(SimulatedDeviceBackendTest, AWeightAlreadyUploadedIsSharedAtItsSizeAndRef
   EXPECT_EQ(after.h2d_copies, before.h2d_copies) << "neither the shared nor the refused weight is uploaded";
   EXPECT_EQ(after.allocations, before.allocations);
   EXPECT_EQ(bytes_of(**first), std::vector<uint8_t>(16, 3));
+}
+
+// A verified upload: the bytes must hash to the key's digest (its hex after
+// the last ':', at least 32 digits); they are hashed as they are copied, in
+// 1 MiB pieces. A weight cached by an unverified load is uploaded again for
+// a verified one, and a mismatch caches nothing.
+TEST_F(SimulatedDeviceBackendTest, AVerifiedWeightMustHashToItsKeyAndAnUnverifiedOneIsUploadedAgain) {
+  std::vector<uint8_t> bytes((size_t{1} << 20) + 3); // two pieces, the second short
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    bytes[i] = static_cast<uint8_t>(i * 7 + 1);
+  }
+  const std::string digest = et_copy::Sha256::hex(et_copy::Sha256::of(bytes.data(), bytes.size()));
+  const std::string key = "et_copy.weight:" + digest.substr(0, 32);
+  EXPECT_TRUE(et_copy::content_key_matches(key, digest));
+  EXPECT_TRUE(et_copy::content_key_matches(digest, digest)) << "no prefix, all 64 digits";
+  EXPECT_FALSE(et_copy::content_key_matches("et_copy.weight:" + digest.substr(0, 31), digest)) << "too short to say";
+  EXPECT_FALSE(et_copy::content_key_matches("et_copy.weight:" + digest.substr(1, 32), digest));
+  EXPECT_FALSE(et_copy::content_key_matches("et_copy.weight:" + digest.substr(0, 31) + "G", digest));
+  Blobs data;
+  data.blobs[key] = bytes;
+  et_copy::FailureReport report;
+  const DeviceAllocatorStats before = simulated_device_allocator().stats();
+  auto unverified = et_copy::acquire_weight(key, DeviceType::CUDA, 0, bytes.size(), &data, std::nullopt, &report);
+  ASSERT_TRUE(unverified.ok()) << report.detail;
+  auto verified =
+      et_copy::acquire_weight(key, DeviceType::CUDA, 0, bytes.size(), &data, std::nullopt, &report, /*verify=*/true);
+  ASSERT_TRUE(verified.ok()) << report.detail;
+  EXPECT_NE(verified->get(), unverified->get()) << "uploaded again, verified";
+  EXPECT_EQ(bytes_of(**verified), bytes);
+  const DeviceAllocatorStats mid = simulated_device_allocator().stats();
+  EXPECT_EQ(mid.h2d_copies - before.h2d_copies, 1u + 2u) << "one copy, then two pieces";
+  auto shared =
+      et_copy::acquire_weight(key, DeviceType::CUDA, 0, bytes.size(), &data, std::nullopt, &report, /*verify=*/true);
+  ASSERT_TRUE(shared.ok());
+  EXPECT_EQ(shared->get(), verified->get()) << "a verified weight is shared with the next verified load";
+  EXPECT_EQ(simulated_device_allocator().stats().h2d_copies, mid.h2d_copies);
+
+  Blobs flipped;
+  const std::string other = "et_copy.weight:" + std::string(32, '0');
+  flipped.blobs[other] = bytes;
+  auto refused =
+      et_copy::acquire_weight(other, DeviceType::CUDA, 0, bytes.size(), &flipped, std::nullopt, &report, true);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error(), Error::InvalidProgram);
+  EXPECT_EQ(report.detail, "named data '" + other + "' hashes to " + digest.substr(0, 32) +
+                               ", not its key: the data is corrupted");
+  auto unchecked = et_copy::acquire_weight(other, DeviceType::CUDA, 0, bytes.size(), &flipped, std::nullopt, &report);
+  ASSERT_TRUE(unchecked.ok()) << "nothing was cached by the refusal; unverified, the bytes load";
+}
+
+// A verified arena's initial values hash to their keys; a mismatch leaves
+// no arena behind.
+TEST_F(SimulatedDeviceBackendTest, AVerifiedArenasInitialValueMustHashToItsKey) {
+  const std::vector<uint8_t> start(16, 9);
+  const std::string digest = et_copy::Sha256::hex(et_copy::Sha256::of(start.data(), start.size()));
+  Blobs data;
+  data.blobs["et_copy.state:" + digest.substr(0, 32)] = start;
+  data.blobs["et_copy.state:" + std::string(32, 'f')] = start;
+  et_copy::FailureReport report;
+  const et_copy::ArenaKey key{"verify-test", 41, nullptr};
+  auto bad = et_copy::acquire_arena(key, DeviceType::CUDA, 0, 16,
+                                    {et_copy::ArenaState{"s", 0, 16, "et_copy.state:" + std::string(32, 'f')}}, &data,
+                                    "forward", &report, /*verify=*/true);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error(), Error::InvalidProgram);
+  EXPECT_EQ(report.detail, "state 's': the initial value 'et_copy.state:" + std::string(32, 'f') +
+                               "' hashes to another key: the data is corrupted");
+  EXPECT_EQ(et_copy::arena_nbytes("verify-test", 41), 0u);
+  auto good = et_copy::acquire_arena(key, DeviceType::CUDA, 0, 16,
+                                     {et_copy::ArenaState{"s", 0, 16, "et_copy.state:" + digest.substr(0, 32)}}, &data,
+                                     "forward", &report, /*verify=*/true);
+  ASSERT_TRUE(good.ok()) << report.detail;
+  EXPECT_EQ(bytes_of((*good)->block()), start);
 }
 
 // DeviceBlock::write at both sides of each bound: the range may end at the

@@ -7,11 +7,13 @@
 #include <string>
 #include <vector>
 
+#include <et_copy/code_trust.h>
 #include <et_copy/device_arguments.h>
 #include <et_copy/failure_report.h>
 #include <et_copy/counting_device_allocator.h>
 #include <et_copy/delegate_record.h>
 #include <et_copy/device_residency.h>
+#include <et_copy/sha256.h>
 #include <et_copy/simulated_device_allocator.h>
 #include <executorch/runtime/core/device_allocator.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
@@ -45,6 +47,8 @@ struct Handle {
   DelegateRecord record; // payload points nowhere after init
   bool simulated = true; // the simulated device (host alias, CPU model) or CUDA
   int threads = kDefaultThreads;
+  bool verify = false;     // the runtime spec "verify_data"
+  bool trust_code = false; // the runtime spec "trust_code"
   std::vector<std::shared_ptr<DeviceBlock>> weights;
   std::shared_ptr<StateArena> arena;
   std::unique_ptr<aoti::Container> container;
@@ -136,6 +140,28 @@ ET_NODISCARD Error check_target(Handle& h) {
   return Error::Ok;
 }
 
+// The payload is the code its digest line names, and that code is trusted
+// (code_trust.h). Reads the payload's bytes, and nothing else of it.
+ET_NODISCARD Error check_code(const Handle& h) {
+  const DelegateRecord& r = h.record;
+  const std::string found = Sha256::hex(Sha256::of(r.payload, r.payload_nbytes));
+  // ExecuTorch cuts a log line at 256 bytes: a digest to a line.
+  if (found != r.payload_sha256) {
+    ET_LOG(Error, "%s: method '%s': the record's digest line says SHA-256 %s", kAotiDeviceBackend,
+           h.method_name.c_str(), r.payload_sha256.c_str());
+    return fail(Error::InvalidProgram, h.method_name,
+                "the compiled code's SHA-256 is " + found + ": the payload was changed after export, not loaded");
+  }
+  if (!h.trust_code && !is_trusted_code(found)) {
+    ET_LOG(Error, "%s: method '%s': the program carries compiled code (%s, %zu bytes, SHA-256 %s)", kAotiDeviceBackend,
+           h.method_name.c_str(), r.target.c_str(), r.payload_nbytes, found.c_str());
+    return fail(Error::AccessFailed, h.method_name,
+                "not compiled here, and loading runs it: pass trust_code=True to et_copy.runtime.load, or "
+                "et_copy.aoti.trust(digest) (C++: LoadOptions::trust_code, trust_compiled_code)");
+  }
+  return Error::Ok;
+}
+
 // Uploads the weights, binds the arena, and binds every constant the model reads.
 ET_NODISCARD Error bind_constants(Handle& h, BackendInitContext& context) {
   const DelegateRecord& r = h.record;
@@ -155,7 +181,7 @@ ET_NODISCARD Error bind_constants(Handle& h, BackendInitContext& context) {
   }
   for (const DelegateWeight& w : r.weights) {
     FailureReport report;
-    auto block = acquire_weight(w.key, r.device_type, r.device_index, w.nbytes, named, pool, &report);
+    auto block = acquire_weight(w.key, r.device_type, r.device_index, w.nbytes, named, pool, &report, h.verify);
     if (!block.ok()) {
       return fail(block.error(), h.method_name, "weight '" + w.fqn + "': " + report.detail);
     }
@@ -176,7 +202,8 @@ ET_NODISCARD Error bind_constants(Handle& h, BackendInitContext& context) {
     }
     FailureReport report;
     auto arena =
-        acquire_arena(key, r.device_type, r.device_index, r.arena_nbytes, states, named, h.method_name, &report);
+        acquire_arena(key, r.device_type, r.device_index, r.arena_nbytes, states, named, h.method_name, &report,
+                      h.verify);
     if (!arena.ok()) {
       return fail(arena.error(), h.method_name, report.detail);
     }
@@ -255,7 +282,19 @@ ET_NODISCARD Result<Handle*> init_handle(BackendInitContext& context, FreeableBu
   } else if (threads.error() != Error::NotFound) {
     return fail(Error::InvalidArgument, h->method_name, "runtime spec 'threads' must be an int");
   }
+  for (auto [key, flag] : {std::pair{kVerifyDataSpec, &h->verify}, std::pair{kTrustCodeSpec, &h->trust_code}}) {
+    auto value = runtime_flag(context, key);
+    if (!value.ok()) {
+      return fail(Error::InvalidArgument, h->method_name, std::string("runtime spec '") + key + "' must be a bool");
+    }
+    *flag = *value;
+  }
   Error e = check_target(*h);
+  if (e != Error::Ok) {
+    return e;
+  }
+  // The payload is code: it must be the code the record names, and trusted, before a byte of it is loaded.
+  e = check_code(*h);
   if (e != Error::Ok) {
     return e;
   }

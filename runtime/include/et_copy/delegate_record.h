@@ -10,11 +10,12 @@
 //   tensor <name> <ScalarType int> <sizes> <strides>   sizes, strides: comma-separated decimals
 //   target <cpu|cuda> <torch version>              aoti payloads: exactly once
 //   io     <inputs> <outputs>                      aoti payloads: exactly once
+//   digest sha256 <64 lowercase hex>               aoti payloads: exactly once, the payload's SHA-256
 //   payload <program|aoti> <nbytes>                last; then exactly nbytes of payload
 //
 // A `program` payload is a nested ExecuTorch program (SimulatedDeviceBackend);
 // its arena names the nested planned buffer that holds the state, and it has
-// no tensor, target or io line. An `aoti` payload is an AOTInductor shared
+// no tensor, target, io or digest line. An `aoti` payload is an AOTInductor shared
 // object (AotiDeviceBackend, backends/aoti); its arena is "-" (the state
 // tensors are bound in place, not planned), and every weight and state has a
 // tensor line giving the layout it is bound with.
@@ -91,6 +92,7 @@ struct DelegateRecord {
   std::vector<DelegateTensor> tensors; ///< in line order
   std::string target;                  ///< "cpu" or "cuda"; empty when the record has no target line
   std::string torch_version;           ///< the torch that compiled the payload; empty without a target line
+  std::string payload_sha256;          ///< the digest line's 64 hex digits; empty without one
   size_t num_inputs = 0;               ///< from the io line (aoti payloads)
   size_t num_outputs = 0;
   PayloadKind payload_kind = PayloadKind::kProgram;
@@ -115,7 +117,9 @@ struct DelegateRecord {
  * ScalarType, whose sizes and strides differ in count or exceed
  * kMaxTensorDims, that names no weight or state, or whose span (the bytes
  * its sizes and strides reach) exceeds that weight's or state's nbytes; a
- * target other than cpu or cuda, or an empty torch version; no device or no
+ * target other than cpu or cuda, or an empty torch version; a digest line
+ * that is not "digest\tsha256\t" and 64 lowercase hex digits, or a second
+ * one; no device or no
  * payload line; a payload kind other than program or aoti; a payload size
  * other than the bytes after its line. By payload kind: a program payload
  * with a tensor, target or io line, or an arena without a nested buffer

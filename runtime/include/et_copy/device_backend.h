@@ -38,6 +38,27 @@ inline constexpr const char* kPoolSpec = "pool";
 /// it when the program was loaded with LoadOptions::threads; without it,
 /// the backend's default (AotiDeviceBackend: kDefaultThreads).
 inline constexpr const char* kThreadsSpec = "threads";
+/// Runtime spec key (bool): verify every weight and initial state value by
+/// its content key (the SHA-256 it is stored under) as it is copied to the
+/// device, refusing a mismatch (LoadOptions::verify_data).
+inline constexpr const char* kVerifyDataSpec = "verify_data";
+/// Runtime spec key (bool): run the program's compiled code though this
+/// machine did not compile it (LoadOptions::trust_code; code_trust.h).
+inline constexpr const char* kTrustCodeSpec = "trust_code";
+
+/// What a load asks of every device backend, as runtime specs: `threads`
+/// above 0 as kThreadsSpec, and the two flags as kVerifyDataSpec and
+/// kTrustCodeSpec when set.
+struct BackendSpecs {
+  int threads = 0;
+  bool verify_data = false;
+  bool trust_code = false;
+};
+
+/// The bool runtime spec `key` of a load: false when the load does not
+/// pass it, InvalidArgument when it is not a bool.
+ET_NODISCARD executorch::runtime::Result<bool> runtime_flag(const executorch::runtime::BackendInitContext& context,
+                                                            const char* key);
 
 /**
  * A delegate backend whose delegates compute over device memory. Besides

@@ -100,16 +100,28 @@ class DeviceBlock {
  * (open_pool), the weight is also pinned in that pool until
  * release_pool(pool).
  *
+ * With `verify`, the bytes must have the key's content digest
+ * (content_key_matches): they are hashed as they are copied, chunk by
+ * chunk, in one pass over them; a weight cached by an unverified load is
+ * uploaded again, verified, for this one.
+ *
  * On failure returns the error, with why in `report`'s detail (when not
  * null), naming the key: DelegateInvalidCompatibility when the cache holds the key
  * with another size or `source` has it with another size; NotFound when
- * `source` is null; `source`'s error when it lacks the key; DeviceBlock's
- * errors when the upload fails (nothing is cached then).
+ * `source` is null; `source`'s error when it lacks the key; InvalidProgram
+ * when `verify` finds other bytes than the key names (nothing is cached
+ * then); DeviceBlock's errors when the upload fails (nothing is cached then).
  */
 ET_NODISCARD executorch::runtime::Result<std::shared_ptr<DeviceBlock>> acquire_weight(
     const std::string& key, executorch::runtime::etensor::DeviceType type,
     executorch::runtime::etensor::DeviceIndex index, size_t nbytes, const executorch::runtime::NamedDataMap* source,
-    std::optional<int> pool, FailureReport* report);
+    std::optional<int> pool, FailureReport* report, bool verify = false);
+
+/// Whether the SHA-256 `digest` (64 lowercase hex digits) is the one the
+/// content key `key` names: the key's part after its last ':' is at least
+/// 32 lowercase hex digits, and `digest` starts with them (et-copy's keys
+/// are a prefix and the first 32 digits of their bytes' SHA-256).
+bool content_key_matches(const std::string& key, const std::string& digest);
 
 /// Starts pinning: from now until release_pool(pool), weights acquired with
 /// `pool` stay resident. A SessionPool opens its id at creation. Idempotent.
@@ -170,13 +182,14 @@ class StateArena {
  * of that name at another offset or size (methods of one program must
  * agree); DelegateInvalidCompatibility when an initial value has another
  * size than its state; `source`'s error (NotFound when `source` is null)
- * when an initial value is missing; DeviceBlock's errors for the
- * allocation or a write.
+ * when an initial value is missing; with `verify`, InvalidProgram when an
+ * initial value's bytes are not the ones its key names
+ * (content_key_matches); DeviceBlock's errors for the allocation or a write.
  */
 ET_NODISCARD executorch::runtime::Result<std::shared_ptr<StateArena>> acquire_arena(
     const ArenaKey& key, executorch::runtime::etensor::DeviceType type, executorch::runtime::etensor::DeviceIndex index,
     size_t nbytes, const std::vector<ArenaState>& states, const executorch::runtime::NamedDataMap* source,
-    const std::string& method, FailureReport* report);
+    const std::string& method, FailureReport* report, bool verify = false);
 
 /// Puts the arena of (owner, session) back to its start: zeros, then each
 /// state's initial value, through counted h2d copies. NotFound when there

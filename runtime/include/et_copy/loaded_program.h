@@ -38,6 +38,14 @@ struct LoadOptions {
   /// to the device backends as the runtime spec "threads" (kThreadsSpec);
   /// 0 passes none, and each backend uses its default.
   int threads = 0;
+  /// Verify every weight and initial state value against its content key
+  /// as it is copied to the device (kVerifyDataSpec): a flipped byte is
+  /// refused at method load. Costs one SHA-256 pass, fused with the copy.
+  bool verify_data = false;
+  /// Run the program's compiled code though this machine did not compile
+  /// it (kTrustCodeSpec, code_trust.h). Only for programs from a source
+  /// you trust: their code runs in this process.
+  bool trust_code = false;
 };
 
 class LoadedProgram {

@@ -65,6 +65,7 @@
 #include <executorch/runtime/executor/program.h>
 #include <executorch/runtime/kernel/operator_registry.h>
 
+#include <et_copy/device_backend.h>
 #include <et_copy/failure_report.h>
 #include <et_copy/program_record.h>
 
@@ -118,13 +119,14 @@ class SessionPool {
   /// Program::load_method (et_copy::method_kernels()), and `named_data`
   /// (data kept outside the program, a .ptd file), when not null. The bytes
   /// must outlive the pool: a failed execution's operator is named from
-  /// them (LoadedMethod::execute). `threads` above 0 is passed to device
-  /// backends as the runtime spec "threads" (kThreadsSpec); a negative one is
+  /// them (LoadedMethod::execute). `specs` are passed to every device
+  /// backend as runtime specs (BackendSpecs); a negative thread count is
   /// InvalidArgument.
   ET_NODISCARD static executorch::runtime::Result<std::unique_ptr<SessionPool>> create(
       executorch::runtime::Span<const uint8_t> program_bytes, const executorch::runtime::Program* program,
       executorch::runtime::Span<const executorch::runtime::Kernel> kernels,
-      const executorch::runtime::NamedDataMap* named_data = nullptr, FailureReport* report = nullptr, int threads = 0);
+      const executorch::runtime::NamedDataMap* named_data = nullptr, FailureReport* report = nullptr,
+      const BackendSpecs& specs = {});
   SessionPool(const SessionPool&) = delete;
   SessionPool& operator=(const SessionPool&) = delete;
   /// Calls release_pool(id()) on every registered device backend (and the
@@ -181,7 +183,7 @@ class SessionPool {
   bool d2h_kernel_is_ours_ = false;
   const executorch::runtime::NamedDataMap* named_data_;
   const int id_;
-  int threads_ = 0; // the runtime spec "threads" its sessions pass (0: none)
+  BackendSpecs specs_; // the runtime specs its sessions pass
   std::map<std::string, MethodScratch> scratch_;
   std::mutex execution_lock_;
   ProgramRecord record_; // what the program says of itself (read_program_record)
@@ -266,7 +268,7 @@ class Session {
   SessionPool* pool_;
   const int id_;
   // The runtime specs every load_method passes; the map points into the options, both outlive the methods.
-  executorch::runtime::BackendOptions<3> backend_specs_;
+  executorch::runtime::BackendOptions<5> backend_specs_;
   executorch::runtime::LoadBackendOptionsMap backend_options_;
   std::unique_ptr<PlannedBuffer> arena_;
   // load()'s methods; destroyed after methods_, since each holds its method's event tracer.

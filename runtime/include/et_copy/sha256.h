@@ -1,0 +1,40 @@
+// SHA-256 (FIPS 180-4): the digest a delegate record carries of its payload,
+// and the content keys of weights, checked before the bytes are trusted
+// (docs/runtime.md, "Untrusted programs"). Streaming, so that weights are
+// hashed chunk by chunk as they are copied to the device, in one pass.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace et_copy {
+
+class Sha256 {
+ public:
+  using Digest = std::array<uint8_t, 32>;
+
+  Sha256();
+  /// Adds `n` bytes at `data` (any n, including 0).
+  void update(const void* data, size_t n);
+  /// The digest of everything added; the object is spent afterwards.
+  Digest finish();
+
+  /// The digest of `n` bytes at `data`.
+  static Digest of(const void* data, size_t n);
+  /// `d` as 64 lowercase hex digits.
+  static std::string hex(const Digest& d);
+
+ private:
+  void block(const uint8_t* p);
+  std::array<uint32_t, 8> h_;
+  std::array<uint8_t, 64> buffer_{};
+  size_t buffered_ = 0;
+  uint64_t total_ = 0; // bytes added
+};
+
+/// Whether `text` is exactly `digits` lowercase hex digits.
+bool is_lower_hex(const std::string& text, size_t digits);
+
+} // namespace et_copy

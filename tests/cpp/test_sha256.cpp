@@ -1,0 +1,55 @@
+// SHA-256 against FIPS 180-4's examples, and fed in pieces of every size.
+#include <et_copy/sha256.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+using et_copy::Sha256;
+
+namespace {
+
+std::string hex_of(const std::string& text) {
+  return Sha256::hex(Sha256::of(text.data(), text.size()));
+}
+
+} // namespace
+
+TEST(Sha256, KnownAnswers) {
+  EXPECT_EQ(hex_of(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(hex_of("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  // 56 bytes: the padding needs a second block.
+  EXPECT_EQ(hex_of("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(hex_of(std::string(1000000, 'a')), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(Sha256, PiecesOfAnySizeGiveTheWholeDigest) {
+  std::string data;
+  for (int i = 0; i < 1000; ++i) {
+    data += static_cast<char>((i * 131 + 7) & 0xff);
+  }
+  const auto whole = Sha256::of(data.data(), data.size());
+  for (size_t piece : {1u, 3u, 63u, 64u, 65u, 127u, 999u}) {
+    Sha256 s;
+    for (size_t at = 0; at < data.size(); at += piece) {
+      s.update(data.data() + at, std::min(piece, data.size() - at));
+    }
+    s.update(nullptr, 0);
+    EXPECT_EQ(s.finish(), whole) << "pieces of " << piece;
+  }
+  for (size_t n : {55u, 56u, 63u, 64u}) { // each side of the padding's block edge
+    EXPECT_NE(Sha256::of(data.data(), n), Sha256::of(data.data(), n + 1));
+  }
+}
+
+TEST(Sha256, LowerHexIsExactlyThatManyDigits) {
+  EXPECT_TRUE(et_copy::is_lower_hex("0123456789abcdef", 16));
+  EXPECT_FALSE(et_copy::is_lower_hex("0123456789abcdeF", 16));
+  EXPECT_FALSE(et_copy::is_lower_hex("0123456789abcdeg", 16));
+  EXPECT_FALSE(et_copy::is_lower_hex("0123456789abcde", 16));
+  EXPECT_FALSE(et_copy::is_lower_hex("0123456789abcdef0", 16));
+  EXPECT_FALSE(et_copy::is_lower_hex("/:`", 3)); // just outside each range
+  EXPECT_TRUE(et_copy::is_lower_hex("", 0));
+}
