@@ -69,19 +69,28 @@ class DeviceLLM:
     copy of the weights and scratch memory. ``program`` is a loaded
     :class:`et_copy.runtime.Program`, or a .pte's path or bytes to load,
     with ``data_path``, the .ptd of a program exported with
-    ``external_weights=True``."""
+    ``external_weights=True``, and ``et_copy.runtime.load``'s
+    ``verify_data`` and ``trust_code`` (docs/runtime.md, "Untrusted
+    programs")."""
 
-    def __init__(self, program: Any, *, data_path: str | os.PathLike | None = None) -> None:
+    def __init__(
+        self,
+        program: Any,
+        *,
+        data_path: str | os.PathLike | None = None,
+        verify_data: bool = False,
+        trust_code: bool = False,
+    ) -> None:
         import et_copy.runtime
 
         if isinstance(program, (str, os.PathLike, bytes, bytearray, memoryview)):
             # A path is mmapped, and so is the .ptd of export_llm(external_weights=True): the weights
             # go from the file to the device.
-            program = et_copy.runtime.load(program, data_path=data_path)
-        elif data_path is not None:
+            program = et_copy.runtime.load(program, data_path=data_path, verify_data=verify_data, trust_code=trust_code)
+        elif data_path is not None or verify_data or trust_code:
             raise ValueError(
-                "et_copy.llm.DeviceLLM: data_path goes with a program to load (a path or bytes), "
-                "not with a loaded Program (pass it to et_copy.runtime.load)"
+                "et_copy.llm.DeviceLLM: data_path, verify_data and trust_code go with a program to load "
+                "(a path or bytes), not with a loaded Program (pass them to et_copy.runtime.load)"
             )
         self.program = program
         names = set(program.method_names)

@@ -49,6 +49,14 @@ def _parser() -> argparse.ArgumentParser:
                    "and --backend aoti for a program of that backend)")  # fmt: skip
     p.add_argument("--data", help="the .pte's weights file, for a program exported with external_weights=True "
                    "(default: --program's path with the suffix .ptd, when that file exists); mmapped")  # fmt: skip
+    p.add_argument("--trust-code", action="store_true",
+                   help="run --program's compiled code though this machine did not compile it (its code runs in "
+                   "this process: only for a program from a source you trust; docs/runtime.md)")  # fmt: skip
+    p.add_argument(
+        "--verify-data",
+        action="store_true",
+        help="check every weight against the SHA-256 it was stored under as it is copied to the device",
+    )
     p.add_argument("--no-baseline", action="store_true", help="skip executorch.runtime and eager")
     p.add_argument("--no-cache", action="store_true",
                    help="export again, and store nothing: by default a program exported for the same model, weights, "
@@ -139,7 +147,7 @@ def _measure(args: argparse.Namespace, inputs: _Inputs) -> _Measured:
         et_copy.use_aoti_backend()
     with et_copy.counting() as loading:
         start = time.perf_counter()
-        device = llm.DeviceLLM(source, data_path=data_path)
+        device = llm.DeviceLLM(source, data_path=data_path, verify_data=args.verify_data, trust_code=args.trust_code)
         session = device.new_session()
         load_ms = (time.perf_counter() - start) * 1e3
     sampling = dict(temperature=args.temperature, top_k=args.top_k, seed=args.seed)

@@ -72,8 +72,13 @@ def test_with_the_ptd_the_tokens_equal_transformers_and_the_weights_inside(saved
     # A loaded Program takes its .ptd at et_copy.runtime.load, not at DeviceLLM.
     program = et_copy.runtime.load(pte, data_path=ptd)
     assert llm.DeviceLLM(program).new_session().generate(PROMPT, TOKENS).tokens == expected
-    with pytest.raises(ValueError, match=r"^et_copy\.llm\.DeviceLLM: data_path goes with a program to load"):
-        llm.DeviceLLM(program, data_path=ptd)
+    refusal = r"^et_copy\.llm\.DeviceLLM: data_path, verify_data and trust_code go with a program to load"
+    for flags in ({"data_path": ptd}, {"verify_data": True}, {"trust_code": True}):
+        with pytest.raises(ValueError, match=refusal):
+            llm.DeviceLLM(program, **flags)
+    # Verified as they are copied, the .ptd's weights give the same tokens.
+    verified = llm.DeviceLLM(pte, data_path=ptd, verify_data=True).new_session().generate(PROMPT, TOKENS)
+    assert verified.tokens == expected
 
 
 def test_generate_command_runs_a_saved_program_with_the_ptd_beside_it(saved):
@@ -87,6 +92,7 @@ def test_generate_command_runs_a_saved_program_with_the_ptd_beside_it(saved):
             "--max-seq-len",
             str(MAX_SEQ),
             "--no-baseline",
+            "--verify-data",  # the .ptd's weights checked by their keys on the way
             "--prompt",
             *map(str, PROMPT),
         ],
