@@ -13,6 +13,8 @@
 //   et_copy_executor MODEL.pte [--method NAME] [--cuda] [--load LIB]...
 //       [--data MODEL.ptd]                   the weights of a program exported with
 //                                            external_weights=True (mmapped, as the .pte)
+//       [--verify-data]                      check each weight against its content key as it
+//                                            is copied to the device (LoadOptions::verify_data)
 //       [--global-kernels]                   use the registry's et_copy kernels
 //       [--generate N --prompt T,T,...]...   an LLM of et_copy.llm: N tokens greedily per
 //                                            prompt, each in its own session
@@ -84,13 +86,15 @@ struct Options {
   std::vector<std::string> expects;
   bool require_copies = false;
   bool global_kernels = false;
+  bool verify_data = false;
   int generate_count = 0;
   std::vector<std::vector<int64_t>> prompts;
   std::vector<std::string> loads;
 };
 
 const char kUsage[] =
-    "usage: et_copy_executor MODEL.pte [--data MODEL.ptd] [--method NAME] [--cuda] [--load LIB]... [--global-kernels]\n"
+    "usage: et_copy_executor MODEL.pte [--data MODEL.ptd] [--verify-data] [--method NAME] [--cuda] [--load LIB]...\n"
+    "         [--global-kernels]\n"
     "         [--input FILE]... | [--seed N]   (raw bytes per input, or generated)\n"
     "         [--save-inputs DIR] [--output FILE]... [--expect FILE]...\n"
     "         [--require-copies] [--generate N --prompt T,T,...]...\n";
@@ -153,6 +157,8 @@ bool parse(int argc, char** argv, Options* o) {
       }
     } else if (a == "--global-kernels") {
       o->global_kernels = true;
+    } else if (a == "--verify-data") {
+      o->verify_data = true;
     } else if (a == "--require-copies") {
       o->require_copies = true;
     } else if (a == "-h" || a == "--help") {
@@ -351,6 +357,7 @@ int run(const Options& opt) {
   // loading a method allocates the device-planned buffers and resolves
   // every operator.
   et_copy::LoadOptions load_options;
+  load_options.verify_data = opt.verify_data;
   if (opt.global_kernels) {
     for (const auto& k : et_copy::register_kernels()) {
       std::printf("kernel %s: %s\n", k.op_name, et_copy::registration_name(k.outcome));

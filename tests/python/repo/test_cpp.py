@@ -413,7 +413,7 @@ def test_executor_generates_like_transformers_in_two_interleaved_sessions_with_t
 def test_executor_reads_the_weights_from_the_ptd_given_by_data_and_refuses_the_program_without_it(executor, programs):
     meta = json.loads((programs / "meta.json").read_text())["llm"]
     args = [str(executor), str(programs / "llm_ptd.pte"), "--generate", "8", "--prompt", "5,17,3,9"]
-    proc = run([*args, "--data", str(programs / "llm_ptd.ptd")], timeout=300)
+    proc = run([*args, "--data", str(programs / "llm_ptd.ptd"), "--verify-data"], timeout=300)
     tokens = re.search(r"^session 0 tokens: (.*)$", proc.stdout, re.M)
     assert tokens is not None and [int(t) for t in tokens.group(1).split()] == meta["tokens"][0][:8], proc.stdout
     missing = subprocess.run(args, capture_output=True, text=True, timeout=300)
