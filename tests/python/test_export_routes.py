@@ -198,6 +198,20 @@ def test_lower_to_device_refuses_a_skip_flag_without_its_planning_setting_by_arg
     assert "skip_h2d_for_method_inputs=True needs alloc_graph_input=False" in str(info.value)
 
 
+@pytest.mark.parametrize("flag", ["skip_h2d_for_method_inputs", "skip_d2h_for_method_outputs"])
+@pytest.mark.parametrize("value", [{"forward": True}, {"forward": False}, 1, "yes"], ids=repr)
+def test_lower_to_device_refuses_a_skip_flag_that_is_not_a_bool_before_exporting(flag, value):
+    # executorch applies a truthy flag to every method: a per-method dict would mean something else.
+    module = torch.nn.Linear(4, 2)
+    with pytest.raises(ExportArgumentError) as info:
+        lower_to_device(
+            module, (torch.randn(1, 4),), alloc_graph_input=False, alloc_graph_output=False, **{flag: value}
+        )
+    assert info.value.argument == flag
+    assert f"{flag} must be a bool, got {type(value).__name__}" in str(info.value)
+    assert "a per-method dict would turn it on for all of them" in str(info.value)
+
+
 class TwoEntries(torch.nn.Module):
     def forward(self, x):
         return x * 2.0

@@ -273,12 +273,25 @@ def lower_to_device(
     :func:`export_device_program`'s. Returns the
     ExecutorchProgramManager, with its program record. Raises
     :class:`ExportArgumentError` (a ValueError too) for a bad device or
-    backend, a skip flag without its memory-planning setting, or a
+    backend, a skip flag that is not a bool or lacks its memory-planning setting, or a
     partitioner that delegated nothing (the program would have no device
     boundary), and :class:`ExportError` naming the stage when torch or
     executorch fails.
     """
     op = "et_copy.export.lower_to_device"
+    for name, flag in (
+        ("skip_h2d_for_method_inputs", skip_h2d_for_method_inputs),
+        ("skip_d2h_for_method_outputs", skip_d2h_for_method_outputs),
+    ):
+        if not isinstance(flag, bool):
+            # executorch 1.5.1's PropagateDevicePass tests each flag with a plain `if`.
+            raise ExportArgumentError(
+                op,
+                name,
+                f"{name} must be a bool, got {type(flag).__name__}: PropagateDevicePass applies a flag to every "
+                "method, so a per-method dict would turn it on for all of them (export each method with its own "
+                "setting instead)",
+            )
     if skip_h2d_for_method_inputs and alloc_graph_input:
         raise ExportArgumentError(
             op,
