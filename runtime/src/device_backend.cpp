@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 #include <et_copy/counting_device_allocator.h>
 #include <et_copy/device_residency.h>
@@ -128,6 +129,36 @@ Result<bool> runtime_flag(const executorch::runtime::BackendInitContext& context
     return false;
   }
   return Error::InvalidArgument;
+}
+
+std::string missing_registration(const std::string& id) {
+  // et-copy's backends by id: the calls that register each (Python, C++),
+  // and the allocators (by name) it would run on once registered.
+  static const struct {
+    const char* id;
+    const char* python;
+    const char* cpp;
+    std::vector<std::string> servers;
+  } kOwn[] = {
+      {"SimulatedDeviceBackend", "et_copy.use_simulated_device()", "et_copy::register_simulated_device_backend()",
+       {"simulated"}},
+      {"AotiDeviceBackend", "et_copy.use_aoti_backend()", "et_copy::register_aoti_backend()", {"simulated", "cuda"}},
+  };
+  const CountingDeviceAllocator* server =
+      as_counting_allocator(executorch::runtime::get_device_allocator(executorch::runtime::etensor::DeviceType::CUDA));
+  for (const auto& own : kOwn) {
+    if (id != own.id || server == nullptr ||
+        std::find(own.servers.begin(), own.servers.end(), server->name()) == own.servers.end()) {
+      continue; // not ours, or registering it would not make it run here
+    }
+    for (const DeviceBackend* b : registered_device_backends()) {
+      if (id == b->id()) {
+        return "";
+      }
+    }
+    return "backend '" + id + "' is not registered: call " + own.python + " (C++: " + own.cpp + ") before loading";
+  }
+  return "";
 }
 
 } // namespace et_copy

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include <et_copy/counting_device_allocator.h>
@@ -127,5 +128,13 @@ ET_NODISCARD Registration register_device_backend(DeviceBackend& backend, execut
 /// The device backends in et-copy's table, in registration order (a
 /// snapshot). Never fails; any thread.
 std::vector<DeviceBackend*> registered_device_backends();
+
+/// For a delegate backend id a load check refused on a device: when it is
+/// one of et-copy's own backends, not registered, and would run on the
+/// allocator serving CUDA once registered, what registers it
+/// ("backend 'AotiDeviceBackend' is not registered: call
+/// et_copy.use_aoti_backend() (C++: et_copy::register_aoti_backend())
+/// before loading"); else empty.
+std::string missing_registration(const std::string& id);
 
 } // namespace et_copy
