@@ -9,7 +9,8 @@ Without ``verbose``, inside ``quiet()``:
   (torchao's "Failed to load ..._C_mxfp8..." lines, torch's ``_pytree``
   warnings).
 - ExecuTorch's C++ info and debug lines (its ``cpuinfo`` lines) stay off
-  stderr; its errors still show.
+  stderr, those of executorch's pybindings too (loaded first, so that
+  et_copy's log hook wraps theirs); its errors still show.
 
 Everything is put back on exit, so it nests. A command calls it once,
 around its import and its run::
@@ -47,6 +48,12 @@ def quiet(verbose: bool = False) -> Iterator[None]:
         warnings.simplefilter("ignore")
         for logger in loggers:
             logger.setLevel(logging.ERROR)
+        # executorch's pybindings register their own log hook when first
+        # loaded, over et_copy's: loaded first, they are wrapped below, and
+        # their info lines (the threadpool's "[cpuinfo_utils.cpp:71] Reading
+        # file ...") filtered.
+        with contextlib.suppress(ImportError):
+            import executorch.extension.pybindings.portable_lib  # noqa: F401
         forwarded = _C.set_forwarded_log_levels(False)
         # transformers configures its logger from this when first imported, over any level set before.
         verbosity = os.environ.get("TRANSFORMERS_VERBOSITY")
