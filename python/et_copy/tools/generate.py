@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ._progress import progress_lines
+
 
 def _parser() -> argparse.ArgumentParser:
     from et_copy.llm import ARCHITECTURES  # the one list (this imports transformers, as the command does)
@@ -62,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="export again, and store nothing: by default a program exported for the same model, weights, "
                    "settings and versions is reused from $XDG_CACHE_HOME/et_copy/llm (or ~/.cache/...)")  # fmt: skip
     p.add_argument("-v", "--verbose", action="store_true", help="show third-party warnings and log lines")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress lines on stderr (export, compile, load, each baseline; off anyway without a "
+                   "terminal)")  # fmt: skip
     return p
 
 
@@ -126,10 +131,12 @@ def _measure(args: argparse.Namespace, inputs: _Inputs) -> _Measured:
     import et_copy
     from et_copy import llm
 
+    say = progress_lines(args.quiet)
     start = time.perf_counter()
     path, data_path = _program(args)
     source: str | bytes
     if path is None:
+        say(f"exporting the model (backend {args.backend}; a first compile takes minutes, later ones reuse it)")
         # The simulated backend's programs keep the cache key they always had.
         backend = {"backend": args.backend} if args.backend != "simulated" else {}
         program = llm.export_llm_cached(
@@ -145,12 +152,14 @@ def _measure(args: argparse.Namespace, inputs: _Inputs) -> _Measured:
     et_copy.use_simulated_device()
     if args.backend == "aoti":
         et_copy.use_aoti_backend()
+    say("loading the program on et_copy.runtime")
     with et_copy.counting() as loading:
         start = time.perf_counter()
         device = llm.DeviceLLM(source, data_path=data_path, verify_data=args.verify_data, trust_code=args.trust_code)
         session = device.new_session()
         load_ms = (time.perf_counter() - start) * 1e3
     sampling = dict(temperature=args.temperature, top_k=args.top_k, seed=args.seed)
+    say(f"generating {args.tokens} tokens on the device")
     with et_copy.counting() as held:
         for _ in range(2):  # the first run warms up; the second is reported
             session.reset()
@@ -168,7 +177,9 @@ def _measure(args: argparse.Namespace, inputs: _Inputs) -> _Measured:
         scratch_nbytes=device.program.device_scratch_nbytes,
     )
     if not args.no_baseline:
+        say("baseline: executorch.runtime with the state on the host (exported once, then reused)")
         m.rows.append(("executorch.runtime, host state", _host_state_run(inputs.model, inputs.prompt, args)))
+        say("baseline: transformers eager")
         m.eager_tokens, eager_row = _eager(inputs.model, inputs.prompt, args.tokens)
         m.rows.append(("eager transformers", eager_row))
     return m

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from .._progress import Progress, progress_lines
 from ._timing import Config
 
 SECTIONS = ("overhead", "kernel", "throughput", "program", "llm", "cuda", "llm-mid")
@@ -88,6 +89,9 @@ def _parser() -> argparse.ArgumentParser:
         help="intra-op threads of the llm-mid table, ours and torch's alike (default 1)",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="show third-party warnings and log lines too")
+    p.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress lines on stderr (off anyway without a terminal)"
+    )
     return p
 
 
@@ -133,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         backends=backends,
         cold_compile=args.cold_compile,
         threads=args.threads,
+        progress=progress_lines(args.quiet),
     )
 
     from ._report import render, write_json
@@ -152,10 +157,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _progress(message: str) -> None:
-    print(f"  [{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
 def run(
     only: list[str],
     config: Config,
@@ -165,9 +166,12 @@ def run(
     backends: tuple[str, ...] = ("simulated",),
     cold_compile: bool = False,
     threads: int = 1,
+    progress: Progress | None = None,
 ) -> dict:
     """Runs the chosen sections and returns the document the report and
-    the JSON are made from."""
+    the JSON are made from. ``progress`` gets a line as each step starts
+    (:func:`~et_copy.tools._progress.progress_lines`; default: none)."""
+    _progress = progress or progress_lines(quiet=True)
     import et_copy
 
     from . import _machine, _report
