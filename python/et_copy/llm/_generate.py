@@ -199,7 +199,7 @@ class Session:
         temperature: float = 0.0,
         top_k: int | None = None,
         seed: int | None = None,
-        eos_token_id: int | None = None,
+        eos_token_id: int | Sequence[int] | None = None,
     ) -> Generation:
         """Continues the sequence with ``prompt``, then generates up to
         ``max_new_tokens`` tokens: greedy at ``temperature=0``, else sampled
@@ -211,7 +211,11 @@ class Session:
         samples there too: the settings go in once (``set_sampling``, when
         they change), and each following token is decoded by
         ``decode_next`` with nothing going in and 8 bytes coming out. The
-        same seed picks the same tokens from either kind of program."""
+        same seed picks the same tokens from either kind of program.
+
+        Generation stops after a token of ``eos_token_id`` (one id, or
+        several: a model's ``generation_config.eos_token_id`` may list its
+        end-of-turn tokens), which is kept as the last token."""
         if not prompt:
             raise ValueError("et_copy.llm: the prompt must hold at least one token")
         if max_new_tokens < 0:
@@ -223,6 +227,7 @@ class Session:
                 f"et_copy.llm: the sequence would reach {needed} tokens; the program holds {self.max_seq_len} "
                 "(export_llm's max_seq_len)"
             )
+        stop = {eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id or ())
         result = Generation(list(prompt))
         if self.picks_on_device and sampling != self._sampling:
             result.steps.append(self._set_sampling(sampling))
@@ -231,7 +236,7 @@ class Session:
         while len(result.tokens) < max_new_tokens:
             token = result.steps[-1].token
             result.tokens.append(token)
-            if token == eos_token_id or len(result.tokens) == max_new_tokens:
+            if token in stop or len(result.tokens) == max_new_tokens:
                 break
             if self.decode_next_method is not None:
                 result.steps.append(self._run(self.decode_next_method, DECODE, [token], [], pick))

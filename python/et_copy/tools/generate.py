@@ -59,6 +59,9 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="check every weight against the SHA-256 it was stored under as it is copied to the device",
     )
+    p.add_argument("--ignore-eos", action="store_true",
+                   help="with --checkpoint, go on past the model's end-of-sequence token (by default generation "
+                   "stops there, as transformers' generate() does)")  # fmt: skip
     p.add_argument("--no-baseline", action="store_true", help="skip executorch.runtime and eager")
     p.add_argument("--no-cache", action="store_true",
                    help="export again, and store nothing: by default a program exported for the same model, weights, "
@@ -76,6 +79,7 @@ class _Inputs:
     name: str
     prompt: list[int]
     decode: Callable[[list[int]], str]  # token ids as text (the tokenizer's, or the ids)
+    eos: list[int]  # generation stops after one of these (a checkpoint's end-of-sequence tokens)
 
 
 class _UsageError(Exception):
@@ -111,7 +115,24 @@ def _inputs(args: argparse.Namespace) -> _Inputs:
     if len(prompt) + args.tokens > args.max_seq_len:
         raise _UsageError(f"prompt + tokens must be at most --max-seq-len ({args.max_seq_len})")
     decode = (lambda ids: tokenizer.decode(ids)) if tokenizer else (lambda ids: " ".join(map(str, ids)))
-    return _Inputs(model, name, list(prompt), decode)
+    eos = _eos_ids(model) if args.checkpoint and not args.ignore_eos else []
+    return _Inputs(model, name, list(prompt), decode, eos)
+
+
+def _eos_ids(model) -> list[int]:
+    """The model's end-of-sequence ids: its generation config's, else its config's (an id, a list, or none)."""
+    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if ids is None:
+        ids = getattr(model.config, "eos_token_id", None)
+    return [] if ids is None else [int(i) for i in (ids if isinstance(ids, (list, tuple)) else [ids])]
+
+
+def _until_eos(tokens: list[int], eos: list[int]) -> list[int]:
+    """``tokens`` through the first of ``eos``, as generation that stops there gives them."""
+    for i, token in enumerate(tokens):
+        if token in eos:
+            return tokens[: i + 1]
+    return tokens
 
 
 @dataclass
@@ -163,7 +184,7 @@ def _measure(args: argparse.Namespace, inputs: _Inputs) -> _Measured:
     with et_copy.counting() as held:
         for _ in range(2):  # the first run warms up; the second is reported
             session.reset()
-            run = session.generate(inputs.prompt, args.tokens, **sampling)
+            run = session.generate(inputs.prompt, args.tokens, eos_token_id=inputs.eos, **sampling)
         other = device.new_session()
         other.generate(inputs.prompt[:1], 1)
     m = _Measured(
@@ -178,9 +199,12 @@ def _measure(args: argparse.Namespace, inputs: _Inputs) -> _Measured:
     )
     if not args.no_baseline:
         say("baseline: executorch.runtime with the state on the host (exported once, then reused)")
-        m.rows.append(("executorch.runtime, host state", _host_state_run(inputs.model, inputs.prompt, args)))
+        host = _host_state_run(inputs.model, inputs.prompt, args)
+        host.tokens = _until_eos(host.tokens, inputs.eos)
+        m.rows.append(("executorch.runtime, host state", host))
         say("baseline: transformers eager")
         m.eager_tokens, eager_row = _eager(inputs.model, inputs.prompt, args.tokens)
+        m.eager_tokens = eager_row.tokens = _until_eos(m.eager_tokens, inputs.eos)
         m.rows.append(("eager transformers", eager_row))
     return m
 
@@ -196,7 +220,10 @@ def _program(args: argparse.Namespace) -> tuple[str | None, str | None]:
 
 def _render(m: _Measured, inputs: _Inputs, args: argparse.Namespace) -> None:
     print(f"prompt ({len(inputs.prompt)} tokens): {inputs.decode(inputs.prompt)}")
-    print(f"generated ({len(m.run.tokens)} tokens): {inputs.decode(m.run.tokens)}")
+    tokens = m.run.tokens
+    ended = inputs.eos and tokens and tokens[-1] in inputs.eos and len(tokens) < args.tokens
+    stop = ", stopped at the end-of-sequence token (--ignore-eos goes on)" if ended else ""
+    print(f"generated ({len(tokens)} tokens{stop}): {inputs.decode(tokens)}")
     print(
         f"\n{'run':<32} {'prefill tok/s':>13} {'decode tok/s':>12} {'h2d B/tok':>10} {'d2h B/tok':>10} {'= eager':>8}"
     )

@@ -329,17 +329,27 @@ def test_generate_command_takes_a_local_checkpoint_and_its_tokenizer(tmp_path):
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     model = llm.tiny_model("qwen3")
+    tokens = llm.eager_generate(model, [5, 17, 3], 4)
+    # The checkpoint's end-of-sequence token is the second one generated (and an id it never picks).
+    model.generation_config.eos_token_id = [255, tokens[1]]
     model.save_pretrained(tmp_path)
     words = Tokenizer(models.WordLevel({f"w{i}": i for i in range(256)}, unk_token="w0"))
     words.pre_tokenizer = pre_tokenizers.Whitespace()
     words.save(str(tmp_path / "tokenizer.json"))
+    command = [sys.executable, "-m", "et_copy", "generate", "--checkpoint", str(tmp_path), "--text", "w5 w17 w3",
+               "--tokens", "4", "--max-seq-len", "16", "--pick", "host"]  # fmt: skip
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=600, env=_command_env(tmp_path / "cache"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]  # 0: the baselines stopped there too
+    expected = " ".join(f"w{t}" for t in tokens[:2])
+    assert f"generated (2 tokens, stopped at the end-of-sequence token (--ignore-eos goes on)): {expected}" in (
+        proc.stdout
+    ), proc.stdout
     proc = subprocess.run(
-        [sys.executable, "-m", "et_copy", "generate", "--checkpoint", str(tmp_path), "--text", "w5 w17 w3",
-         "--tokens", "4", "--max-seq-len", "16", "--no-baseline", "--pick", "host"],
+        [*command, "--ignore-eos", "--no-baseline"],
         capture_output=True, text=True, timeout=600, env=_command_env(tmp_path / "cache"),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    expected = " ".join(f"w{t}" for t in llm.eager_generate(model, [5, 17, 3], 4))
+    expected = " ".join(f"w{t}" for t in tokens)
     assert f"generated (4 tokens): {expected}" in proc.stdout, proc.stdout
 
 
