@@ -3,8 +3,14 @@
 // session, executed once on zeros).
 //
 // The seeds (fuzz/programs, written by fuzz/make_program_seeds.py) are real
-// exports: a device MLP, a copy-only round trip and a tiny seeded Qwen3-MoE
-// LLM whose delegate records carry nested programs. A mutated input must be
+// exports: a device MLP, a copy-only round trip, a tiny seeded Qwen3-MoE
+// LLM whose delegate records carry nested programs, and a compiled MLP with
+// state (backend="aoti") whose record carries an AOTInductor .so. The
+// harness trusts no compiled code (the compile cache, whose marks say what
+// this machine compiled, is turned off), so a compiled program's record is
+// parsed and its payload's digest checked, and then it is refused before
+// its code is loaded: no payload, mutated or not, runs here
+// (tests/python/test_aoti_untrusted.py runs the trusted path). A mutated input must be
 // refused with an ExecuTorch Error, or run: anything that aborts, traps or
 // trips AddressSanitizer is a finding. The load-time checks (indices,
 // argument kinds, device access, the delegate records) are what stand
@@ -17,6 +23,7 @@
 #include <memory>
 #include <vector>
 
+#include <et_copy/aoti_backend.h>
 #include <et_copy/loaded_method.h>
 #include <et_copy/loaded_program.h>
 #include <et_copy/registration.h>
@@ -131,12 +138,16 @@ void run_method(et_copy::LoadedProgram& program, const char* name) {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   executorch::runtime::runtime_init();
-  // Device programs need the device served and its backend registered
+  // Trust no compiled code: with the compile cache off, no digest is marked
+  // as compiled here (et_copy/code_trust.h), and nothing else trusts one.
+  setenv("ET_COPY_AOTI_CACHE", "0", 1);
+  // Device programs need the device served and their backends registered
   // before they load; without them every seed would only be refused.
   const et_copy::Registration device = et_copy::use_simulated_device();
   Error err = Error::Ok;
   const et_copy::Registration backend = et_copy::register_simulated_device_backend(&err);
-  for (const et_copy::Registration r : {device, backend}) {
+  const et_copy::Registration compiled = et_copy::register_aoti_backend(&err);
+  for (const et_copy::Registration r : {device, backend, compiled}) {
     if (r != et_copy::Registration::kRegistered && r != et_copy::Registration::kAlreadyOurs) {
       std::fprintf(stderr, "et_copy fuzz: cannot set up the simulated device (%s)\n", et_copy::registration_name(r));
       std::abort();

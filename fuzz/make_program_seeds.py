@@ -4,8 +4,10 @@
 
 Real exports, made with the installed et_copy: a device MLP and a convnet
 (computed in the simulated device backend's delegates), a copy-only round
-trip, and a tiny seeded Qwen3-MoE from et_copy.llm.export_llm, whose
-delegate records carry nested programs. They are made, not committed: the
+trip, a tiny seeded Qwen3-MoE from et_copy.llm.export_llm, whose
+delegate records carry nested programs, and an MLP with state compiled by
+the compiled backend (backend="aoti", an AOTInductor .so in its record,
+1.5 MB; a compile-cache hit after the first). They are made, not committed: the
 LLM alone is most of a megabyte, and a program made by today's exporter is
 the one worth mutating. fuzz/run.sh keeps them in its build folder.
 """
@@ -22,6 +24,20 @@ from et_copy.export import export_device_program
 from et_copy.tools.models import RoundTrip
 
 
+class CountingMlp(torch.nn.Module):
+    """An MLP that adds its output to a state tensor that starts non-zero."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(8, 16)
+        self.b = torch.nn.Linear(16, 4)
+        self.register_buffer("total", torch.linspace(0.25, 1.0, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.total.add_(self.b(torch.relu(self.a(x))).sum(0))
+        return self.total * 1.0
+
+
 def seeds() -> dict[str, bytes]:
     torch.manual_seed(0)
     mlp = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
@@ -35,6 +51,7 @@ def seeds() -> dict[str, bytes]:
             export_device_program(RoundTrip(), RoundTrip.example_inputs(), insert_copies=False).buffer
         ),
         "qwen3_moe.pte": bytes(llm.export_llm(llm.tiny_model("qwen3_moe")).buffer),
+        "aoti_mlp.pte": bytes(export_device_program(CountingMlp(), (torch.randn(2, 8),), backend="aoti").buffer),
     }
 
 
@@ -45,6 +62,7 @@ def main() -> int:
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
     et_copy.use_simulated_device()
+    et_copy.use_aoti_backend()
     for name, data in seeds().items():
         (out / name).write_bytes(data)
         print(f"{name}: {len(data)} bytes")

@@ -6,7 +6,8 @@
 # kernels: fuzz/fuzz_copy_kernels.cpp, the kernel entry points, from the
 # seed corpus in fuzz/corpus. programs: fuzz/fuzz_program_load.cpp, whole
 # programs loaded and run, from real exports that fuzz/make_program_seeds.py
-# writes with the installed et_copy (made once per build folder).
+# writes with the installed et_copy (made once per build folder; one is
+# compiled by AOTInductor, a compile-cache hit after the first).
 #
 # Environment: PYTHON (default python3 on PATH; the one with et_copy and
 # executorch), CXX_FUZZ (default clang++), ET_COPY_FUZZ_BUILD_DIR (default

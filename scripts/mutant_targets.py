@@ -56,6 +56,14 @@ P_REGISTRY_OURS = (
 P_SAMPLING = "py:tests/python/llm/test_sampling.py"
 P_THREADS = "py:tests/python/test_aoti_threads.py"  # runtime.load's threads, through the bindings and sessions
 P_LLM_PTD = "py:tests/python/llm/test_llm_ptd.py"  # export.save, the .ptd route and generate --program/--data
+# Compiled code and weights checked before use (issue 47): a compiled program's payload, swapped or flipped,
+# refused before it loads; a flipped weight refused under verify_data; the load flags' types.
+P_AOTI_TRUST = "py:tests/python/test_aoti_trust.py"
+P_VERIFY_WEIGHT = P_AOTI_TRUST + "::test_a_flipped_weight_byte_is_refused_under_verification_and_not_without"
+P_LOAD_FLAGS = P_AOTI_TRUST + "::test_the_load_flags_are_bools"
+# 60 mutants of a compiled program's record lines, payload and weights, each in a forked child (~3 s after a
+# ~15 s export, less with the compile cache warm).
+P_AOTI_UNTRUSTED = "py:tests/python/test_aoti_untrusted.py"
 P_CONSTANT_READS = tuple(
     "py:tests/python/test_aoti_export.py::" + name
     for name in (
@@ -154,7 +162,11 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # backends' two limits (not in _C) by the device-backend gtest, which fills an options map and the table.
     ("runtime/include/et_copy/limits.h",
      (T_SIM, "py:tests/python/test_limits.py", P_FIELDS, "cpp:et_copy_test_device_backend")),
-    ("runtime/*/delegate_record.*", (T_DELEGATE, T_BACKEND)),
+    # The digest line's parse: the gtest, then a compiled program's record lines mutated.
+    ("runtime/*/delegate_record.*", (T_DELEGATE, T_BACKEND, P_AOTI_UNTRUSTED)),
+    # SHA-256: its gtest (the standard's vectors, pieces of every length), then the payload and weight checks
+    # that use it.
+    ("runtime/*/sha256.*", ("cpp:et_copy_test_sha256", P_VERIFY_WEIGHT, P_AOTI_UNTRUSTED)),
     # test_state_export.py runs delegated programs whose state starts at zero or at a stored value.
     ("runtime/*/simulated_device_backend.*", (
         T_BACKEND, "py:tests/python/test_runtime_checks.py", "py:tests/python/test_state_export.py",
@@ -169,7 +181,10 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/*/device_backend.*", ("cpp:et_copy_test_device_backend", T_BACKEND, T_CHECK, T_CUDA)),
     # Weights pinned per program and state arenas: the backend's gtest, the CUDA allocator's (a failing copy),
     # then programs with weights and state.
-    ("runtime/*/device_residency.*", (T_BACKEND, T_CUDA, "py:tests/python/test_state_export.py")),
+    # verify_data: a flipped weight refused by its content key, and every weight and state mutant of the sweep.
+    ("runtime/*/device_residency.*", (
+        T_BACKEND, T_CUDA, "py:tests/python/test_state_export.py", P_VERIFY_WEIGHT, P_AOTI_UNTRUSTED,
+    )),
     # A host or foreign argument refused by name: the backend's gtest and et_copy.runtime's checks.
     ("runtime/*/device_arguments.*", (T_BACKEND, "py:tests/python/test_runtime_checks.py")),
     # The LLM's method names: an export and its runner must agree on them.
@@ -226,7 +241,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     )),
     ("python/bindings/program.*", (
         P_DEBUG_BUFFER, "py:tests/python/test_load_check_bindings.py", "py:tests/python/test_program_binding_args.py",
-        "py:tests/python/test_method_io_loops.py", P_SCALARS, P_THREADS,
+        "py:tests/python/test_method_io_loops.py", P_SCALARS, P_THREADS, P_LOAD_FLAGS,
         "py:tests/python/test_runtime.py::test_inputs_may_be_a_tuple_and_outputs_must_be_a_sequence",
         # reset(): refused for a program with no state buffer of its own, a no-op with no method, zeroes an arena.
         P_STATE_EXPORT + "::test_a_session_of_a_program_without_a_state_arena_cannot_be_reset",
@@ -293,7 +308,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
         "py:tests/python/test_torch_tensor_views.py", "py:tests/python/test_device_tensor_views.py",
     )),
     # ---- the package's Python -------------------------------------------------------
-    ("python/et_copy/runtime.py", (P_META, P_API, *PY_RUNTIME, P_THREADS)),
+    ("python/et_copy/runtime.py", (P_META, P_API, *PY_RUNTIME, P_THREADS, P_LOAD_FLAGS, P_VERIFY_WEIGHT)),
     # export/: test_export_routes.py holds every route's contract (record, errors; ~20 s);
     # test_export.py the emitted programs (device tags, planning, with_target_device, the
     # boundary planner's counters); test_backend_export.py the resident inputs/outputs
@@ -330,6 +345,13 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/et_copy/llm/__init__.py", (P_LLM_UNITS, *P_LLM_EAGER)),
     # The compiled partition's weight reads: the graph rewrite and both checks, no compile (seconds).
     ("python/et_copy/_constant_reads.py", P_CONSTANT_READS),
+    # ---- outside the generator's scope today (scripts/mutant_generator.py's SCOPE); what covers them --------------
+    # The compiled backend's code checks: digest, then trust, before the payload is loaded.
+    ("backends/aoti/src/code_trust.*", (P_AOTI_TRUST, P_AOTI_UNTRUSTED)),
+    ("backends/aoti/include/et_copy/code_trust.h", (P_AOTI_TRUST, P_AOTI_UNTRUSTED)),
+    ("backends/aoti/src/aoti_backend.cpp", (P_AOTI_TRUST, P_AOTI_UNTRUSTED, "py:tests/python/test_aoti_runtime.py")),
+    # doctor PROGRAM.pte: a real compiled export, a flipped payload byte, no compiled code, not a program.
+    ("python/et_copy/tools/doctor.py", ("py:tests/python/tools/test_doctor.py",)),
     # Outside the core's scope; --smoke draws its generated mutants here (fast tests).
     ("python/et_copy/_device.py", PY_BINDINGS),
     ("python/et_copy/_tensors.py", PY_BINDINGS),

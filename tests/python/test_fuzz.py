@@ -91,8 +91,8 @@ def fuzz_build(tmp_path_factory) -> Path:
 def test_libfuzzer_target_finds_nothing_in_a_bounded_run(fuzz_build, target):
     """fuzz/run.sh: a C++ fuzz target for 20 seconds under ASan and UBSan:
     the kernel entry points from the seed corpus, or whole programs (real
-    exports, an LLM's delegate records and nested programs among them)
-    loaded and run."""
+    exports, an LLM's delegate records and nested programs and a compiled
+    program's record and payload among them) loaded and run."""
     script = Path(__file__).resolve().parents[2] / "fuzz" / "run.sh"
     env = dict(os.environ, ET_COPY_FUZZ_BUILD_DIR=str(fuzz_build), PYTHON=sys.executable)
     try:

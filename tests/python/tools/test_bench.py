@@ -161,6 +161,35 @@ def test_bench_program_section_runs_a_device_planned_pte_on_both_runtimes_and_it
 
 
 @pytest.mark.slow
+def test_bench_verify_section_times_loads_with_and_without_verification_beside_hashlib(tmp_path):
+    json_path = tmp_path / "verify.json"
+    proc = ok(run_bench(*TINY, "--only", "verify", "--json", str(json_path)))
+    section = json.loads(json_path.read_text())["verify"]
+    assert (section["width"], section["layers"]) == (128, 2)
+    assert section["weights_nbytes"] == 2 * 128 * 128 * 4
+    assert set(section["results"]) == {
+        "load + load_method",
+        "the same, verify_data=True",
+        "hashlib.sha256 over the weights",
+    }
+    for stats in section["results"].values():
+        check_stats(stats)
+    results = section["results"]
+    assert section["ratio"] == pytest.approx(
+        results["the same, verify_data=True"]["median_ns"] / results["load + load_method"]["median_ns"]
+    )
+    assert section["hashlib_gb_per_s"] > 0
+    assert "verify_data: loading 2 float32 128x128 weights (128 KiB)" in proc.stdout
+    assert "verified / plain: " in proc.stdout
+
+
+def test_bench_verify_is_not_in_the_default_run():
+    from et_copy.tools.bench import DEFAULT_SECTIONS, SECTIONS
+
+    assert "verify" in SECTIONS and "verify" not in DEFAULT_SECTIONS
+
+
+@pytest.mark.slow
 def test_bench_llm_section_times_a_decode_step_on_both_runtimes_against_a_plain_host_program(tmp_path):
     json_path = tmp_path / "llm.json"
     proc = ok(run_bench(*TINY, "--only", "llm", "--backend", "simulated", "--json", str(json_path)))

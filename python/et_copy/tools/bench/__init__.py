@@ -6,7 +6,9 @@ the simulated device, a whole program and an LLM decode step through
 executorch.runtime and et_copy.runtime, and CUDA rows when a GPU and
 et_copy's CUDA allocator are present. ``--only llm-mid`` (not in the default
 run: it takes many minutes) times a mid-size dense Qwen3 against
-transformers eager and torch.compile. Prints a table with ratios to each
+transformers eager and torch.compile; ``--only verify`` (not in the default
+run either: it exports 128 MiB of weights) times a load with and without
+``verify_data=True``. Prints a table with ratios to each
 baseline; ``--json`` and ``--plot`` save the results."""
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ from pathlib import Path
 from .._progress import Progress, progress_lines
 from ._timing import Config
 
-SECTIONS = ("overhead", "kernel", "throughput", "program", "llm", "cuda", "llm-mid")
+SECTIONS = ("overhead", "kernel", "throughput", "program", "llm", "cuda", "llm-mid", "verify")
 # llm-mid exports a 322.5 MiB model twice per dtype (6 minutes on 2 cores with the compile
-# cache warm): it runs when --only names it, not by default.
-DEFAULT_SECTIONS = SECTIONS[:-1]
+# cache warm), verify a 128 MiB one: they run when --only names them, not by default.
+DEFAULT_SECTIONS = SECTIONS[:-2]
 QUICK_SIZES = (4096, 65536, 1 << 20)
 
 
@@ -52,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="LIST",
         default=",".join(DEFAULT_SECTIONS),
         help=f"comma-separated sections to run (default {','.join(DEFAULT_SECTIONS)}; also: llm-mid, a "
-        "mid-size model against transformers, many minutes)",
+        "mid-size model against transformers, many minutes; verify, the cost of verify_data=True at load)",
     )
     p.add_argument(
         "--sizes", metavar="SIZE", nargs="+", type=_parse_size, help="throughput sizes (default 4K, 16K, ... 256M)"
@@ -217,6 +219,13 @@ def run(
             doc["program"] = program_level(config, shapes, progress=_progress)
         except ImportError as e:
             doc["skipped"]["program"] = f"executorch's AOT or runtime Python modules are missing: {e}"
+    if "verify" in only:
+        from ._verify import verify_cost
+
+        try:
+            doc["verify"] = verify_cost(config, quick=quick, progress=_progress)
+        except ImportError as e:
+            doc["skipped"]["verify"] = f"executorch's AOT stack is missing: {e}"
     if "llm" in only:
         from ._llm import decode_step
 
