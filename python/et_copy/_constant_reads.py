@@ -51,24 +51,10 @@ def _no_lowering() -> set[Any]:
     return {aten.select.int, aten.slice.Tensor, aten.split.Tensor}
 
 
-# The weight dtypes read in place. A bf16 dense Qwen3 of 4 layers with a
-# 160-position cache, so compiled, gave NaN logits from a 128-token prefill
-# (eager, the simulated backend and the copies give transformers' token; the
-# same model with a 136-position cache, or 1 layer, was right): until that
-# is understood, weights of other dtypes keep their copies.
-IN_PLACE_DTYPES = (torch.float32,)
-
-
-def _in_place_dtype(module: torch.fx.GraphModule, fqn: str) -> bool:
-    owner, _, leaf = fqn.rpartition(".")
-    return getattr(module.get_submodule(owner), leaf).dtype in IN_PLACE_DTYPES
-
-
 def copies_as_views(module: torch.fx.GraphModule, mutated: set[str]) -> None:
     """Rewrites each view copy of a weight (``permute_copy``, ``t_copy``,
     ``select_copy``, ...: a chain of them from a constant of ``module`` not
-    in ``mutated``, the mutable buffers' FQNs, of a dtype in
-    :data:`IN_PLACE_DTYPES`) as its view, so the compiled
+    in ``mutated``, the mutable buffers' FQNs) as its view, so the compiled
     code reads the weight where it is bound. A weight's view that the graph
     returns is cloned: an output must not alias a constant.
 
@@ -83,7 +69,7 @@ def copies_as_views(module: torch.fx.GraphModule, mutated: set[str]) -> None:
         if view is None:
             continue
         root = view_root(node.args[0])  # earlier copies of the chain are views already
-        of_weight = root.op == "get_attr" and root.target not in mutated and _in_place_dtype(module, str(root.target))
+        of_weight = root.op == "get_attr" and root.target not in mutated
         if not of_weight and view not in no_lowering:
             continue
         node.target = view

@@ -105,6 +105,28 @@ def target_of(compile_specs: Sequence[CompileSpec]) -> str:
     raise ValueError(f"et_copy.{BACKEND_ID}: the partition has no '{TARGET_KEY}' compile spec")
 
 
+# Flags for GCC, with which Inductor compiles the host C++ (the kernels at -O3). GCC 12 (12.2 seen)
+# miscompiles ATen's AVX-512 transpose of a 32x32 bf16 tile (at::vec::transpose_mxn<BFloat16>),
+# which a kernel calls to read a bf16 tensor transposed (a KV cache's K^T): where a file calls it
+# twice or more, GCC clones it for the constant strides, turns the loop that stores the transposed
+# rows into one memcpy from its stack array, and drops most of the stores into that array; the
+# tile comes out as stack garbage (a bf16 Qwen3's prefill: all-NaN logits). Without the
+# loop-to-memcpy rewrite the stores stay. Inductor has no option for extra flags; its `-march=`
+# value reaches the compiler as written, split at spaces, so they ride on it.
+GCC_FLAGS = ("-fno-tree-loop-distribute-patterns",)
+
+
+def _compiles_with_gcc() -> bool:
+    from torch._inductor.cpp_builder import is_gcc
+
+    return bool(is_gcc())
+
+
+def _march(options: dict[str, Any]) -> str:
+    """The ``-march=`` value of ``options`` without :data:`GCC_FLAGS`."""
+    return str(options.get("cpp.march") or "").split(" ")[0]
+
+
 def compile_options(target: str) -> dict[str, Any]:
     """AOTInductor's options for ``target`` (part of the cache key)."""
     options: dict[str, Any] = {
@@ -128,7 +150,8 @@ def compile_options(target: str) -> dict[str, Any]:
     }
     # The host code (all of it on the CPU, the wrapper on CUDA) is for this machine's ISA unless
     # TORCHINDUCTOR_CPP_MARCH says otherwise; the cache key then names the machine.
-    options["cpp.march"] = torch._inductor.config.cpp.march or "native"
+    march = torch._inductor.config.cpp.march or "native"
+    options["cpp.march"] = " ".join([march, *GCC_FLAGS]) if _compiles_with_gcc() else march
     if target == "cuda":
         options["aot_inductor.embed_kernel_binary"] = True  # the kernels inside the .so, not files beside it
     return options
@@ -228,7 +251,7 @@ def _key_parts(module, example, edge_program, options: dict, target: str) -> dic
         "torch": torch.__version__,
         "options": options,
         "target": target,
-        "host": _host_fingerprint() if options.get("cpp.march") == "native" else "",
+        "host": _host_fingerprint() if _march(options) == "native" else "",
         "record": RECORD_VERSION,
         "cache": _compile_cache.FORMAT,
     }

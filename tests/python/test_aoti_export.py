@@ -600,11 +600,44 @@ def test_the_graph_handed_to_inductor_reads_every_weight_in_place(cls, inputs):
         torch.testing.assert_close(given(*inputs), module(*inputs))
 
 
-def test_a_bf16_weight_keeps_its_copy_until_its_in_place_read_is_trusted():
-    # docs/design.md: a bf16 Qwen3's compiled prefill gave NaN with its weights read in place.
+def test_a_bf16_weight_is_read_in_place_too():
     module = fresh(BigLinears).to(torch.bfloat16)
-    edge, given = _handed_to_inductor(module, torch.randn(2, 3, 16, dtype=torch.bfloat16))
-    assert len(weight_copies(given)) == len(weight_copies(edge)) > 0
+    x = torch.randn(2, 3, 16, dtype=torch.bfloat16)
+    edge, given = _handed_to_inductor(module, x)
+    assert weight_copies(edge) and weight_copies(given) == []
+    with torch.no_grad():
+        torch.testing.assert_close(given(x), module(x))
+
+
+class TransposedBf16(torch.nn.Module):
+    """Two bf16 tensors read transposed, as attention reads a bf16 KV cache's K: Inductor's kernel
+    transposes 32x32 tiles with at::vec::transpose_mxn<BFloat16>, twice in the file."""
+
+    def forward(self, k, v):
+        return (k.float() * 0.5).transpose(-1, -2).contiguous(), (v.float() * 2.0).transpose(-1, -2).contiguous()
+
+
+@slow
+def test_bf16_tensors_read_transposed_equal_eager():
+    # GCC 12 at -O3 compiled this kernel's tile transpose into a copy of uninitialized stack (every
+    # element but a few wrong; a bf16 Qwen3's prefill gave NaN logits) until aoti.GCC_FLAGS.
+    inputs = (torch.randn(2, 64, 64, dtype=torch.bfloat16), torch.randn(2, 64, 64, dtype=torch.bfloat16))
+    program = export_device_program(fresh(TransposedBf16), inputs, backend="aoti", strict=True)
+    record = only(program)
+    want = fresh(TransposedBf16)(*inputs)
+    for got in (Payload(program, record)(*inputs), on_device(program).load_method("forward").execute(list(inputs))):
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g, w, rtol=0, atol=0)
+
+
+def test_gcc_compiles_with_the_flags_that_keep_the_bf16_transpose_right():
+    from torch._inductor.cpp_builder import is_gcc
+
+    march = aoti.compile_options("cpu")["cpp.march"].split(" ")
+    assert march[1:] == (list(aoti.GCC_FLAGS) if is_gcc() else [])
+    assert march[0] == (torch._inductor.config.cpp.march or "native")
+    # The flags ride on -march=; the cache key still names the machine that "native" means.
+    assert _parts(fresh(MLP), torch.randn(2, 8))["host"] == (aoti._host_fingerprint() if march[0] == "native" else "")
 
 
 def test_a_view_of_a_mutated_buffer_or_a_returned_view_is_still_a_fresh_tensor():
