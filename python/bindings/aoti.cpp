@@ -40,7 +40,8 @@ void bind_aoti(py::module_& m) {
       "et_copy::register_aoti_backend: 'registered' or 'already et_copy'; raises EtCopyError otherwise.");
 
   // Which compiled code may run (et_copy/code_trust.h).
-  m.def("compile_cache_dir", &compile_cache_dir, "et_copy::compile_cache_dir: the compile cache's folder, '' when off.");
+  m.def("compile_cache_dir", &compile_cache_dir,
+        "et_copy::compile_cache_dir: the compile cache's folder, '' when off.");
   m.def(
       "trust_compiled_code",
       [](const std::string& digest, bool compiled_here) {

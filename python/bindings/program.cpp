@@ -664,8 +664,7 @@ void bind_program(py::module_& m) {
       },
       py::arg("data"), py::arg("verification") = 1, py::arg("data_path") = py::none(), py::arg("enable_etdump") = false,
       py::arg("debug_buffer_size") = 0, py::arg("threads") = 0, py::arg("verify_data") = false,
-      py::arg("trust_code") = false,
-      "Loads program bytes (verification 0: Minimal, 1: InternalConsistency).");
+      py::arg("trust_code") = false, "Loads program bytes (verification 0: Minimal, 1: InternalConsistency).");
   m.def(
       "load_program_file",
       [](const std::string& path, int verification, std::optional<std::string> data_path, bool enable_etdump,

@@ -140,7 +140,9 @@ std::string missing_registration(const std::string& id) {
     const char* cpp;
     std::vector<std::string> servers;
   } kOwn[] = {
-      {"SimulatedDeviceBackend", "et_copy.use_simulated_device()", "et_copy::register_simulated_device_backend()",
+      {"SimulatedDeviceBackend",
+       "et_copy.use_simulated_device()",
+       "et_copy::register_simulated_device_backend()",
        {"simulated"}},
       {"AotiDeviceBackend", "et_copy.use_aoti_backend()", "et_copy::register_aoti_backend()", {"simulated", "cuda"}},
   };

@@ -49,7 +49,7 @@ constexpr size_t kVerifyChunk = size_t{1} << 20;
 struct Caches {
   std::mutex mutex;
   std::map<std::tuple<std::string, int, int>, CachedWeight> weights; // (key, type, index)
-  std::map<int, std::set<std::shared_ptr<DeviceBlock>>> pins;                      // open pools
+  std::map<int, std::set<std::shared_ptr<DeviceBlock>>> pins;        // open pools
   std::map<ArenaMapKey, std::weak_ptr<StateArena>> arenas;
 };
 Caches& caches() {
@@ -182,9 +182,9 @@ Result<std::shared_ptr<DeviceBlock>> acquire_weight(const std::string& key, et::
       return fail(report, e, "the host-to-device copy failed");
     }
     if (verify && !content_key_matches(key, digest)) {
-      return fail(report, Error::InvalidProgram,
-                  "named data '" + key + "' hashes to " + digest.substr(0, 32) +
-                      ", not its key: the data is corrupted");
+      return fail(
+          report, Error::InvalidProgram,
+          "named data '" + key + "' hashes to " + digest.substr(0, 32) + ", not its key: the data is corrupted");
     }
     block = std::move(fresh);
     cached = CachedWeight{block, verify};

@@ -70,9 +70,9 @@ Result<std::unique_ptr<LoadedProgram>> LoadedProgram::load(std::unique_ptr<DataL
   // The pool checks the bytes first: an index ExecuTorch would abort the
   // process on later, or a program whose host would touch device memory.
   FailureReport refusal;
-  auto pool = SessionPool::create(lp->bytes(), &*lp->program_, options.kernels,
-                                  lp->data_map_ ? &*lp->data_map_ : nullptr, &refusal,
-                                  BackendSpecs{options.threads, options.verify_data, options.trust_code});
+  auto pool =
+      SessionPool::create(lp->bytes(), &*lp->program_, options.kernels, lp->data_map_ ? &*lp->data_map_ : nullptr,
+                          &refusal, BackendSpecs{options.threads, options.verify_data, options.trust_code});
   if (!pool.ok()) {
     return fail(report, pool.error(), std::move(refusal.detail), "checking the program");
   }

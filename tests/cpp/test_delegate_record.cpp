@@ -188,9 +188,10 @@ TEST(DelegateRecord, TheDigestLineIsSha256InLowercaseHexOnce) {
   EXPECT_EQ(r->payload_sha256, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
   const std::string digits(64, 'a');
   EXPECT_TRUE(parse(with_line(13, "digest\tsha256\t" + digits, good_aoti_record())).ok());
-  for (const std::string& bad : {"digest\tsha256\t" + digits.substr(1), "digest\tsha256\t" + digits + "a",
-                                 "digest\tsha256\t" + std::string(64, 'A'), "digest\tsha256\t" + std::string(63, 'a') + "g",
-                                 "digest\tsha1\t" + digits, "digest\t" + digits, "digest\tsha256\t" + digits + "\tx"}) {
+  for (const std::string& bad :
+       {"digest\tsha256\t" + digits.substr(1), "digest\tsha256\t" + digits + "a",
+        "digest\tsha256\t" + std::string(64, 'A'), "digest\tsha256\t" + std::string(63, 'a') + "g",
+        "digest\tsha1\t" + digits, "digest\t" + digits, "digest\tsha256\t" + digits + "\tx"}) {
     expect_aoti_refused(13, bad, "a digest line has 3 fields: digest, sha256, 64 lowercase hex digits");
   }
   expect_aoti_refused(12, "digest\tsha256\t" + digits, "line 14 ('digest\\tsha256\\t0123");
@@ -203,7 +204,8 @@ TEST(DelegateRecord, AProgramPayloadHasNoAotiLinesAndItsArenaNamesABuffer) {
   expect_refused(with_line(5, "target\tcpu\t2.13.0"),
                  "line 6: a program payload has no tensor, target, io or digest line");
   expect_refused(with_line(5, "io\t1\t1"), "line 6: a program payload has no");
-  expect_refused(with_line(5, "digest\tsha256\t0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"), "line 6: a program payload has no");
+  expect_refused(with_line(5, "digest\tsha256\t0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"),
+                 "line 6: a program payload has no");
 }
 
 TEST(DelegateRecord, PayloadKindMustBeProgramOrAoti) {

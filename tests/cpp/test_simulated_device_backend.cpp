@@ -690,8 +690,8 @@ TEST_F(SimulatedDeviceBackendTest, AVerifiedWeightMustHashToItsKeyAndAnUnverifie
       et_copy::acquire_weight(other, DeviceType::CUDA, 0, bytes.size(), &flipped, std::nullopt, &report, true);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error(), Error::InvalidProgram);
-  EXPECT_EQ(report.detail, "named data '" + other + "' hashes to " + digest.substr(0, 32) +
-                               ", not its key: the data is corrupted");
+  EXPECT_EQ(report.detail,
+            "named data '" + other + "' hashes to " + digest.substr(0, 32) + ", not its key: the data is corrupted");
   auto unchecked = et_copy::acquire_weight(other, DeviceType::CUDA, 0, bytes.size(), &flipped, std::nullopt, &report);
   ASSERT_TRUE(unchecked.ok()) << "nothing was cached by the refusal; unverified, the bytes load";
 }

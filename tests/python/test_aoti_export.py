@@ -11,6 +11,7 @@ on 2 cores). Programs are shared by module-scoped fixtures."""
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -277,10 +278,11 @@ def test_the_record_header_is_version_2_in_the_designs_order(kv):
     kinds = [line[0] for line in record.lines]
     assert record.lines[0] == ["et_copy.delegate 2"]
     assert record.lines[1] == ["device", "cuda", "0"]
-    order = ["device", "weight", "state", "arena", "tensor", "target", "io"]
+    order = ["device", "weight", "state", "arena", "tensor", "target", "io", "digest"]
     assert [k for k in dict.fromkeys(kinds[1:])] == order
     assert record.by_kind["target"] == [["target", "cpu", torch.__version__]]
     assert record.by_kind["io"] == [["io", "2", "1"]]
+    assert record.by_kind["digest"] == [["digest", "sha256", hashlib.sha256(record.payload).hexdigest()]]
     assert record.kind == "aoti" and record.payload[:4] == b"\x7fELF"
 
 

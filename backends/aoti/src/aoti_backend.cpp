@@ -201,9 +201,8 @@ ET_NODISCARD Error bind_constants(Handle& h, BackendInitContext& context) {
       states.push_back(ArenaState{s.name, s.offset, s.nbytes, s.initial_key});
     }
     FailureReport report;
-    auto arena =
-        acquire_arena(key, r.device_type, r.device_index, r.arena_nbytes, states, named, h.method_name, &report,
-                      h.verify);
+    auto arena = acquire_arena(key, r.device_type, r.device_index, r.arena_nbytes, states, named, h.method_name,
+                               &report, h.verify);
     if (!arena.ok()) {
       return fail(arena.error(), h.method_name, report.detail);
     }

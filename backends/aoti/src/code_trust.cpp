@@ -106,7 +106,7 @@ bool is_trusted_code(const std::string& sha256_hex) {
     }
   }
   const std::string dir = marker_dir();
-  struct stat st {};
+  struct stat st{};
   return !dir.empty() && stat((dir + "/" + sha256_hex).c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 

@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 import pytest
-
 from et_copy.tools._progress import progress_lines
 
 LINE = re.compile(r"^  \[\d\d:\d\d:\d\d\] Python call overhead\r?$", re.M)
@@ -38,7 +37,19 @@ def bench_stderr_on_a_terminal(*flags: str) -> str:
     """What ``bench --only overhead`` writes to stderr when that is a terminal."""
     primary, secondary = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "et_copy", "bench", "--only", "overhead", "--repeats", "1", "--sample-ms", "0.5", *flags],
+        [
+            sys.executable,
+            "-m",
+            "et_copy",
+            "bench",
+            "--only",
+            "overhead",
+            "--repeats",
+            "1",
+            "--sample-ms",
+            "0.5",
+            *flags,
+        ],
         stdout=subprocess.PIPE,
         stderr=secondary,
         text=True,
