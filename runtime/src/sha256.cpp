@@ -2,6 +2,14 @@
 
 #include <cstring>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define ET_COPY_SHA_NI 1
+#include <cpuid.h>
+#include <immintrin.h>
+#else
+#define ET_COPY_SHA_NI 0
+#endif
+
 namespace et_copy {
 namespace {
 
@@ -21,13 +29,7 @@ inline uint32_t rotr(uint32_t x, int n) {
   return (x >> n) | (x << (32 - n));
 }
 
-} // namespace
-
-Sha256::Sha256()
-    // The first 32 bits of the fractional parts of the square roots of the first 8 primes.
-    : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
-
-void Sha256::block(const uint8_t* p) {
+void compress_one(uint32_t* h_, const uint8_t* p) {
   uint32_t w[64];
   for (int i = 0; i < 16; ++i) {
     w[i] = uint32_t(p[4 * i]) << 24 | uint32_t(p[4 * i + 1]) << 16 | uint32_t(p[4 * i + 2]) << 8 | p[4 * i + 3];
@@ -60,6 +62,83 @@ void Sha256::block(const uint8_t* p) {
   h_[7] += h;
 }
 
+// FIPS 180-4's compression of `count` 64-byte blocks into `h`, one block at a time.
+void compress_portable(uint32_t* h_, const uint8_t* p, size_t count) {
+  for (; count > 0; --count, p += 64) {
+    compress_one(h_, p);
+  }
+}
+
+#if ET_COPY_SHA_NI
+// The same compression with the x86 SHA extensions (SHA-NI): the round and
+// message-schedule instructions do four rounds' work each, about ten times
+// the portable code's speed. The state is kept as the instructions want it:
+// ABEF and CDGH.
+__attribute__((target("sha,sse4.1"))) void compress_sha_ni(uint32_t* h, const uint8_t* p, size_t count) {
+  const __m128i swap = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL); // big-endian words
+  __m128i cdab = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)), 0xB1);
+  __m128i hgfe = _mm_shuffle_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + 4)), 0x1B);
+  __m128i abef = _mm_alignr_epi8(cdab, hgfe, 8);
+  __m128i cdgh = _mm_blend_epi16(hgfe, cdab, 0xF0);
+  for (; count > 0; --count, p += 64) {
+    const __m128i abef_in = abef, cdgh_in = cdgh;
+    __m128i w[4]; // the schedule's last 16 words, four to a register: W[4g..4g+3] in w[g % 4]
+    for (int g = 0; g < 16; ++g) {
+      __m128i& cur = w[g & 3];
+      if (g < 4) {
+        cur = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * g)), swap);
+      } else { // W[t] = s1(W[t-2]) + W[t-7] + s0(W[t-15]) + W[t-16], four at a time
+        __m128i t = _mm_sha256msg1_epu32(cur, w[(g - 3) & 3]);
+        t = _mm_add_epi32(t, _mm_alignr_epi8(w[(g - 1) & 3], w[(g - 2) & 3], 4));
+        cur = _mm_sha256msg2_epu32(t, w[(g - 1) & 3]);
+      }
+      __m128i k = _mm_add_epi32(cur, _mm_loadu_si128(reinterpret_cast<const __m128i*>(kRound + 4 * g)));
+      cdgh = _mm_sha256rnds2_epu32(cdgh, abef, k);
+      abef = _mm_sha256rnds2_epu32(abef, cdgh, _mm_shuffle_epi32(k, 0x0E));
+    }
+    abef = _mm_add_epi32(abef, abef_in);
+    cdgh = _mm_add_epi32(cdgh, cdgh_in);
+  }
+  const __m128i feba = _mm_shuffle_epi32(abef, 0x1B);
+  const __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(h), _mm_blend_epi16(feba, dchg, 0xF0));  // ABCD
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(h + 4), _mm_alignr_epi8(dchg, feba, 8)); // EFGH
+}
+
+bool cpu_has_sha_ni() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  const bool sha = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 29)) != 0;
+  const bool sse41 = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 19)) != 0;
+  return sha && sse41;
+}
+#endif
+
+} // namespace
+
+void sha256_compress(uint32_t* h, const uint8_t* p, size_t count, bool portable) {
+#if ET_COPY_SHA_NI
+  static const bool sha_ni = cpu_has_sha_ni();
+  if (sha_ni && !portable) {
+    compress_sha_ni(h, p, count);
+    return;
+  }
+#endif
+  (void)portable;
+  compress_portable(h, p, count);
+}
+
+bool sha256_has_sha_ni() {
+#if ET_COPY_SHA_NI
+  return cpu_has_sha_ni();
+#else
+  return false;
+#endif
+}
+
+Sha256::Sha256()
+    // The first 32 bits of the fractional parts of the square roots of the first 8 primes.
+    : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
+
 void Sha256::update(const void* data, size_t n) {
   const auto* p = static_cast<const uint8_t*>(data);
   total_ += n;
@@ -72,12 +151,12 @@ void Sha256::update(const void* data, size_t n) {
     if (buffered_ < 64) {
       return;
     }
-    block(buffer_.data());
+    sha256_compress(h_.data(), buffer_.data(), 1);
     buffered_ = 0;
   }
-  for (; n >= 64; p += 64, n -= 64) {
-    block(p);
-  }
+  sha256_compress(h_.data(), p, n / 64);
+  p += n / 64 * 64;
+  n %= 64;
   std::memcpy(buffer_.data(), p, n);
   buffered_ = n;
 }

@@ -27,12 +27,18 @@ class Sha256 {
   static std::string hex(const Digest& d);
 
  private:
-  void block(const uint8_t* p);
   std::array<uint32_t, 8> h_;
   std::array<uint8_t, 64> buffer_{};
   size_t buffered_ = 0;
   uint64_t total_ = 0; // bytes added
 };
+
+/// SHA-256's compression of `count` 64-byte blocks at `p` into the state
+/// `h` (8 words): with the CPU's SHA extensions where it has them (x86-64),
+/// else (or with `portable`) in plain C++. Both give the same state.
+void sha256_compress(uint32_t* h, const uint8_t* p, size_t count, bool portable = false);
+/// Whether sha256_compress uses the CPU's SHA extensions here.
+bool sha256_has_sha_ni();
 
 /// Whether `text` is exactly `digits` lowercase hex digits.
 bool is_lower_hex(const std::string& text, size_t digits);
