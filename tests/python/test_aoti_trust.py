@@ -5,11 +5,12 @@ trusted (et_copy/code_trust.h; docs/runtime.md, "Untrusted programs").
 The programs are a real ``backend="aoti"`` export, edited in place: the
 payload and digest line keep their sizes, so the flatbuffer around them
 stays valid. Every load that could run foreign code runs in a forked child
-(llm/test_llm_untrusted.py's ``in_child``), which reports how it ended,
+(helpers/forked.py's ``in_child``), which reports how it ended,
 signals included."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -18,7 +19,6 @@ import re
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 import torch
@@ -28,16 +28,10 @@ pytest.importorskip("executorch.exir")
 import et_copy  # noqa: E402
 import et_copy.aoti  # noqa: E402
 import et_copy.runtime  # noqa: E402
+from compiled_programs import DIGEST_LINE, Mlp, payload_span  # noqa: E402
 from et_copy import _C  # noqa: E402
 from et_copy.export import export_device_program  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parent / "llm"))
-import functools  # noqa: E402
-
-from test_llm_untrusted import in_child  # noqa: E402
-
-DIGEST_LINE = re.compile(rb"digest\tsha256\t([0-9a-f]{64})\n")
-PAYLOAD_LINE = re.compile(rb"payload\taoti\t(\d+)\n")
+from forked import in_child  # noqa: E402
 
 # A shared library whose constructor writes the file its environment names:
 # what a program from a stranger could carry instead of its model.
@@ -52,17 +46,6 @@ __attribute__((constructor)) static void ran(void) {
 """
 
 
-class Mlp(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.a = torch.nn.Linear(8, 16)
-        self.b = torch.nn.Linear(16, 4)
-
-    def forward(self, x):
-        return self.b(torch.relu(self.a(x)))
-
-
 @pytest.fixture(scope="module", autouse=True)
 def backends():
     et_copy.use_simulated_device()
@@ -73,13 +56,6 @@ def backends():
 def program() -> bytes:
     """An MLP compiled for the simulated device: its .pte bytes."""
     return bytes(export_device_program(Mlp(), (torch.randn(2, 8),), backend="aoti").buffer)
-
-
-def payload_span(data: bytes) -> tuple[int, int]:
-    """(offset, nbytes) of the first aoti payload in ``data``."""
-    line = PAYLOAD_LINE.search(data)
-    assert line is not None, "no aoti payload"
-    return line.end(), int(line.group(1))
 
 
 def with_payload(data: bytes, so: bytes, *, digest: bool) -> bytes:

@@ -1,7 +1,7 @@
 """A seeded sweep of mutated compiled programs (issue 47): a real
 ``backend="aoti"`` export of an MLP with state, mutated in three places,
 each mutant loaded and run once in a forked child (llm/test_llm_untrusted.py's
-``in_child``), which reports how it ended, signals included:
+``in_child``, helpers/forked.py), which reports how it ended, signals included:
 
 - ``record``: 1 to 4 bit flips in the delegate record's text lines (after
   its version line, up to and including its payload line). Refused, or run
@@ -22,9 +22,6 @@ from __future__ import annotations
 import functools
 import os
 import random
-import re
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -33,13 +30,11 @@ pytest.importorskip("executorch.exir")
 
 import et_copy  # noqa: E402
 import et_copy.runtime  # noqa: E402
+from compiled_programs import PAYLOAD_LINE  # noqa: E402
 from et_copy import _C  # noqa: E402
 from et_copy.export import export_device_program  # noqa: E402
+from forked import in_child  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent / "llm"))
-from test_llm_untrusted import in_child  # noqa: E402
-
-PAYLOAD_LINE = re.compile(rb"payload\taoti\t(\d+)\n")
 KINDS = ("record", "payload", "weight")
 
 

@@ -21,7 +21,6 @@ must see that as a signal, not die of it.
 from __future__ import annotations
 
 import os
-import pickle
 import random
 import re
 import struct
@@ -36,39 +35,11 @@ import et_copy  # noqa: E402
 from et_copy import _C, runtime  # noqa: E402
 from et_copy.export import export_device_program  # noqa: E402
 from et_copy.tools.models import RoundTrip  # noqa: E402
+from forked import in_child  # noqa: E402
 from llm_programs import exported  # noqa: E402
 from program_bytes import DOUBLE, INT, INT_LIST, TENSOR, ProgramView, nested_programs  # noqa: E402
 
 ARCH = "qwen3_moe"
-
-
-def in_child(fn, *args):
-    """fn(*args) in a forked child: ("returned", value), ("raised", (type,
-    message, EtCopyError.error or None)), or ("signal", number)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: report, then leave without running any cleanup of the parent's
-        status = 0
-        try:
-            os.close(r)
-            try:
-                result = ("returned", fn(*args))
-            except BaseException as e:  # noqa: BLE001 - everything goes back to the parent
-                result = ("raised", (type(e).__name__, str(e), getattr(e, "error", None)))
-            with os.fdopen(w, "wb") as f:
-                f.write(pickle.dumps(result))
-        except BaseException:  # noqa: BLE001
-            status = 1
-        finally:
-            os._exit(status)
-    os.close(w)
-    with os.fdopen(r, "rb") as f:
-        payload = f.read()
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        return ("signal", os.WTERMSIG(status))
-    assert os.WEXITSTATUS(status) == 0 and payload, f"the child failed to report (exit {os.WEXITSTATUS(status)})"
-    return pickle.loads(payload)
 
 
 def run_every_method(data: bytes, verification=runtime.Verification.InternalConsistency) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 
 import pytest
 import torch
@@ -14,23 +13,9 @@ import torch
 pytest.importorskip("executorch.exir")
 
 import et_copy  # noqa: E402
+from compiled_programs import PAYLOAD_LINE, Mlp  # noqa: E402
 from et_copy.export import export_device_program  # noqa: E402
 from et_copy.tools import doctor  # noqa: E402
-
-PAYLOAD_LINE = re.compile(rb"payload\taoti\t(\d+)\n")
-
-
-class Mlp(torch.nn.Module):
-    """test_aoti_trust.py's MLP: the same compile, a compile-cache hit."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.a = torch.nn.Linear(8, 16)
-        self.b = torch.nn.Linear(16, 4)
-
-    def forward(self, x):
-        return self.b(torch.relu(self.a(x)))
 
 
 @pytest.fixture(scope="module")
