@@ -9,8 +9,9 @@ Without ``verbose``, inside ``quiet()``:
   (torchao's "Failed to load ..._C_mxfp8..." lines, torch's ``_pytree``
   warnings).
 - ExecuTorch's C++ info and debug lines (its ``cpuinfo`` lines) stay off
-  stderr, those of executorch's pybindings too (loaded first, so that
-  et_copy's log hook wraps theirs); its errors still show.
+  stderr; its errors still show. executorch's pybindings register a log
+  hook of their own when first loaded, over et_copy's: code that imports
+  ``executorch.runtime`` calls :func:`wrap_log_hooks` after it.
 
 Everything is put back on exit, so it nests. A command calls it once,
 around its import and its run::
@@ -48,12 +49,6 @@ def quiet(verbose: bool = False) -> Iterator[None]:
         warnings.simplefilter("ignore")
         for logger in loggers:
             logger.setLevel(logging.ERROR)
-        # executorch's pybindings register their own log hook when first
-        # loaded, over et_copy's: loaded first, they are wrapped below, and
-        # their info lines (the threadpool's "[cpuinfo_utils.cpp:71] Reading
-        # file ...") filtered.
-        with contextlib.suppress(ImportError):
-            import executorch.extension.pybindings.portable_lib  # noqa: F401
         forwarded = _C.set_forwarded_log_levels(False)
         # transformers configures its logger from this when first imported, over any level set before.
         verbosity = os.environ.get("TRANSFORMERS_VERBOSITY")
@@ -68,3 +63,13 @@ def quiet(verbose: bool = False) -> Iterator[None]:
             _C.set_forwarded_log_levels(forwarded)
             for logger, level in zip(loggers, levels):
                 logger.setLevel(level)
+
+
+def wrap_log_hooks() -> None:
+    """Puts et_copy's log hook back over whatever registered one since (the
+    first ``import executorch.runtime`` does: its pybindings' hook would
+    print the thread pool's "[cpuinfo_utils.cpp:71] Reading file ..." lines
+    inside ``quiet()``). Keeps the current setting; idempotent."""
+    from . import _C
+
+    _C.set_forwarded_log_levels(_C.set_forwarded_log_levels(False))

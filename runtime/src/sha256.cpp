@@ -140,6 +140,9 @@ Sha256::Sha256()
     : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
 
 void Sha256::update(const void* data, size_t n) {
+  if (n == 0) {
+    return; // `data` may be null then, and memcpy must not see it
+  }
   const auto* p = static_cast<const uint8_t*>(data);
   total_ += n;
   if (buffered_ > 0) { // fill the partial block first

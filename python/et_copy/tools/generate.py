@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .._quiet import wrap_log_hooks
 from ._progress import progress_lines
 
 
@@ -271,6 +272,8 @@ def _host_state_run(model, prompt: list[int], args: argparse.Namespace):
     prompt goes in one token at a time (its decode is the only method)."""
     import torch
     from executorch.runtime import Runtime
+
+    wrap_log_hooks()  # its pybindings, first loaded here, hook the log too
 
     import et_copy
     from et_copy import llm

@@ -38,6 +38,7 @@ import dataclasses
 
 import torch
 
+from ..._quiet import wrap_log_hooks
 from ._timing import Config, measure, python_sampler
 
 DEVICE_STATE = "device-state .pte on executorch.runtime"
@@ -73,6 +74,8 @@ def decode_step(
     simulated allocator registered."""
     import transformers  # noqa: F401  (the model's architecture)
     from executorch.runtime import Runtime
+
+    wrap_log_hooks()  # its pybindings, first loaded here, hook the log too
 
     import et_copy
     from et_copy import llm
@@ -180,6 +183,8 @@ def _check(name: str, got: int, expected: int) -> None:
 def _simulated_cases(device_pte, host_pte, model, max_seq_len, token, pos, expected) -> tuple[dict, dict]:
     """The simulated backend's rows: its .pte on both runtimes, and with the state held by the caller."""
     from executorch.runtime import Runtime
+
+    wrap_log_hooks()  # its pybindings, first loaded here, hook the log too
 
     from et_copy import llm
     from et_copy import runtime as et_copy_runtime
@@ -316,6 +321,8 @@ def _timed_plain_load(plain_pte: bytes) -> float:
     import time
 
     from executorch.runtime import Runtime
+
+    wrap_log_hooks()  # its pybindings, first loaded here, hook the log too
 
     from et_copy import llm
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from ..._quiet import wrap_log_hooks
 from ._timing import Config, measure, python_sampler
 
 DEVICE_PLANNED = "device-planned .pte (h2d, model, d2h)"
@@ -45,6 +46,8 @@ def program_level(config: Config, shapes=DEFAULT_SHAPES, progress=None) -> dict:
     Needs the simulated allocator registered (the device-planned buffer is
     allocated through it when the method loads) and executorch's AOT stack."""
     from executorch.runtime import Runtime
+
+    wrap_log_hooks()  # its pybindings, first loaded here, hook the log too
 
     import et_copy
     from et_copy import runtime as et_copy_runtime

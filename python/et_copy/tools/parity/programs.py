@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..._counting import counting
+from ..._quiet import wrap_log_hooks
 from .architectures import MODELS, Model
 from .runners import CapturedStderr, Finding
 
@@ -182,6 +183,8 @@ def _run_column(column: str, pte: bytes, inputs: list) -> tuple[list, dict, int]
     with counting() as held:
         if column in ("executorch.runtime", CONTROL):
             from executorch.runtime import Runtime
+
+            wrap_log_hooks()  # its pybindings, first loaded here, hook the log too
 
             method = Runtime.get().load_program(pte).load_method("forward")
             with counting() as moved:
