@@ -94,7 +94,8 @@ def test_every_other_convolution_is_kept(conv):
     torch.testing.assert_close(rewritten.module()(x), conv(x))
 
 
-@pytest.mark.slow
+# costly: CI time (69 s); Qwen 3.5 MoE's default export runs in CI (test_llm.py).
+@pytest.mark.costly
 def test_qwen3_5_moe_exported_with_shifts_has_no_convolution_and_gives_transformers_tokens():
     pytest.importorskip("transformers")
     import et_copy

@@ -540,7 +540,8 @@ def test_the_program_cache_lives_under_xdg_cache_home_or_the_home_cache(monkeypa
     assert llm.default_cache_dir() == tmp_path / "home" / ".cache" / "et_copy" / "llm"
 
 
-@pytest.mark.slow
+# costly: CI time (47 s, a second export); program reuse is also covered by test_export_llm_cached_reuses...
+@pytest.mark.costly
 def test_generate_command_reuses_its_programs_and_no_cache_exports_again(tmp_path):
     import subprocess
     import sys

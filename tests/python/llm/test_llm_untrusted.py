@@ -251,7 +251,8 @@ def test_mutated_delegate_records_and_nested_programs_are_refused_or_run(llm_byt
     assert tally.get("refused", 0) > 0 and tally.get("ran", 0) > 0, tally
 
 
-@pytest.mark.slow
+# costly: the larger sweep, for the slow tier; CI runs the 60-mutant one above.
+@pytest.mark.costly
 def test_a_larger_sweep_of_mutated_nested_programs_finds_nothing(llm_bytes):
     count = int(os.environ.get("ET_COPY_NESTED_FUZZ_MUTANTS", "400"))
     seed = int(os.environ.get("ET_COPY_NESTED_FUZZ_SEED", "5"))

@@ -225,7 +225,8 @@ def test_bench_llm_section_times_a_decode_step_on_both_runtimes_against_a_plain_
     assert "weights uploaded" in proc.stdout
 
 
-@pytest.mark.slow
+# costly: CI time (82 s); the compiled backend's rows. The aoti export and run are in CI through test_llm.py.
+@pytest.mark.costly
 def test_bench_llm_section_times_the_compiled_backend_against_its_so_run_directly_by_torch(tmp_path):
     """--backend aoti: the compiled backend's decode and decode_next on et_copy.runtime, the same decode
     .so run by torch's AOTI runner, the ratio as a target, and the export and load times (compiled
@@ -259,7 +260,8 @@ def test_bench_llm_section_times_the_compiled_backend_against_its_so_run_directl
     assert "export_llm(backend='aoti')" in proc.stdout
 
 
-@pytest.mark.slow
+# costly: CI time (189 s with a compile); a structure check of the mid-size bench, run by .ci/run-slow.
+@pytest.mark.costly
 def test_bench_llm_mid_section_compares_every_row_with_transformers_per_dtype(tmp_path):
     """--only llm-mid --quick: the mid-size section's structure on a small model of the same shape: per
     dtype, decode and prefill of every row (ours on both backends, the .so run directly, transformers eager
