@@ -538,6 +538,12 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("python/et_copy/runtime.py", "int+1", "@functools.lru_cache(maxsize=1)",
                "Runtime.get() takes no arguments, so its cache only ever holds one key: a larger maxsize keeps "
                "the same single Runtime"),
+    Equivalent("runtime/src/sha256.cpp", "int+1",
+               "__m128i w[4]; // the schedule's last 16 words, four to a register: W[4g..4g+3] in w[g % 4]",
+               "a fifth register nobody indexes: every index is masked with & 3"),
+    Equivalent("runtime/src/sha256.cpp", "int+1", "unsigned a = 0, b = 0, c = 0, d = 0;",
+               "cpuid's outputs: __get_cpuid(_count) writes all four before any is read, and when it fails "
+               "(an unsupported leaf) the && stops before reading them"),
     Equivalent("runtime/include/et_copy/sessions.h", "int+1", "executorch::runtime::BackendOptions<5> backend_specs_;",
                "a capacity of 6 where the session sets at most five options (its pool, its own id, and the "
                "threads, verify_data and trust_code the load asked for): each backend's view holds the same ones"),

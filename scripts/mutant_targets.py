@@ -178,7 +178,11 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/src/external_tensors.*", (T_BACKEND,)),
     # The seam: its own gtest, then the simulated backend that plugs into it.
     # device_backends() names the CUDA allocator's backend too: the CUDA test checks that.
-    ("runtime/*/device_backend.*", ("cpp:et_copy_test_device_backend", T_BACKEND, T_CHECK, T_CUDA)),
+    # missing_registration: what a refusal says to call, for each of et-copy's backends, in a fresh process.
+    ("runtime/*/device_backend.*", (
+        "cpp:et_copy_test_device_backend", T_BACKEND, T_CHECK, T_CUDA,
+        "py:tests/python/test_backend_registration_hints.py",
+    )),
     # Weights pinned per program and state arenas: the backend's gtest, the CUDA allocator's (a failing copy),
     # then programs with weights and state.
     # verify_data: a flipped weight refused by its content key, and every weight and state mutant of the sweep.
@@ -198,6 +202,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
         "cpp:et_copy_test_loaded_method:LoadedMethod.AnOutputIsWrittenInTheCallersMemoryOnlyWhenEtCopysOwnD2hKernelFillsIt",
         "cpp:et_copy_test_device_backend", "py:tests/python/test_state_arena_edges.py", T_TRACER, *PY_RUNTIME,
         P_THREADS,  # the "threads" spec a session passes on, and only when the load asked for it
+        P_AOTI_TRUST,  # all five specs at once (threads, verify_data and trust_code beside pool and session)
     )),
     # The one way to run a method: its gtest, then et_copy.runtime's checks through the bindings.
     ("runtime/*/loaded_method.*", ("cpp:et_copy_test_loaded_method", *PY_RUNTIME, P_DEBUG_BUFFER)),

@@ -154,8 +154,7 @@ void Sha256::update(const void* data, size_t n) {
     if (buffered_ < 64) {
       return;
     }
-    sha256_compress(h_.data(), buffer_.data(), 1);
-    buffered_ = 0;
+    sha256_compress(h_.data(), buffer_.data(), 1); // buffered_ is set below, for what is left
   }
   sha256_compress(h_.data(), p, n / 64);
   p += n / 64 * 64;

@@ -4,6 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -76,4 +80,23 @@ TEST(Sha256, TheCpusExtensionsAndThePortableCodeAgree) {
     et_copy::sha256_compress(slow, data.data(), blocks, /*portable=*/true);
     EXPECT_EQ(std::vector<uint32_t>(fast, fast + 8), std::vector<uint32_t>(slow, slow + 8)) << blocks << " blocks";
   }
+}
+
+// The extensions are used exactly where the CPU reports them: Linux's flags
+// for the two features cpuid is asked for (sha_ni, sse4_1).
+TEST(Sha256, TheExtensionsAreUsedWhereTheCpuHasThem) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line) && line.rfind("flags", 0) != 0) {
+  }
+  if (line.empty()) {
+    GTEST_SKIP() << "no /proc/cpuinfo flags line";
+  }
+  std::istringstream words(line.substr(line.find(':') + 1));
+  std::set<std::string> flags{std::istream_iterator<std::string>(words), std::istream_iterator<std::string>()};
+#if defined(__x86_64__)
+  EXPECT_EQ(et_copy::sha256_has_sha_ni(), flags.count("sha_ni") == 1 && flags.count("sse4_1") == 1);
+#else
+  EXPECT_FALSE(et_copy::sha256_has_sha_ni());
+#endif
 }

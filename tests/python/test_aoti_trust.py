@@ -19,6 +19,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -181,6 +182,40 @@ def test_trust_takes_sha256_digests_in_lowercase_hex():
         assert not _C.is_trusted_code(bad)
 
 
+@pytest.mark.parametrize(
+    "setting,expected",
+    [
+        ("0", ""), ("false", ""), ("no", ""), (" off ", ""),
+        ("/some/where", "/some/where"), ("1", "{xdg}/et_copy/aoti"), (None, "{xdg}/et_copy/aoti"),
+    ],
+)  # fmt: skip
+def test_the_compile_cache_folder_is_decided_once_from_the_environment(monkeypatch, tmp_path, setting, expected):
+    from et_copy import _compile_cache
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    if setting is None:
+        monkeypatch.delenv("ET_COPY_AOTI_CACHE", raising=False)
+    else:
+        monkeypatch.setenv("ET_COPY_AOTI_CACHE", setting)
+    assert _C.compile_cache_dir() == expected.format(xdg=tmp_path)
+    assert _compile_cache.cache_dir() == (Path(expected.format(xdg=tmp_path)) if expected else None)
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    if expected.startswith("{xdg}"):
+        assert _C.compile_cache_dir() == f"{tmp_path}/home/.cache/et_copy/aoti"
+
+
+def test_code_compiled_here_is_marked_in_a_cache_folder_made_for_it(monkeypatch, tmp_path):
+    digest = hashlib.sha256(b"code compiled in this test").hexdigest()
+    folder = tmp_path / "a" / "b"  # none of it exists yet
+    monkeypatch.setenv("ET_COPY_AOTI_CACHE", str(folder))
+    _C.trust_compiled_code(digest, compiled_here=True)
+    assert (folder / "trusted" / digest).is_file()
+    other = hashlib.sha256(b"code trusted, not compiled here").hexdigest()
+    _C.trust_compiled_code(other)
+    assert _C.is_trusted_code(other) and not (folder / "trusted" / other).exists()  # the process's alone
+
+
 ELSEWHERE = textwrap.dedent(
     """
     import json, os, sys
@@ -201,7 +236,7 @@ ELSEWHERE = textwrap.dedent(
     seen = {}
     os.environ["ET_COPY_AOTI_CACHE"] = mine  # a machine whose cache never compiled it
     seen["untrusted"] = attempt()
-    seen["trust_code"] = attempt(trust_code=True)
+    seen["trust_code"] = attempt(trust_code=True, verify_data=True, threads=1)  # every spec a load passes
     seen["after trust_code"] = attempt()  # one program's consent is not remembered
     os.environ["ET_COPY_AOTI_CACHE"] = sys.argv[4]  # the cache that compiled it
     seen["compiled here"] = attempt()
