@@ -21,7 +21,9 @@ class BoundaryPlanningPass(MemoryPlanningPass):
       per partition that reads it. Copies of the same tensor to the same
       device (and back from it) are merged into one, so an execution makes
       one h2d per (tensor, device) and one d2h per device tensor.
-      ``copies_merged`` counts what the last run merged.
+      ``copies_merged`` counts what the last run merged. Round trips
+      between partitions on one device (``_h2d_copy(_d2h_copy(x))``) are
+      already gone: PropagateDevicePass elides them (docs/export.md).
     - **Scalar-constant workaround** (executorch 1.5.1). A partition that
       reads a lifted 0-d constant (an attention scale, ``x * 0.5``) gets an
       ``_h2d_copy`` whose output spec is copied from the constant's, still
