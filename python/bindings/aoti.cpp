@@ -47,7 +47,7 @@ void bind_aoti(py::module_& m) {
       [](const std::string& digest, bool compiled_here) {
         const auto e = compiled_here ? mark_compiled_here(digest) : trust_compiled_code(digest);
         if (e != executorch::runtime::Error::Ok) {
-          throw Failure(e, "et_copy.aoti.trust: '" + digest + "' is not a SHA-256 in 64 lowercase hex digits");
+          throw Failure(e, "et_copy.backends.aoti.trust: '" + digest + "' is not a SHA-256 in 64 lowercase hex digits");
         }
       },
       py::arg("digest"), py::arg("compiled_here") = false,

@@ -463,7 +463,7 @@ class Runtime:
         programs"). ``trust_code`` runs the compiled code this program
         carries (``backend="aoti"``) though this machine did not compile
         it: that code runs in this process, so pass it only for a program
-        from a source you trust; :func:`et_copy.aoti.trust` trusts by
+        from a source you trust; :func:`et_copy.backends.aoti.trust` trusts by
         digest instead. Raises
         EtCopyError (InvalidProgram, ...) for a malformed program,
         TypeError for what is none of these and ValueError for a

@@ -1,4 +1,4 @@
-"""et_copy.aoti ahead of time: what the compiled backend puts in a program,
+"""et_copy.backends.aoti ahead of time: what the compiled backend puts in a program,
 checked without its C++ runtime. Each delegate record is parsed, and its
 AOTInductor payload is loaded with torch's own AOTI runner, its constants
 bound (user-managed) from the program's named data by the record's keys and
@@ -27,9 +27,9 @@ from et_copy import _compile_cache, aoti  # noqa: E402
 from et_copy import _constant_reads as aoti_views  # noqa: E402
 from et_copy._constant_reads import copies_as_views, weight_copies, weight_copies_in_code  # noqa: E402
 from et_copy._dtypes import SCALAR_TYPE_CODES  # noqa: E402
-from et_copy.aoti import BACKEND_ID, AotiDevicePartitioner  # noqa: E402
-from et_copy.backend import WEIGHT_KEY  # noqa: E402
 from et_copy.backends import BACKENDS  # noqa: E402
+from et_copy.backends.aoti import BACKEND_ID, AotiDevicePartitioner  # noqa: E402
+from et_copy.backends.record import WEIGHT_KEY  # noqa: E402
 from et_copy.export import MethodInputs, export_device_methods, export_device_program, lower_to_device  # noqa: E402
 from executorch.exir.schema import DelegateCall, KernelCall  # noqa: E402
 

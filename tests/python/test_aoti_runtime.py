@@ -1,7 +1,7 @@
 """AotiDeviceBackend (backends/aoti) end to end: programs whose delegate
 record carries an AOTInductor model, compiled here with
 ``torch._inductor.aot_compile`` and wrapped in a record written by hand (the
-test's own ``AotiRecordsByHand`` preprocess, not et_copy.aoti's), run through
+test's own ``AotiRecordsByHand`` preprocess, not et_copy.backends.aoti's), run through
 et_copy.runtime on the host-unreadable simulated device. exir picks a
 preprocess by its class's name, so the test's class has a name of its own
 (of the same length) and the serialized program's backend id is then
@@ -27,10 +27,12 @@ import torch
 pytest.importorskip("executorch.exir")
 
 import et_copy  # noqa: E402
+import et_copy.backends.aoti  # noqa: E402
 import et_copy.runtime  # noqa: E402
 from et_copy import _C  # noqa: E402
-from et_copy.aoti import compile_options  # noqa: E402
-from et_copy.backend import SimulatedDevicePartitioner, state_arena_layout  # noqa: E402
+from et_copy.backends.aoti import compile_options  # noqa: E402
+from et_copy.backends.simulated import SimulatedDevicePartitioner  # noqa: E402
+from et_copy.backends.state import state_arena_layout  # noqa: E402
 from et_copy.export import export_device_program  # noqa: E402
 from executorch.exir import to_edge_transform_and_lower  # noqa: E402
 from executorch.exir._serialize._named_data_store import NamedDataStore  # noqa: E402
@@ -76,7 +78,7 @@ def _compile(edge_program, target: str) -> bytes:
         with open(path if isinstance(path, str) else path[0], "rb") as f:
             _SO_CACHE[key] = f.read()
         # Compiled here but not through et_copy.aoti: trusted by digest, as a caller with its own compiler would.
-        et_copy.aoti.trust(hashlib.sha256(_SO_CACHE[key]).hexdigest())
+        et_copy.backends.aoti.trust(hashlib.sha256(_SO_CACHE[key]).hexdigest())
     return _SO_CACHE[key]
 
 

@@ -1,7 +1,7 @@
 """The intra-op threads a compiled program runs with: et_copy.runtime.load's
 ``threads``, which AotiDeviceBackend sets as the calling thread's OpenMP
 thread count around each run of the model (the compiled code is built to
-read it at each parallel region: et_copy.aoti's ``cpp.dynamic_threads``).
+read it at each parallel region: et_copy.backends.aoti's ``cpp.dynamic_threads``).
 
 The observable is the compiled code's OpenMP team: a parallel region run
 with n threads starts n - 1 worker threads the first time, and a process

@@ -27,7 +27,7 @@ import torch
 pytest.importorskip("executorch.exir")
 
 import et_copy  # noqa: E402
-import et_copy.aoti  # noqa: E402
+import et_copy.backends.aoti  # noqa: E402
 import et_copy.runtime  # noqa: E402
 from compiled_programs import DIGEST_LINE, Mlp, payload_span  # noqa: E402
 from et_copy import _C  # noqa: E402
@@ -116,7 +116,7 @@ def test_a_payload_swapped_for_a_constructor_is_refused_before_its_code_runs(
         found = hashlib.sha256(evil[at : at + n]).hexdigest()
         assert error == "AccessFailed", result
         assert f"SHA-256 {found})" in message and "not compiled here, and loading runs it" in message, message
-        assert "trust_code=True" in message and "et_copy.aoti.trust(digest)" in message, message
+        assert "trust_code=True" in message and "et_copy.backends.aoti.trust(digest)" in message, message
     else:
         assert error == "InvalidProgram", result
         assert "the payload was changed after export, not loaded" in message, message
@@ -175,10 +175,10 @@ def test_the_load_flags_are_bools(program, value):
 
 def test_trust_takes_sha256_digests_in_lowercase_hex():
     with pytest.raises(TypeError, match="a digest is a str"):
-        et_copy.aoti.trust(b"0" * 64)  # type: ignore[arg-type]
+        et_copy.backends.aoti.trust(b"0" * 64)  # type: ignore[arg-type]
     for bad in ("0" * 63, "0" * 65, "A" * 64, "g" * 64, "../" + "0" * 61):
         with pytest.raises(et_copy.EtCopyError, match="is not a SHA-256 in 64 lowercase hex digits"):
-            et_copy.aoti.trust(bad)
+            et_copy.backends.aoti.trust(bad)
         assert not _C.is_trusted_code(bad)
 
 
@@ -220,7 +220,7 @@ ELSEWHERE = textwrap.dedent(
     """
     import json, os, sys
     import torch
-    import et_copy, et_copy.aoti, et_copy.runtime
+    import et_copy, et_copy.backends.aoti, et_copy.runtime
 
     path, digest, mine = sys.argv[1], sys.argv[2], sys.argv[3]
     et_copy.use_simulated_device()
@@ -241,7 +241,7 @@ ELSEWHERE = textwrap.dedent(
     os.environ["ET_COPY_AOTI_CACHE"] = sys.argv[4]  # the cache that compiled it
     seen["compiled here"] = attempt()
     os.environ["ET_COPY_AOTI_CACHE"] = mine
-    et_copy.aoti.trust(digest)
+    et_copy.backends.aoti.trust(digest)
     seen["trusted digest"] = attempt()
     print(json.dumps(seen))
     """

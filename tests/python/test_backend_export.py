@@ -1,4 +1,4 @@
-"""et_copy.backend ahead of time: what the partitioner and preprocess put in
+"""et_copy.backends.simulated ahead of time: what the partitioner and preprocess put in
 a program (one delegate with a target_device spec, copies around it from
 executorch's PropagateDevicePass, weights stored once, one state layout for
 every method), read from the program itself. Running such programs is
@@ -11,13 +11,9 @@ import torch
 
 pytest.importorskip("executorch.exir")
 
-from et_copy.backend import (  # noqa: E402
-    BACKEND_ID,
-    WEIGHT_KEY,
-    SimulatedDevicePartitioner,
-    StateSlot,
-    state_arena_layout,
-)
+from et_copy.backends.record import WEIGHT_KEY  # noqa: E402
+from et_copy.backends.simulated import BACKEND_ID, SimulatedDevicePartitioner  # noqa: E402
+from et_copy.backends.state import StateSlot, state_arena_layout  # noqa: E402
 from et_copy.export import ExportError, MethodInputs, export_device_methods, export_device_program  # noqa: E402
 from executorch.exir.schema import DelegateCall, KernelCall  # noqa: E402
 
@@ -222,7 +218,7 @@ def test_named_data_reads_a_weight_from_its_tensors_memory_without_a_copy(dtype)
     import hashlib
     import io
 
-    from et_copy.backend import WEIGHT_KEY, TensorBytes, store_tensor
+    from et_copy.backends.record import WEIGHT_KEY, TensorBytes, store_tensor
     from executorch.exir._serialize._named_data_store import NamedDataStore
 
     weight = torch.arange(24).reshape(4, 6).to(dtype)

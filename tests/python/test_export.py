@@ -185,7 +185,7 @@ class _DoubledAndSelf(torch.nn.Module):
 
 def _lower_with_boundary_planner(module, inputs, **planner_kwargs):
     """The simulated device's delegate route, planned by a BoundaryPlanningPass built with ``planner_kwargs``."""
-    from et_copy.backend import SimulatedDevicePartitioner
+    from et_copy.backends.simulated import SimulatedDevicePartitioner
     from et_copy.export import BoundaryPlanningPass
     from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
 

@@ -15,7 +15,7 @@ import et_copy  # noqa: E402
 import et_copy.runtime  # noqa: E402
 import et_copy.tools.models  # noqa: E402
 from et_copy import _C  # noqa: E402
-from et_copy.backend import SimulatedDevicePartitioner  # noqa: E402
+from et_copy.backends.simulated import SimulatedDevicePartitioner  # noqa: E402
 from et_copy.export import (  # noqa: E402
     ExportArgumentError,
     ExportError,

@@ -75,7 +75,8 @@ def test_running_programs_imports_no_tool():
     import sys
 
     code = (
-        "import sys, et_copy, et_copy.runtime, et_copy.export, et_copy.backend, et_copy.cuda\n"
+        "import sys, et_copy, et_copy.runtime, et_copy.export, et_copy.cuda\n"
+        "import et_copy.backends.simulated, et_copy.backends.aoti\n"
         "import et_copy.llm\n"
         "print(sorted(m for m in sys.modules if m.startswith('et_copy.tools')))"
     )

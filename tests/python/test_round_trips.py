@@ -17,7 +17,8 @@ pytest.importorskip("executorch.exir")
 
 import et_copy  # noqa: E402
 import et_copy.runtime as rt  # noqa: E402
-from et_copy.backend import BACKEND_ID, DevicePartitioner  # noqa: E402
+from et_copy.backends.partitioner import DevicePartitioner  # noqa: E402
+from et_copy.backends.simulated import BACKEND_ID  # noqa: E402
 from et_copy.export import MethodInputs, export_device_methods, export_device_program, lower_to_device  # noqa: E402
 from executorch.exir.backend.compile_spec_schema import CompileSpec  # noqa: E402
 from executorch.exir.backend.partitioner import DelegationSpec, PartitionResult  # noqa: E402

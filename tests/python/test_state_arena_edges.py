@@ -20,7 +20,7 @@ pytest.importorskip("executorch.exir")
 import et_copy  # noqa: E402
 import et_copy.runtime  # noqa: E402
 from et_copy import _C  # noqa: E402
-from et_copy.backend import STATE_KEY  # noqa: E402
+from et_copy.backends.record import STATE_KEY  # noqa: E402
 from et_copy.export import MethodInputs, export_device_methods  # noqa: E402
 
 

@@ -157,7 +157,7 @@ ET_NODISCARD Error check_code(const Handle& h) {
            h.method_name.c_str(), r.target.c_str(), r.payload_nbytes, found.c_str());
     return fail(Error::AccessFailed, h.method_name,
                 "not compiled here, and loading runs it: pass trust_code=True to et_copy.runtime.load, or "
-                "et_copy.aoti.trust(digest) (C++: LoadOptions::trust_code, trust_compiled_code)");
+                "et_copy.backends.aoti.trust(digest) (C++: LoadOptions::trust_code, trust_compiled_code)");
   }
   return Error::Ok;
 }

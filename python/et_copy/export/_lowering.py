@@ -1,6 +1,6 @@
 """The one lowering path: every route that computes in a device backend
 lowers its methods here (docs/design.md, "Device programs compute in a
-device backend"), given a :class:`DeviceBackend`.
+device backend"), given a :class:`ChosenPartitioner`.
 
 The backend's partitioner puts the ``target_device`` compile spec on its
 partitions, so executorch's PropagateDevicePass inserts ``_h2d_copy``
@@ -21,10 +21,9 @@ from executorch.exir import ExecutorchBackendConfig, ExecutorchProgramManager, t
 from executorch.exir.backend.partitioner import Partitioner
 from executorch.exir.passes.propagate_device_config import PropagateDeviceConfig
 
-from .._device import parse_device
 from .._exir_fixes import lifted_constants_in_signature_order
-from ..backend import DevicePartitioner
-from ..backends import DEFAULT_BACKEND, check_backend, partitioner_for
+from ..backends import Backend, resolve_backend
+from ..backends.partitioner import DevicePartitioner
 from ._boundary_planning import BoundaryPlanningPass
 from ._errors import ExportArgumentError, check_argument, run_stage
 from ._graph_checks import check_resident_outputs, has_delegate, refuse_input_mutation, refuse_own_copies
@@ -34,61 +33,65 @@ from ._target_device import TargetDevicePartitioner, with_target_device
 
 
 @dataclass(frozen=True)
-class DeviceBackend:
-    """The device backend a route lowers to: ``partitioner`` tags every
-    partition with the route's device (``target_device``); ``name`` is the
-    class of the partitioner the caller chose, by word or by object, for
-    messages."""
+class ChosenPartitioner:
+    """What a route lowers with: ``partitioner`` tags every partition with
+    the route's device (``target_device``); ``name`` is the class of the
+    partitioner the caller chose, by word or by object, for messages. (Not
+    a device backend: that is the C++ runtime's seam, ``DeviceBackend``.)"""
 
     partitioner: Partitioner
     name: str
 
 
-def check_backend_choice(op: str, backend: object, partitioner: Partitioner | None) -> None:
-    """``backend`` is one of et_copy.backends' words, and not given beside a
-    ``partitioner``; else ExportArgumentError naming ``op``."""
-    check_argument(op, "backend", lambda: check_backend(backend, op=op))
-    if partitioner is not None and backend != DEFAULT_BACKEND:
-        raise ExportArgumentError(op, "partitioner", f"pass backend={backend!r} or a partitioner, not both")
+def check_backend_choice(op: str, backend: object, partitioner: Partitioner | None) -> Backend | None:
+    """The one check of ``backend=`` beside ``partitioner=``: the backend a
+    word names (None: the default, :data:`~et_copy.backends.DEFAULT_BACKEND`),
+    or None when a partitioner is given instead. ExportArgumentError naming
+    ``op`` for a word that is not one of et_copy.backends' or for both."""
+    if partitioner is not None:
+        if backend is not None:
+            raise ExportArgumentError(op, "partitioner", f"pass backend={backend!r} or a partitioner, not both")
+        return None
+    return check_argument(op, "backend", lambda: resolve_backend(backend, op=op))
 
 
-def device_backend(op: str, *, backend: str, partitioner: Partitioner | None, device: str) -> DeviceBackend:
-    """``backend=`` and ``partitioner=`` read one way by every route:
+def choose_partitioner(
+    op: str, *, backend: Backend | None, partitioner: Partitioner | None, device: str
+) -> ChosenPartitioner:
+    """``backend`` (checked by :func:`check_backend_choice`) or ``partitioner``
+    for ``device`` (parsed already), read one way by every route:
 
-    - no partitioner: the partitioner of et-copy's backend ``backend``
-      (:mod:`et_copy.backends`) for ``device``;
-    - one of et-copy's (an :class:`et_copy.backend.DevicePartitioner`, or
-      :func:`with_target_device`'s wrapper): used as it is; it must target
+    - no partitioner: the partitioner of et-copy's ``backend`` for ``device``;
+    - one of et-copy's (an :class:`et_copy.backends.partitioner.DevicePartitioner`,
+      or :func:`with_target_device`'s wrapper): used as it is; it must target
       ``device``;
     - any other (upstream's ``CudaPartitioner``, XNNPACK): annotated as
       ``device`` with :func:`with_target_device`, which is only right for a
       backend that runs on the device (et_copy.runtime refuses at load a CPU
       backend handed device memory).
 
-    Raises ExportArgumentError for a bad word or device, a word beside a
-    partitioner, or an et-copy partitioner for another device."""
-    check_backend_choice(op, backend, partitioner)
-    target = str(check_argument(op, "device", lambda: parse_device(device, op=op)))
+    Raises ExportArgumentError for an et-copy partitioner for another device."""
     if partitioner is None:
-        chosen = partitioner_for(backend, target, op=op)
-        return DeviceBackend(chosen, type(chosen).__name__)
+        assert backend is not None  # check_backend_choice gives one without a partitioner
+        chosen = backend.partitioner(device)
+        return ChosenPartitioner(chosen, type(chosen).__name__)
     name = type(partitioner).__name__
     if isinstance(partitioner, (DevicePartitioner, TargetDevicePartitioner)):
-        if partitioner.device != target:
+        if partitioner.device != device:
             raise ExportArgumentError(
                 op,
                 "partitioner",
                 f"the partitioner ({name}) targets {partitioner.device}, but device is {device!r}; "
                 "pass the same device to both",
             )
-        return DeviceBackend(partitioner, name)
-    return DeviceBackend(with_target_device(partitioner, target), name)
+        return ChosenPartitioner(partitioner, name)
+    return ChosenPartitioner(with_target_device(partitioner, device), name)
 
 
 def lower(
     module: torch.nn.Module,
     methods: dict[str, MethodInputs],
-    backend: DeviceBackend,
+    chosen: ChosenPartitioner,
     *,
     op: str,
     strict: bool,
@@ -103,7 +106,7 @@ def lower(
     transform_and_lower: bool = False,
     external_weights: bool = False,
 ) -> ExecutorchProgramManager | None:
-    """Exports each method of ``module``, lowers it to ``backend`` and plans
+    """Exports each method of ``module``, lowers it with ``chosen`` and plans
     it (:class:`BoundaryPlanningPass`; ``skip_*`` are PropagateDevicePass's
     flags). None when the partitioner delegated nothing (a module with
     nothing to compute): the caller decides what that means.
@@ -132,14 +135,14 @@ def lower(
         }
     if transform_and_lower:
         edge = run_stage(
-            op, None, "lowering", strict, lambda: _transform_and_lower(exported, backend.partitioner, constant_methods)
+            op, None, "lowering", strict, lambda: _transform_and_lower(exported, chosen.partitioner, constant_methods)
         )
         refuse_input_mutation({name: edge.exported_program(name) for name in edge.methods}, op, "lowering")
     else:
         edge = run_stage(op, None, "to_edge", strict, lambda: to_edge_program(exported, constant_methods))
         # torch.export keeps an input's in-place update as an op; to_edge turns it into an output.
         refuse_input_mutation({name: edge.exported_program(name) for name in edge.methods}, op, "to_edge")
-        edge = run_stage(op, None, "lowering", strict, lambda: edge.to_backend(backend.partitioner))
+        edge = run_stage(op, None, "lowering", strict, lambda: edge.to_backend(chosen.partitioner))
     if not has_delegate(edge):
         return None
     check_resident_outputs(edge, resident_outputs, op)

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from .. import _C
-from ..backend import WEIGHT_KEY
+from ..backends.record import WEIGHT_KEY
 from ._errors import ExportArgumentError
 
 # The data file's tag: ExecutorchProgramManager.write_tensor_data_to_file(dir) writes it as dir/weights.ptd.

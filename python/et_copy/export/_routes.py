@@ -12,10 +12,9 @@ from executorch.exir.backend.partitioner import Partitioner
 
 from .. import aot
 from .._device import parse_device
-from ..backends import DEFAULT_BACKEND
 from ._copy_only import export_copy_only
 from ._errors import ExportArgumentError, check_argument
-from ._lowering import check_backend_choice, device_backend, lower
+from ._lowering import check_backend_choice, choose_partitioner, lower
 from ._methods import MethodInputs
 
 
@@ -25,7 +24,7 @@ def export_device_program(
     *,
     kwargs: dict | None = None,
     device: str = "cuda:0",
-    backend: str = "simulated",
+    backend: str | None = None,
     partitioner: Partitioner | None = None,
     dynamic_shapes: Any = None,
     insert_copies: bool = True,
@@ -41,8 +40,8 @@ def export_device_program(
     The compute runs in a device backend, as upstream's CUDA backend does
     (docs/design.md, "Device programs compute in a device backend"):
     ``backend`` names et-copy's device backend (:mod:`et_copy.backends`):
-    ``"simulated"`` (:class:`~et_copy.backend.SimulatedDevicePartitioner`) or
-    ``"aoti"`` (:class:`~et_copy.aoti.AotiDevicePartitioner`, AOTInductor
+    ``"simulated"`` (:class:`~et_copy.backends.simulated.SimulatedDevicePartitioner`; None: this default) or
+    ``"aoti"`` (:class:`~et_copy.backends.aoti.AotiDevicePartitioner`, AOTInductor
     code); ``partitioner`` takes another instead (upstream's
     ``CudaPartitioner``, or one of ours with other settings). It puts the whole
     graph, its weights and its mutable buffers in one delegate with a
@@ -108,7 +107,7 @@ def export_device_methods(
     methods: dict[str, MethodInputs],
     *,
     device: str = "cuda:0",
-    backend: str = "simulated",
+    backend: str | None = None,
     partitioner: Partitioner | None = None,
     insert_copies: bool = True,
     alloc_graph_input: bool = False,
@@ -155,7 +154,7 @@ def _export_methods(
     methods: dict[str, MethodInputs],
     *,
     device: str,
-    backend: str,
+    backend: str | None,
     partitioner: Partitioner | None,
     insert_copies: bool,
     alloc_graph_input: bool,
@@ -188,9 +187,9 @@ def _export_methods(
                 f"method '{name}': MethodInputs.entry {inputs.entry!r} is not a method of {type(module).__name__}",
                 method=name,
             )
-    check_backend_choice(op, backend, partitioner)
+    chosen_backend = check_backend_choice(op, backend, partitioner)
     check_external_weights(op, external_weights)
-    if (partitioner is not None or backend != DEFAULT_BACKEND or decompositions) and not insert_copies:
+    if (partitioner is not None or backend is not None or decompositions) and not insert_copies:
         raise ExportArgumentError(
             op, "insert_copies", "a backend or decompositions go with insert_copies=True (the backend's copies)"
         )
@@ -200,13 +199,13 @@ def _export_methods(
             "external_weights",
             "external_weights=True goes with insert_copies=True: the copy-only route has no weights",
         )
-    check_argument(op, "device", lambda: parse_device(device, op=op))
+    target = str(check_argument(op, "device", lambda: parse_device(device, op=op)))
     aot.ensure_registered()
     if insert_copies:
         program = lower(
             module,
             methods,
-            device_backend(op, backend=backend, partitioner=partitioner, device=device),
+            choose_partitioner(op, backend=chosen_backend, partitioner=partitioner, device=target),
             op=op,
             strict=strict,
             alloc_graph_input=alloc_graph_input,
@@ -241,7 +240,7 @@ def lower_to_device(
     partitioner: Partitioner | None = None,
     *,
     device: str = "cuda:0",
-    backend: str = "simulated",
+    backend: str | None = None,
     dynamic_shapes: Any = None,
     alloc_graph_input: bool = False,
     alloc_graph_output: bool = True,
@@ -308,7 +307,9 @@ def lower_to_device(
         )
     check_external_weights(op, external_weights)
     aot.ensure_registered()
-    chosen = device_backend(op, backend=backend, partitioner=partitioner, device=device)
+    chosen_backend = check_backend_choice(op, backend, partitioner)
+    target = str(check_argument(op, "device", lambda: parse_device(device, op=op)))
+    chosen = choose_partitioner(op, backend=chosen_backend, partitioner=partitioner, device=target)
     program = lower(
         module,
         {"forward": MethodInputs(tuple(example_inputs), {}, dynamic_shapes)},

@@ -35,7 +35,7 @@ def export_llm(
     max_top_k: int = DEFAULT_MAX_TOP_K,
     state_on_device: bool = True,
     strict: bool = True,
-    backend: str = "simulated",
+    backend: str | None = None,
     partitioner: Partitioner | None = None,
     depthwise_conv_as_shifts: bool = False,
     external_weights: bool = False,

@@ -148,7 +148,7 @@ def compiled_code(path: str | os.PathLike[str]) -> dict[str, Any]:
     from executorch.exir._serialize._program import deserialize_pte_binary
     from executorch.exir.schema import DataLocation
 
-    from ..aoti import BACKEND_ID
+    from ..backends.aoti import BACKEND_ID
 
     data = Path(path).read_bytes()
     if data[4:6] != b"ET":
@@ -171,7 +171,7 @@ def compiled_code(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _render_code(r: dict[str, Any]) -> str:
-    from ..aoti import BACKEND_ID
+    from ..backends.aoti import BACKEND_ID
 
     code = r["compiled_code"]
     if not code:
@@ -193,7 +193,7 @@ def _render_code(r: dict[str, Any]) -> str:
             lines.append(
                 "    trusted here (compiled on this machine, or trusted in this process)"
                 if c["trusted"]
-                else "    not trusted here: load(..., trust_code=True) or et_copy.aoti.trust(digest) to run it"
+                else "    not trusted here: load(..., trust_code=True) or et_copy.backends.aoti.trust(digest) to run it"
             )
     return "\n".join(lines)
 

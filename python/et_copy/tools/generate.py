@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .._quiet import wrap_log_hooks
+from ..backends import BACKENDS, DEFAULT_BACKEND
 from ._progress import progress_lines
 
 
@@ -40,10 +41,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-seq-len", type=int, default=64, help="the cache length the program holds (default 64)")
     p.add_argument("--pick", choices=("host", "device"), default="device",
                    help="where the next token is picked: 'device' returns 8 bytes, not the logits")  # fmt: skip
-    p.add_argument("--backend", choices=("simulated", "aoti"), default="simulated",
-                   help="the device backend that computes: 'simulated' (ExecuTorch's CPU kernels over the simulated "
-                   "device, default) or 'aoti' (AOTInductor code run by libtorch's AOTI runtime, compiled "
-                   "for the CPU here; the first export compiles, later ones reuse the code)")  # fmt: skip
+    words = "; ".join(f"'{b.word}': {b.summary}" + (" (default)" if b.word == DEFAULT_BACKEND else "")
+                      for b in BACKENDS.values())  # fmt: skip
+    p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND,
+                   help=f"the device backend that computes: {words}. A first compile takes minutes; later ones "
+                   "reuse the code")  # fmt: skip
     p.add_argument("--temperature", type=float, default=0.0,
                    help="0 is greedy (default); with --pick device the sampling runs on the device too")  # fmt: skip
     p.add_argument("--top-k", type=int, default=None, help="sample from the k most likely tokens")
@@ -160,7 +162,7 @@ def _measure(args: argparse.Namespace, inputs: _Inputs) -> _Measured:
     if path is None:
         say(f"exporting the model (backend {args.backend}; a first compile takes minutes, later ones reuse it)")
         # The simulated backend's programs keep the cache key they always had.
-        backend = {"backend": args.backend} if args.backend != "simulated" else {}
+        backend = {"backend": args.backend} if args.backend != DEFAULT_BACKEND else {}
         program = llm.export_llm_cached(
             inputs.model, use_cache=not args.no_cache, max_seq_len=args.max_seq_len, pick=args.pick, **backend
         )
@@ -172,8 +174,7 @@ def _measure(args: argparse.Namespace, inputs: _Inputs) -> _Measured:
         sizes = f"{os.path.getsize(source)} B" + (f", weights {os.path.getsize(data_path)} B" if data_path else "")
         export_note = f"loaded {source}" + (f" with {data_path}" if data_path else "") + f" ({sizes})"
     et_copy.use_simulated_device()
-    if args.backend == "aoti":
-        et_copy.use_aoti_backend()
+    BACKENDS[args.backend].register()
     say("loading the program on et_copy.runtime")
     with et_copy.counting() as loading:
         start = time.perf_counter()

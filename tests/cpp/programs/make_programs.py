@@ -20,7 +20,7 @@ change them. Imports executorch.exir (seconds).
   resident and alloc_graph_input=True: a method input planned on cuda:0
   (set_input would memcpy host bytes into it), copied out by one d2h copy.
 - SimulatedDeviceBackend's delegate records (docs/design.md, "The delegate
-  record"), written by et_copy.backend's preprocess (the one writer, with
+  record"), written by et_copy.backends.simulated's preprocess (the one writer, with
   its state layout), each as NAME.record (the `processed` bytes), NAME.data
   (the named data the record refers to: each weight, then each non-zero
   initial state value, in record order) and NAME.io (float32 inputs, then
@@ -54,7 +54,7 @@ import sys
 from pathlib import Path
 
 import torch
-from et_copy.backend import SimulatedDeviceBackend, SimulatedDevicePartitioner
+from et_copy.backends.simulated import SimulatedDeviceBackend, SimulatedDevicePartitioner
 from et_copy.export import DeviceBoundary, export_device_program, lower_to_device
 from et_copy.tools.parity.tamper import original_program, tampered_programs
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner

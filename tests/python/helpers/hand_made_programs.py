@@ -48,7 +48,7 @@ def split_record(record: bytes) -> tuple[list[str], bytes]:
 
 
 def program_record(header: list[str], payload: bytes) -> bytes:
-    """A record with ``header`` lines and a nested-program payload (et_copy.backend's layout)."""
+    """A record with ``header`` lines and a nested-program payload (et_copy.backends.simulated's layout)."""
     return ("\n".join([*header, f"payload\tprogram\t{len(payload)}"]) + "\n").encode() + payload
 
 

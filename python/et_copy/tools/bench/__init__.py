@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from ...backends import BACKENDS, DEFAULT_BACKEND
 from .._progress import Progress, progress_lines
 from ._timing import Config
 
@@ -73,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--backend",
-        choices=("simulated", "aoti", "both"),
+        choices=(*sorted(BACKENDS), "both"),
         default="both",
         help="the device backends the llm section times (default both; aoti: the compiled backend, beside the "
         "same .so run directly by torch)",
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     from ._throughput import DEFAULT_SIZES
 
     sizes = tuple(args.sizes) if args.sizes else (QUICK_SIZES if args.quick else DEFAULT_SIZES)
-    backends = ("simulated", "aoti") if args.backend == "both" else (args.backend,)
+    backends = tuple(BACKENDS) if args.backend == "both" else (args.backend,)
     doc = run(
         only,
         config,
@@ -165,7 +166,7 @@ def run(
     sizes: tuple[int, ...],
     *,
     quick: bool = False,
-    backends: tuple[str, ...] = ("simulated",),
+    backends: tuple[str, ...] = (DEFAULT_BACKEND,),
     cold_compile: bool = False,
     threads: int = 1,
     progress: Progress | None = None,

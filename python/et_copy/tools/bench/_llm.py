@@ -39,6 +39,7 @@ import dataclasses
 import torch
 
 from ..._quiet import wrap_log_hooks
+from ...backends import BACKENDS
 from ._timing import Config, measure, python_sampler
 
 DEVICE_STATE = "device-state .pte on executorch.runtime"
@@ -55,7 +56,6 @@ ARCHITECTURE = "qwen3_moe"  # attention only: position 0 reads no state it did n
 AOTI_DECODE = "compiled (aoti) .pte's decode on et_copy.runtime"
 AOTI_NEXT = "compiled (aoti) .pte's decode_next on et_copy.runtime"
 AOTI_DIRECT = "its decode .so run directly by torch's AOTI runner (host tensors)"
-BACKENDS = ("simulated", "aoti")
 
 
 def decode_step(
@@ -77,7 +77,6 @@ def decode_step(
 
     wrap_log_hooks()  # its pybindings, first loaded here, hook the log too
 
-    import et_copy
     from et_copy import llm
 
     model = llm.tiny_model(ARCHITECTURE)
@@ -89,7 +88,7 @@ def decode_step(
         ptes["simulated"] = export["simulated"].pop("pte")
         host_pte = llm.export_llm(model, max_seq_len=max_seq_len, pick="device", state_on_device=False).buffer
     if "aoti" in backends:
-        et_copy.use_aoti_backend()
+        BACKENDS["aoti"].register()
         export["aoti"] = _aoti_export(model, max_seq_len, cold_compile, progress)
         ptes["aoti"] = export["aoti"]["as_found"].pop("pte")
     # First, while no loaded program holds the weights (the backends share them by content).
@@ -247,7 +246,8 @@ def _aoti_export(model, max_seq_len: int, cold: bool, progress) -> dict:
     cache folder (every partition compiled), then again from it (cached)."""
     import os
 
-    from et_copy import _compile_cache, aoti
+    from et_copy import _compile_cache
+    from et_copy.backends import aoti
 
     def timed() -> dict:
         before = dataclasses.replace(aoti.compile_stats)

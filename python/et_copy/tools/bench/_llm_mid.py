@@ -179,7 +179,8 @@ def interleaved(cases: dict[str, Callable[[], object]], rounds: int, budget_s: f
 
 
 def _export(model, backend: str, max_seq_len: int, prompt_len: int) -> dict[str, Any]:
-    from et_copy import aoti, llm
+    from et_copy import llm
+    from et_copy.backends import aoti
 
     before = dataclasses.replace(aoti.compile_stats)
     start = time.perf_counter()

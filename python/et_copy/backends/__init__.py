@@ -1,0 +1,100 @@
+"""et-copy's device backends, ahead of time: one word chooses one
+(docs/design.md, "Device backends"), and this table says what the word
+means on both sides of a program.
+
+- ``"simulated"`` (:mod:`et_copy.backends.simulated`): a nested ExecuTorch
+  program run with ExecuTorch's CPU kernels on the simulated device.
+- ``"aoti"`` (:mod:`et_copy.backends.aoti`): AOTInductor code, for the CPU
+  on the simulated device and for CUDA on a GPU.
+
+Each backend's module holds its partitioner and its ``BackendDetails``;
+what they share (the delegate record, the partitioning, the state arena,
+preprocess over every method) is in this package's private modules. The
+exporters and the tools take the word and read the rest here; a
+partitioner object is still accepted where one was. The modules import
+executorch, so the table imports them when a word is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from executorch.exir.backend.partitioner import Partitioner
+
+__all__ = ["BACKENDS", "DEFAULT_BACKEND", "Backend", "check_backend", "partitioner_for", "resolve_backend"]
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One of et-copy's device backends, by its word."""
+
+    word: str
+    backend_id: str  #: the delegates' backend id, and the name the C++ backend registers under
+    module: str  #: the module holding its partitioner and BackendDetails
+    partitioner_class: str
+    register: Callable[[], str]  #: registers the runtime side (idempotent: "registered", then "already et_copy")
+    summary: str  #: what it computes with, for --help texts
+
+    def partitioner(self, device: str) -> Partitioner:
+        """The backend's partitioner for ``device`` ("cuda" or "cuda:N")."""
+        cls = getattr(importlib.import_module(self.module), self.partitioner_class)
+        return cls(device)
+
+
+def _register_simulated() -> str:
+    # The backend alone: the simulated device itself is the caller's choice (use_simulated_device).
+    from .._registration import register_simulated_device_backend
+
+    return register_simulated_device_backend()
+
+
+def _register_aoti() -> str:
+    from .._registration import use_aoti_backend
+
+    return use_aoti_backend()
+
+
+BACKENDS: dict[str, Backend] = {
+    b.word: b
+    for b in (
+        Backend(
+            "simulated",
+            "SimulatedDeviceBackend",
+            "et_copy.backends.simulated",
+            "SimulatedDevicePartitioner",
+            _register_simulated,
+            "ExecuTorch's CPU kernels over the simulated device",
+        ),
+        Backend(
+            "aoti",
+            "AotiDeviceBackend",
+            "et_copy.backends.aoti",
+            "AotiDevicePartitioner",
+            _register_aoti,
+            "AOTInductor code, compiled for the CPU here and for CUDA on a GPU",
+        ),
+    )
+}
+DEFAULT_BACKEND = "simulated"
+
+
+def check_backend(backend: object, *, op: str, arg: str = "backend") -> str:
+    """``backend`` when it is one of :data:`BACKENDS`' words, else ValueError naming ``op``, ``arg`` and the choices."""
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ValueError(f"{op}: {arg} must be one of {sorted(BACKENDS)}, got {backend!r}")
+    return backend
+
+
+def resolve_backend(backend: object, *, op: str, arg: str = "backend") -> Backend:
+    """The backend ``backend`` names; None is :data:`DEFAULT_BACKEND`. ValueError as :func:`check_backend`."""
+    return BACKENDS[DEFAULT_BACKEND if backend is None else check_backend(backend, op=op, arg=arg)]
+
+
+def partitioner_for(
+    backend: str | None, device: str = "cuda:0", *, op: str = "et_copy.backends.partitioner_for"
+) -> Partitioner:
+    """The partitioner of ``backend`` ("simulated" or "aoti"; None: the default) for ``device``."""
+    return resolve_backend(backend, op=op).partitioner(device)
