@@ -517,7 +517,7 @@ def test_export_llm_passes_the_word_and_a_partitioner_through(monkeypatch):
     part = AotiDevicePartitioner(target="cpu")
     llm_export.export_llm(None, backend="aoti")
     llm_export.export_llm(None, partitioner=part)
-    assert [(k["backend"], k["partitioner"]) for k in seen] == [("aoti", None), ("simulated", part)]
+    assert [(k["backend"], k["partitioner"]) for k in seen] == [("aoti", None), (None, part)]
 
 
 class _null:
