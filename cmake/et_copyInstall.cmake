@@ -59,6 +59,7 @@ endif()
 set(_et_copy_headers
   copy_ops.h
   counting_device_allocator.h
+  cuda_stream.h
   device_arguments.h
   device_backend.h
   device_residency.h

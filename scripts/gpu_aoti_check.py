@@ -21,7 +21,9 @@ line `PASS: <step>: ...`, `SKIP: <step>: <why>` or `FAIL: <step>: <why>`:
    1 GiB of bf16 weights, decode tokens/s through et-copy against
    transformers' ``generate()`` with a static cache, eager and under
    ``torch.compile``, in one run; weight bytes per token over step time as a
-   fraction of the GPU's memory bandwidth.
+   fraction of the GPU's memory bandwidth; the same decode on the caller's
+   stream (``et_copy.cuda.use_stream``): its tokens/s, and the copies' host
+   waits per token with and without it.
 
 The exit status is 1 when any step failed. Compiles are cached by content
 (``$XDG_CACHE_HOME/et_copy/aoti``), so a second run reuses them.
@@ -250,8 +252,16 @@ def bench(args, device: str, steps: Steps) -> str:
     load_s = time.monotonic() - start
     session.generate(prompt, max_new_tokens=4)  # warm-up
     session.reset()
-    ours = session.generate(prompt, max_new_tokens=n)
+    with et_copy.counting() as lanes:
+        ours = session.generate(prompt, max_new_tokens=n)
     ours_tps = ours.decode_tokens_per_second
+    # The same decode on the caller's stream (docs/cuda.md, "Streams"): H2D queued, one wait per D2H.
+    s = torch.cuda.Stream()
+    session.reset()
+    with et_copy.counting() as on_s, torch.cuda.stream(s), et_copy.cuda.use_stream(s):
+        streamed = session.generate(prompt, max_new_tokens=n)
+    if list(streamed.tokens) != list(ours.tokens):
+        raise AssertionError(f"on the caller's stream the tokens are {streamed.tokens}, not {ours.tokens}")
     del session, llm, program
     model = model.to(device)
     eager_s, eager_warm = _time_generate(model, prompt, n, device, cache_implementation="static", disable_compile=True)
@@ -270,12 +280,19 @@ def bench(args, device: str, steps: Steps) -> str:
         "transformers_compile_warmup_s": round(compiled_warm, 1),
         "bandwidth_fraction": round(weight_bytes / step_s / peak, 3),
         "decode_bytes_per_token": ours.decode_bytes_per_token(),
+        "et_copy_decode_tok_s_on_callers_stream": round(streamed.decode_tokens_per_second, 1),
+        # Host waits of the copies per generated token (prefill included): every copy waits on
+        # et-copy's lanes, only the D2H copies on the caller's stream.
+        "copy_waits_per_token": round((lanes.h2d_copies + lanes.d2h_copies) / n, 2),
+        "copy_waits_per_token_on_callers_stream": round(on_s.d2h_copies / n, 2),
     }
     steps.figures["bench"] = figures
     return (
         f"{figures['weights_GiB']} GiB bf16: et-copy {ours_tps:.0f} tok/s, transformers static eager "
         f"{n / eager_s:.0f} tok/s (x{ours_tps * eager_s / n:.2f}), compiled {n / compiled_s:.0f} tok/s "
-        f"(x{ours_tps * compiled_s / n:.2f}); {figures['bandwidth_fraction']:.0%} of {peak / 1e12:.1f} TB/s"
+        f"(x{ours_tps * compiled_s / n:.2f}); {figures['bandwidth_fraction']:.0%} of {peak / 1e12:.1f} TB/s; "
+        f"on the caller's stream {streamed.decode_tokens_per_second:.0f} tok/s, copy waits per token "
+        f"{figures['copy_waits_per_token']} -> {figures['copy_waits_per_token_on_callers_stream']}"
     )
 
 

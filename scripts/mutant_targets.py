@@ -142,6 +142,9 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/*/simulated_device_allocator.*", (T_ODD, T_SIM, T_THREADS, P_ADDRESS_SPACE)),
     ("runtime/*/counting_device_allocator.*", (T_ODD, T_SIM, T_CUDA)),
     ("runtime/include/et_copy/cuda_device_allocator.h", (T_CUDA,)),
+    # The caller's stream setting: its gtest (threads, devices, the guard) and the copies that read it,
+    # then Python's use_stream over it.
+    ("runtime/*/cuda_stream.*", (T_CUDA, "py:tests/python/test_cuda.py")),
     ("runtime/*/registration.*", (T_REG, T_FOREIGN)),
     ("runtime/src/registry_lock.h", (T_REG, T_FOREIGN)),
     ("runtime/src/method_kernels.cpp", (T_METHOD_KERNELS,)),
@@ -355,6 +358,8 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("backends/aoti/src/code_trust.*", (P_AOTI_TRUST, P_AOTI_UNTRUSTED)),
     ("backends/aoti/include/et_copy/code_trust.h", (P_AOTI_TRUST, P_AOTI_UNTRUSTED)),
     ("backends/aoti/src/aoti_backend.cpp", (P_AOTI_TRUST, P_AOTI_UNTRUSTED, "py:tests/python/test_aoti_runtime.py")),
+    # Copies on the caller's stream: queued, staged, synchronised, against the fake CUDA runtime's streams.
+    ("runtime/cuda/caller_stream.*", (T_CUDA,)),
     # doctor PROGRAM.pte: a real compiled export, a flipped payload byte, no compiled code, not a program.
     ("python/et_copy/tools/doctor.py", ("py:tests/python/tools/test_doctor.py",)),
     # Outside the core's scope; --smoke draws its generated mutants here (fast tests).

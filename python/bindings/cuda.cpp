@@ -3,6 +3,7 @@
 #include "cuda.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,8 @@
 #include <pybind11/stl.h>
 
 #include <et_copy/cuda_device_allocator.h>
+#include <et_copy/cuda_stream.h>
+#include <et_copy/limits.h>
 #include <et_copy/registration.h>
 #include <executorch/runtime/core/device_allocator.h>
 
@@ -220,6 +223,34 @@ void bind_cuda(py::module_& m) {
                  "cudaHostUnregister failed");
       },
       py::arg("ptr"));
+
+  m.def(
+      "set_cuda_stream",
+      [](int64_t device, std::optional<uintptr_t> stream) {
+        if (device < 0 || device > kMaxDeviceIndex) {
+          throw Failure(Error::InvalidArgument, "device " + std::to_string(device) +
+                                                    " is not a CUDA device index (0.." +
+                                                    std::to_string(kMaxDeviceIndex) + ")");
+        }
+        const auto index = static_cast<DeviceIndex>(device);
+        throw_if(stream.has_value() ? set_cuda_stream(index, reinterpret_cast<CudaStreamHandle>(*stream))
+                                    : clear_cuda_stream(index),
+                 "cannot set the CUDA stream");
+      },
+      py::arg("device"), py::arg("stream"),
+      "et_copy::set_cuda_stream for the calling thread (None: clear_cuda_stream).");
+
+  m.def(
+      "cuda_stream",
+      [](int64_t device) -> std::optional<uintptr_t> {
+        CudaStreamHandle stream = nullptr;
+        if (device < 0 || device > kMaxDeviceIndex ||
+            !et_copy::cuda_stream(static_cast<DeviceIndex>(device), &stream)) {
+          return std::nullopt;
+        }
+        return reinterpret_cast<uintptr_t>(stream);
+      },
+      py::arg("device"), "The calling thread's CUDA stream for `device`, or None.");
 
   m.def("cuda_dlpack", &dlpack_capsule, py::arg("owner"), py::arg("ptr"), py::arg("device"), py::arg("shape"),
         py::arg("strides"), py::arg("code"), py::arg("bits"),

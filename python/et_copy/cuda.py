@@ -2,8 +2,10 @@
 
 :func:`use_cuda` registers et_copy's CUDA allocator with ExecuTorch;
 :func:`cuda_status` says what the CUDA runtime and driver report without
-registering anything. The rest serves ``DeviceTensor``'s zero-copy exports
-(``__cuda_array_interface__``, ``__dlpack__``) and the copy benchmark.
+registering anything. :func:`use_stream` puts the copies and the compiled
+backend on the caller's CUDA stream. The rest serves ``DeviceTensor``'s
+zero-copy exports (``__cuda_array_interface__``, ``__dlpack__``) and the copy
+benchmark.
 
 The extension links the CUDA runtime statically: it imports on machines with
 no GPU or driver, and CUDA is first touched when one of these is called.
@@ -11,6 +13,8 @@ no GPU or driver, and CUDA is first touched when one of these is called.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -138,7 +142,9 @@ def dlpack(
     """A DLPack capsule over ``t``'s CUDA memory (no copy).
 
     et_copy's copies are complete when they return, so the data is ready
-    on any consumer ``stream``. The capsule keeps ``t`` alive; calling
+    on any consumer ``stream``; not so for a copy made under
+    :func:`use_stream`: it is ready on that stream, and a consumer on
+    another one must wait for it (torch: ``wait_stream``). The capsule keeps ``t`` alive; calling
     ``t.free()`` while a consumer still uses the memory is the caller's bug.
     """
     _require_real_cuda(t, "__dlpack__")
@@ -162,7 +168,8 @@ def cuda_array_interface(t: DeviceTensor) -> dict[str, Any]:
     strides = None
     if tuple(t.dim_order) != natural:
         strides = tuple(s * t.itemsize for s in _C.dense_strides(list(t.shape), list(t.dim_order)))
-    # stream None: no synchronisation is needed, the copies already waited.
+    # stream None: no synchronisation is needed, the copies already waited
+    # (a copy made under use_stream is the caller's to order: docs/cuda.md, "Streams").
     return {
         "shape": tuple(t.shape),
         "typestr": typestr,
@@ -228,3 +235,82 @@ def register_host_memory(t: torch.Tensor) -> None:
 
 def unregister_host_memory(t: torch.Tensor) -> None:
     _C.cuda_unregister_host(t.untyped_storage().data_ptr())
+
+
+def _stream_and_device(stream: Any, device: int | None, what: str) -> tuple[int | None, int]:
+    """(handle or None, device index) for a torch CUDA stream, an int handle or None."""
+    if device is not None and (isinstance(device, bool) or not isinstance(device, int)):
+        raise TypeError(f"et_copy.cuda.{what}: device must be an int, got {type(device).__name__}")
+    own_device: int | None = None
+    if stream is None:
+        handle = None
+    elif isinstance(stream, int) and not isinstance(stream, bool):
+        handle = stream
+    elif isinstance(getattr(stream, "cuda_stream", None), int):  # torch.cuda.Stream, ExternalStream
+        handle = stream.cuda_stream
+        index = getattr(getattr(stream, "device", None), "index", None)
+        own_device = index if isinstance(index, int) else None
+    else:
+        raise TypeError(
+            f"et_copy.cuda.{what}: stream must be a torch.cuda.Stream, an int handle (cudaStream_t) or None, "
+            f"got {type(stream).__name__}"
+        )
+    if handle is not None and handle < 0:
+        raise ValueError(f"et_copy.cuda.{what}: a stream handle is not negative, got {handle}")
+    if own_device is not None and device is not None and own_device != device:
+        raise ValueError(f"et_copy.cuda.{what}: the stream is of cuda:{own_device}, not of cuda:{device}")
+    return handle, own_device if own_device is not None else (device if device is not None else 0)
+
+
+def set_stream(stream: Any, device: int | None = None) -> None:
+    """Queues et_copy's CUDA work for ``device`` on ``stream``, on the calling
+    thread, until changed: the h2d/d2h copies (including those a method runs)
+    and the compiled backend's runs and output copies.
+
+    ``stream``: a ``torch.cuda.Stream`` (its ``cuda_stream`` and device are
+    used), an int handle (a ``cudaStream_t``; 0 is the legacy default stream),
+    or None for the default: copies on et_copy's own streams, each complete on
+    return. ``device`` defaults to the stream's device, else 0.
+
+    On the stream, a host-to-device copy returns before it runs: a pageable
+    source is staged by et_copy and may be reused at once; a pinned source
+    is read when the stream gets there, so keep it unchanged until the
+    stream has passed the copy (a device-to-host copy on it, or a
+    synchronisation). A device-to-host copy synchronises that stream only.
+    Work queued there is ordered after what the stream already holds.
+    The setting is per thread, like torch's current stream. Raises
+    EtCopyError("NotSupported") when et_copy was built without CUDA,
+    EtCopyError("InvalidArgument") for a device outside 0..127.
+    """
+    if not built_with_cuda():
+        raise EtCopyError(f"et_copy.cuda.set_stream: {_NOT_BUILT}", error="NotSupported")
+    handle, index = _stream_and_device(stream, device, "set_stream")
+    _C.set_cuda_stream(index, handle)
+
+
+def current_stream(device: int = 0) -> int | None:
+    """The calling thread's stream handle for ``device`` (:func:`set_stream`),
+    or None when none is set."""
+    if not built_with_cuda():
+        raise EtCopyError(f"et_copy.cuda.current_stream: {_NOT_BUILT}", error="NotSupported")
+    return _C.cuda_stream(device)
+
+
+@contextlib.contextmanager
+def use_stream(stream: Any, device: int | None = None) -> Iterator[None]:
+    """:func:`set_stream` for a ``with`` block, then what the thread had
+    before (a stream, or none) again::
+
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s), et_copy.cuda.use_stream(s):
+            out = method.execute([x])  # copies and compiled code on s; one sync, the d2h's
+    """
+    if not built_with_cuda():
+        raise EtCopyError(f"et_copy.cuda.use_stream: {_NOT_BUILT}", error="NotSupported")
+    handle, index = _stream_and_device(stream, device, "use_stream")
+    previous = _C.cuda_stream(index)
+    _C.set_cuda_stream(index, handle)
+    try:
+        yield
+    finally:
+        _C.set_cuda_stream(index, previous)

@@ -10,6 +10,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <et_copy/cuda_stream.h>
+
+#include "caller_stream.h"
 #include "copy_lanes.h"
 #include "cuda_error.h"
 #include "device_guard.h"
@@ -186,10 +189,17 @@ struct CudaDeviceAllocator::Impl {
 
   std::array<std::unique_ptr<LanePool>, kDeviceSlots> lanes;
   std::once_flag lanes_once[kDeviceSlots];
+  std::array<std::unique_ptr<StagingPool>, kDeviceSlots> stream_staging;
+  std::once_flag stream_staging_once[kDeviceSlots];
 
   LanePool& pool(int device) {
     std::call_once(lanes_once[device], [&] { lanes[device] = std::make_unique<LanePool>(kMaxLanesPerDevice); });
     return *lanes[device];
+  }
+
+  StagingPool& staging(int device) {
+    std::call_once(stream_staging_once[device], [&] { stream_staging[device] = std::make_unique<StagingPool>(); });
+    return *stream_staging[device];
   }
 
   ET_NODISCARD Error run_copy(const CudaDeviceAllocator& self, CopyKind kind, void* dst, const void* src, size_t nbytes,
@@ -298,8 +308,9 @@ Error CudaDeviceAllocator::move_bytes(CopyKind kind, void* dst, const void* src,
   return impl_->run_copy(*this, kind, dst, src, nbytes, index);
 }
 
-// All three copies: validate, pick the path, run it on a lane's stream and
-// wait for the stream, so the copy is complete when this returns.
+// All three copies: validate, pick the path. On the caller's stream
+// (cuda_stream.h) the copy is queued there; otherwise it runs on a lane's
+// stream and the lane is drained, so the copy is complete when this returns.
 Error CudaDeviceAllocator::Impl::run_copy(const CudaDeviceAllocator& self, CopyKind kind, void* dst, const void* src,
                                           size_t nbytes, DeviceIndex index) {
   const char* what = kind_name(kind);
@@ -315,8 +326,10 @@ Error CudaDeviceAllocator::Impl::run_copy(const CudaDeviceAllocator& self, CopyK
                 dst == nullptr ? "destination" : "source");
   }
   const CudaCopyConfig config = self.copy_config();
+  CudaStreamHandle caller = nullptr;
+  const bool on_caller_stream = cuda_stream(static_cast<DeviceIndex>(*device), &caller);
   return with_device(*device, [&]() -> Error {
-    bool staged = false;
+    bool host_pinned = true;
     if (kind == CopyKind::kDeviceToDevice) {
       Error err = check_device_range(src, nbytes, *device, what, "source");
       if (err == Error::Ok) {
@@ -337,8 +350,14 @@ Error CudaDeviceAllocator::Impl::run_copy(const CudaDeviceAllocator& self, CopyK
       if (!pinned.ok()) {
         return pinned.error();
       }
-      staged = !*pinned && config.pageable == PageableCopy::kStaged && nbytes >= config.staging_threshold;
+      host_pinned = *pinned;
     }
+    if (on_caller_stream) {
+      return copy_on_stream(staging(*device), kind, static_cast<cudaStream_t>(caller), *device, dst, src, nbytes,
+                            host_pinned, config.chunk_bytes, kStreamStagingChunks * config.chunk_bytes);
+    }
+    const bool staged = kind != CopyKind::kDeviceToDevice && !host_pinned && config.pageable == PageableCopy::kStaged &&
+                        nbytes >= config.staging_threshold;
 
     auto lane = pool(*device).acquire(*device);
     if (!lane.ok()) {
@@ -366,6 +385,13 @@ Error CudaDeviceAllocator::Impl::run_copy(const CudaDeviceAllocator& self, CopyK
     pool(*device).release(&l, synced == Error::Ok);
     return err != Error::Ok ? err : synced;
   });
+}
+
+size_t CudaDeviceAllocator::stream_staging_bytes(DeviceIndex index) const {
+  if (index < 0 || index > kMaxDeviceIndex) {
+    return 0;
+  }
+  return impl_->staging(index).pinned_bytes();
 }
 
 Error CudaDeviceAllocator::register_host_memory(void* ptr, size_t nbytes) {

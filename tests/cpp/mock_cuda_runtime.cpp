@@ -21,11 +21,15 @@ struct Range {
   int device;
 };
 
+// A stream is a queue: work runs in order, and only when the host waits for
+// it (a stream or event synchronisation, an implicit wait of a pageable
+// copy) or another stream's queued wait reaches it.
 struct Stream {
   std::mutex mutex;
   std::deque<std::function<void()>> pending;
   size_t enqueued = 0;
   size_t executed = 0;
+  size_t syncs = 0; // times the host waited for the whole queue
 
   // Runs queued work up to op number `target` (exclusive of later work).
   void run_until(size_t target) {
@@ -35,6 +39,24 @@ struct Stream {
       pending.pop_front();
       ++executed;
     }
+  }
+
+  // Queues `op`; returns its op number.
+  size_t enqueue(std::function<void()> op) {
+    std::lock_guard<std::mutex> lock(mutex);
+    pending.push_back(std::move(op));
+    return ++enqueued;
+  }
+
+  // The host waits for everything queued so far.
+  void synchronize() {
+    size_t target;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      ++syncs;
+      target = enqueued;
+    }
+    run_until(target);
   }
 };
 
@@ -58,6 +80,9 @@ struct State {
   int count = -1;
   cudaError_t count_error = cudaSuccess;
   int driver_version = 13000;
+  std::vector<Stream*> streams; // every stream made, for cudaDeviceSynchronize
+  size_t device_syncs = 0;
+  size_t host_allocs = 0;
 };
 
 State& state() {
@@ -66,6 +91,26 @@ State& state() {
 }
 
 thread_local int t_device = 0;
+
+// The legacy default stream (0, cudaStreamLegacy, cudaStreamPerThread: the
+// mock has one default queue and does not model the legacy stream's
+// implicit waits on other streams).
+Stream* default_stream() {
+  static Stream* s = [] {
+    auto* made = new Stream();
+    std::lock_guard<std::mutex> lock(state().mutex);
+    state().streams.push_back(made);
+    return made;
+  }();
+  return s;
+}
+
+Stream* stream_of(cudaStream_t stream) {
+  if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) {
+    return default_stream();
+  }
+  return reinterpret_cast<Stream*>(stream);
+}
 
 void configure_locked(State& s) {
   if (s.count >= 0 || s.count_error != cudaSuccess) {
@@ -178,6 +223,32 @@ bool wait_for_copies_held(size_t n, int seconds) {
   State& s = state();
   std::unique_lock<std::mutex> lock(s.mutex);
   return s.held_changed.wait_for(lock, std::chrono::seconds(seconds), [&] { return s.copies_held >= n; });
+}
+
+size_t stream_pending(cudaStream_t stream) {
+  Stream* s = stream_of(stream);
+  std::lock_guard<std::mutex> lock(s->mutex);
+  return s->pending.size();
+}
+
+size_t stream_syncs(cudaStream_t stream) {
+  Stream* s = stream_of(stream);
+  std::lock_guard<std::mutex> lock(s->mutex);
+  return s->syncs;
+}
+
+size_t device_syncs() {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  return state().device_syncs;
+}
+
+size_t host_allocs() {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  return state().host_allocs;
+}
+
+void launch(cudaStream_t stream, std::function<void()> kernel) {
+  stream_of(stream)->enqueue(std::move(kernel));
 }
 
 void set_device_name(const char* name) {
@@ -349,6 +420,7 @@ cudaError_t cudaHostAlloc(void** p, size_t n, unsigned int) {
   void* mem = std::malloc(n);
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
+  ++s.host_allocs;
   s.pinned[reinterpret_cast<uintptr_t>(mem)] = Range{n, t_device};
   *p = mem;
   return cudaSuccess;
@@ -399,12 +471,35 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* attr, const v
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
-  *stream = reinterpret_cast<cudaStream_t>(new Stream());
+  if (cudaError_t e = injected("cudaStreamCreateWithFlags")) {
+    return e;
+  }
+  auto* s = new Stream();
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    state().streams.push_back(s);
+  }
+  *stream = reinterpret_cast<cudaStream_t>(s);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  // Work queued on it still completes (as CUDA's does); the mock keeps the
+  // object, so an event recorded on it stays valid.
+  stream_of(stream)->run_until(static_cast<size_t>(-1));
   return cudaSuccess;
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
+  if (cudaError_t e = injected("cudaEventCreateWithFlags")) {
+    return e;
+  }
   *event = reinterpret_cast<cudaEvent_t>(new Event());
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  delete reinterpret_cast<Event*>(event);
   return cudaSuccess;
 }
 
@@ -429,37 +524,57 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, enum cudaMemcp
       (kind == cudaMemcpyDeviceToDevice && (!dst_device || !src_device))) {
     return cudaErrorInvalidValue;
   }
-  auto* s = reinterpret_cast<Stream*>(stream);
+  Stream* s = stream_of(stream);
   std::function<void()> op;
   if (kind == cudaMemcpyHostToDevice && !is_pinned(src, n)) {
-    // The driver stages pageable memory at the call.
+    // As CUDA documents for pageable sources: the stream is synchronised,
+    // then the driver stages the bytes at the call.
+    s->synchronize();
     auto copy = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + n);
     op = [dst, copy] { std::memcpy(dst, copy->data(), copy->size()); };
   } else {
     op = [dst, src, n] { std::memcpy(dst, src, n); };
   }
-  size_t target;
-  {
-    std::lock_guard<std::mutex> lock(s->mutex);
-    s->pending.push_back(std::move(op));
-    target = ++s->enqueued;
-  }
+  const size_t target = s->enqueue(std::move(op));
   if (kind == cudaMemcpyDeviceToHost && !is_pinned(dst, n)) {
-    s->run_until(target); // synchronous for pageable destinations
+    // Synchronous for pageable destinations: the host waits for the stream up to this copy.
+    {
+      std::lock_guard<std::mutex> lock(s->mutex);
+      ++s->syncs;
+    }
+    s->run_until(target);
   }
   return cudaSuccess;
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (cudaError_t e = injected("cudaEventRecord")) {
+    return e;
+  }
   auto* ev = reinterpret_cast<Event*>(event);
-  auto* s = reinterpret_cast<Stream*>(stream);
+  Stream* s = stream_of(stream);
   std::lock_guard<std::mutex> lock(s->mutex);
   ev->stream = s;
   ev->target = s->enqueued;
   return cudaSuccess;
 }
 
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  if (cudaError_t e = injected("cudaEventQuery")) {
+    return e;
+  }
+  auto* ev = reinterpret_cast<Event*>(event);
+  if (ev->stream == nullptr) {
+    return cudaSuccess; // never recorded
+  }
+  std::lock_guard<std::mutex> lock(ev->stream->mutex);
+  return ev->stream->executed >= ev->target ? cudaSuccess : cudaErrorNotReady;
+}
+
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (cudaError_t e = injected("cudaEventSynchronize")) {
+    return e;
+  }
   auto* ev = reinterpret_cast<Event*>(event);
   if (ev->stream != nullptr) {
     ev->stream->run_until(ev->target);
@@ -467,12 +582,35 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   return cudaSuccess;
 }
 
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
+  auto* ev = reinterpret_cast<Event*>(event);
+  if (ev->stream == nullptr) {
+    return cudaSuccess;
+  }
+  Stream* other = ev->stream;
+  const size_t target = ev->target;
+  stream_of(stream)->enqueue([other, target] { other->run_until(target); });
+  return cudaSuccess;
+}
+
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (cudaError_t e = injected("cudaStreamSynchronize")) {
     return e;
   }
-  auto* s = reinterpret_cast<Stream*>(stream);
-  s->run_until(static_cast<size_t>(-1));
+  stream_of(stream)->synchronize();
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+  std::vector<Stream*> all;
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    ++state().device_syncs;
+    all = state().streams;
+  }
+  for (Stream* s : all) {
+    s->run_until(static_cast<size_t>(-1));
+  }
   return cudaSuccess;
 }
 

@@ -2,8 +2,9 @@
 // mock_cuda_runtime.cpp (2 devices by default), so its logic is tested on
 // machines with no GPU: index handling and device restore, alignment, pointer
 // checks, the staged double-buffered pipeline (the mock defers pinned copies
-// like DMA), error mapping, exit-time frees, lanes under threads, and
-// registration. The NoDriver tests run in a second CTest entry with
+// like DMA), error mapping, exit-time frees, lanes under threads,
+// registration, and copies on the caller's stream (the mock's streams are
+// queues that run when synchronised). The NoDriver tests run in a second CTest entry with
 // MOCK_CUDA_DEVICES=nodriver. Registry state: starts empty.
 #include <gtest/gtest.h>
 
@@ -16,6 +17,7 @@
 
 #include <et_copy/copy_ops.h>
 #include <et_copy/cuda_device_allocator.h>
+#include <et_copy/cuda_stream.h>
 #include <et_copy/device_residency.h>
 #include <et_copy/failure_report.h>
 #include <et_copy/program_check.h>
@@ -573,7 +575,326 @@ TEST(NoDriver, EverythingFailsCleanlyWithNotFoundAndNothingIsRegistered) {
   EXPECT_EQ(get_device_allocator(DeviceType::CUDA), nullptr);
 }
 
+// Copies on the caller's stream (et_copy/cuda_stream.h). The mock's device
+// memory is host memory, so a test reads it directly to see whether a
+// queued copy has run yet.
+class CudaCallerStream : public CudaAllocator {
+ protected:
+  void SetUp() override {
+    CudaAllocator::SetUp();
+    if (IsSkipped()) {
+      return;
+    }
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking), cudaSuccess);
+  }
+  void TearDown() override {
+    for (et_copy::DeviceIndex d : {0, 1}) {
+      EXPECT_EQ(et_copy::clear_cuda_stream(d), Error::Ok);
+    }
+    CudaAllocator::TearDown();
+  }
+
+  // `n` device bytes of `device`, filled with `fill` through the (synchronous) lanes.
+  void* device_bytes(size_t n, int device, unsigned char fill) {
+    et_copy::CudaStreamHandle none = nullptr;
+    EXPECT_FALSE(et_copy::cuda_stream(static_cast<et_copy::DeviceIndex>(device), &none));
+    auto d = a.allocate(n, static_cast<et_copy::DeviceIndex>(device));
+    EXPECT_TRUE(d.ok());
+    std::vector<unsigned char> v(n, fill);
+    EXPECT_EQ(a.copy_host_to_device(*d, v.data(), n, static_cast<et_copy::DeviceIndex>(device)), Error::Ok);
+    return *d;
+  }
+
+  static bool holds(const void* device, const std::vector<unsigned char>& expected) {
+    return std::memcmp(device, expected.data(), expected.size()) == 0;
+  }
+
+  cudaStream_t s = nullptr;
+  cudaStream_t t = nullptr;
+};
+
+TEST(CudaStreamSetting, IsPerThreadAndPerDeviceAndTheGuardPutsBackWhatWasThere) {
+  int tag_s = 0, tag_t = 0;
+  void* s = &tag_s;
+  void* t = &tag_t;
+  et_copy::CudaStreamHandle got = nullptr;
+  EXPECT_FALSE(et_copy::cuda_stream(0, &got));
+  ASSERT_EQ(et_copy::set_cuda_stream(0, s), Error::Ok);
+  ASSERT_TRUE(et_copy::cuda_stream(0, &got));
+  EXPECT_EQ(got, s);
+  EXPECT_FALSE(et_copy::cuda_stream(1, &got)) << "per device";
+  bool other_thread_sees_one = true;
+  std::thread([&] {
+    et_copy::CudaStreamHandle h = nullptr;
+    other_thread_sees_one = et_copy::cuda_stream(0, &h);
+  }).join();
+  EXPECT_FALSE(other_thread_sees_one) << "per thread";
+  {
+    et_copy::CudaStreamGuard guard(0, t);
+    EXPECT_TRUE(guard.ok());
+    ASSERT_TRUE(et_copy::cuda_stream(0, &got));
+    EXPECT_EQ(got, t);
+    {
+      et_copy::CudaStreamGuard legacy(0, nullptr); // the legacy default stream is a stream, not "unset"
+      got = s;
+      ASSERT_TRUE(et_copy::cuda_stream(0, &got));
+      EXPECT_EQ(got, nullptr);
+    }
+    ASSERT_TRUE(et_copy::cuda_stream(0, &got));
+    EXPECT_EQ(got, t);
+  }
+  ASSERT_TRUE(et_copy::cuda_stream(0, &got));
+  EXPECT_EQ(got, s);
+  EXPECT_EQ(et_copy::clear_cuda_stream(0), Error::Ok);
+  EXPECT_FALSE(et_copy::cuda_stream(0, &got));
+  {
+    et_copy::CudaStreamGuard guard(127, s);
+    EXPECT_TRUE(guard.ok());
+    EXPECT_TRUE(et_copy::cuda_stream(127, &got));
+  }
+  EXPECT_FALSE(et_copy::cuda_stream(127, &got)) << "a guard over no stream puts back none";
+  for (int bad : {-1, -128}) {
+    const auto d = static_cast<et_copy::DeviceIndex>(bad);
+    EXPECT_EQ(et_copy::set_cuda_stream(d, s), Error::InvalidArgument) << bad;
+    EXPECT_EQ(et_copy::clear_cuda_stream(d), Error::InvalidArgument) << bad;
+    EXPECT_FALSE(et_copy::cuda_stream(d, &got)) << bad;
+    et_copy::CudaStreamGuard guard(d, s);
+    EXPECT_FALSE(guard.ok()) << bad;
+  }
+}
+
+TEST_F(CudaCallerStream, AHostToDeviceCopyReturnsQueuedOnTheCallersStreamAndLandsWhenItSyncs) {
+  const size_t n = 4096;
+  void* d = device_bytes(n, 0, 0);
+  void* pinned = nullptr;
+  ASSERT_EQ(cudaHostAlloc(&pinned, n, 0), cudaSuccess);
+  for (bool from_pinned : {false, true}) {
+    auto in = pattern(n, from_pinned ? 7 : 8);
+    void* src = in.data();
+    if (from_pinned) {
+      std::memcpy(pinned, in.data(), n);
+      src = pinned;
+    }
+    const size_t default_pending = mock_cuda::stream_pending(nullptr);
+    const size_t syncs = mock_cuda::stream_syncs(s);
+    ASSERT_EQ(et_copy::set_cuda_stream(0, s), Error::Ok);
+    ASSERT_EQ(a.copy_host_to_device(d, src, n, 0), Error::Ok);
+    EXPECT_GE(mock_cuda::stream_pending(s), 1u) << "queued on the caller's stream";
+    EXPECT_FALSE(holds(d, in)) << "returned before the copy ran";
+    EXPECT_EQ(mock_cuda::stream_syncs(s), syncs) << "nothing waited for the stream";
+    EXPECT_EQ(mock_cuda::stream_pending(t), 0u);
+    EXPECT_EQ(mock_cuda::stream_pending(nullptr), default_pending);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_TRUE(holds(d, in)) << (from_pinned ? "pinned" : "pageable");
+    ASSERT_EQ(et_copy::clear_cuda_stream(0), Error::Ok);
+  }
+  EXPECT_EQ(mock_cuda::device_syncs(), 0u);
+  cudaFreeHost(pinned);
+  a.deallocate(d, 0);
+}
+
+TEST_F(CudaCallerStream, APageableSourceMayBeOverwrittenAsSoonAsTheCopyReturns) {
+  const size_t n = (size_t{200} << 10) + 5; // over several staging chunks
+  ASSERT_EQ(a.set_copy_config(CudaCopyConfig{PageableCopy::kDirect, 0, size_t{64} << 10}), Error::Ok);
+  void* d = device_bytes(n, 0, 0);
+  auto in = pattern(n, 3);
+  const auto sent = in;
+  ASSERT_EQ(et_copy::set_cuda_stream(0, s), Error::Ok);
+  ASSERT_EQ(a.copy_host_to_device(d, in.data(), n, 0), Error::Ok);
+  std::fill(in.begin(), in.end(), 0x5A);
+  EXPECT_EQ(mock_cuda::stream_syncs(s), 0u) << "staged by et-copy, not by a copy that syncs the stream";
+  EXPECT_FALSE(holds(d, sent)) << "still queued";
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_TRUE(holds(d, sent));
+  a.deallocate(d, 0);
+}
+
+TEST_F(CudaCallerStream, StagingIsReusedOnlyOnceTheStreamHasPassedTheCopyThatReadIt) {
+  // 64 KiB chunks: 4 blocks of staging at most. Twelve copies queued with no
+  // sync must wait for earlier ones (their events), never for the stream.
+  constexpr int kDevice = 1;
+  const size_t chunk = size_t{64} << 10;
+  ASSERT_EQ(a.set_copy_config(CudaCopyConfig{PageableCopy::kDirect, 0, chunk}), Error::Ok);
+  constexpr size_t kCopies = 12;
+  void* d = device_bytes(kCopies * chunk, kDevice, 0);
+  std::vector<unsigned char> expected(kCopies * chunk);
+  std::vector<unsigned char> in(chunk);
+  ASSERT_EQ(et_copy::set_cuda_stream(kDevice, s), Error::Ok);
+  for (size_t i = 0; i < kCopies; ++i) {
+    in = pattern(chunk, static_cast<unsigned>(i + 40));
+    std::memcpy(expected.data() + i * chunk, in.data(), chunk);
+    ASSERT_EQ(a.copy_host_to_device(static_cast<char*>(d) + i * chunk, in.data(), chunk, kDevice), Error::Ok) << i;
+  }
+  EXPECT_EQ(mock_cuda::stream_syncs(s), 0u);
+  EXPECT_GE(mock_cuda::stream_pending(s), 1u);
+  EXPECT_LE(a.stream_staging_bytes(kDevice), CudaDeviceAllocator::kStreamStagingChunks * chunk);
+  EXPECT_GT(a.stream_staging_bytes(kDevice), 0u);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_TRUE(holds(d, expected));
+  a.deallocate(d, kDevice);
+}
+
+TEST_F(CudaCallerStream, ADeviceToHostCopySynchronisesTheCallersStreamAndNoOther) {
+  const size_t n = 3000;
+  void* d = device_bytes(n, 0, 0);
+  auto in = pattern(n, 11);
+  bool t_ran = false, default_ran = false;
+  mock_cuda::launch(t, [&] { t_ran = true; });
+  mock_cuda::launch(nullptr, [&] { default_ran = true; });
+  void* pinned = nullptr;
+  ASSERT_EQ(cudaHostAlloc(&pinned, n, 0), cudaSuccess);
+  ASSERT_EQ(et_copy::set_cuda_stream(0, s), Error::Ok);
+  for (bool to_pinned : {false, true}) {
+    ASSERT_EQ(a.copy_host_to_device(d, in.data(), n, 0), Error::Ok); // queued before the D2H
+    std::vector<unsigned char> out(n, 0);
+    unsigned char* dst = to_pinned ? static_cast<unsigned char*>(pinned) : out.data();
+    std::memset(dst, 0, n);
+    const size_t syncs = mock_cuda::stream_syncs(s);
+    ASSERT_EQ(a.copy_device_to_host(dst, d, n, 0), Error::Ok);
+    EXPECT_EQ(std::memcmp(dst, in.data(), n), 0) << (to_pinned ? "pinned" : "pageable");
+    EXPECT_GT(mock_cuda::stream_syncs(s), syncs);
+    EXPECT_EQ(mock_cuda::stream_pending(s), 0u);
+    in = pattern(n, 12);
+  }
+  EXPECT_FALSE(t_ran) << "another stream is untouched";
+  EXPECT_FALSE(default_ran) << "so is the default stream";
+  EXPECT_EQ(mock_cuda::stream_syncs(t), 0u);
+  EXPECT_EQ(mock_cuda::device_syncs(), 0u);
+  ASSERT_EQ(cudaStreamSynchronize(t), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+  EXPECT_TRUE(t_ran && default_ran);
+  cudaFreeHost(pinned);
+  a.deallocate(d, 0);
+}
+
+TEST_F(CudaCallerStream, CopiesAndExecutionOnTheStreamRunInTheirOrder) {
+  // H2D x -> A, a stand-in kernel B = A + 1, D2D B -> C, D2H C: x + 1 only
+  // if every step ran after the one before it, on one stream.
+  const size_t n = 1024;
+  auto* A = static_cast<unsigned char*>(device_bytes(n, 0, 0));
+  auto* B = static_cast<unsigned char*>(device_bytes(n, 0, 0));
+  auto* C = static_cast<unsigned char*>(device_bytes(n, 0, 0));
+  auto x = pattern(n, 21);
+  ASSERT_EQ(et_copy::set_cuda_stream(0, s), Error::Ok);
+  ASSERT_EQ(a.copy_host_to_device(A, x.data(), n, 0), Error::Ok);
+  mock_cuda::launch(s, [=] {
+    for (size_t i = 0; i < n; ++i) {
+      B[i] = static_cast<unsigned char>(A[i] + 1);
+    }
+  });
+  ASSERT_EQ(a.copy_device_to_device(C, B, n, 0), Error::Ok);
+  EXPECT_GE(mock_cuda::stream_pending(s), 3u) << "nothing has run yet";
+  std::vector<unsigned char> out(n);
+  ASSERT_EQ(a.copy_device_to_host(out.data(), C, n, 0), Error::Ok);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(out[i], static_cast<unsigned char>(x[i] + 1)) << i;
+  }
+  for (void* p : {static_cast<void*>(A), static_cast<void*>(B), static_cast<void*>(C)}) {
+    a.deallocate(p, 0);
+  }
+}
+
+TEST_F(CudaCallerStream, AnotherStreamCanWaitForAQueuedCopyThroughAnEvent) {
+  const size_t n = 512;
+  auto* A = static_cast<unsigned char*>(device_bytes(n, 0, 0));
+  auto x = pattern(n, 5);
+  ASSERT_EQ(et_copy::set_cuda_stream(0, s), Error::Ok);
+  ASSERT_EQ(a.copy_host_to_device(A, x.data(), n, 0), Error::Ok);
+  cudaEvent_t ev = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(ev, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(t, ev, 0), cudaSuccess);
+  bool saw_x = false;
+  mock_cuda::launch(t, [&] { saw_x = std::memcmp(A, x.data(), n) == 0; });
+  ASSERT_EQ(cudaStreamSynchronize(t), cudaSuccess);
+  EXPECT_TRUE(saw_x);
+  EXPECT_EQ(mock_cuda::stream_syncs(s), 0u);
+  cudaEventDestroy(ev);
+  a.deallocate(A, 0);
+}
+
+TEST_F(CudaCallerStream, WithNoStreamSetCopiesRunOnTheLanesAndAreCompleteOnReturn) {
+  const size_t n = 2048;
+  void* d = device_bytes(n, 0, 0);
+  void* pinned = nullptr;
+  ASSERT_EQ(cudaHostAlloc(&pinned, n, 0), cudaSuccess);
+  auto in = pattern(n, 2);
+  std::memcpy(pinned, in.data(), n);
+  ASSERT_EQ(et_copy::set_cuda_stream(1, s), Error::Ok); // another device's setting does not apply
+  const size_t default_pending = mock_cuda::stream_pending(nullptr);
+  ASSERT_EQ(a.copy_host_to_device(d, pinned, n, 0), Error::Ok);
+  EXPECT_TRUE(holds(d, in)) << "complete on return";
+  EXPECT_EQ(mock_cuda::stream_pending(s), 0u);
+  EXPECT_EQ(mock_cuda::stream_syncs(s), 0u);
+  EXPECT_EQ(mock_cuda::stream_pending(nullptr), default_pending);
+  // The caller's stream from another thread's setting is not this thread's.
+  std::thread([&] { EXPECT_EQ(et_copy::set_cuda_stream(0, t), Error::Ok); }).join();
+  in = pattern(n, 3);
+  ASSERT_EQ(a.copy_host_to_device(d, in.data(), n, 0), Error::Ok);
+  EXPECT_TRUE(holds(d, in));
+  EXPECT_EQ(mock_cuda::stream_pending(t), 0u);
+  cudaFreeHost(pinned);
+  a.deallocate(d, 0);
+}
+
+TEST_F(CudaCallerStream, ACudaFailureOnTheCallersStreamIsAnErrorWithCudasWordsAndTheNextCopyWorks) {
+  const size_t n = 256;
+  void* d = device_bytes(n, 0, 0);
+  auto in = pattern(n, 9);
+  std::vector<unsigned char> out(n);
+  ASSERT_EQ(et_copy::set_cuda_stream(0, s), Error::Ok);
+  const auto failed = a.stats().failed_calls;
+  mock_cuda::fail_after("cudaMemcpyAsync", 0, cudaErrorIllegalAddress);
+  EXPECT_EQ(a.copy_host_to_device(d, in.data(), n, 0), Error::Internal);
+  EXPECT_NE(std::string(CudaDeviceAllocator::last_error_message()).find("caller's stream"), std::string::npos)
+      << CudaDeviceAllocator::last_error_message();
+  EXPECT_NE(std::string(CudaDeviceAllocator::last_error_message()).find("an illegal memory access"), std::string::npos);
+  mock_cuda::fail_after("cudaEventRecord", 0, cudaErrorIllegalAddress);
+  EXPECT_EQ(a.copy_host_to_device(d, in.data(), n, 0), Error::Internal);
+  mock_cuda::fail_after("cudaStreamSynchronize", 0, cudaErrorIllegalAddress);
+  EXPECT_EQ(a.copy_device_to_host(out.data(), d, n, 0), Error::Internal);
+  mock_cuda::fail_after("cudaMemcpyAsync", 0, cudaErrorIllegalAddress);
+  EXPECT_EQ(a.copy_device_to_device(d, d, n, 0), Error::Internal);
+  EXPECT_EQ(a.stats().failed_calls, failed + 4);
+  in = pattern(n, 10);
+  ASSERT_EQ(a.copy_host_to_device(d, in.data(), n, 0), Error::Ok);
+  ASSERT_EQ(a.copy_device_to_host(out.data(), d, n, 0), Error::Ok);
+  EXPECT_EQ(in, out);
+  a.deallocate(d, 0);
+}
+
 } // namespace
+
+// The copy kernel on the caller's stream: an accepted h2d is queued there; a
+// rejected one queues nothing and leaves out untouched.
+TEST_F(CudaCallerStream, TheH2dKernelQueuesOnTheCallersStreamAndARejectedOneQueuesNothing) {
+  const Registration r = et_copy::use_cuda();
+  ASSERT_TRUE(r == Registration::kRegistered || r == Registration::kAlreadyOurs);
+  auto d = a.allocate(64, 0);
+  ASSERT_TRUE(d.ok());
+  std::memset(*d, 0x33, 64);
+  std::vector<float> host(16);
+  for (size_t i = 0; i < host.size(); ++i) {
+    host[i] = static_cast<float>(i) + 0.5f;
+  }
+  et_copy_test::TestTensor::Options on_device;
+  on_device.device = DeviceType::CUDA;
+  et_copy_test::TestTensor out(executorch::aten::ScalarType::Float, {16}, *d, on_device);
+  ASSERT_EQ(et_copy::set_cuda_stream(0, s), Error::Ok);
+  std::vector<double> wrong(16, 1.0);
+  et_copy_test::TestTensor bad(executorch::aten::ScalarType::Double, {16}, wrong.data());
+  EXPECT_EQ(et_copy::h2d_copy(bad.t(), out.t(), nullptr), Error::InvalidArgument);
+  EXPECT_EQ(mock_cuda::stream_pending(s), 0u);
+  EXPECT_EQ(static_cast<unsigned char*>(*d)[0], 0x33);
+  et_copy_test::TestTensor self(executorch::aten::ScalarType::Float, {16}, host.data());
+  ASSERT_EQ(et_copy::h2d_copy(self.t(), out.t(), nullptr), Error::Ok);
+  EXPECT_GE(mock_cuda::stream_pending(s), 1u);
+  EXPECT_EQ(static_cast<unsigned char*>(*d)[0], 0x33) << "queued, not yet run";
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(std::memcmp(*d, host.data(), 64), 0);
+  a.deallocate(*d, 0);
+}
 
 // After ZRegistrationIsIdempotent: the kernel's diagnostic carries CUDA's own
 // words, so they reach the caller (and Python) and not only the log.

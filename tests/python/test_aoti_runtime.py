@@ -245,6 +245,17 @@ def test_an_mlp_equals_eager(mlp):
     torch.testing.assert_close(out, Mlp()(x), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.skipif(not et_copy.cuda.built_with_cuda(), reason="et_copy was built without the CUDA toolkit")
+def test_a_callers_cuda_stream_does_not_reach_the_simulated_device(mlp):
+    # The setting is for real CUDA: on the simulated device (a CPU model) the
+    # compiled code runs as before, and never asks torch for a CUDA stream guard.
+    x = torch.randn(3, 8)
+    method = et_copy.runtime.load(mlp).load_method("forward")
+    with et_copy.cuda.use_stream(0x1234):
+        out = method.execute([x])[0]
+    torch.testing.assert_close(out, Mlp()(x), rtol=1e-5, atol=1e-6)
+
+
 def test_weights_upload_once_counted_and_every_execute_copies_only_the_io(mlp):
     program = et_copy.runtime.load(mlp)
     with et_copy.counting() as load:
@@ -349,6 +360,18 @@ _GPU_SCRIPT = textwrap.dedent(
     for _ in range(3):
         x = torch.randn(2, 4)
         torch.testing.assert_close(m.execute([x])[0], eager(x), rtol=1e-4, atol=1e-4)
+    # On the caller's stream: copies, the compiled code and its output copies queued on s,
+    # behind work torch queued there first; the d2h synchronises s.
+    s = torch.cuda.Stream()
+    with et_copy.cuda.use_stream(s):
+        for _ in range(3):
+            x = torch.randn(2, 4)
+            with torch.cuda.stream(s):
+                torch.cuda._sleep(50_000_000)
+            torch.testing.assert_close(m.execute([x])[0], eager(x), rtol=1e-4, atol=1e-4)
+            assert s.query()
+        x = torch.randn(3, 8)
+        torch.testing.assert_close(method.execute([x])[0], t.Mlp()(x), rtol=1e-4, atol=1e-5)
     print("ok")
     """
 )

@@ -192,6 +192,60 @@ def test_copy_config_is_a_setting_that_keeps_what_is_left_out_and_refuses_bad_va
     assert _cuda.copy_config() == before
 
 
+class _FakeStream:
+    """What et_copy reads of a torch.cuda.Stream: its handle and its device."""
+
+    def __init__(self, handle: int, index: int) -> None:
+        self.cuda_stream = handle
+        self.device = torch.device("cuda", index)
+
+
+@needs_cuda_build
+def test_use_stream_sets_the_threads_stream_per_device_and_puts_back_what_was_there():
+    """No device needed: the setting is a thread-local handle per device (et_copy/cuda_stream.h)."""
+    import threading
+
+    assert _cuda.current_stream(0) is None and _cuda.current_stream(1) is None
+    with _cuda.use_stream(0x1000):
+        assert _cuda.current_stream(0) == 0x1000
+        assert _cuda.current_stream(1) is None
+        seen = []
+        worker = threading.Thread(target=lambda: seen.append(_cuda.current_stream(0)))
+        worker.start()
+        worker.join()
+        assert seen == [None], "another thread has its own setting"
+        with _cuda.use_stream(_FakeStream(0x2000, 1)):  # a torch stream's own device
+            assert (_cuda.current_stream(0), _cuda.current_stream(1)) == (0x1000, 0x2000)
+        with _cuda.use_stream(0):  # the legacy default stream, which is not "none"
+            assert _cuda.current_stream(0) == 0
+        with _cuda.use_stream(None):
+            assert _cuda.current_stream(0) is None
+        with pytest.raises(RuntimeError, match="inside"), _cuda.use_stream(0x3000):
+            raise RuntimeError("inside")
+        assert (_cuda.current_stream(0), _cuda.current_stream(1)) == (0x1000, None)
+    assert _cuda.current_stream(0) is None
+    _cuda.set_stream(0x4000, device=2)
+    assert _cuda.current_stream(2) == 0x4000
+    _cuda.set_stream(None, device=2)
+    assert _cuda.current_stream(2) is None
+    for bad, exc, match in (
+        ("0x10", TypeError, "stream must be a torch.cuda.Stream, an int handle"),
+        (True, TypeError, "stream must be"),
+        (-1, ValueError, "not negative"),
+    ):
+        with pytest.raises(exc, match=match):
+            _cuda.set_stream(bad)
+    with pytest.raises(ValueError, match="the stream is of cuda:1, not of cuda:0"):
+        _cuda.set_stream(_FakeStream(0x10, 1), device=0)
+    with pytest.raises(TypeError, match="device must be an int"):
+        _cuda.set_stream(0x10, device=1.0)  # type: ignore[arg-type]
+    for device in (-1, 128):
+        with pytest.raises(et_copy.EtCopyError, match=f"device {device} is not a CUDA device index") as e:
+            _cuda.set_stream(0x10, device=device)
+        assert e.value.error == "InvalidArgument"
+        assert _cuda.current_stream(device) is None
+
+
 def test_simulated_memory_refuses_zero_copy_cuda_exports():
     et_copy.use_simulated_device()
     t = et_copy.h2d_copy(torch.arange(6, dtype=torch.float32))
@@ -453,6 +507,30 @@ def test_host_to_device_result_is_visible_to_torch_at_once(cuda, torch_cuda):
     et_copy.h2d_copy(x, out=out)
     x.zero_()  # the copy was done with the host memory when it returned
     assert torch.equal(out.cpu(), expected)
+
+
+@gpu
+def test_on_the_callers_stream_h2d_is_queued_and_d2h_waits_for_that_stream_only(cuda, torch_cuda):
+    s, other = torch.cuda.Stream(), torch.cuda.Stream()
+    x = random_tensor(torch.float32, 16 << 20)  # pageable: staged by et_copy
+    expected = x.clone()
+    out = torch.empty(x.shape, dtype=x.dtype, device="cuda")
+    torch.cuda.synchronize()
+    with _cuda.use_stream(s):
+        with torch.cuda.stream(s):
+            torch.cuda._sleep(200_000_000)  # keep s busy (~0.1 s): the copies queue behind it
+        with torch.cuda.stream(other):
+            torch.cuda._sleep(4_000_000_000)  # another stream, busy for far longer
+        et_copy.h2d_copy(x, out=out)
+        x.zero_()  # the source may be reused on return
+        assert not s.query(), "h2d returned before the stream reached it"
+        with torch.cuda.stream(s):
+            doubled = out * 2  # torch's work on the same stream, in order
+        back = et_copy.d2h_copy(doubled)
+        assert s.query(), "d2h synchronised the caller's stream"
+        assert not other.query(), "and no other stream"
+    assert torch.equal(back, expected * 2)
+    torch.cuda.synchronize()
 
 
 @gpu

@@ -11,6 +11,7 @@
 #include <et_copy/device_arguments.h>
 #include <et_copy/failure_report.h>
 #include <et_copy/counting_device_allocator.h>
+#include <et_copy/cuda_stream.h>
 #include <et_copy/delegate_record.h>
 #include <et_copy/device_residency.h>
 #include <et_copy/sha256.h>
@@ -358,8 +359,19 @@ ET_NODISCARD Error execute_handle(Handle& h, Span<EValue*> args) {
     inputs.push_back(std::move(*v));
   }
   std::string what;
+  // On CUDA with a caller's stream (cuda_stream.h): the run and the output
+  // copies are queued on it, behind the h2d copies and before the d2h ones;
+  // torch's current stream is that stream until the copies are queued.
+  CudaStreamHandle stream = nullptr;
+  std::shared_ptr<void> on_stream;
+  if (!h.simulated && cuda_stream(h.record.device_index, &stream)) {
+    on_stream = h.container->torch_stream_scope(stream, h.record.device_index, &what);
+    if (on_stream == nullptr) {
+      return fail(Error::NotSupported, h.method_name, "running on the caller's CUDA stream: " + what);
+    }
+  }
   std::vector<aoti::ModelTensor> results;
-  if (!h.container->run(inputs, h.threads, &results, &what)) {
+  if (!h.container->run(inputs, h.threads, stream, &results, &what)) {
     return fail(Error::Internal, h.method_name, what);
   }
   if (results.size() != n_out) {

@@ -45,6 +45,9 @@ using UpdatePairsFn = RuntimeError (*)(ContainerHandle, const ConstantMapEntry*,
 using UpdateMapFn = RuntimeError (*)(ContainerHandle, void* /* std::unordered_map<std::string, AtenTensorHandle>* */,
                                      bool, bool);
 using GetLastErrorFn = RuntimeError (*)(const char**);
+// torch's CUDA shims (shim.h, under USE_CUDA): in libtorch_cuda, absent from CPU builds.
+using CreateStreamGuardFn = AOTITorchError (*)(void*, int32_t, void**);
+using DeleteStreamGuardFn = AOTITorchError (*)(void*);
 using SetThreadsFn = void (*)(int); // omp_set_num_threads
 using GetMaxThreadsFn = int (*)();  // omp_get_max_threads
 
@@ -152,6 +155,9 @@ class Library {
   // The OpenMP runtime the model's parallel regions use (null when the model links none).
   SetThreadsFn set_threads = nullptr;
   GetMaxThreadsFn max_threads = nullptr;
+  // torch's CUDA stream guard (null when the torch running has no CUDA).
+  CreateStreamGuardFn create_stream_guard = nullptr;
+  DeleteStreamGuardFn delete_stream_guard = nullptr;
 
   // "<call> failed (AOTI error N: <last error>)".
   bool ok(RuntimeError e, const char* call, std::string* what) const {
@@ -233,6 +239,20 @@ std::shared_ptr<Library> load_library(const uint8_t* so, size_t nbytes, std::str
   // call (torch's), whichever copy that is.
   lib->set_threads = reinterpret_cast<SetThreadsFn>(dlsym(dl, "omp_set_num_threads"));
   lib->max_threads = reinterpret_cast<GetMaxThreadsFn>(dlsym(dl, "omp_get_max_threads"));
+  // Through the model's dependencies, else in a libtorch_cuda already loaded (never loaded here).
+  void* torch_cuda = dlopen("libtorch_cuda.so", RTLD_LAZY | RTLD_NOLOAD);
+  for (void* where : {dl, torch_cuda}) {
+    if (where != nullptr && lib->create_stream_guard == nullptr) {
+      lib->create_stream_guard =
+          reinterpret_cast<CreateStreamGuardFn>(dlsym(where, "aoti_torch_create_cuda_stream_guard"));
+      lib->delete_stream_guard =
+          reinterpret_cast<DeleteStreamGuardFn>(dlsym(where, "aoti_torch_delete_cuda_stream_guard"));
+    }
+  }
+  if (lib->create_stream_guard == nullptr || lib->delete_stream_guard == nullptr) {
+    lib->create_stream_guard = nullptr;
+    lib->delete_stream_guard = nullptr;
+  }
   if ((lib->set_threads == nullptr) != (lib->max_threads == nullptr)) {
     lib->set_threads = nullptr;
     lib->max_threads = nullptr;
@@ -406,7 +426,21 @@ class ThreadCount {
 
 } // namespace
 
-bool Container::run(const std::vector<BlobView>& inputs, int threads, std::vector<ModelTensor>* outputs,
+std::shared_ptr<void> Container::torch_stream_scope(void* stream, int32_t device, std::string* what) const {
+  const Library& l = *library_;
+  if (l.create_stream_guard == nullptr) {
+    *what = "the torch running has no CUDA stream guard (aoti_torch_create_cuda_stream_guard): not a CUDA build";
+    return nullptr;
+  }
+  void* guard = nullptr;
+  if (!torch_ok(l.create_stream_guard(stream, device, &guard), "aoti_torch_create_cuda_stream_guard", what)) {
+    return nullptr;
+  }
+  const DeleteStreamGuardFn del = l.delete_stream_guard;
+  return std::shared_ptr<void>(guard, [del](void* g) { (void)del(g); });
+}
+
+bool Container::run(const std::vector<BlobView>& inputs, int threads, void* stream, std::vector<ModelTensor>* outputs,
                     std::string* what) {
   if (threads < 1) {
     *what = "threads must be at least 1, got " + std::to_string(threads);
@@ -430,7 +464,7 @@ bool Container::run(const std::vector<BlobView>& inputs, int threads, std::vecto
   std::vector<AtenTensorHandle> out(n_out, nullptr);
   ThreadCount scope(*library_, threads);
   // The model steals the input handles (it deletes them, on failure too); the outputs are ours.
-  if (!library_->ok(library_->run(handle_, in.data(), in.size(), out.data(), out.size(), nullptr, nullptr),
+  if (!library_->ok(library_->run(handle_, in.data(), in.size(), out.data(), out.size(), stream, nullptr),
                     "AOTInductorModelContainerRun", what)) {
     for (AtenTensorHandle h : out) {
       if (h != nullptr) {

@@ -50,7 +50,7 @@ class ModelTensor {
   bool dtype(int32_t* out, std::string* what) const;
   /// Copies this tensor into `dst`, which must have its shape and dtype: one
   /// memcpy when both are dense on the CPU, else aoti_torch_copy_ (on CUDA
-  /// ordered on the current stream).
+  /// queued on torch's current stream: see Container::torch_stream_scope).
   bool copy_into(const BlobView& dst, std::string* what) const;
 
  private:
@@ -100,11 +100,24 @@ class Container {
    */
   bool bind_constants(const std::vector<std::pair<std::string, BlobView>>& by_name, std::string* what);
 
-  /// Runs the model on `inputs` (wrapped, not copied) on the default
-  /// stream, with the calling thread's OpenMP thread count set to `threads`
-  /// (at least 1) for the run and restored after; `outputs` receives the
-  /// tensors the model allocated.
-  bool run(const std::vector<BlobView>& inputs, int threads, std::vector<ModelTensor>* outputs, std::string* what);
+  /// Runs the model on `inputs` (wrapped, not copied) on `stream` (a
+  /// cudaStream_t the model queues its work on, which it also makes torch's
+  /// current stream for the run; nullptr: the legacy default stream; ignored
+  /// by a CPU model), with the calling thread's OpenMP thread count set to
+  /// `threads` (at least 1) for the run and restored after; `outputs`
+  /// receives the tensors the model allocated. On CUDA the run is queued,
+  /// not waited for.
+  bool run(const std::vector<BlobView>& inputs, int threads, void* stream, std::vector<ModelTensor>* outputs,
+           std::string* what);
+
+  /**
+   * Makes `stream` torch's current CUDA stream on `device` until the
+   * returned object is destroyed (then the previous one is current again),
+   * so ModelTensor::copy_into queues its copies there, after the run. Null,
+   * with `*what` set, where the torch running has no CUDA (its
+   * aoti_torch_create_cuda_stream_guard is looked up at load, not linked).
+   */
+  std::shared_ptr<void> torch_stream_scope(void* stream, int32_t device, std::string* what) const;
 
  private:
   Container(std::shared_ptr<Library> library, void* handle) : library_(std::move(library)), handle_(handle) {}

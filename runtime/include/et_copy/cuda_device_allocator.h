@@ -53,12 +53,24 @@ struct CudaDeviceProperties {
 };
 
 /**
- * et-copy's CUDA allocator. Memory comes from cudaMalloc (256-byte aligned);
- * every copy is stream-ordered on one of the allocator's own streams and is
+ * et-copy's CUDA allocator. Memory comes from cudaMalloc (256-byte aligned).
+ *
+ * Copies, by default: each runs on one of the allocator's own streams and is
  * complete when the call returns, so the caller may reuse or free host
  * memory at once and read a device-to-host result without further sync.
  * The streams are blocking streams: they wait for work already queued on
  * the legacy default stream (torch's default) and it waits for them.
+ *
+ * Copies on the caller's stream: when the calling thread has set a stream
+ * for the device (set_cuda_stream, <et_copy/cuda_stream.h>), a copy is
+ * queued on that stream instead. Host-to-device and device-to-device return
+ * without waiting; a pageable source is first copied into pinned staging
+ * (blocks of the allocator's, at most kStreamStagingChunks * chunk_bytes
+ * per device, each reused only once its stream has passed the copy that
+ * read it), a pinned one is read by the DMA when the stream gets there (the
+ * caller keeps it unchanged until then). Device-to-host is queued and then
+ * that stream, and nothing else, is synchronised. The copy configuration's
+ * pageable mode and threshold do not apply there: the lanes' path only.
  *
  * Device indices: -1 means the calling thread's current device; any other
  * index must be < device_count(), else InvalidArgument. The calling
@@ -85,6 +97,10 @@ class CudaDeviceAllocator final : public CountingDeviceAllocator {
   static constexpr size_t kMaxAlignment = kDeviceAlignment;
   /// Concurrent copies per device (each lane: a stream, two pinned buffers).
   static constexpr int kMaxLanesPerDevice = 4;
+  /// Pinned staging for copies on callers' streams, per device, in chunks
+  /// (CudaCopyConfig::chunk_bytes): 32 MiB with the default chunk. Beyond it
+  /// a copy waits for the oldest staged copy to run, not for the stream.
+  static constexpr size_t kStreamStagingChunks = 4;
 
   CudaDeviceAllocator();
   ~CudaDeviceAllocator() override;
@@ -108,7 +124,7 @@ class CudaDeviceAllocator final : public CountingDeviceAllocator {
   // exit, when the runtime is already unloading, the memory is gone with
   // the context and the call only drops its bookkeeping.
   // Copies: the device side must be memory of device `index` (or managed
-  // memory); complete on return.
+  // memory); complete on return, or queued on the caller's stream (above).
 
   /// Page-locks [ptr, ptr+nbytes) of long-lived host memory (e.g. a planned
   /// CPU arena) with cudaHostRegister, so copies to and from it take the
@@ -125,6 +141,10 @@ class CudaDeviceAllocator final : public CountingDeviceAllocator {
   /// keep the configuration they started with; thread-safe.
   CudaCopyConfig copy_config() const;
   ET_NODISCARD Error set_copy_config(const CudaCopyConfig& config);
+
+  /// Bytes of pinned staging held for copies on callers' streams on device
+  /// `index` (0 for an index out of range or a device not used that way).
+  size_t stream_staging_bytes(DeviceIndex index) const;
 
   /// The calling thread's last CUDA failure in words ("" if none yet).
   static const char* last_error_message();
