@@ -28,6 +28,9 @@ from listed_mutants import (
 )
 
 T_BACKEND = "cpp:et_copy_test_simulated_device_backend"
+# Beside another library's CUDA allocator, registered first (docs/cuda.md, "Beside upstream's CUDA backend").
+T_FOREIGN_CUDA = "cpp:et_copy_test_foreign_cuda"
+P_FOREIGN_CUDA = "py:tests/python/test_foreign_cuda.py"
 T_KINDS = "cpp:et_copy_test_argument_kinds"
 P_LLM_UNTRUSTED = "py:tests/python/llm/test_llm_untrusted.py"
 T_DELEGATE = "cpp:et_copy_test_delegate_record"
@@ -140,8 +143,9 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # test_odd_sizes: each size and alignment computation against odd sizes, and the device count's caching.
     # test_address_space_refused: the reservation refused (RLIMIT_AS), each allocation failing clearly.
     ("runtime/*/simulated_device_allocator.*", (T_ODD, T_SIM, T_THREADS, P_ADDRESS_SPACE)),
-    ("runtime/*/counting_device_allocator.*", (T_ODD, T_SIM, T_CUDA)),
-    ("runtime/include/et_copy/cuda_device_allocator.h", (T_CUDA,)),
+    # allocator_name / allocator_words: another library's allocator named "foreign" (test_foreign_cuda).
+    ("runtime/*/counting_device_allocator.*", (T_ODD, T_SIM, T_CUDA, T_FOREIGN_CUDA)),
+    ("runtime/include/et_copy/cuda_device_allocator.h", (T_CUDA, T_FOREIGN_CUDA)),
     # The caller's stream setting: its gtest (threads, devices, the guard) and the copies that read it,
     # then Python's use_stream over it.
     ("runtime/*/cuda_stream.*", (T_CUDA, "py:tests/python/test_cuda.py")),
@@ -172,7 +176,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/*/sha256.*", ("cpp:et_copy_test_sha256", P_VERIFY_WEIGHT, P_AOTI_UNTRUSTED)),
     # test_state_export.py runs delegated programs whose state starts at zero or at a stored value.
     ("runtime/*/simulated_device_backend.*", (
-        T_BACKEND, "py:tests/python/test_runtime_checks.py", "py:tests/python/test_state_export.py",
+        T_BACKEND, "py:tests/python/test_runtime_checks.py", "py:tests/python/test_state_export.py", T_FOREIGN_CUDA,
     )),
     ("runtime/src/content_hash.h", (T_BACKEND,)),
     # The one range bound: its own cases in the reader's gtest, then the reader's, the allocator's and a session's
@@ -181,10 +185,11 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/src/external_tensors.*", (T_BACKEND,)),
     # The seam: its own gtest, then the simulated backend that plugs into it.
     # device_backends() names the CUDA allocator's backend too: the CUDA test checks that.
-    # missing_registration: what a refusal says to call, for each of et-copy's backends, in a fresh process.
+    # backend_hint: what a refusal says to call, for each of et-copy's backends, in a fresh process; and why the
+    # simulated backend cannot run where another library's GPU allocator serves (test_foreign_cuda).
     ("runtime/*/device_backend.*", (
-        "cpp:et_copy_test_device_backend", T_BACKEND, T_CHECK, T_CUDA,
-        "py:tests/python/test_backend_registration_hints.py",
+        "cpp:et_copy_test_device_backend", T_FOREIGN_CUDA, T_BACKEND, T_CHECK, T_CUDA,
+        "py:tests/python/test_backend_registration_hints.py", P_FOREIGN_CUDA,
     )),
     # Weights pinned per program and state arenas: the backend's gtest, the CUDA allocator's (a failing copy),
     # then programs with weights and state.
@@ -227,12 +232,15 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/bindings/allocators.*", (
         "py:tests/python/test_allocator_binding_args.py", P_MEMORY, P_FIELDS, "py:tests/python/test_boundary_enums.py",
         "py:tests/python/test_cuda.py::test_use_cuda_without_a_gpu_says_why_and_leaves_the_registry_usable",
-        "py:tests/python/test_backend_registration_bindings.py", P_NOTHING_REGISTERED,
+        "py:tests/python/test_backend_registration_bindings.py", P_NOTHING_REGISTERED, P_FOREIGN_CUDA,
     )),
     # register_aoti_backend: registered once, then 'already et_copy'; refused when the name is
     # taken or ExecuTorch's backend table is full.
     ("python/bindings/aoti.*", ("py:tests/python/test_backend_registration_bindings.py",)),
-    ("python/bindings/cuda.*", ("py:tests/python/test_cuda_binding_args.py", "py:tests/python/test_cuda.py")),
+    # test_foreign_cuda.py: use_cuda()'s "already other", cuda_pointer_device's refusal without a driver.
+    ("python/bindings/cuda.*", (
+        "py:tests/python/test_cuda_binding_args.py", "py:tests/python/test_cuda.py", P_FOREIGN_CUDA,
+    )),
     ("python/bindings/log_capture.*", ("py:tests/python/test_quiet.py", "py:tests/python/test_errors.py")),
     ("python/bindings/failure.h", ("py:tests/python/test_errors.py", *PY_BINDINGS)),
     # test_errors.py: EtCopyError's constructor (defaults, keyword-only fields, the log as a tuple, pickling).
@@ -357,7 +365,10 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # The compiled backend's code checks: digest, then trust, before the payload is loaded.
     ("backends/aoti/src/code_trust.*", (P_AOTI_TRUST, P_AOTI_UNTRUSTED)),
     ("backends/aoti/include/et_copy/code_trust.h", (P_AOTI_TRUST, P_AOTI_UNTRUSTED)),
-    ("backends/aoti/src/aoti_backend.cpp", (P_AOTI_TRUST, P_AOTI_UNTRUSTED, "py:tests/python/test_aoti_runtime.py")),
+    # test_foreign_cuda.py: a target-cuda record accepted on another library's CUDA allocator (runs_on, check_target).
+    ("backends/aoti/src/aoti_backend.cpp", (
+        P_AOTI_TRUST, P_AOTI_UNTRUSTED, "py:tests/python/test_aoti_runtime.py", P_FOREIGN_CUDA,
+    )),
     # Copies on the caller's stream: queued, staged, synchronised, against the fake CUDA runtime's streams.
     ("runtime/cuda/caller_stream.*", (T_CUDA,)),
     # doctor PROGRAM.pte: a real compiled export, a flipped payload byte, no compiled code, not a program.

@@ -67,14 +67,20 @@ py::dict stats_dict(const DeviceAllocatorStats& s) {
   return d;
 }
 
-CountingDeviceAllocator& our_allocator(int device_type) {
-  auto* alloc = get_device_allocator(checked_device_type(device_type));
+// et-copy's allocator serving `device_type`, or a Failure naming `op`.
+CountingDeviceAllocator& our_allocator(int device_type, const char* op) {
+  const DeviceType type = checked_device_type(device_type);
+  auto* alloc = get_device_allocator(type);
   if (alloc == nullptr) {
     throw Failure(Error::NotFound, "no DeviceAllocator is registered for this device type");
   }
   auto* counting = as_counting_allocator(alloc);
   if (counting == nullptr) {
-    throw Failure(Error::NotSupported, "the registered DeviceAllocator is not et_copy's and keeps no counters");
+    throw Failure(Error::NotSupported, std::string(op) + ": " +
+                                           (type == DeviceType::CUDA ? "CUDA" : "this device type") +
+                                           " is served by another library's allocator, which keeps no et_copy "
+                                           "counters (copies through it still work; only et_copy's own "
+                                           "allocators count)");
   }
   return *counting;
 }
@@ -273,7 +279,7 @@ void bind_allocators(py::module_& m) {
         py::dict d;
         auto* counting = as_counting_allocator(alloc);
         d["owner"] = counting != nullptr ? "et_copy" : "other";
-        d["name"] = counting != nullptr ? counting->name() : "unknown";
+        d["name"] = allocator_name(alloc); // "foreign" for another library's
         d["device_count"] = py::none();
         d["device_count_error"] = py::none();
         // The simulated device's mode for new allocations; None for others.
@@ -294,19 +300,25 @@ void bind_allocators(py::module_& m) {
       py::arg("device_type"), "Who serves a device type: None, or owner/name/device_count/host_readable.");
 
   m.def(
-      "allocator_stats", [](int device_type) { return stats_dict(our_allocator(device_type).stats()); },
+      "allocator_stats",
+      [](int device_type) { return stats_dict(our_allocator(device_type, "et_copy.allocator_stats").stats()); },
       py::arg("device_type"), "Counters of et_copy's allocator for a device type.");
   m.def(
-      "open_counting_scope", [](int device_type) { return our_allocator(device_type).open_scope(); },
+      "open_counting_scope",
+      [](int device_type) { return our_allocator(device_type, "et_copy.counting").open_scope(); },
       py::arg("device_type"), "Opens a counting scope on et_copy's allocator for a device type; returns its id.");
   m.def(
       "counting_scope_stats",
-      [](int device_type, uint64_t scope) { return memory_dict(our_allocator(device_type).scope_stats(scope)); },
+      [](int device_type, uint64_t scope) {
+        return memory_dict(our_allocator(device_type, "et_copy.counting").scope_stats(scope));
+      },
       py::arg("device_type"), py::arg("scope"),
       "A counting scope's counts so far: only allocations made since it opened, and their frees.");
   m.def(
       "close_counting_scope",
-      [](int device_type, uint64_t scope) { return memory_dict(our_allocator(device_type).close_scope(scope)); },
+      [](int device_type, uint64_t scope) {
+        return memory_dict(our_allocator(device_type, "et_copy.counting").close_scope(scope));
+      },
       py::arg("device_type"), py::arg("scope"), "Closes a counting scope and returns its final counts.");
 
   py::class_<DeviceBuffer>(m, "DeviceBuffer")

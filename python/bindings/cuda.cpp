@@ -172,10 +172,18 @@ void bind_cuda(py::module_& m) {
       [] {
         Error err = Error::Ok;
         const Registration r = et_copy::use_cuda(&err);
+        if (r == Registration::kAlreadyOther) {
+          return std::string(registration_name(r)); // another library's GPU allocator: used as it is
+        }
+        if (r == Registration::kFailed && err == Error::RegistrationAlreadyRegistered) {
+          // The simulated device holds the slot: the same words as any allocator registration refused.
+          return registration_result(Registration::kAlreadyOther, err, "et_copy.use_cuda", "");
+        }
         return registration_result(r, err, "et_copy.use_cuda",
                                    r == Registration::kFailed ? cuda_runtime_status().message : "");
       },
-      "et_copy::use_cuda: 'registered' or 'already et_copy'; raises EtCopyError otherwise.");
+      "et_copy::use_cuda: 'registered', 'already et_copy' or 'already other' (another library's CUDA allocator, "
+      "which et_copy uses); raises EtCopyError otherwise.");
 
   m.def("cuda_copy_config", [] {
     const CudaCopyConfig c = cuda_device_allocator().copy_config();
@@ -251,6 +259,17 @@ void bind_cuda(py::module_& m) {
         return reinterpret_cast<uintptr_t>(stream);
       },
       py::arg("device"), "The calling thread's CUDA stream for `device`, or None.");
+
+  m.def(
+      "cuda_pointer_device",
+      [](uintptr_t ptr) {
+        const auto d = cuda_pointer_device(reinterpret_cast<const void*>(ptr));
+        throw_if(d.ok() ? Error::Ok : d.error(), "cannot ask the CUDA runtime about the pointer");
+        return *d;
+      },
+      py::arg("ptr"),
+      "The CUDA device owning ptr (device or managed memory), -1 for host memory; EtCopyError (NotFound with no "
+      "driver) when the CUDA runtime cannot say.");
 
   m.def("cuda_dlpack", &dlpack_capsule, py::arg("owner"), py::arg("ptr"), py::arg("device"), py::arg("shape"),
         py::arg("strides"), py::arg("code"), py::arg("bits"),

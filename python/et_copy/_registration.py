@@ -124,7 +124,9 @@ def use_aoti_backend() -> str:
 def allocator_stats(device: str = "cuda") -> dict[str, int]:
     """Counters of et_copy's allocator serving ``device`` ("cuda"):
     allocations, deallocations, live_allocations, bytes_outstanding,
-    peak_bytes_outstanding, h2d/d2h/d2d copies and bytes, failed_calls."""
+    peak_bytes_outstanding, h2d/d2h/d2d copies and bytes, failed_calls.
+    EtCopyError("NotSupported") when another library's allocator serves it
+    (it keeps no et_copy counters), "NotFound" when nothing does."""
     if str(device).partition(":")[0] != "cuda":
         raise ValueError(f"et_copy.allocator_stats: device must be 'cuda', got {device!r}")
     return dict(_C.allocator_stats(CUDA))
@@ -132,7 +134,9 @@ def allocator_stats(device: str = "cuda") -> dict[str, int]:
 
 def allocator_info(device: str = "cuda") -> _C.AllocatorInfo | None:
     """Who serves ``device``: None, or a dict with owner ("et_copy" or
-    "other"), name, device_count (or device_count_error), and host_readable:
+    "other"), name ("simulated", "cuda"; "foreign" for another library's
+    allocator, whose device_count is None), device_count (or
+    device_count_error), and host_readable:
     the simulated device's mode for new allocations (see
     :func:`use_simulated_device`), None for any other allocator."""
     if str(device).partition(":")[0] != "cuda":

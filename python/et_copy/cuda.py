@@ -99,12 +99,19 @@ def cuda_status() -> dict[str, Any]:
 def use_cuda() -> str:
     """Serves DeviceType CUDA with et_copy's CUDA allocator (a real GPU).
 
-    Idempotent: returns "registered", then "already et_copy". Raises
+    Idempotent: returns "registered", then "already et_copy". Returns
+    "already other", registering nothing, when another library's allocator
+    serves CUDA already (upstream ExecuTorch's CUDA backend registers its
+    own when its library loads): et_copy's copies, :mod:`et_copy.runtime`
+    and the compiled backend (target cuda) then run on that allocator, and
+    only what needs et_copy's own (:func:`et_copy.allocator_stats`,
+    :func:`et_copy.counting`, :func:`set_copy_config`'s tuning) does not
+    apply; docs/cuda.md, "Beside upstream's CUDA backend". Raises
     EtCopyError, registering nothing, when:
 
-    - a different CUDA allocator is registered already, e.g. the simulated
-      device (``error="RegistrationAlreadyRegistered"``): ExecuTorch cannot
-      replace one;
+    - et_copy's simulated device serves CUDA
+      (``error="RegistrationAlreadyRegistered"``): it is no GPU, and
+      ExecuTorch cannot replace a registered allocator;
     - there is no CUDA driver, the driver is too old, or it sees no device
       (``error="NotFound"``; the message says which);
     - this et_copy was built without CUDA (``error="NotSupported"``).
@@ -118,17 +125,38 @@ def use_cuda() -> str:
 
 
 def _require_real_cuda(t: DeviceTensor, what: str) -> None:
-    """Raises unless ``t`` is live memory of et_copy's CUDA allocator."""
+    """Raises unless ``t`` is live CUDA memory: of et_copy's CUDA allocator,
+    or of another library's that the CUDA runtime calls memory of ``t``'s
+    device (a zero-copy export of anything else would hand a consumer
+    pointers it cannot read)."""
     if t.freed:
         raise ValueError(f"DeviceTensor.{what}: the tensor's memory was freed")
     info = _C.allocator_info(CUDA)
-    if info is None or info["owner"] != "et_copy" or info["name"] != "cuda":
-        served = _C.describe_allocator(CUDA)
+    if info is not None and info["owner"] == "et_copy" and info["name"] == "cuda":
+        return
+    if info is not None and info["owner"] == "other":
+        if not built_with_cuda():
+            found = "this et_copy was built without CUDA, so it cannot ask the CUDA runtime"
+        else:
+            try:
+                owner = _C.cuda_pointer_device(t.data_ptr())
+            except EtCopyError as e:
+                owner, found = None, f"the CUDA runtime cannot say whose it is ({e})"
+            if owner == t.device.index:
+                return
+            if owner is not None:
+                found = "the CUDA runtime calls it host memory" if owner < 0 else f"it is on CUDA device {owner}"
         raise EtCopyError(
-            f"DeviceTensor.{what}: needs real CUDA memory, but this tensor's memory comes from {served} "
-            "(simulated memory is host memory standing in for a GPU); call et_copy.use_cuda() on a GPU machine",
+            f"DeviceTensor.{what}: needs real CUDA memory of cuda:{t.device.index}, and this tensor's memory "
+            f"comes from another library's allocator: {found}",
             error="NotSupported",
         )
+    served = _C.describe_allocator(CUDA)
+    raise EtCopyError(
+        f"DeviceTensor.{what}: needs real CUDA memory, but this tensor's memory comes from {served} "
+        "(simulated memory is host memory standing in for a GPU); call et_copy.use_cuda() on a GPU machine",
+        error="NotSupported",
+    )
 
 
 def dlpack_device(t: DeviceTensor) -> tuple[int, int]:

@@ -1,6 +1,7 @@
 // What the CUDA runtime and driver report, for use_cuda()'s errors and for
 // `python -m et_copy doctor`. Nothing here creates a context.
 #include <et_copy/cuda_device_allocator.h>
+#include <et_copy/simulated_device_allocator.h>
 
 #include <cstdio>
 #include <cstring>
@@ -112,9 +113,23 @@ Registration use_cuda(Error* error) {
     *error = Error::Ok;
   }
   CudaDeviceAllocator& cuda = cuda_device_allocator();
+  // The slot taken: ours; the simulated device, which is no GPU (refused); another library's, taken to be a
+  // GPU's, which et-copy's kernels and backends use as it is (kAlreadyOther).
+  const auto taken = [&](const executorch::runtime::DeviceAllocator* current) {
+    if (current == &cuda) {
+      return Registration::kAlreadyOurs;
+    }
+    if (current == &simulated_device_allocator()) {
+      if (error != nullptr) {
+        *error = Error::RegistrationAlreadyRegistered;
+      }
+      return Registration::kFailed;
+    }
+    return Registration::kAlreadyOther;
+  };
   const executorch::runtime::DeviceAllocator* current = executorch::runtime::get_device_allocator(DeviceType::CUDA);
-  if (current != nullptr) { // taken either way: no device query needed (register_allocator rechecks under its lock)
-    return current == &cuda ? Registration::kAlreadyOurs : Registration::kAlreadyOther;
+  if (current != nullptr) { // taken: no device query needed
+    return taken(current);
   }
   auto count = cuda.device_count();
   if (!count.ok()) {
@@ -125,7 +140,8 @@ Registration use_cuda(Error* error) {
     }
     return Registration::kFailed;
   }
-  return register_allocator(&cuda);
+  const Registration r = register_allocator(&cuda); // rechecks under the registry lock
+  return r == Registration::kAlreadyOther ? taken(executorch::runtime::get_device_allocator(DeviceType::CUDA)) : r;
 }
 
 } // namespace et_copy

@@ -171,4 +171,20 @@ CountingDeviceAllocator* as_counting_allocator(DeviceAllocator* alloc) {
   return dynamic_cast<CountingDeviceAllocator*>(alloc);
 }
 
+const char* allocator_name(const DeviceAllocator* alloc) {
+  if (alloc == nullptr) {
+    return "none";
+  }
+  const auto* ours = dynamic_cast<const CountingDeviceAllocator*>(alloc);
+  return ours != nullptr ? ours->name() : kForeignAllocatorName;
+}
+
+std::string allocator_words(const DeviceAllocator* alloc) {
+  const std::string name = allocator_name(alloc);
+  if (alloc == nullptr) {
+    return "nothing";
+  }
+  return name == kForeignAllocatorName ? "another library's allocator" : "et-copy's " + name + " allocator";
+}
+
 } // namespace et_copy

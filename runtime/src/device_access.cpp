@@ -246,12 +246,12 @@ struct DeviceWalk {
       for (size_t a = 0; a < args.size() && !allowed_id; ++a) {
         tensors_of(values_at, args[a], "argument " + std::to_string(a), [&](int64_t v, const std::string& arg) {
           if (place(v).device()) {
-            const std::string missing = missing_registration(id);
+            const std::string hint = backend_hint(id);
             refuse(
                 at + " (" + op + "): " + arg + " is " + place(v).where() + ", and backend '" + id +
                 "' does not run on that device (" +
                 (allowed_list.empty() ? std::string("no backend is allowed there") : "allowed there: " + allowed_list) +
-                ")" + (missing.empty() ? "" : "; " + missing));
+                ")" + (hint.empty() ? "" : "; " + hint));
           }
         });
       }

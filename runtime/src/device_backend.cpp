@@ -103,18 +103,21 @@ std::vector<std::string> device_backends(executorch::runtime::etensor::DeviceTyp
   if (type == executorch::runtime::etensor::DeviceType::CPU) {
     return {};
   }
-  const CountingDeviceAllocator* ours = as_counting_allocator(executorch::runtime::get_device_allocator(type));
-  if (ours == nullptr) {
+  const executorch::runtime::DeviceAllocator* server = executorch::runtime::get_device_allocator(type);
+  if (server == nullptr) {
     return {};
   }
   std::vector<std::string> ids;
   for (const DeviceBackend* b : registered_device_backends()) {
-    if (b->runs_on(*ours)) {
+    if (b->runs_on(*server)) {
       ids.emplace_back(b->id());
     }
   }
-  // Upstream's CUDA backend is no DeviceBackend of ours, but its delegates run on et-copy's CUDA allocator.
-  if (std::strcmp(ours->name(), "cuda") == 0 && std::find(ids.begin(), ids.end(), kCudaBackendId) == ids.end()) {
+  // Upstream's CUDA backend is no DeviceBackend of ours, but its delegates run on a GPU: et-copy's CUDA
+  // allocator or another library's (its own, registered when its library loads). Not on the simulated device.
+  const bool gpu =
+      type == executorch::runtime::etensor::DeviceType::CUDA && std::strcmp(allocator_name(server), "simulated") != 0;
+  if (gpu && std::find(ids.begin(), ids.end(), kCudaBackendId) == ids.end()) {
     ids.emplace_back(kCudaBackendId);
   }
   return ids;
@@ -131,27 +134,40 @@ Result<bool> runtime_flag(const executorch::runtime::BackendInitContext& context
   return Error::InvalidArgument;
 }
 
-std::string missing_registration(const std::string& id) {
+std::string backend_hint(const std::string& id) {
   // et-copy's backends by id: the calls that register each (Python, C++),
-  // and the allocators (by name) it would run on once registered.
+  // the allocators (by allocator_name) it runs on, and those in words.
   static const struct {
     const char* id;
     const char* python;
     const char* cpp;
     std::vector<std::string> servers;
+    const char* runs_on;
   } kOwn[] = {
       {"SimulatedDeviceBackend",
        "et_copy.use_simulated_device()",
        "et_copy::register_simulated_device_backend()",
-       {"simulated"}},
-      {"AotiDeviceBackend", "et_copy.use_aoti_backend()", "et_copy::register_aoti_backend()", {"simulated", "cuda"}},
+       {"simulated"},
+       "et-copy's simulated device only (its processor reads device memory through the host, and a GPU's memory "
+       "is not host memory)"},
+      {"AotiDeviceBackend",
+       "et_copy.use_aoti_backend()",
+       "et_copy::register_aoti_backend()",
+       {"simulated", "cuda", kForeignAllocatorName},
+       "et-copy's simulated device (target cpu) and GPUs (target cuda)"},
   };
-  const CountingDeviceAllocator* server =
-      as_counting_allocator(executorch::runtime::get_device_allocator(executorch::runtime::etensor::DeviceType::CUDA));
+  const executorch::runtime::DeviceAllocator* server =
+      executorch::runtime::get_device_allocator(executorch::runtime::etensor::DeviceType::CUDA);
+  if (server == nullptr) {
+    return ""; // the refusal says nothing serves the device
+  }
+  const std::string name = allocator_name(server);
   for (const auto& own : kOwn) {
-    if (id != own.id || server == nullptr ||
-        std::find(own.servers.begin(), own.servers.end(), server->name()) == own.servers.end()) {
-      continue; // not ours, or registering it would not make it run here
+    if (id != own.id) {
+      continue;
+    }
+    if (std::find(own.servers.begin(), own.servers.end(), name) == own.servers.end()) {
+      return "backend '" + id + "' runs on " + own.runs_on + ", and cuda is served by " + allocator_words(server);
     }
     for (const DeviceBackend* b : registered_device_backends()) {
       if (id == b->id()) {

@@ -297,10 +297,12 @@ ET_NODISCARD Result<Handle*> init_handle(BackendInitContext& context, FreeableBu
       }
     }
   }
-  if (executorch::runtime::get_device_allocator(et::DeviceType::CUDA) != &simulated_device_allocator()) {
+  if (auto* server = executorch::runtime::get_device_allocator(et::DeviceType::CUDA);
+      server != &simulated_device_allocator()) {
     return fail(Error::NotSupported, h->method_name,
-                "the simulated device does not serve cuda (call et_copy::use_simulated_device() before loading): "
-                "this backend computes on the simulated device only");
+                "cuda is served by " + allocator_words(server) +
+                    ", not the simulated device this backend computes on (through the host: a GPU's memory is "
+                    "not host memory); call et_copy::use_simulated_device() before loading");
   }
   // The nested program is small (its constants are external): keep a copy, free the rest.
   h->program_bytes.assign(h->record.payload, h->record.payload + h->record.payload_nbytes);
@@ -540,8 +542,8 @@ const char* SimulatedDeviceBackend::id() const {
   return kSimulatedDeviceBackend;
 }
 
-bool SimulatedDeviceBackend::runs_on(const CountingDeviceAllocator& server) const {
-  return std::strcmp(server.name(), "simulated") == 0;
+bool SimulatedDeviceBackend::runs_on(const executorch::runtime::DeviceAllocator& server) const {
+  return &server == &simulated_device_allocator(); // its processor reads device memory through the host alias
 }
 
 Error reset_device_state(int session) {

@@ -53,8 +53,8 @@ class RecordingBackend final : public DeviceBackend {
   const char* id() const override {
     return id_;
   }
-  bool runs_on(const et_copy::CountingDeviceAllocator& server) const override {
-    return std::strcmp(server.name(), serves_) == 0;
+  bool runs_on(const executorch::runtime::DeviceAllocator& server) const override {
+    return std::strcmp(et_copy::allocator_name(&server), serves_) == 0;
   }
   bool is_available() const override {
     return true;

@@ -63,12 +63,7 @@ ET_NODISCARD Error fail(Error e, const std::string& method, const std::string& m
 
 // Who serves CUDA, in words, for refusals.
 std::string cuda_server() {
-  auto* alloc = executorch::runtime::get_device_allocator(et::DeviceType::CUDA);
-  if (alloc == nullptr) {
-    return "nothing";
-  }
-  const CountingDeviceAllocator* ours = as_counting_allocator(alloc);
-  return ours != nullptr ? std::string("et-copy's ") + ours->name() + " allocator" : "another library's allocator";
+  return allocator_words(executorch::runtime::get_device_allocator(et::DeviceType::CUDA));
 }
 
 std::string release_of(const std::string& version) {
@@ -124,11 +119,13 @@ ET_NODISCARD Error check_target(Handle& h) {
     }
     h.simulated = true;
   } else {
-    const CountingDeviceAllocator* ours = as_counting_allocator(alloc);
-    if (ours == nullptr || std::strcmp(ours->name(), "cuda") != 0) {
+    // A GPU: et-copy's CUDA allocator or another library's (upstream's CUDA backend registers its own). The
+    // model gets device pointers and computes with CUDA; the residency module allocates and copies through
+    // whichever serves.
+    if (alloc == nullptr || alloc == &simulated_device_allocator()) {
       return fail(Error::DelegateInvalidCompatibility, h.method_name,
-                  "the model was compiled for target cuda, which needs a GPU served by et-copy's cuda allocator "
-                  "(et_copy.use_cuda()), and cuda is served by " +
+                  "the model was compiled for target cuda, which needs a GPU serving cuda (et_copy.use_cuda(), or "
+                  "another library's CUDA allocator), and cuda is served by " +
                       cuda_server());
     }
     h.simulated = false;
@@ -452,9 +449,10 @@ const char* AotiDeviceBackend::id() const {
   return kAotiDeviceBackend;
 }
 
-bool AotiDeviceBackend::runs_on(const CountingDeviceAllocator& server) const {
-  // Compiled for the CPU, it runs on the simulated device's host alias; compiled for CUDA, on the GPU.
-  return std::strcmp(server.name(), "simulated") == 0 || std::strcmp(server.name(), "cuda") == 0;
+bool AotiDeviceBackend::runs_on(const executorch::runtime::DeviceAllocator& server) const {
+  // Compiled for the CPU, it runs on the simulated device's host alias; compiled for CUDA, on a GPU, whoever's
+  // allocator serves it (check_target matches the record's target to the server at init).
+  return &server == &simulated_device_allocator() || server.device_type() == et::DeviceType::CUDA;
 }
 
 Registration register_aoti_backend(Error* error) {

@@ -61,12 +61,13 @@ _log = logging.getLogger(__name__)
 
 
 def default_target() -> str:
-    """``cuda`` when et-copy's CUDA allocator serves cuda (the code then runs
-    on a GPU), else ``cpu`` (the simulated device, or nothing registered yet)."""
+    """``cuda`` when a GPU serves cuda: et-copy's CUDA allocator or another
+    library's (upstream's CUDA backend registers its own); the code then runs
+    on a GPU. Else ``cpu`` (the simulated device, or nothing registered yet)."""
     from .._registration import allocator_info
 
     info = allocator_info("cuda")
-    return "cuda" if info is not None and info.get("owner") == "et_copy" and info.get("name") == "cuda" else "cpu"
+    return "cpu" if info is None or info.get("name") == "simulated" else "cuda"
 
 
 class AotiDevicePartitioner(DevicePartitioner):

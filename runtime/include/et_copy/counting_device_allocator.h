@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 
 #include <executorch/runtime/core/device_allocator.h>
@@ -183,5 +184,20 @@ class CountingDeviceAllocator : public DeviceAllocator {
 /// other implementation of ExecuTorch's interface (or nullptr). Pure; any
 /// thread.
 CountingDeviceAllocator* as_counting_allocator(DeviceAllocator* alloc);
+
+/// The name allocator_name() gives another library's allocator (say,
+/// upstream ExecuTorch's CUDA backend's, registered when its library loads).
+inline constexpr const char* kForeignAllocatorName = "foreign";
+
+/// Who `alloc` is, in the words device backends and messages use: an
+/// et-copy allocator's name() ("simulated", "cuda"), kForeignAllocatorName
+/// for any other implementation of ExecuTorch's interface, "none" for
+/// nullptr. Pure; any thread.
+const char* allocator_name(const DeviceAllocator* alloc);
+
+/// `alloc` in words for messages: "et-copy's simulated allocator",
+/// "et-copy's cuda allocator", "another library's allocator", or "nothing"
+/// for nullptr. Pure; any thread.
+std::string allocator_words(const DeviceAllocator* alloc);
 
 } // namespace et_copy

@@ -168,12 +168,21 @@ CudaDeviceAllocator& cuda_device_allocator();
 
 /**
  * Serves DeviceType::CUDA with cuda_device_allocator(), if a device is
- * usable: kRegistered, or kAlreadyOurs. kAlreadyOther, querying nothing,
- * when another allocator holds the slot. Without a driver or device it
- * registers nothing (the slot stays free for another allocator) and returns
- * kFailed with `*error` (when given) set to NotFound; the reason is in
- * CudaDeviceAllocator::last_error_message(). Python's et_copy.use_cuda() is
- * this call. Threading as register_allocator().
+ * usable: kRegistered, or kAlreadyOurs. When the slot is taken it queries
+ * nothing and registers nothing:
+ * - by another library's allocator (say, upstream ExecuTorch's CUDA
+ *   backend's, registered when its library loads): kAlreadyOther, not a
+ *   failure. That allocator is taken to be a GPU's: et-copy's copy kernels,
+ *   sessions and AotiDeviceBackend (target cuda) run on it; what needs
+ *   et-copy's own allocator (counters, counting scopes) is refused by name,
+ *   and its copy tuning does not apply (docs/cuda.md, "Beside upstream's
+ *   CUDA backend");
+ * - by et-copy's simulated allocator, which is no GPU: kFailed with
+ *   `*error` RegistrationAlreadyRegistered.
+ * Without a driver or device it registers nothing (the slot stays free for
+ * another allocator) and returns kFailed with `*error` (when given) set to
+ * NotFound; the reason is in CudaDeviceAllocator::last_error_message().
+ * Python's et_copy.use_cuda() is this call. Threading as register_allocator().
  */
 ET_NODISCARD Registration use_cuda(Error* error = nullptr);
 

@@ -68,7 +68,8 @@ ET_NODISCARD executorch::runtime::Result<bool> runtime_flag(const executorch::ru
  *   same static string on every call, at most kMaxDeviceBackendIdLength
  *   chars (limits.h);
  * - runs_on(server): whether its delegates may read and write the memory of
- *   a device served by `server` (e.g. server.name() == "simulated");
+ *   a device served by `server`, which may be another library's allocator
+ *   (allocator_name(&server) says whose: "simulated", "cuda", "foreign");
  * - the session and pool hooks below. Their defaults use the residency
  *   module (device_residency.h), keyed by id(): a backend that keeps its
  *   weights and state arenas there needs to override none of them.
@@ -88,7 +89,7 @@ class DeviceBackend : public executorch::runtime::BackendInterface {
   /// The delegate backend id this backend serves.
   virtual const char* id() const = 0;
   /// Whether this backend's delegates run on the device `server` serves.
-  virtual bool runs_on(const CountingDeviceAllocator& server) const = 0;
+  virtual bool runs_on(const executorch::runtime::DeviceAllocator& server) const = 0;
 
   /// Puts the state of `session` back to its start (zeros, then each
   /// state's initial value, through counted h2d copies). Default: the
@@ -129,12 +130,15 @@ ET_NODISCARD Registration register_device_backend(DeviceBackend& backend, execut
 /// snapshot). Never fails; any thread.
 std::vector<DeviceBackend*> registered_device_backends();
 
-/// For a delegate backend id a load check refused on a device: when it is
-/// one of et-copy's own backends, not registered, and would run on the
-/// allocator serving CUDA once registered, what registers it
-/// ("backend 'AotiDeviceBackend' is not registered: call
+/// For a delegate backend id a load check refused on a device, what to do
+/// about it when it is one of et-copy's own backends: when it is not
+/// registered and would run on the allocator serving CUDA once registered,
+/// what registers it ("backend 'AotiDeviceBackend' is not registered: call
 /// et_copy.use_aoti_backend() (C++: et_copy::register_aoti_backend())
-/// before loading"); else empty.
-std::string missing_registration(const std::string& id);
+/// before loading"); when it cannot run on that allocator, which ones it
+/// runs on and who serves CUDA ("backend 'SimulatedDeviceBackend' runs on
+/// et-copy's simulated device only (...), and cuda is served by another
+/// library's allocator"). Else empty. Any thread.
+std::string backend_hint(const std::string& id);
 
 } // namespace et_copy

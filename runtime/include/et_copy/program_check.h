@@ -106,10 +106,11 @@ inline constexpr const char* kCudaBackendId = "CudaBackend";
  * DeviceAllocator registered for `type` (executorch::runtime::
  * get_device_allocator). They are the registered device backends
  * (registered_device_backends(), device_backend.h) whose runs_on accepts
- * that allocator, in registration order, and kCudaBackendId when it is
- * et-copy's CudaDeviceAllocator ("cuda"). Empty for CPU, when no allocator
- * is registered for `type`, or when it is not one of et-copy's (nothing is
- * known to run on that device).
+ * that allocator (et-copy's or another library's), in registration order,
+ * and kCudaBackendId when `type` is CUDA and a GPU serves it: et-copy's
+ * CudaDeviceAllocator ("cuda") or another library's allocator (upstream's
+ * CUDA backend registers its own), not the simulated device. Empty for CPU
+ * and when no allocator is registered for `type`.
  *
  * Threading: reads the allocator registry and et-copy's backend table;
  * any thread.

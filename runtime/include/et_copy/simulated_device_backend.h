@@ -53,8 +53,10 @@ class SimulatedDeviceBackend final : public DeviceBackend {
  public:
   /// kSimulatedDeviceBackend.
   const char* id() const override;
-  /// True for the simulated allocator (name() "simulated").
-  bool runs_on(const CountingDeviceAllocator& server) const override;
+  /// True for the simulated allocator only: its processor reads device
+  /// memory through the host alias, which a GPU's (et-copy's CUDA
+  /// allocator's or another library's) does not have.
+  bool runs_on(const executorch::runtime::DeviceAllocator& server) const override;
   bool is_available() const override;
   ET_NODISCARD executorch::runtime::Result<executorch::runtime::DelegateHandle*> init(
       executorch::runtime::BackendInitContext& context, executorch::runtime::FreeableBuffer* processed,

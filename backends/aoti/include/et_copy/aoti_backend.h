@@ -4,7 +4,9 @@
 // .so; the backend runs it with libtorch's own AOTI runtime, over device
 // memory, through torch's C ABI only: compiled for the CPU on the simulated
 // device (the model reads and writes device memory through its host alias,
-// as the simulated device's processor), for CUDA on et-copy's CUDA allocator.
+// as the simulated device's processor), for CUDA on a GPU, served by
+// et-copy's CUDA allocator or another library's (upstream ExecuTorch's CUDA
+// backend registers its own when its library loads).
 //
 // Library et_copy_aoti (backends/aoti): links et_copy_runtime and libtorch's
 // C shim libraries (torch_cpu, c10); runtime/ stays free of libtorch.
@@ -35,8 +37,9 @@ inline constexpr int kDefaultThreads = 1;
  *
  * init() parses the record and refuses (DelegateInvalidCompatibility,
  * logged naming both sides): a payload that is not `aoti`; target `cpu`
- * unless et-copy's simulated allocator serves CUDA, target `cuda` unless
- * et-copy's CUDA allocator does; a torch version other than
+ * unless et-copy's simulated allocator serves CUDA, target `cuda` unless a
+ * GPU's allocator does (et-copy's CUDA allocator or another library's: not
+ * the simulated one, nor none); a torch version other than
  * aoti_torch_version(); a model whose inputs, outputs or constants do not
  * match the record's io and weight/state lines. It loads the .so from an
  * anonymous file once per content (never unloaded), creates one model
@@ -49,8 +52,9 @@ inline constexpr int kDefaultThreads = 1;
  * updates state in place. The runtime spec "threads" (kThreadsSpec, an int
  * of at least 1; kDefaultThreads without it) is the intra-op thread count
  * every execute of the handle runs the model with; another value is
- * InvalidArgument. NotFound / NotSupported when nothing or another
- * allocator serves CUDA or the named data lacks a weight; InvalidProgram
+ * InvalidArgument. NotFound when nothing serves CUDA or the named data
+ * lacks a weight; the allocator's error when it cannot give or fill the
+ * weights' memory; InvalidProgram
  * when methods of one session disagree on the arena.
  *
  * execute() takes the record's inputs then outputs; every tensor argument
@@ -75,8 +79,9 @@ class AotiDeviceBackend final : public DeviceBackend {
  public:
   /// kAotiDeviceBackend.
   const char* id() const override;
-  /// The simulated allocator (code compiled for the CPU) and et-copy's CUDA allocator.
-  bool runs_on(const CountingDeviceAllocator& server) const override;
+  /// The simulated allocator (code compiled for the CPU) and any other
+  /// allocator serving CUDA: et-copy's CUDA allocator or another library's.
+  bool runs_on(const executorch::runtime::DeviceAllocator& server) const override;
   bool is_available() const override;
   ET_NODISCARD executorch::runtime::Result<executorch::runtime::DelegateHandle*> init(
       executorch::runtime::BackendInitContext& context, executorch::runtime::FreeableBuffer* processed,
