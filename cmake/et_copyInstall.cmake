@@ -69,6 +69,7 @@ set(_et_copy_headers
   llm_methods.h
   loaded_method.h
   loaded_program.h
+  planned_buffer.h
   log_capture.h
   program_check.h
   program_record.h

@@ -206,6 +206,9 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # named state beside et_copy's record refused.
     # The pool decides whether the registered _d2h_copy.out is et-copy's (a foreign one: outputs copied out).
     # The device-backend gtest: a session's specs, its state held in a backend, and reset going to it.
+    # Planned buffers: a method's buffers on the devices it names (the loaded-method gtest), an absurd size
+    # refused as a failed allocation (test_address_space_refused), then et_copy.runtime's checks.
+    ("runtime/*/planned_buffer.*", ("cpp:et_copy_test_loaded_method", P_ADDRESS_SPACE, *PY_RUNTIME)),
     ("runtime/*/sessions.*", (
         "cpp:et_copy_test_loaded_method:LoadedMethod.AnOutputIsWrittenInTheCallersMemoryOnlyWhenEtCopysOwnD2hKernelFillsIt",
         "cpp:et_copy_test_device_backend", "py:tests/python/test_state_arena_edges.py", T_TRACER, *PY_RUNTIME,

@@ -1,5 +1,8 @@
 #include "copy_lanes.h"
 
+#include <algorithm>
+#include <cstring>
+
 namespace et_copy {
 namespace cuda_internal {
 
@@ -69,6 +72,69 @@ void LanePool::release(Lane* lane, bool healthy) {
     --live_; // leaked on purpose, see the header
   }
   freed_.notify_one();
+}
+
+Error staged_h2d(Lane& lane, char* dst, const char* src, size_t nbytes) {
+  const size_t chunk = lane.chunk_bytes;
+  size_t i = 0;
+  for (size_t off = 0; off < nbytes; off += chunk, ++i) {
+    const size_t len = std::min(chunk, nbytes - off);
+    const int b = static_cast<int>(i & 1);
+    if (i >= 2) {
+      Error err = check(cudaEventSynchronize(lane.done[b]), "cudaEventSynchronize", lane.device);
+      if (err != Error::Ok) {
+        return err;
+      }
+    }
+    std::memcpy(lane.staging[b], src + off, len);
+    Error err = check(cudaMemcpyAsync(dst + off, lane.staging[b], len, cudaMemcpyHostToDevice, lane.stream),
+                      "cudaMemcpyAsync (host to device, staged)", lane.device);
+    if (err == Error::Ok) {
+      err = check(cudaEventRecord(lane.done[b], lane.stream), "cudaEventRecord", lane.device);
+    }
+    if (err != Error::Ok) {
+      return err;
+    }
+  }
+  return Error::Ok;
+}
+
+Error staged_d2h(Lane& lane, char* dst, const char* src, size_t nbytes) {
+  const size_t chunk = lane.chunk_bytes;
+  const size_t chunks = (nbytes + chunk - 1) / chunk;
+  auto issue = [&](size_t i) {
+    const int b = static_cast<int>(i & 1);
+    const size_t off = i * chunk;
+    const size_t len = std::min(chunk, nbytes - off);
+    Error err = check(cudaMemcpyAsync(lane.staging[b], src + off, len, cudaMemcpyDeviceToHost, lane.stream),
+                      "cudaMemcpyAsync (device to host, staged)", lane.device);
+    if (err == Error::Ok) {
+      err = check(cudaEventRecord(lane.done[b], lane.stream), "cudaEventRecord", lane.device);
+    }
+    return err;
+  };
+  for (size_t i = 0; i < std::min<size_t>(chunks, 2); ++i) {
+    Error err = issue(i);
+    if (err != Error::Ok) {
+      return err;
+    }
+  }
+  for (size_t i = 0; i < chunks; ++i) {
+    const int b = static_cast<int>(i & 1);
+    Error err = check(cudaEventSynchronize(lane.done[b]), "cudaEventSynchronize", lane.device);
+    if (err != Error::Ok) {
+      return err;
+    }
+    const size_t off = i * chunk;
+    std::memcpy(dst + off, lane.staging[b], std::min(chunk, nbytes - off));
+    if (i + 2 < chunks) {
+      err = issue(i + 2);
+      if (err != Error::Ok) {
+        return err;
+      }
+    }
+  }
+  return Error::Ok;
 }
 
 } // namespace cuda_internal

@@ -1,7 +1,8 @@
 // Copy lanes: each is one blocking CUDA stream plus (made on first need) two
 // pinned staging buffers with an event each. A copy takes a lane for its
 // whole duration, so copies on different threads overlap on different
-// streams and never share a staging buffer.
+// streams and never share a staging buffer. The staged copies of pageable
+// memory through a lane are here too.
 #pragma once
 
 #include <condition_variable>
@@ -52,6 +53,17 @@ class LanePool {
   int live_ = 0;
   const int max_lanes_;
 };
+
+/// Pageable host -> device through the lane's pinned staging, chunked and
+/// double-buffered: the host memcpy of chunk i+1 overlaps the DMA of chunk
+/// i; a buffer is refilled only after the event recorded after its last DMA
+/// has fired. Queued on the lane's stream; the caller drains it.
+ET_NODISCARD Error staged_h2d(Lane& lane, char* dst, const char* src, size_t nbytes);
+
+/// Device -> pageable host through the lane's pinned staging: two chunks in
+/// flight; chunk i+2 reuses chunk i's buffer only after chunk i has been
+/// copied out of it. Complete when it returns.
+ET_NODISCARD Error staged_d2h(Lane& lane, char* dst, const char* src, size_t nbytes);
 
 } // namespace cuda_internal
 } // namespace et_copy

@@ -67,39 +67,10 @@
 
 #include <et_copy/device_backend.h>
 #include <et_copy/failure_report.h>
+#include <et_copy/planned_buffer.h>
 #include <et_copy/program_record.h>
 
 namespace et_copy {
-
-/// One planned buffer's memory: host bytes, or a DeviceMemoryBuffer from
-/// the registered DeviceAllocator.
-class PlannedBuffer {
- public:
-  /// Allocates `nbytes` on `device`. Fails with the allocator's error (or
-  /// NotFound when no DeviceAllocator serves the device type), and with
-  /// MemoryAllocationFailed when the host has no `nbytes` to give: a size
-  /// read from program bytes may be absurd, and must not throw.
-  ET_NODISCARD static executorch::runtime::Result<PlannedBuffer> create(size_t nbytes,
-                                                                        executorch::runtime::etensor::Device device);
-  executorch::runtime::Span<uint8_t> span() const {
-    return span_;
-  }
-  executorch::runtime::etensor::Device device() const {
-    return device_;
-  }
-
- private:
-  // calloc'd: zeros without touching the pages until they are used.
-  struct FreeHost {
-    void operator()(uint8_t* p) const noexcept {
-      std::free(p);
-    }
-  };
-  std::unique_ptr<uint8_t, FreeHost> host_;
-  executorch::runtime::DeviceMemoryBuffer device_memory_;
-  executorch::runtime::Span<uint8_t> span_;
-  executorch::runtime::etensor::Device device_{executorch::runtime::etensor::DeviceType::CPU, 0};
-};
 
 class Session;
 class LoadedMethod;
