@@ -2,7 +2,7 @@
 (test_runtime.py, test_runtime_checks.py), exported in a child process
 (importing executorch.exir changes torch.library state).
 
-With ET_COPY_PROGRAM_CACHE set (scripts/mutation.py sets it), the programs
+With ET_COPY_PROGRAM_CACHE set (tools/mutation/mutation.py sets it), the programs
 are exported once into that folder, keyed by the export script's hash, and
 reused: exporting takes longer than the tests that run them, and a mutation
 run reruns these tests once per mutant.

@@ -1,7 +1,7 @@
 """et_copy.llm's rules that need no exported program: the tiny models, the
 wrapper run eagerly against transformers, the settings export_llm,
 StatefulCausalLM and the generate command refuse before exporting. Seconds,
-not minutes: scripts/mutant_targets.py runs these first for llm/'s mutants,
+not minutes: tools/mutation/mutant_targets.py runs these first for llm/'s mutants,
 before the tests that export (test_llm.py)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""scripts/mutant_coverage.py's judgement, without a build: which lines a run
+"""tools/mutation/mutant_coverage.py's judgement, without a build: which lines a run
 executed decides which mutants are unreached, through their row's tests only,
 and paths from gcov and coverage.py map back to the repository's files. The
 instrumented run itself is by hand (docs/reliability.md, "Mutation testing")."""
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(REPO / "tools" / "mutation"))
 
 import mutant_coverage as mc  # noqa: E402
 from listed_mutants import Mutant  # noqa: E402

@@ -1,4 +1,4 @@
-"""scripts/mutant_generator.py: each operator mutates the sites it names and
+"""tools/mutation/mutant_generator.py: each operator mutates the sites it names and
 leaves comments, strings, preprocessor lines, template brackets and rvalue
 references alone; ids are stable; a sample is the same for the same seed;
 and mutation.py's score interval is Wilson's."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tools" / "mutation"))
 
 import mutant_generator as gen  # noqa: E402
 import mutation  # noqa: E402

@@ -1,4 +1,4 @@
-"""scripts/mutation.py cannot rot: every mutant in its list still applies to
+"""tools/mutation/mutation.py cannot rot: every mutant in its list still applies to
 the code it names, every core file has tests for its generated mutants, and
 a smoke run (3 listed and a fixed-seed sample of 3 generated Python-level
 mutants against the installed extension, no C++ build) kills each one,
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
-SCRIPT = REPO / "scripts" / "mutation.py"
+SCRIPT = REPO / "tools" / "mutation" / "mutation.py"
 
 
 def test_every_mutant_applies_to_exactly_one_line_of_its_file():

@@ -1,6 +1,6 @@
-"""Which tests a generated mutant of each file runs (scripts/mutant_generator.py).
+"""Which tests a generated mutant of each file runs (tools/mutation/mutant_generator.py).
 
-A hand-written mutant names its own tests (scripts/listed_mutants.py); a generated
+A hand-written mutant names its own tests (tools/mutation/listed_mutants.py); a generated
 one takes its file's row here: the first pattern (fnmatch) that matches.
 List the narrowest suites that assert what the file does, fastest first
 (pytest runs with -x, so a killed mutant stops at the first failure; only a
@@ -364,7 +364,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/et_copy/llm/__init__.py", (P_LLM_UNITS, *P_LLM_EAGER)),
     # The compiled partition's weight reads: the graph rewrite and both checks, no compile (seconds).
     ("python/et_copy/_constant_reads.py", P_CONSTANT_READS),
-    # ---- outside the generator's scope today (scripts/mutant_generator.py's SCOPE); what covers them --------------
+    # ---- outside the generator's scope today (tools/mutation/mutant_generator.py's SCOPE); what covers them ----
     # The compiled backend's code checks: digest, then trust, before the payload is loaded.
     ("backends/aoti/src/code_trust.*", (P_AOTI_TRUST, P_AOTI_UNTRUSTED)),
     ("backends/aoti/include/et_copy/code_trust.h", (P_AOTI_TRUST, P_AOTI_UNTRUSTED)),

@@ -1,6 +1,6 @@
 """Generated mutants: a fixed operator set applied to every site of a file.
 
-scripts/listed_mutants.py holds hand-picked slips; this module produces the
+tools/mutation/listed_mutants.py holds hand-picked slips; this module produces the
 mechanical ones, so a score is a sample of every site rather than of the
 sites someone thought of. The operators (OPERATORS) are:
 
@@ -24,7 +24,7 @@ spaces clang-format puts on both sides of a binary operator
 Why our own and not mutmut, cosmic-ray or universalmutator: the first two
 mutate Python only and run their own test loop; universalmutator's regular
 expressions mutate inside comments and strings and write whole mutant
-files. Here each mutant is an edit the runner of scripts/mutation.py
+files. Here each mutant is an edit the runner of tools/mutation/mutation.py
 applies to its scratch tree, so generated mutants share its incremental
 build, its per-file tests and its baseline check.
 
@@ -51,7 +51,7 @@ from pathlib import Path
 OPERATORS = ("rel", "eq", "logic", "negate", "int+1", "int-1", "drop-exit")
 
 # Where generated mutants are drawn from (the core); tests for each file are
-# in scripts/mutant_targets.py.
+# in tools/mutation/mutant_targets.py.
 SCOPE = (
     "runtime/src/",
     "runtime/include/",

@@ -1,4 +1,4 @@
-"""The mutants scripts/mutation.py plants, one at a time.
+"""The mutants tools/mutation/mutation.py plants, one at a time.
 
 A mutant replaces `old` (a piece of exactly one line, found exactly once in
 `file`) with `new`, and names the tests that should notice:
@@ -9,8 +9,8 @@ A mutant replaces `old` (a piece of exactly one line, found exactly once in
 To add one: pick a plausible slip (an edge off by one, a dropped or inverted
 check, the wrong argument named, a counter left alone), add a Mutant below
 with a short id prefixed by its area, list the narrowest tests that assert
-the behaviour it breaks, and run `python scripts/mutation.py --check` (it
-applies) and `python scripts/mutation.py <id>` (it is killed). If no test
+the behaviour it breaks, and run `python tools/mutation/mutation.py --check` (it
+applies) and `python tools/mutation/mutation.py <id>` (it is killed). If no test
 kills it, write one from the rule the code implements, not from the mutant.
 If the program cannot behave differently, give `equivalent` a sentence
 saying why; equivalent mutants are listed and not run.
@@ -29,7 +29,7 @@ class Mutant:
     new: str
     tests: tuple[str, ...]
     equivalent: str = ""
-    # Generated mutants (scripts/mutant_generator.py) carry their edits at
+    # Generated mutants (tools/mutation/mutant_generator.py) carry their edits at
     # fixed offsets instead of a unique `old`, and their operator.
     edits: tuple = ()
     operator: str = ""
@@ -57,6 +57,7 @@ SPEC = "python/bindings/tensor_spec.cpp"
 LAYOUT = "runtime/include/et_copy/tensor_layout.h"
 COPIES = "python/bindings/copies.cpp"
 PROGRAM = "python/bindings/program.cpp"
+EXECUTE = "python/bindings/execute.cpp"
 METHOD_IO = "python/bindings/method_io.cpp"
 TENSORS = "python/et_copy/_tensors.py"
 DEVICE = "python/et_copy/_device.py"
@@ -317,9 +318,9 @@ MUTANTS: list[Mutant] = [
       "const bool is_dense = dense_strides(dense) && "
       "std::equal(spec.strides, spec.strides + spec.rank, dense.strides);",
       "const bool is_dense = true;", *PY_RUNTIME),
-    M("io-too-many-inputs-accepted", PROGRAM, "if (in.size() != io.inputs.size()) {",
+    M("io-too-many-inputs-accepted", EXECUTE, "if (in.size() != io.inputs.size()) {",
       "if (in.size() < io.inputs.size()) {", *PY_RUNTIME),
-    M("io-outputs-count-unchecked", PROGRAM, "if (out.size() != io.outputs.size()) {",
+    M("io-outputs-count-unchecked", EXECUTE, "if (out.size() != io.outputs.size()) {",
       "if (out.size() < io.outputs.size()) {", *PY_RUNTIME),
     # ---- _tensors and _device (Python) --------------------------------------------
     M("tensors-empty-drops-dynamic", TENSORS, "dim_order, dynamic, _ALIGNMENT)", "dim_order, False, _ALIGNMENT)",
@@ -336,7 +337,7 @@ MUTANTS: list[Mutant] = [
 SMOKE = ("tensors-empty-drops-dynamic", "tensors-quantized-permutation-not-inverted", "device-index-127-refused")
 
 # Why each listed mutant is written by hand: what it does that no operator of
-# scripts/mutant_generator.py produces. (A listed mutant an operator does
+# tools/mutation/mutant_generator.py produces. (A listed mutant an operator does
 # produce needs no entry: `mutation.py --check` names its operator, and it
 # stays for the narrow test it names.)
 DROP = "drops one clause of a compound condition (no operator removes a clause)"

@@ -1,6 +1,6 @@
 """Generated mutants that cannot change what the program does.
 
-scripts/mutation.py reports a generated mutant that matches an entry here
+tools/mutation/mutation.py reports a generated mutant that matches an entry here
 as `equivalent` (listed with the reason, not run, not counted). An entry
 names the file, the operator, the line's text as it stands (stripped, so
 the entry survives lines moving) and, when that operator has several sites
@@ -319,11 +319,11 @@ EQUIVALENT: list[Equivalent] = [
                "wrote its words there first (a device count read again on every thread included), so || takes "
                "the same words as &&"),
     # The debug buffer's slack for its 64-byte alignment: operator new already aligns to 16.
-    Equivalent("python/bindings/program.cpp", "int-1",
-               "lp.debug_storage.resize(options.debug_buffer_size + kDebugBufferAlignment - 1);",
+    Equivalent("python/bindings/etdump.cpp", "int-1",
+               "lp.debug_storage.resize(debug_buffer_size + kDebugBufferAlignment - 1);",
                "64 bytes of slack instead of 63 only leave one byte more unused after the aligned buffer"),
-    Equivalent("python/bindings/program.cpp", "int+1",
-               "lp.debug_storage.resize(options.debug_buffer_size + kDebugBufferAlignment - 1);",
+    Equivalent("python/bindings/etdump.cpp", "int+1",
+               "lp.debug_storage.resize(debug_buffer_size + kDebugBufferAlignment - 1);",
                "operator new aligns the storage to __STDCPP_DEFAULT_NEW_ALIGNMENT__ (16 on x86-64 and aarch64), so "
                "the padding to the next 64-byte boundary is at most 48 bytes, and 62 bytes of slack hold it as 63 do"),
     Equivalent("python/bindings/copies.cpp", "int+1", "constexpr size_t kReleaseGilFromBytes = 64 * 1024;",
@@ -404,10 +404,10 @@ EQUIVALENT: list[Equivalent] = [
                "shared_expert_intermediate_size=32,",
                "intermediate_size sizes only Qwen2-MoE's dense layers, and this tiny model has none: every layer is "
                "sparse (mlp_only_layers empty, decoder_sparse_step 1), so its value is never read", site=0),
-    Equivalent("python/bindings/program.cpp", "int+1", "e[\"tag\"] = tag.ok() ? static_cast<int>(*tag) : -1;",
+    Equivalent("python/bindings/method_meta.cpp", "int+1", "e[\"tag\"] = tag.ok() ? static_cast<int>(*tag) : -1;",
                "input_tag/output_tag of an index below the method's count fails only for a value index past the "
                "values, which check_program_indices refused when the program loaded"),
-    Equivalent("python/bindings/program.cpp", "int-1", "e[\"tag\"] = tag.ok() ? static_cast<int>(*tag) : -1;",
+    Equivalent("python/bindings/method_meta.cpp", "int-1", "e[\"tag\"] = tag.ok() ? static_cast<int>(*tag) : -1;",
                "input_tag/output_tag of an index below the method's count fails only for a value index past the "
                "values, which check_program_indices refused when the program loaded"),
     Equivalent("runtime/src/counting_device_allocator.cpp", "rel",
@@ -465,15 +465,10 @@ EQUIVALENT: list[Equivalent] = [
                "PyBytes_AsStringAndSize with a size pointer fails only for a non-bytes object"),
     # ETDump's set_debug_buffer fails only for BufferDataSink::create's alignment check (a power of two), and
     # it passes the default alignment of 64.
-    Equivalent("python/bindings/program.cpp", "drop-exit",
+    Equivalent("python/bindings/etdump.cpp", "drop-exit",
                "throw Failure(set.error(), \"et_copy.runtime: enable_etdump: ETDump refused the debug buffer of \" +",
                "ETDumpGen::set_debug_buffer fails only when BufferDataSink::create is given an alignment that is "
                "not a power of two, and it always passes the default 64"),
-    Equivalent("python/bindings/program.cpp", "drop-exit",
-               "throw Failure(Error::NotSupported, what + \": enable_etdump: this et_copy was built without "
-               "ExecuTorch's etdump\");",
-               "compiled only when the ExecuTorch wheel ships no etdump library (python/CMakeLists.txt); the "
-               "pinned wheel ships it, so every build (the mutation build too) preprocesses this line away"),
     # DeviceBuffer's member defaults: each is written before it is read. The allocating constructor sets
     # index_; a slice sets offset_ and nbytes_ and reads its root's index; a root reads neither offset_ nor
     # nbytes_ (ptr() and nbytes() take its buffer's).
@@ -527,7 +522,7 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("runtime/src/simulated_device_allocator.cpp", "logic", "if (device < 0 || ptr == nullptr) {",
                "&& lets a missing device or a null pointer on to find(), which refuses both: no live allocation "
                "is on device -2, and none starts at or below address 0; the check only spares taking the lock"),
-    Equivalent("python/bindings/program.cpp", "drop-exit", 'throw Failure(r.error(), "cannot read " + what);',
+    Equivalent("python/bindings/method_meta.cpp", "drop-exit", 'throw Failure(r.error(), "cannot read " + what);',
                "read_in_range's callers ask only for planned buffers below num_memory_planned_buffers(), and "
                "MethodMeta's buffer size and device reads fail only past it, so the throw is never reached"),
     Equivalent("python/bindings/cuda.cpp", "int+1",
@@ -551,14 +546,14 @@ EQUIVALENT: list[Equivalent] = [
     # reader already read every plan's inputs, outputs and values (check_program_indices, read_places); so
     # method_io_devices, reading the same bytes with the same reader, cannot fail, and its lists hold one
     # device per input, output and attribute (MethodMeta::num_attributes' rule): i < list.size() always holds.
-    Equivalent("python/bindings/program.cpp", "rel",
+    Equivalent("python/bindings/method_meta.cpp", "rel",
                "return i < list.size() ? list[i] : et::Device(et::DeviceType::CPU, 0);",
                "i <= size differs only at i == size, and every caller's i is below a count equal to the list's "
                "size for any program that loaded (see above), so the CPU fallback is never taken either way"),
-    Equivalent("python/bindings/program.cpp", "int+1",
+    Equivalent("python/bindings/method_meta.cpp", "int+1",
                "return i < list.size() ? list[i] : et::Device(et::DeviceType::CPU, 0);",
                "the fallback's index: never taken, since i is below the list's size for any program that loaded"),
-    Equivalent("python/bindings/program.cpp", "rel", "for (size_t i = 0; i < meta.num_attributes(); ++i) {",
+    Equivalent("python/bindings/method_meta.cpp", "rel", "for (size_t i = 0; i < meta.num_attributes(); ++i) {",
                "one index past the last: MethodMeta::attribute_tensor_meta refuses an index >= num_attributes() "
                "with an Error, which the loop skips (as method_names' loop), so the list is the same"),
     Equivalent("python/bindings/program.cpp", "rel",

@@ -5,7 +5,7 @@ A mutant on a line its tests never execute survives whatever it changes, so
 the lines no row reaches are the class of survivors that a fresh sample
 keeps finding one at a time. This tool finds all of them at once:
 
-1. builds the tree of scripts/mutation.py instrumented for gcov
+1. builds the tree of tools/mutation/mutation.py instrumented for gcov
    (build/coverage by default: runtime, C++ tests, the extension);
 2. runs each test of every chosen mutant's row once (GoogleTest executables
    directly; pytest under coverage.py, one process per test file), and keeps
@@ -14,12 +14,12 @@ keeps finding one at a time. This tool finds all of them at once:
    lines it changes, and prints the unreached ones by file and line.
 
 Unreached does not mean untestable: a new test, or a test already written
-but missing from the file's row in scripts/mutant_targets.py, reaches it.
+but missing from the file's row in tools/mutation/mutant_targets.py, reaches it.
 A reached mutant may still survive; this finds the unreached ones only.
 
-    python scripts/mutant_coverage.py                       # every generated mutant (~40 min on 2 cores)
-    python scripts/mutant_coverage.py python/bindings/      # the mutants whose id starts so
-    python scripts/mutant_coverage.py --report              # the last run's lines, without running again
+    python tools/mutation/mutant_coverage.py                       # every generated mutant (~40 min on 2 cores)
+    python tools/mutation/mutant_coverage.py python/bindings/      # the mutants whose id starts so
+    python tools/mutation/mutant_coverage.py --report              # the last run's lines, without running again
 
 A run measured before is measured again only when its tests changed, or the
 core's sources did (a fingerprint of them is saved with the lines), so after
