@@ -1,14 +1,14 @@
 # Install rules and the exported CMake package et_copy, so an executor can
 #   find_package(et_copy 0.1 CONFIG REQUIRED)
-#   target_link_libraries(app PRIVATE et_copy::runtime)   # + et_copy::cuda
+#   target_link_libraries(app PRIVATE et_copy::runtime)   # + et_copy::cuda, et_copy::aoti
 #
 # Layouts:
 #  - inside the Python wheel (scikit-build-core): everything under et_copy/
 #    in site-packages, beside the Python package and next to executorch/,
 #    which the package config looks for relative to its own location;
 #  - a plain `cmake --install`: the usual lib/, include/, lib/cmake/et_copy.
-# With add_subdirectory the targets et_copy::runtime and et_copy::cuda exist
-# as aliases and nothing here is needed; ET_COPY_INSTALL defaults OFF then.
+# With add_subdirectory the targets et_copy::runtime, et_copy::cuda and
+# et_copy::aoti exist as aliases and nothing here is needed; ET_COPY_INSTALL defaults OFF then.
 
 include(CMakePackageConfigHelpers)
 
@@ -54,6 +54,34 @@ if(TARGET et_copy_cuda)
   install(EXPORT et_copyCudaTargets
     NAMESPACE et_copy::
     DESTINATION ${ET_COPY_INSTALL_CMAKEDIR})
+endif()
+
+# The compiled backend is its own export set too: it links libtorch, which
+# the package config finds on the consumer's machine (the torch this build
+# used may be a deleted build-isolation folder), so a consumer without torch
+# can still use et_copy::runtime.
+set(ET_COPY_PACKAGE_HAS_AOTI OFF)
+set(ET_COPY_PACKAGE_TORCH_VERSION "")
+set(ET_COPY_PACKAGE_TORCH_ROOT "")
+if(TARGET et_copy_aoti)
+  set(ET_COPY_PACKAGE_HAS_AOTI ON)
+  install(TARGETS et_copy_aoti
+    EXPORT et_copyAotiTargets
+    ARCHIVE DESTINATION ${ET_COPY_INSTALL_LIBDIR}
+    INCLUDES DESTINATION ${ET_COPY_INSTALL_INCLUDEDIR})
+  install(EXPORT et_copyAotiTargets
+    NAMESPACE et_copy::
+    DESTINATION ${ET_COPY_INSTALL_CMAKEDIR})
+  install(FILES
+    ${PROJECT_SOURCE_DIR}/backends/aoti/include/et_copy/aoti_backend.h
+    ${PROJECT_SOURCE_DIR}/backends/aoti/include/et_copy/code_trust.h
+    DESTINATION ${ET_COPY_INSTALL_INCLUDEDIR}/et_copy)
+  get_target_property(ET_COPY_PACKAGE_TORCH_VERSION et_copy_aoti ET_COPY_TORCH_VERSION)
+  # As for executorch below: a plain install remembers where torch was, a
+  # wheel looks beside itself in site-packages.
+  if(NOT SKBUILD)
+    get_target_property(ET_COPY_PACKAGE_TORCH_ROOT et_copy_aoti ET_COPY_TORCH_ROOT)
+  endif()
 endif()
 
 set(_et_copy_headers
@@ -104,6 +132,10 @@ configure_package_config_file(
   ${PROJECT_SOURCE_DIR}/cmake/et_copyConfig.cmake.in
   ${PROJECT_BINARY_DIR}/et_copyConfig.cmake
   INSTALL_DESTINATION ${ET_COPY_INSTALL_CMAKEDIR})
+if(ET_COPY_PACKAGE_HAS_AOTI)
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/et_copyTorch.cmake.in ${PROJECT_BINARY_DIR}/et_copyTorch.cmake @ONLY)
+  install(FILES ${PROJECT_BINARY_DIR}/et_copyTorch.cmake DESTINATION ${ET_COPY_INSTALL_CMAKEDIR})
+endif()
 # 0.x releases break between minors, so 0.1 accepts 0.1.* only.
 write_basic_package_version_file(
   ${PROJECT_BINARY_DIR}/et_copyConfigVersion.cmake

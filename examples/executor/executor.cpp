@@ -5,7 +5,9 @@
 // names globally themselves, so et-copy's kernels are handed to the method
 // instead (et_copy::method_kernels()). It serves CUDA with the simulated
 // device and registers its backend, SimulatedDeviceBackend, in which device
-// programs compute. The program loads and runs through et_copy's one path
+// programs compute, and AotiDeviceBackend (compiled code, backend="aoti")
+// when the program names it and et_copy::aoti was linked. The program loads
+// and runs through et_copy's one path
 // (et_copy::LoadedProgram, et_copy::LoadedMethod::execute), which refuses
 // at load any program whose host would touch device memory
 // (et_copy::check_device_access): a GPU could not run it.
@@ -15,6 +17,8 @@
 //                                            external_weights=True (mmapped, as the .pte)
 //       [--verify-data]                      check each weight against its content key as it
 //                                            is copied to the device (LoadOptions::verify_data)
+//       [--trust-code]                       run compiled code this machine did not compile
+//                                            (LoadOptions::trust_code; code_trust.h)
 //       [--global-kernels]                   use the registry's et_copy kernels
 //       [--generate N --prompt T,T,...]...   an LLM of et_copy.llm: N tokens greedily per
 //                                            prompt, each in its own session
@@ -48,6 +52,7 @@
 
 #include "generate.h"
 #include "host_outputs.h"
+#include "named_backends.h"
 
 #include <et_copy/copy_ops.h>
 #include <et_copy/counting_device_allocator.h>
@@ -87,13 +92,15 @@ struct Options {
   bool require_copies = false;
   bool global_kernels = false;
   bool verify_data = false;
+  bool trust_code = false;
   int generate_count = 0;
   std::vector<std::vector<int64_t>> prompts;
   std::vector<std::string> loads;
 };
 
 const char kUsage[] =
-    "usage: et_copy_executor MODEL.pte [--data MODEL.ptd] [--verify-data] [--method NAME] [--cuda] [--load LIB]...\n"
+    "usage: et_copy_executor MODEL.pte [--data MODEL.ptd] [--verify-data] [--trust-code] [--method NAME] [--cuda]\n"
+    "         [--load LIB]...\n"
     "         [--global-kernels]\n"
     "         [--input FILE]... | [--seed N]   (raw bytes per input, or generated)\n"
     "         [--save-inputs DIR] [--output FILE]... [--expect FILE]...\n"
@@ -159,6 +166,8 @@ bool parse(int argc, char** argv, Options* o) {
       o->global_kernels = true;
     } else if (a == "--verify-data") {
       o->verify_data = true;
+    } else if (a == "--trust-code") {
+      o->trust_code = true;
     } else if (a == "--require-copies") {
       o->require_copies = true;
     } else if (a == "-h" || a == "--help") {
@@ -167,6 +176,11 @@ bool parse(int argc, char** argv, Options* o) {
       std::puts("--cuda: available (linked with et_copy::cuda)");
 #else
       std::puts("--cuda: unavailable (built without et_copy::cuda)");
+#endif
+#ifdef ET_COPY_EXECUTOR_WITH_AOTI
+      std::puts("aoti: available (linked with et_copy::aoti)");
+#else
+      std::puts("aoti: unavailable (built without et_copy::aoti)");
 #endif
       std::exit(0);
     } else if (!a.empty() && a[0] == '-') {
@@ -337,6 +351,7 @@ int fail(const std::string& where, const et_copy::FailureReport& report) {
     std::fprintf(stderr, "et_copy_executor: it stopped at instruction %s (%s)\n", report.instruction.c_str(),
                  report.op.empty() ? "?" : report.op.c_str());
   }
+  hint_trust_code(report);
   return 2;
 }
 
@@ -358,6 +373,7 @@ int run(const Options& opt) {
   // every operator.
   et_copy::LoadOptions load_options;
   load_options.verify_data = opt.verify_data;
+  load_options.trust_code = opt.trust_code;
   if (opt.global_kernels) {
     for (const auto& k : et_copy::register_kernels()) {
       std::printf("kernel %s: %s\n", k.op_name, et_copy::registration_name(k.outcome));
@@ -370,7 +386,7 @@ int run(const Options& opt) {
     std::printf("kernels: et_copy's, method-scoped (%zu operators listed)\n", load_options.kernels.size());
   }
   et_copy::CountingDeviceAllocator* alloc = nullptr;
-  if (!register_device(opt.cuda, &alloc)) {
+  if (!register_device(opt.cuda, &alloc) || !register_named_backends(opt.model)) {
     return 2;
   }
 

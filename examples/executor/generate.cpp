@@ -1,5 +1,6 @@
 #include "generate.h"
 #include "host_outputs.h"
+#include "named_backends.h"
 
 #include <algorithm>
 #include <chrono>
@@ -27,6 +28,7 @@ int fail(const std::string& what, const et_copy::FailureReport& report) {
   if (!report.instruction.empty()) {
     std::fprintf(stderr, "  at instruction %s (%s)\n", report.instruction.c_str(), report.op.c_str());
   }
+  hint_trust_code(report);
   return 2;
 }
 

@@ -1,8 +1,9 @@
 // et_copy::check_program_indices on bytes no program should hold: an index
 // out of range is named, and garbage of any length is rejected without a
 // read outside the buffer (the sanitizer build runs this too). And
-// et_copy::instruction_operator on real programs (tests/cpp/programs), on
-// hand-built edge cases, and on their truncations and garbage.
+// et_copy::instruction_operator and delegate_backend_ids on real programs
+// (tests/cpp/programs), on hand-built edge cases, and on their truncations
+// and garbage.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -506,6 +507,48 @@ TEST(InstructionOperator, SurvivesEveryTruncationBitFlipAndRandomBytes) {
     (void)op_of(junk, rng() % 2, rng() % 4);
   }
   EXPECT_EQ(et_copy::instruction_operator(nullptr, 0, "forward", 0, 0), "");
+}
+
+// ---- delegate_backend_ids ----------------------------------------------------
+
+std::vector<std::string> ids_of(const std::vector<uint8_t>& b) {
+  return et_copy::delegate_backend_ids(b.data(), b.size());
+}
+
+TEST(DelegateBackendIds, NamesTheBackendsOfARealProgramsDelegates) {
+  EXPECT_EQ(ids_of(read_program("add_relu_xnnpack.pte")), std::vector<std::string>{"XnnpackBackend"});
+  EXPECT_TRUE(ids_of(read_program("roundtrip.pte")).empty()); // two copies, no delegate
+}
+
+TEST(DelegateBackendIds, EachIdOnceInDelegateOrderWithoutEmptyOnesAndUpToANul) {
+  Plan p;
+  p.delegates = 5;
+  p.delegate_ids = {"SimulatedDeviceBackend", "", "AotiDeviceBackend", "SimulatedDeviceBackend",
+                    std::string("AotiDeviceBackend\0x", 19)};
+  EXPECT_EQ(ids_of(build(p)), (std::vector<std::string>{"SimulatedDeviceBackend", "AotiDeviceBackend"}));
+  p.delegates = 0;
+  p.delegate_ids = {};
+  EXPECT_TRUE(ids_of(build(p)).empty());
+}
+
+TEST(DelegateBackendIds, SurvivesEveryTruncationAndRandomBytes) {
+  const auto b = read_program("add_relu_xnnpack.pte");
+  ASSERT_FALSE(b.empty());
+  for (size_t n = 0; n < b.size(); ++n) {
+    // A copy of exactly n bytes, so a read past it is caught by ASan.
+    const std::vector<uint8_t> cut(b.begin(), b.begin() + n);
+    const auto got = ids_of(cut);
+    EXPECT_TRUE(got.empty() || got == std::vector<std::string>{"XnnpackBackend"}) << "cut at " << n;
+  }
+  std::mt19937 rng(13);
+  for (int i = 0; i < 2000; ++i) {
+    std::vector<uint8_t> junk(rng() % 256);
+    for (auto& x : junk) {
+      x = static_cast<uint8_t>(rng());
+    }
+    (void)ids_of(junk);
+  }
+  EXPECT_TRUE(et_copy::delegate_backend_ids(nullptr, 100).empty());
 }
 
 } // namespace

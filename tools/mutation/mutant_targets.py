@@ -157,6 +157,8 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # The reader's own gtest (each bound on bytes), then the checks and the backend that read through it.
     ("runtime/src/program_reader.*", ("cpp:et_copy_test_program_reader", T_CHECK, T_KINDS, T_BACKEND)),
     ("runtime/src/instruction_operator.cpp", (T_CHECK, T_TRACER)),
+    # The backends a program's delegates name: its gtest (real programs, edge cases, cut bytes).
+    ("runtime/src/delegate_backend_ids.cpp", (T_CHECK,)),
     ("runtime/src/d2h_filled_outputs.cpp", (T_CHECK, "cpp:et_copy_test_loaded_method")),
     ("runtime/src/device_access.cpp", (T_CHECK,)),
     # The kernel-argument kinds: their gtest, the backend's nested check, then the LLM's records tampered.

@@ -4,8 +4,8 @@
 // that keeps the host off device memory. One source file per job, over one
 // bounds-checked reader (runtime/src/program_reader.h): program_check.cpp
 // (indices), instruction_operator.cpp, d2h_filled_outputs.cpp,
-// device_access.cpp (with method_io_devices), and device_backend.cpp
-// (device_backends).
+// device_access.cpp (with method_io_devices), delegate_backend_ids.cpp,
+// and device_backend.cpp (device_backends).
 #pragma once
 
 #include <cstddef>
@@ -96,6 +96,17 @@ struct MethodIoDevices {
  * bounds-checked. Threading: pure function of its arguments.
  */
 MethodIoDevices method_io_devices(const void* data, size_t size, const char* method_name);
+
+/**
+ * The backend ids the delegates of every method of the program name, each
+ * once, in plan then delegate order; a delegate with an empty id is left
+ * out, and an id ends at its first NUL byte, as ExecuTorch reads it. What
+ * an executor registers before loading: ExecuTorch resolves each delegate's
+ * backend by this id when the method loads. Empty for bytes that do not read
+ * as a program (every read is bounds-checked; any bytes are safe).
+ * Threading: pure function of its arguments.
+ */
+std::vector<std::string> delegate_backend_ids(const void* data, size_t size);
 
 /// The backend id of upstream ExecuTorch's CUDA (AOTInductor) backend.
 inline constexpr const char* kCudaBackendId = "CudaBackend";

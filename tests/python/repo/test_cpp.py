@@ -1,9 +1,10 @@
 """The C++ side through CMake: the GoogleTest suite under CTest, the
-installed CMake package, and examples/executor (a C++ executor linking
-the wheel's kernel library and XNNPACK backend, loading methods with
-et_copy::method_kernels() and registering SimulatedDeviceBackend) running
-device programs that must match eager PyTorch, and refusing at load one
-whose host would touch device memory.
+installed CMake package (with the compiled backend, et_copy::aoti), and
+examples/executor (a C++ executor linking the wheel's kernel library and
+XNNPACK backend, loading methods with et_copy::method_kernels() and
+registering SimulatedDeviceBackend, and AotiDeviceBackend for a program
+that names it) running device programs that must match eager PyTorch and
+transformers, and refusing at load one whose host would touch device memory.
 
 Everything runs in subprocesses (cmake, ctest, the executor, and the export,
 which imports executorch.exir) with timeouts, in temporary folders.
@@ -74,7 +75,15 @@ def build(build_dir: Path) -> None:
 @pytest.fixture(scope="module")
 def repo_build(tmp_path_factory) -> Path:
     build_dir = tmp_path_factory.mktemp("cpp") / "build"
-    proc = configure(REPO, build_dir, "-DET_COPY_BUILD_TESTS=ON", "-DET_COPY_BUILD_PYTHON=OFF", check=False)
+    # The compiled backend too: a plain build without the extension builds and installs it when asked.
+    proc = configure(
+        REPO,
+        build_dir,
+        "-DET_COPY_BUILD_TESTS=ON",
+        "-DET_COPY_BUILD_PYTHON=OFF",
+        "-DET_COPY_BUILD_AOTI=ON",
+        check=False,
+    )
     if proc.returncode != 0 and "GoogleTest" in proc.stderr:
         pytest.fail(
             "the C++ tests need GoogleTest: apt-get install libgtest-dev "
@@ -107,7 +116,10 @@ def test_cpp_unit_tests_pass_under_ctest(repo_build):
 def test_cmake_install_lays_out_library_headers_and_package(plain_install):
     prefix = plain_install.parents[2]
     assert (prefix / "lib" / "libet_copy_runtime.a").is_file()
+    assert (prefix / "lib" / "libet_copy_aoti.a").is_file()
     for header in (
+        "aoti_backend.h",
+        "code_trust.h",
         "copy_ops.h",
         "counting_device_allocator.h",
         "device_arguments.h",
@@ -129,7 +141,13 @@ def test_cmake_install_lays_out_library_headers_and_package(plain_install):
         "tensor_layout.h",
     ):
         assert (prefix / "include" / "et_copy" / header).is_file(), header
-    for f in ("et_copyConfig.cmake", "et_copyConfigVersion.cmake", "et_copyTargets.cmake"):
+    for f in (
+        "et_copyConfig.cmake",
+        "et_copyConfigVersion.cmake",
+        "et_copyTargets.cmake",
+        "et_copyAotiTargets.cmake",
+        "et_copyTorch.cmake",
+    ):
         assert (plain_install / f).is_file(), f
 
 
@@ -211,6 +229,98 @@ def test_find_package_without_executorch_fails_with_a_clear_message(package_dir,
     assert "pip install executorch==" in err
 
 
+def aoti_project(tmp_path: Path, components: str) -> Path:
+    """A consumer asking for the compiled backend, printing what it found."""
+    src = tmp_path / "find_aoti"
+    src.mkdir(exist_ok=True)
+    (src / "CMakeLists.txt").write_text(
+        textwrap.dedent(f"""\
+        cmake_minimum_required(VERSION 3.28)
+        project(probe LANGUAGES CXX)
+        find_package(et_copy 0.1 CONFIG REQUIRED {components})
+        message(STATUS "aoti_found=${{et_copy_aoti_FOUND}} has_aoti=${{et_copy_HAS_AOTI}} "
+                       "torch=${{et_copy_TORCH_VERSION}} lib=${{et_copy_TORCH_LIB_DIR}}")
+        get_target_property(_runtime et_copy::runtime INTERFACE_LINK_LIBRARIES)
+        message(STATUS "runtime links: ${{_runtime}}")
+        if(TARGET et_copy::aoti)
+          get_target_property(_aoti et_copy::aoti INTERFACE_LINK_LIBRARIES)
+          message(STATUS "aoti links: ${{_aoti}}")
+        endif()
+        """)
+    )
+    return src
+
+
+def test_find_package_components_aoti_gives_the_compiled_backend_with_libtorch_by_full_path(package_dir, tmp_path):
+    import torch
+
+    # No Python on PATH: the wheel's package finds torch beside itself in site-packages,
+    # a plain install where torch was when it was built.
+    proc = configure(
+        aoti_project(tmp_path, "COMPONENTS aoti"), tmp_path / "b", f"-Det_copy_DIR={package_dir}", env=bare_env()
+    )
+    lib = Path(torch.__file__).parent / "lib"
+    assert f"aoti_found=TRUE has_aoti=ON torch={torch.__version__} lib={lib}" in proc.stdout, proc.stdout
+    aoti = re.search(r"^-- aoti links: (.*)$", proc.stdout, re.M)
+    assert aoti is not None, proc.stdout
+    assert {f"{lib}/libtorch_cpu.so", f"{lib}/libc10.so", "et_copy::runtime"} <= set(aoti.group(1).split(";"))
+    # et_copy::runtime stays free of libtorch.
+    runtime = re.search(r"^-- runtime links: (.*)$", proc.stdout, re.M)
+    assert runtime is not None and runtime.group(1) == "executorch::runtime", proc.stdout
+
+
+def test_find_package_says_which_torch_the_compiled_backend_lacks(plain_install, tmp_path):
+    import torch
+
+    # A copy of the plain install whose recorded torch is another release, and a python3 on
+    # PATH that has none: COMPONENTS aoti fails naming what it found and what it needs.
+    prefix = tmp_path / "prefix"
+    shutil.copytree(plain_install.parents[2], prefix)
+    package = prefix / "lib" / "cmake" / "et_copy"
+    other = tmp_path / "site" / "torch"
+    other.mkdir(parents=True)
+    (other / "version.py").write_text("__version__ = '2.12.0+cpu'\n")
+    lookup = (package / "et_copyTorch.cmake").read_text()
+    assert str(Path(torch.__file__).parent) in lookup
+    (package / "et_copyTorch.cmake").write_text(lookup.replace(str(Path(torch.__file__).parent), str(other)))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text("#!/bin/sh\nexit 1\n")
+    (bin_dir / "python3").chmod(0o755)
+    env = {**bare_env(), "PATH": f"{bin_dir}:/usr/bin:/bin"}
+    release = torch.__version__.split("+")[0]
+
+    proc = configure(
+        aoti_project(tmp_path, "COMPONENTS aoti"), tmp_path / "b1", f"-Det_copy_DIR={package}", env=env, check=False
+    )
+    assert proc.returncode != 0
+    err = " ".join(proc.stderr.split())
+    assert f"from torch {release}, the release it was compiled against, and found none" in err, proc.stderr
+    assert f"torch 2.12.0 at {other}" in err and f"no torch in {bin_dir}/python3" in err, proc.stderr
+    assert f"pip install torch=={release}" in err and "-DET_COPY_TORCH_DIR=" in err, proc.stderr
+    # Not asked for: the package is found without it, and says so.
+    proc = configure(aoti_project(tmp_path, ""), tmp_path / "b2", f"-Det_copy_DIR={package}", env=env)
+    assert "et_copy: et_copy::aoti is not available: " in proc.stdout and "aoti_found=FALSE" in proc.stdout
+    assert re.search(r"^-- aoti links: ", proc.stdout, re.M) is None, proc.stdout
+    # ET_COPY_TORCH_DIR points it at a torch of the right release.
+    proc = configure(
+        aoti_project(tmp_path, "COMPONENTS aoti"),
+        tmp_path / "b3",
+        f"-Det_copy_DIR={package}",
+        f"-DET_COPY_TORCH_DIR={Path(torch.__file__).parent}",
+        env=env,
+    )
+    assert "aoti_found=TRUE" in proc.stdout, proc.stdout
+    # A package built without the compiled backend refuses the component outright.
+    config = package / "et_copyConfig.cmake"
+    config.write_text(config.read_text().replace("set(et_copy_HAS_AOTI ON)", "set(et_copy_HAS_AOTI OFF)"))
+    proc = configure(
+        aoti_project(tmp_path, "COMPONENTS aoti"), tmp_path / "b4", f"-Det_copy_DIR={package}", env=env, check=False
+    )
+    assert proc.returncode != 0
+    assert "was built without the compiled backend (et_copy::aoti)" in " ".join(proc.stderr.split()), proc.stderr
+
+
 # ---- the executor ---------------------------------------------------------
 
 EXPORT_SCRIPT = r"""
@@ -288,6 +398,11 @@ meta["llm"] = {"prompts": prompts, "tokens": [llm.eager_generate(model, p, 16) f
 from et_copy.export import save
 
 save(llm.export_llm(model, max_seq_len=32, pick="device", external_weights=True), out / "llm_ptd.pte")
+# The same LLM compiled (backend="aoti": AOTInductor code for the CPU, which AotiDeviceBackend
+# runs), compiled on this machine, so trusted here. About a minute with the compile cache warm
+# (tests/python/llm compiles the same code); seconds when et_copy.llm's program cache has it.
+aoti = llm.export_llm_cached(model, max_seq_len=32, pick="device", backend="aoti")
+(out / "llm_aoti.pte").write_bytes(aoti.buffer)
 
 # XNNPACK annotated as the device (lower_to_device): its delegate would take
 # buffers planned on cuda:0, which a CPU backend cannot read on a GPU, so
@@ -384,21 +499,26 @@ def test_executor_generates_like_transformers_in_two_interleaved_sessions_with_t
     executor, programs
 ):
     meta = json.loads((programs / "meta.json").read_text())["llm"]
-    args = [str(executor), str(programs / "llm.pte"), "--generate", str(len(meta["tokens"][0]))]
-    for prompt in meta["prompts"]:
-        args += ["--prompt", ",".join(map(str, prompt))]
-    proc = run(args, timeout=300)
+    proc = run(generate_command(executor, programs / "llm.pte", meta), timeout=300)
     # The LLM computes in SimulatedDeviceBackend's delegates, which the
     # executor registered; each session's state is its own arena there (the
     # session id SessionPool passes as a runtime spec), of the same size.
     assert "backend SimulatedDeviceBackend: registered" in proc.stdout, proc.stdout[-3000:]
-    states = re.findall(r"^session (\d): (\d+) bytes of state on the device$", proc.stdout, re.M)
+    assert "AotiDeviceBackend" not in proc.stdout  # registered only for a program that names it
+    check_generation(proc.stdout, meta)
+
+
+def check_generation(stdout: str, meta: dict) -> None:
+    """--generate's output for meta's prompts (a program of export_llm(pick="device")):
+    transformers' tokens, two sessions with state of one size, per step the prompt's
+    ids and positions in and the 8-byte token out, every device byte freed at exit."""
+    states = re.findall(r"^session (\d): (\d+) bytes of state on the device$", stdout, re.M)
     assert [s for s, _ in states] == ["0", "1"] and states[0][1] == states[1][1] and int(states[0][1]) > 0, states
     for i, expected in enumerate(meta["tokens"]):
-        tokens = re.search(rf"^session {i} tokens: (.*)$", proc.stdout, re.M)
-        assert tokens is not None and [int(t) for t in tokens.group(1).split()] == expected, proc.stdout[-3000:]
+        tokens = re.search(rf"^session {i} tokens: (.*)$", stdout, re.M)
+        assert tokens is not None and [int(t) for t in tokens.group(1).split()] == expected, stdout[-3000:]
     steps = re.findall(
-        r"^session (\d) (prefill|decode_next): (\d+) in, .* h2d_bytes=(\d+) d2h_bytes=(\d+)$", proc.stdout, re.M
+        r"^session (\d) (prefill|decode_next): (\d+) in, .* h2d_bytes=(\d+) d2h_bytes=(\d+)$", stdout, re.M
     )
     assert len(steps) == 2 * len(meta["tokens"][0])
     for session, kind, n, h2d, d2h in steps:
@@ -407,7 +527,37 @@ def test_executor_generates_like_transformers_in_two_interleaved_sessions_with_t
         assert (int(h2d), int(d2h)) == (16 * int(n), 8), (session, kind, n, h2d, d2h)
         assert kind == ("prefill" if int(n) > 1 else "decode_next") and (kind == "prefill") == (int(n) > 0)
     # Every device byte (the scratch, both sessions' state) is given back at exit.
-    assert stats(proc.stdout)["bytes_outstanding"] == 0
+    assert stats(stdout)["bytes_outstanding"] == 0
+
+
+def generate_command(executor: Path, pte: Path, meta: dict) -> list[str]:
+    args = [str(executor), str(pte), "--generate", str(len(meta["tokens"][0]))]
+    for prompt in meta["prompts"]:
+        args += ["--prompt", ",".join(map(str, prompt))]
+    return args
+
+
+def test_executor_runs_compiled_code_like_transformers_registering_the_compiled_backend_itself(
+    executor, programs, tmp_path
+):
+    # The LLM of the test above exported with backend="aoti": its delegates carry AOTInductor
+    # code, which AotiDeviceBackend (et_copy::aoti, linked to libtorch) runs in this executable,
+    # with no Python. The executor read the backend's name from the program and registered it.
+    assert "aoti: available" in run([str(executor), "--help"], timeout=60).stdout
+    meta = json.loads((programs / "meta.json").read_text())["llm"]
+    args = generate_command(executor, programs / "llm_aoti.pte", meta)
+    proc = run(args, timeout=300)
+    assert "backend AotiDeviceBackend: registered" in proc.stdout, proc.stdout[-3000:]
+    check_generation(proc.stdout, meta)
+    # The code was compiled on this machine, so its digests are marked in the compile cache;
+    # a cache without the marks (the program come from elsewhere) runs it only with --trust-code.
+    elsewhere = {**os.environ, "ET_COPY_AOTI_CACHE": str(tmp_path / "another-cache")}
+    refused = run(args, timeout=300, env=elsewhere, check=False)
+    assert refused.returncode == 2, refused.stdout[-3000:] + refused.stderr[-3000:]
+    assert "not compiled here" in refused.stderr and "--trust-code runs compiled code" in refused.stderr
+    assert "tokens:" not in refused.stdout
+    trusted = run([*args, "--trust-code"], timeout=300, env=elsewhere)
+    check_generation(trusted.stdout, meta)
 
 
 def test_executor_reads_the_weights_from_the_ptd_given_by_data_and_refuses_the_program_without_it(executor, programs):
@@ -521,6 +671,16 @@ def test_executor_built_with_add_subdirectory_runs_the_program(programs, tmp_pat
         cmd += ["--expect", str(programs / f"swap.expect{i}.bin")]
     proc = run(cmd, timeout=120)
     assert proc.stdout.count(": matches ") == meta["n_outputs"], proc.stdout
+    # Built without et_copy::aoti (ET_COPY_BUILD_AOTI is off here): a program of
+    # backend="aoti" is refused before it loads, saying why.
+    exe = build_dir / "et_copy_executor"
+    assert "aoti: unavailable" in run([str(exe), "--help"], timeout=60).stdout
+    proc = run(
+        [str(exe), str(programs / "llm_aoti.pte"), "--generate", "2", "--prompt", "5,17"], timeout=120, check=False
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "has delegates of AotiDeviceBackend" in proc.stderr and "built without it" in proc.stderr, proc.stderr
+    assert "-DET_COPY_BUILD_AOTI=ON" in proc.stderr and "tokens:" not in proc.stdout
 
 
 def gpu_present() -> bool:
