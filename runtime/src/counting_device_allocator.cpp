@@ -1,4 +1,5 @@
 #include <et_copy/counting_device_allocator.h>
+#include <et_copy/host_aliasing.h>
 
 #include <algorithm>
 
@@ -177,6 +178,10 @@ const char* allocator_name(const DeviceAllocator* alloc) {
   }
   const auto* ours = dynamic_cast<const CountingDeviceAllocator*>(alloc);
   return ours != nullptr ? ours->name() : kForeignAllocatorName;
+}
+
+const HostAliasing* host_aliasing(const DeviceAllocator* server) {
+  return dynamic_cast<const HostAliasing*>(server);
 }
 
 std::string allocator_words(const DeviceAllocator* alloc) {
