@@ -1,6 +1,7 @@
 #include <et_copy/delegate_record.h>
 
 #include <cstring>
+#include <optional>
 #include <set>
 #include <string_view>
 
@@ -8,6 +9,8 @@
 #include <et_copy/sha256.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 #include <executorch/runtime/platform/log.h>
+
+#include "payload_kinds.h"
 
 namespace et_copy {
 
@@ -139,7 +142,11 @@ class Parser {
     }
     DelegateRecord r;
     bool has_device = false;
-    size_t arena_line = 0, target_line = 0, io_line = 0, digest_line = 0;
+    std::optional<PayloadRules> rules;
+    size_t& arena_line = lines_.arena;
+    size_t& target_line = lines_.target;
+    size_t& io_line = lines_.io;
+    size_t& digest_line = lines_.digest;
     std::set<std::string_view> fqns, states, tensors;
     for (;;) {
       if (!next_line(&line)) {
@@ -237,7 +244,7 @@ class Parser {
           return fail("a second tensor line for '" + std::string(f[1]) + "'", line);
         }
         t.name = f[1];
-        tensor_lines_.push_back(line_);
+        lines_.tensors.push_back(line_);
         r.tensors.push_back(std::move(t));
       } else if (kind == "target") {
         if (f.size() != 3) {
@@ -281,13 +288,14 @@ class Parser {
         if (f.size() != 3 || !parse_size(f[2], &nbytes)) {
           return fail("a payload line has 3 fields: payload, kind, decimal nbytes", line);
         }
-        if (f[1] == kPayloadProgram) {
-          r.payload_kind = PayloadKind::kProgram;
-        } else if (f[1] == kPayloadAoti) {
-          r.payload_kind = PayloadKind::kAoti;
-        } else {
-          return fail("payload kind '" + show(f[1]) + "' is not " + kPayloadProgram + " or " + kPayloadAoti, line);
+        rules = internal::payload_rules(f[1]);
+        if (!rules.has_value()) {
+          return fail("payload kind '" + show(f[1]) + "' is not " + internal::payload_kinds_text(), line);
         }
+        r.payload_word = rules->kind;
+        r.payload_kind = r.payload_word == kPayloadProgram ? PayloadKind::kProgram
+                         : r.payload_word == kPayloadAoti  ? PayloadKind::kAoti
+                                                           : PayloadKind::kOther;
         if (nbytes != n_ - at_) {
           return fail("the payload is " + std::to_string(nbytes) + " bytes, and " + std::to_string(n_ - at_) +
                           " bytes follow its line",
@@ -319,7 +327,7 @@ class Parser {
     }
     for (size_t i = 0; i < r.tensors.size(); ++i) {
       const DelegateTensor& t = r.tensors[i];
-      line_ = tensor_lines_[i];
+      line_ = lines_.tensors[i];
       size_t nbytes = 0;
       bool named = false;
       for (const auto& w : r.weights) {
@@ -343,38 +351,12 @@ class Parser {
                     " bytes, and '" + t.name + "' has " + std::to_string(nbytes));
       }
     }
-    const size_t payload_line = line_ = lines_read_;
-    if (r.payload_kind == PayloadKind::kProgram) {
-      if (!r.tensors.empty() || target_line != 0 || io_line != 0 || digest_line != 0) {
-        line_ = !r.tensors.empty() ? tensor_lines_[0]
-                : target_line != 0 ? target_line
-                : io_line != 0     ? io_line
-                                   : digest_line;
-        return fail(std::string("a ") + kPayloadProgram + " payload has no tensor, target, io or digest line");
-      }
-      if (r.has_arena && !r.has_arena_buffer) {
-        line_ = arena_line;
-        return fail(std::string("a ") + kPayloadProgram + " payload's arena names its nested planned buffer, not -");
-      }
-    } else {
-      if (target_line == 0 || io_line == 0 || digest_line == 0) {
-        line_ = payload_line;
-        return fail(std::string("an ") + kPayloadAoti + " payload needs a target, an io and a digest line");
-      }
-      if (r.has_arena && r.has_arena_buffer) {
-        line_ = arena_line;
-        return fail(std::string("an ") + kPayloadAoti + " payload's arena is -, not a nested planned buffer");
-      }
-      for (const auto& w : r.weights) {
-        if (tensors.count(w.fqn) == 0) {
-          return fail(std::string("an ") + kPayloadAoti + " payload needs a tensor line for weight '" + w.fqn + "'");
-        }
-      }
-      for (const auto& s : r.states) {
-        if (tensors.count(s.name) == 0) {
-          return fail(std::string("an ") + kPayloadAoti + " payload needs a tensor line for state '" + s.name + "'");
-        }
-      }
+    lines_.payload = line_ = lines_read_;
+    size_t at = 0;
+    const std::string why = rules->check(r, lines_, &at); // the payload kind's own rules (payload_kinds.cpp)
+    if (!why.empty()) {
+      line_ = at;
+      return fail(why);
     }
     return r;
   }
@@ -420,13 +402,21 @@ class Parser {
   size_t line_ = 0;
   size_t lines_read_ = 0;
   std::vector<size_t> state_lines_;
-  std::vector<size_t> tensor_lines_;
+  RecordLines lines_;
 };
 
 } // namespace
 
 const char* payload_kind_name(PayloadKind kind) {
-  return kind == PayloadKind::kAoti ? kPayloadAoti : kPayloadProgram;
+  switch (kind) {
+    case PayloadKind::kProgram:
+      return kPayloadProgram;
+    case PayloadKind::kAoti:
+      return kPayloadAoti;
+    case PayloadKind::kOther:
+      break;
+  }
+  return "other";
 }
 
 Result<DelegateRecord> parse_delegate_record(const void* data, size_t size, FailureReport* report) {
