@@ -86,9 +86,9 @@ Error BackendFrame::execute(BackendExecutionContext& /*context*/, DelegateHandle
   }
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == nullptr) {
-      return fail(Error::InvalidArgument, h.method_name,
-                  (i < n.inputs ? "input " + std::to_string(i) : "output " + std::to_string(i - n.inputs)) +
-                      " is missing");
+      return fail(
+          Error::InvalidArgument, h.method_name,
+          (i < n.inputs ? "input " + std::to_string(i) : "output " + std::to_string(i - n.inputs)) + " is missing");
     }
   }
   return execute_payload(h, args);
@@ -101,8 +101,8 @@ void BackendFrame::destroy(DelegateHandle* handle) const {
 Result<std::shared_ptr<DeviceBlock>> BackendFrame::bind_weight(const FrameHandle& h, const DelegateWeight& w,
                                                                const NamedDataMap* named) const {
   FailureReport report;
-  auto block = acquire_weight(w.key, h.record.device_type, h.record.device_index, w.nbytes, named, h.pool, &report,
-                              h.verify);
+  auto block =
+      acquire_weight(w.key, h.record.device_type, h.record.device_index, w.nbytes, named, h.pool, &report, h.verify);
   if (!block.ok()) {
     return fail(block.error(), h.method_name, "weight '" + w.fqn + "': " + report.detail);
   }

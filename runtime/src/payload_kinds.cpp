@@ -23,7 +23,7 @@ bool has_tensor_line(const DelegateRecord& r, const std::string& name) {
 // nested planned buffer, and the program itself says every layout.
 std::string check_program(const DelegateRecord& r, const RecordLines& lines, size_t* line) {
   if (!r.tensors.empty() || lines.target != 0 || lines.io != 0 || lines.digest != 0) {
-    *line = !r.tensors.empty() ? lines.tensors[0]
+    *line = !r.tensors.empty()  ? lines.tensors[0]
             : lines.target != 0 ? lines.target
             : lines.io != 0     ? lines.io
                                 : lines.digest;

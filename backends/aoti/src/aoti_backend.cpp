@@ -43,7 +43,7 @@ namespace {
 
 // What a delegate handle owns. Members go in reverse order: the container
 // first, then the device memory it was bound to.
-struct Handle final : FrameHandle { // the record's payload points nowhere after init
+struct Handle final : FrameHandle {       // the record's payload points nowhere after init
   const HostAliasing* aliasing = nullptr; // the server's, target cpu (the model reads the host alias); null on CUDA
   bool simulated = true;                  // target cpu on the host-aliased device, or CUDA
   int threads = kDefaultThreads;

@@ -25,10 +25,10 @@ namespace et_copy {
 /// objects (destroyed first: they point into what this holds).
 struct FrameHandle {
   virtual ~FrameHandle() = default;
-  std::string method_name;     ///< the outer method, for messages ("?" when the context has none)
-  DelegateRecord record;       ///< its payload points into `processed` until init_payload frees that
-  std::optional<int> pool;     ///< the runtime spec "pool" (kPoolSpec)
-  bool verify = false;         ///< the runtime spec "verify_data" (kVerifyDataSpec)
+  std::string method_name; ///< the outer method, for messages ("?" when the context has none)
+  DelegateRecord record;   ///< its payload points into `processed` until init_payload frees that
+  std::optional<int> pool; ///< the runtime spec "pool" (kPoolSpec)
+  bool verify = false;     ///< the runtime spec "verify_data" (kVerifyDataSpec)
 };
 
 /**
@@ -89,9 +89,9 @@ class BackendFrame : public DeviceBackend {
   /// `processed` is the delegate's bytes (the record's payload points into
   /// them): free it once they are no longer needed. Logs its failures
   /// (fail()).
-  ET_NODISCARD virtual executorch::runtime::Error init_payload(FrameHandle& handle,
-                                                               executorch::runtime::BackendInitContext& context,
-                                                               executorch::runtime::FreeableBuffer& processed) const = 0;
+  ET_NODISCARD virtual executorch::runtime::Error init_payload(
+      FrameHandle& handle, executorch::runtime::BackendInitContext& context,
+      executorch::runtime::FreeableBuffer& processed) const = 0;
   /// The inputs and outputs a call of `handle` takes, and the payload in
   /// words for the count's refusal ("the nested method", "the model").
   struct Io {

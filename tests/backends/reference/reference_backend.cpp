@@ -41,7 +41,7 @@ struct Handle final : et_copy::FrameHandle {
   const et_copy::HostAliasing* aliasing = nullptr;
   size_t inputs = 0;
   std::vector<Step> steps;
-  std::vector<size_t> outputs; // value indices
+  std::vector<size_t> outputs;                                // value indices
   std::vector<std::shared_ptr<et_copy::DeviceBlock>> weights; // in record order
 };
 
@@ -185,8 +185,8 @@ Error ReferenceDeviceBackend::init_payload(et_copy::FrameHandle& frame, BackendI
   if (h.aliasing == nullptr) {
     return fail(Error::NotSupported, h.method_name, "cuda is not served by an allocator with a host alias");
   }
-  const std::string why = parse_payload(
-      std::string_view(reinterpret_cast<const char*>(h.record.payload), h.record.payload_nbytes), h);
+  const std::string why =
+      parse_payload(std::string_view(reinterpret_cast<const char*>(h.record.payload), h.record.payload_nbytes), h);
   h.record.payload = nullptr; // the bytes go with `processed`
   processed.Free();
   if (!why.empty()) {
@@ -250,8 +250,15 @@ Error ReferenceDeviceBackend::execute_payload(et_copy::FrameHandle& frame, Span<
     const float* a = read(s.a);
     const float* b = s.op == "relu" ? nullptr : read(s.b);
     for (size_t k = 0; k < n; ++k) {
-      out[k] = s.op == "add" ? a[k] + b[k] : s.op == "sub" ? a[k] - b[k] : s.op == "mul" ? a[k] * b[k]
-                                                                          : (a[k] > 0.0f ? a[k] : 0.0f);
+      if (s.op == "add") {
+        out[k] = a[k] + b[k];
+      } else if (s.op == "sub") {
+        out[k] = a[k] - b[k];
+      } else if (s.op == "mul") {
+        out[k] = a[k] * b[k];
+      } else {
+        out[k] = a[k] > 0.0f ? a[k] : 0.0f; // relu
+      }
     }
     values.push_back(std::move(out));
   }

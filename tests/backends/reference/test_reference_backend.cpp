@@ -68,7 +68,7 @@ struct ScaleAddRelu {
       program = std::move(*loaded);
     }
   }
-  std::vector<uint8_t> bytes; // outlives the program, which reads it
+  std::vector<uint8_t> bytes;                    // outlives the program, which reads it
   std::array<std::array<float, 6>, 3> tensors{}; // x, y, the eager output
   et_copy::FailureReport report;
   std::unique_ptr<et_copy::LoadedProgram> program;
@@ -157,14 +157,11 @@ TEST(ReferenceBackend, ItsKindsRulesAndItsKindWordAreTheParsersOnceRegistered) {
       << report.detail;
   // Registering again is idempotent; the kind word with another check is refused.
   EXPECT_EQ(et_copy_reference::register_reference_backend(), et_copy::Registration::kAlreadyOurs);
-  EXPECT_EQ(et_copy::register_payload_kind({"reference", [](const et_copy::DelegateRecord&, const et_copy::RecordLines&,
-                                                            size_t*) { return std::string(); }}),
-            Error::InvalidState);
-  EXPECT_EQ(et_copy::register_payload_kind({"two words", [](const et_copy::DelegateRecord&,
-                                                           const et_copy::RecordLines&, size_t*) {
-                                              return std::string();
-                                            }}),
-            Error::InvalidArgument);
+  const auto accept = [](const et_copy::DelegateRecord&, const et_copy::RecordLines&, size_t*) {
+    return std::string();
+  };
+  EXPECT_EQ(et_copy::register_payload_kind({"reference", accept}), Error::InvalidState);
+  EXPECT_EQ(et_copy::register_payload_kind({"two words", accept}), Error::InvalidArgument);
 }
 
 } // namespace
