@@ -1,5 +1,4 @@
 #include <et_copy/counting_device_allocator.h>
-#include <et_copy/host_aliasing.h>
 
 #include <algorithm>
 

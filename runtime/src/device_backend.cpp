@@ -7,7 +7,6 @@
 
 #include <et_copy/counting_device_allocator.h>
 #include <et_copy/device_residency.h>
-#include <et_copy/host_aliasing.h>
 #include <et_copy/limits.h>
 #include <et_copy/program_check.h>
 #include <executorch/runtime/platform/log.h>

@@ -8,7 +8,7 @@
 
 #include <et_copy/failure_report.h>
 #include <et_copy/sha256.h>
-#include <et_copy/host_aliasing.h>
+#include <et_copy/counting_device_allocator.h>
 
 namespace et_copy {
 

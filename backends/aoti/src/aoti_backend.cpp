@@ -15,7 +15,6 @@
 #include <et_copy/delegate_record.h>
 #include <et_copy/device_residency.h>
 #include <et_copy/sha256.h>
-#include <et_copy/host_aliasing.h>
 #include <executorch/runtime/core/device_allocator.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>

@@ -34,6 +34,7 @@
 #include <executorch/runtime/core/portable_type/scalar_type.h>
 #include <executorch/runtime/core/result.h>
 
+#include <et_copy/device_residency.h>
 #include <et_copy/failure_report.h>
 
 namespace et_copy {
@@ -65,13 +66,8 @@ struct DelegateWeight {
 
 /// A state tensor, at `offset` in the state arena. `initial_key` names its
 /// start value in the outer named data; empty for "-" (it starts at zero).
-/// The residency module binds arenas with these (ArenaState, device_residency.h).
-struct DelegateState {
-  std::string name;
-  size_t offset = 0;
-  size_t nbytes = 0;
-  std::string initial_key;
-};
+/// The residency module's type, so backends bind the record's states as they are.
+using DelegateState = ArenaState;
 
 /// The layout a weight or state (by `name`) is bound with: a strided view
 /// whose span (checked) fits the weight's or state's bytes.

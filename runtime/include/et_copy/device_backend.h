@@ -16,7 +16,7 @@
 #include <vector>
 
 #include <et_copy/counting_device_allocator.h>
-#include <et_copy/registries.h>
+#include <et_copy/registration.h>
 #include <executorch/runtime/backend/interface.h>
 #include <executorch/runtime/core/error.h>
 

@@ -38,7 +38,6 @@
 #include <executorch/runtime/core/portable_type/device.h>
 #include <executorch/runtime/core/result.h>
 
-#include <et_copy/delegate_record.h>
 #include <et_copy/failure_report.h>
 
 namespace et_copy {
@@ -68,7 +67,7 @@ class DeviceBlock {
     return device_;
   }
   /// The host address of the same bytes where the allocator has that
-  /// capability (host_aliasing.h: the simulated device); null elsewhere.
+  /// capability (HostAliasing, counting_device_allocator.h: the simulated device); null elsewhere.
   uint8_t* host_alias() const {
     return alias_;
   }
@@ -133,10 +132,15 @@ void release_pool(int pool);
 /// Bytes of the weights pinned in `pool` now (0 for a closed pool).
 size_t pinned_nbytes(int pool);
 
-/// One state tensor of an arena: the record's state line (DelegateState:
-/// its bytes at `offset`, and the named data key of its initial value,
-/// empty when it starts at zero), one type for both.
-using ArenaState = DelegateState;
+/// One state tensor of an arena: its bytes at `offset`, and the named data
+/// key of its initial value (empty: it starts at zero). A delegate record's
+/// state line is one of these (DelegateState, delegate_record.h).
+struct ArenaState {
+  std::string name;
+  size_t offset = 0;
+  size_t nbytes = 0;
+  std::string initial_key;
+};
 
 /// Which arena a load binds: its session's, or without a session one per
 /// named data map (so per program when the program has no .ptd).

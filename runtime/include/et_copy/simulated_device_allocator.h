@@ -10,7 +10,6 @@
 #include <mutex>
 
 #include <et_copy/counting_device_allocator.h>
-#include <et_copy/host_aliasing.h>
 #include <et_copy/limits.h>
 
 namespace et_copy {

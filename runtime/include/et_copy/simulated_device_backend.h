@@ -15,7 +15,7 @@
 #include <memory>
 
 #include <et_copy/backend_frame.h>
-#include <et_copy/registries.h>
+#include <et_copy/registration.h>
 #include <executorch/runtime/backend/interface.h>
 
 namespace et_copy {
@@ -57,7 +57,7 @@ class SimulatedDeviceBackend final : public BackendFrame {
   /// kSimulatedDeviceBackend.
   const char* id() const override;
   /// True for an allocator serving CUDA with the host-aliasing capability
-  /// (host_aliasing.h: the simulated device's): its processor reads device
+  /// (HostAliasing, counting_device_allocator.h: the simulated device's): its processor reads device
   /// memory through the host alias, which a GPU's (et-copy's CUDA
   /// allocator's or another library's) does not have.
   bool runs_on(const executorch::runtime::DeviceAllocator& server) const override;
@@ -85,9 +85,10 @@ SimulatedDeviceBackend& simulated_device_backend();
  * `*error` (when given) set to the registry's error. Never registers twice.
  * Delegates of the backend need the simulated allocator serving CUDA at
  * load (use_simulated_device(), registration.h). Threading as
- * register_kernels().
+ * register_kernels(). (registration.h declares it too, with the default
+ * argument, for callers that include that header only.)
  */
-ET_NODISCARD Registration register_simulated_device_backend(executorch::runtime::Error* error = nullptr);
+ET_NODISCARD Registration register_simulated_device_backend(executorch::runtime::Error* error); // error = nullptr
 
 /**
  * simulated_device_backend().reset_state(session): puts the state arena of

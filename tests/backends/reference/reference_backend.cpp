@@ -8,7 +8,7 @@
 #include <vector>
 
 #include <et_copy/device_arguments.h>
-#include <et_copy/host_aliasing.h>
+#include <et_copy/counting_device_allocator.h>
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
 
 namespace et_copy_reference {

@@ -18,7 +18,7 @@
 //
 // where an operand is a value (%k, defined above) or a weight (@fqn, a
 // weight line of the record). It computes on the host through the device
-// allocator's host alias (et_copy/host_aliasing.h), so it runs where the
+// allocator's host alias (HostAliasing, et_copy/counting_device_allocator.h), so it runs where the
 // allocator serving CUDA has that capability: the simulated device.
 #pragma once
 

@@ -15,7 +15,7 @@
 #include <memory>
 
 #include <et_copy/backend_frame.h>
-#include <et_copy/registries.h>
+#include <et_copy/registration.h>
 
 namespace et_copy {
 
@@ -82,7 +82,7 @@ class AotiDeviceBackend final : public BackendFrame {
   /// kAotiDeviceBackend.
   const char* id() const override;
   /// Any allocator serving CUDA: one with the host-aliasing capability
-  /// (host_aliasing.h, the simulated device: code compiled for the CPU),
+  /// (HostAliasing, counting_device_allocator.h: the simulated device: code compiled for the CPU),
   /// et-copy's CUDA allocator or another library's (code compiled for CUDA).
   bool runs_on(const executorch::runtime::DeviceAllocator& server) const override;
 
