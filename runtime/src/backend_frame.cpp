@@ -54,18 +54,13 @@ Result<DelegateHandle*> BackendFrame::init(BackendInitContext& context, Freeable
       }
     }
   }
-  auto pool = context.get_runtime_spec<int>(kPoolSpec);
-  if (pool.ok()) {
-    h->pool = *pool;
-  } else if (pool.error() != Error::NotFound) {
-    return fail(Error::InvalidArgument, h->method_name, "runtime spec 'pool' must be an int");
+  Error e = int_spec(*h, context, kPoolSpec, &h->pool);
+  if (e == Error::Ok) {
+    e = flag_spec(*h, context, kVerifyDataSpec, &h->verify);
   }
-  auto verify = runtime_flag(context, kVerifyDataSpec);
-  if (!verify.ok()) {
-    return fail(Error::InvalidArgument, h->method_name, "runtime spec 'verify_data' must be a bool");
+  if (e == Error::Ok) {
+    e = init_payload(*h, context, *processed);
   }
-  h->verify = *verify;
-  const Error e = init_payload(*h, context, *processed);
   if (e != Error::Ok) {
     return e;
   }
@@ -98,6 +93,27 @@ void BackendFrame::destroy(DelegateHandle* handle) const {
   delete static_cast<FrameHandle*>(handle); // the backend's objects, then the weights and arena they point into
 }
 
+Error BackendFrame::int_spec(const FrameHandle& h, const BackendInitContext& context, const char* key,
+                             std::optional<int>* out) const {
+  auto value = context.get_runtime_spec<int>(key);
+  if (value.ok()) {
+    *out = *value;
+  } else if (value.error() != Error::NotFound) {
+    return fail(Error::InvalidArgument, h.method_name, std::string("runtime spec '") + key + "' must be an int");
+  }
+  return Error::Ok;
+}
+
+Error BackendFrame::flag_spec(const FrameHandle& h, const BackendInitContext& context, const char* key,
+                              bool* out) const {
+  auto value = runtime_flag(context, key);
+  if (!value.ok()) {
+    return fail(Error::InvalidArgument, h.method_name, std::string("runtime spec '") + key + "' must be a bool");
+  }
+  *out = *value;
+  return Error::Ok;
+}
+
 Result<std::shared_ptr<DeviceBlock>> BackendFrame::bind_weight(const FrameHandle& h, const DelegateWeight& w,
                                                                const NamedDataMap* named) const {
   FailureReport report;
@@ -112,11 +128,9 @@ Result<std::shared_ptr<DeviceBlock>> BackendFrame::bind_weight(const FrameHandle
 Result<std::shared_ptr<StateArena>> BackendFrame::bind_arena(const FrameHandle& h, BackendInitContext& context,
                                                              size_t nbytes) const {
   ArenaKey key{id(), std::nullopt, context.get_named_data_map()};
-  auto session = context.get_runtime_spec<int>(kSessionSpec);
-  if (session.ok()) {
-    key.session = *session;
-  } else if (session.error() != Error::NotFound) {
-    return fail(Error::InvalidArgument, h.method_name, "runtime spec 'session' must be an int");
+  const Error e = int_spec(h, context, kSessionSpec, &key.session);
+  if (e != Error::Ok) {
+    return e;
   }
   FailureReport report;
   auto arena = acquire_arena(key, h.record.device_type, h.record.device_index, nbytes, h.record.states,

@@ -224,22 +224,21 @@ Error AotiDeviceBackend::init_payload(FrameHandle& frame, BackendInitContext& co
                                       FreeableBuffer& processed) const {
   auto* h = static_cast<Handle*>(&frame);
   const std::string device = device_name(h->record.device_type, h->record.device_index);
-  auto threads = context.get_runtime_spec<int>(kThreadsSpec);
-  if (threads.ok()) {
-    if (*threads < 1) {
-      return fail(Error::InvalidArgument, h->method_name,
-                  "runtime spec 'threads' must be at least 1, got " + std::to_string(*threads));
-    }
-    h->threads = *threads;
-  } else if (threads.error() != Error::NotFound) {
-    return fail(Error::InvalidArgument, h->method_name, "runtime spec 'threads' must be an int");
+  std::optional<int> threads;
+  Error e = int_spec(*h, context, kThreadsSpec, &threads);
+  if (e != Error::Ok) {
+    return e;
   }
-  auto trust_code = runtime_flag(context, kTrustCodeSpec);
-  if (!trust_code.ok()) {
-    return fail(Error::InvalidArgument, h->method_name, "runtime spec 'trust_code' must be a bool");
+  if (threads.has_value() && *threads < 1) {
+    return fail(Error::InvalidArgument, h->method_name,
+                "runtime spec 'threads' must be at least 1, got " + std::to_string(*threads));
   }
-  h->trust_code = *trust_code;
-  Error e = check_target(*h);
+  h->threads = threads.value_or(kDefaultThreads);
+  e = flag_spec(*h, context, kTrustCodeSpec, &h->trust_code);
+  if (e != Error::Ok) {
+    return e;
+  }
+  e = check_target(*h);
   if (e != Error::Ok) {
     return e;
   }

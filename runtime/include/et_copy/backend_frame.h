@@ -63,6 +63,17 @@ class BackendFrame : public DeviceBackend {
   /// Logs "<id>: method '<method>': <message>" and returns `e`.
   ET_NODISCARD executorch::runtime::Error fail(executorch::runtime::Error e, const std::string& method,
                                                const std::string& message) const;
+  /// The runtime spec `key` of the load: `*out` set when it is an int, left
+  /// alone when the load does not pass it; InvalidArgument, logged as
+  /// "runtime spec '<key>' must be an int", when it is another type.
+  ET_NODISCARD executorch::runtime::Error int_spec(const FrameHandle& handle,
+                                                   const executorch::runtime::BackendInitContext& context,
+                                                   const char* key, std::optional<int>* out) const;
+  /// The bool runtime spec `key` (runtime_flag: false when absent), or
+  /// InvalidArgument, logged as "runtime spec '<key>' must be a bool".
+  ET_NODISCARD executorch::runtime::Error flag_spec(const FrameHandle& handle,
+                                                    const executorch::runtime::BackendInitContext& context,
+                                                    const char* key, bool* out) const;
   /// The record's weight `w` on its device, from the residency cache or
   /// uploaded from `named` (pinned in the handle's pool, verified when the
   /// handle says so). On failure logs "weight '<fqn>': <why>" and returns
