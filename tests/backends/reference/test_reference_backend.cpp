@@ -165,4 +165,43 @@ TEST(ReferenceBackend, ItsKindsRulesAndItsKindWordAreTheParsersOnceRegistered) {
   EXPECT_EQ(et_copy::register_payload_kind({"two words", accept}), Error::InvalidArgument);
 }
 
+// BackendFrame's preludes, through this backend: what every framed backend
+// refuses before its own code runs, each logged naming the backend and method.
+TEST(ReferenceBackend, TheFramesPreludesRefuseBeforeThePayloadRuns) {
+  auto* backend = executorch::runtime::get_backend_class(et_copy_reference::kReferenceDeviceBackend);
+  ASSERT_NE(backend, nullptr);
+  const std::string payload = "inputs 1\noutputs %0\n";
+  const std::string record =
+      "et_copy.delegate 2\ndevice\tcuda\t0\npayload\treference\t" + std::to_string(payload.size()) + "\n" + payload;
+  executorch::runtime::BackendInitContext init(nullptr, nullptr, "forward");
+  {
+    et_copy::LogCapture log;
+    EXPECT_EQ(backend->init(init, nullptr, {}).error(), Error::InvalidArgument);
+    char device[] = "cuda:1";
+    executorch::runtime::CompileSpec spec{"target_device", {device, 6}};
+    executorch::runtime::FreeableBuffer processed(record.data(), record.size(), nullptr);
+    EXPECT_EQ(backend->init(init, &processed, {&spec, 1}).error(), Error::DelegateInvalidCompatibility);
+    const std::string text = logged(log);
+    EXPECT_NE(text.find("ReferenceDeviceBackend: method 'forward': no processed bytes"), std::string::npos) << text;
+    EXPECT_NE(text.find("compile spec target_device is 'cuda:1', the record's device cuda:0"), std::string::npos)
+        << text;
+  }
+  executorch::runtime::FreeableBuffer processed(record.data(), record.size(), nullptr);
+  auto handle = backend->init(init, &processed, {});
+  ASSERT_TRUE(handle.ok());
+  executorch::runtime::BackendExecutionContext run;
+  et_copy::LogCapture log;
+  EXPECT_EQ(backend->execute(run, nullptr, {}), Error::InvalidArgument);
+  EValue one;
+  EValue* args[] = {&one};
+  EXPECT_EQ(backend->execute(run, *handle, {args, 1}), Error::InvalidArgument);
+  EValue* missing[] = {&one, nullptr};
+  EXPECT_EQ(backend->execute(run, *handle, {missing, 2}), Error::InvalidArgument);
+  backend->destroy(*handle);
+  const std::string text = logged(log);
+  EXPECT_NE(text.find("ReferenceDeviceBackend: execute without a handle"), std::string::npos) << text;
+  EXPECT_NE(text.find("1 arguments, the reference program takes 1 inputs and 1 outputs"), std::string::npos) << text;
+  EXPECT_NE(text.find("output 0 is missing"), std::string::npos) << text;
+}
+
 } // namespace
