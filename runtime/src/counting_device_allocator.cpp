@@ -179,6 +179,10 @@ const char* allocator_name(const DeviceAllocator* alloc) {
   return ours != nullptr ? ours->name() : kForeignAllocatorName;
 }
 
+const HostAliasing* host_aliasing(const DeviceAllocator* server) {
+  return dynamic_cast<const HostAliasing*>(server);
+}
+
 std::string allocator_words(const DeviceAllocator* alloc) {
   const std::string name = allocator_name(alloc);
   if (alloc == nullptr) {

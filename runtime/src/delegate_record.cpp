@@ -1,6 +1,7 @@
 #include <et_copy/delegate_record.h>
 
 #include <cstring>
+#include <optional>
 #include <set>
 #include <string_view>
 
@@ -8,6 +9,8 @@
 #include <et_copy/sha256.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 #include <executorch/runtime/platform/log.h>
+
+#include "payload_kinds.h"
 
 namespace et_copy {
 
@@ -137,10 +140,6 @@ class Parser {
     if (line != version) {
       return fail("expected '" + version + "' (another writer or version)", line);
     }
-    DelegateRecord r;
-    bool has_device = false;
-    size_t arena_line = 0, target_line = 0, io_line = 0, digest_line = 0;
-    std::set<std::string_view> fqns, states, tensors;
     for (;;) {
       if (!next_line(&line)) {
         if (at_end_ >= n_) {
@@ -151,164 +150,52 @@ class Parser {
                     std::string_view(reinterpret_cast<const char*>(p_ + at_end_), n_ - at_end_));
       }
       const std::vector<std::string_view> f = split_tabs(line);
-      const std::string_view kind = f[0];
-      if (kind == "device") {
-        size_t index = 0;
-        if (f.size() != 3) {
-          return fail("a device line has 3 fields: device, type, index", line);
+      Reader read = nullptr;
+      for (const auto& known : kLines) {
+        if (f[0] == known.kind) {
+          read = known.read;
         }
-        if (has_device) {
-          return fail("a second device line", line);
-        }
-        if (f[1] != "cuda") {
-          return fail("device type '" + std::string(f[1]) + "' is not one this backend serves (cuda)", line);
-        }
-        if (!parse_size(f[2], &index) || index > static_cast<size_t>(kMaxDeviceIndex)) {
-          return fail("device index is not in 0.." + std::to_string(kMaxDeviceIndex), line);
-        }
-        has_device = true;
-        r.device_type = et::DeviceType::CUDA;
-        r.device_index = static_cast<et::DeviceIndex>(index);
-      } else if (kind == "weight") {
-        DelegateWeight w;
-        if (f.size() != 4) {
-          return fail("a weight line has 4 fields: weight, fqn, content key, nbytes", line);
-        }
-        if (f[1].empty() || f[2].empty() || !parse_size(f[3], &w.nbytes)) {
-          return fail("a weight needs a name, a key and a decimal size", line);
-        }
-        if (!fqns.insert(f[1]).second) {
-          return fail("a second weight named '" + std::string(f[1]) + "'", line);
-        }
-        w.fqn = f[1];
-        w.key = f[2];
-        r.weights.push_back(std::move(w));
-      } else if (kind == "state") {
-        DelegateState s;
-        if (f.size() != 5) {
-          return fail("a state line has 5 fields: state, name, offset, nbytes, initial key or -", line);
-        }
-        if (f[1].empty() || f[4].empty() || !parse_size(f[2], &s.offset) || !parse_size(f[3], &s.nbytes)) {
-          return fail("a state needs a name, a decimal offset and size, and an initial key or -", line);
-        }
-        if (!states.insert(f[1]).second) {
-          return fail("a second state named '" + std::string(f[1]) + "'", line);
-        }
-        s.name = f[1];
-        s.initial_key = f[4] == "-" ? std::string() : std::string(f[4]);
-        state_lines_.push_back(line_);
-        r.states.push_back(std::move(s));
-      } else if (kind == "arena") {
-        if (f.size() != 3) {
-          return fail("an arena line has 3 fields: arena, nested buffer index or -, nbytes", line);
-        }
-        if (r.has_arena) {
-          return fail("a second arena line", line);
-        }
-        r.has_arena_buffer = f[1] != "-";
-        if ((r.has_arena_buffer && !parse_size(f[1], &r.arena_buffer)) || !parse_size(f[2], &r.arena_nbytes)) {
-          return fail("an arena needs a decimal buffer index or -, and a decimal size", line);
-        }
-        r.has_arena = true;
-        arena_line = line_;
-      } else if (kind == "tensor") {
-        DelegateTensor t;
-        size_t dtype = 0;
-        if (f.size() != 5) {
-          return fail("a tensor line has 5 fields: tensor, name, dtype, sizes, strides", line);
-        }
-        if (f[1].empty()) {
-          return fail("a tensor needs a name", line);
-        }
-        if (!parse_size(f[2], &dtype) || dtype > 127 ||
-            !executorch::runtime::isValid(static_cast<executorch::aten::ScalarType>(dtype))) {
-          return fail("dtype '" + show(f[2]) + "' is not an ExecuTorch ScalarType", line);
-        }
-        t.dtype = static_cast<executorch::aten::ScalarType>(dtype);
-        if (!parse_list(f[3], &t.sizes) || !parse_list(f[4], &t.strides)) {
-          return fail("sizes and strides are comma-separated decimals, at most " + std::to_string(kMaxTensorDims),
-                      line);
-        }
-        if (t.sizes.size() != t.strides.size()) {
-          return fail(std::to_string(t.sizes.size()) + " sizes and " + std::to_string(t.strides.size()) + " strides",
-                      line);
-        }
-        if (!tensors.insert(f[1]).second) {
-          return fail("a second tensor line for '" + std::string(f[1]) + "'", line);
-        }
-        t.name = f[1];
-        tensor_lines_.push_back(line_);
-        r.tensors.push_back(std::move(t));
-      } else if (kind == "target") {
-        if (f.size() != 3) {
-          return fail("a target line has 3 fields: target, cpu or cuda, torch version", line);
-        }
-        if (target_line != 0) {
-          return fail("a second target line", line);
-        }
-        if (f[1] != "cpu" && f[1] != "cuda") {
-          return fail("target '" + show(f[1]) + "' is not cpu or cuda", line);
-        }
-        if (f[2].empty()) {
-          return fail("a target needs the torch version that compiled the payload", line);
-        }
-        r.target = f[1];
-        r.torch_version = f[2];
-        target_line = line_;
-      } else if (kind == "digest") {
-        if (f.size() != 3 || f[1] != "sha256" || !is_lower_hex(std::string(f[2]), 64)) {
-          return fail("a digest line has 3 fields: digest, sha256, 64 lowercase hex digits", line);
-        }
-        if (digest_line != 0) {
-          return fail("a second digest line", line);
-        }
-        r.payload_sha256 = f[2];
-        digest_line = line_;
-      } else if (kind == "io") {
-        if (f.size() != 3) {
-          return fail("an io line has 3 fields: io, inputs, outputs", line);
-        }
-        if (io_line != 0) {
-          return fail("a second io line", line);
-        }
-        if (!parse_size(f[1], &r.num_inputs) || !parse_size(f[2], &r.num_outputs) || r.num_inputs > kMaxIo ||
-            r.num_outputs > kMaxIo) {
-          return fail("inputs and outputs are decimal counts up to " + std::to_string(kMaxIo), line);
-        }
-        io_line = line_;
-      } else if (kind == "payload") {
-        size_t nbytes = 0;
-        if (f.size() != 3 || !parse_size(f[2], &nbytes)) {
-          return fail("a payload line has 3 fields: payload, kind, decimal nbytes", line);
-        }
-        if (f[1] == kPayloadProgram) {
-          r.payload_kind = PayloadKind::kProgram;
-        } else if (f[1] == kPayloadAoti) {
-          r.payload_kind = PayloadKind::kAoti;
-        } else {
-          return fail("payload kind '" + show(f[1]) + "' is not " + kPayloadProgram + " or " + kPayloadAoti, line);
-        }
-        if (nbytes != n_ - at_) {
-          return fail("the payload is " + std::to_string(nbytes) + " bytes, and " + std::to_string(n_ - at_) +
-                          " bytes follow its line",
-                      line);
-        }
-        r.payload = p_ + at_;
-        r.payload_nbytes = nbytes;
-        break;
-      } else {
-        return fail("unknown kind of line '" + show(kind) + "'", line);
+      }
+      if (read == nullptr) {
+        return fail("unknown kind of line '" + show(f[0]) + "'", line);
+      }
+      const Error e = (this->*read)(f, line);
+      if (e != Error::Ok) {
+        return e;
+      }
+      if (read == &Parser::read_payload) {
+        break; // the payload follows
       }
     }
-    if (!has_device) {
+    if (!has_device_) {
       return fail("the record has no device line");
     }
-    for (size_t i = 0; i < r.states.size(); ++i) {
-      const DelegateState& s = r.states[i];
-      if (!r.has_arena || s.offset > r.arena_nbytes || s.nbytes > r.arena_nbytes - s.offset) {
+    Error e = check_states();
+    if (e == Error::Ok) {
+      e = check_tensors();
+    }
+    if (e != Error::Ok) {
+      return e;
+    }
+    lines_.payload = line_ = lines_read_;
+    size_t at = 0;
+    const std::string why = rules_->check(r_, lines_, &at); // the payload kind's own rules (payload_kinds.cpp)
+    if (!why.empty()) {
+      line_ = at;
+      return fail(why);
+    }
+    return std::move(r_);
+  }
+
+ private:
+  // Every state inside the arena, at an aligned offset.
+  ET_NODISCARD Error check_states() {
+    for (size_t i = 0; i < r_.states.size(); ++i) {
+      const DelegateState& s = r_.states[i];
+      if (!r_.has_arena || s.offset > r_.arena_nbytes || s.nbytes > r_.arena_nbytes - s.offset) {
         line_ = state_lines_[i];
         return fail("state '" + s.name + "' (" + std::to_string(s.nbytes) + " bytes at " + std::to_string(s.offset) +
-                    ") is outside the arena (" + (r.has_arena ? std::to_string(r.arena_nbytes) + " bytes" : "none") +
+                    ") is outside the arena (" + (r_.has_arena ? std::to_string(r_.arena_nbytes) + " bytes" : "none") +
                     ")");
       }
       if (s.offset % kTensorAlignment != 0) { // a GPU kernel's vector loads would fault on it
@@ -317,18 +204,23 @@ class Parser {
                     std::to_string(kTensorAlignment) + " bytes");
       }
     }
-    for (size_t i = 0; i < r.tensors.size(); ++i) {
-      const DelegateTensor& t = r.tensors[i];
-      line_ = tensor_lines_[i];
+    return Error::Ok;
+  }
+
+  // Every tensor line names a weight or state, and its view fits that one's bytes.
+  ET_NODISCARD Error check_tensors() {
+    for (size_t i = 0; i < r_.tensors.size(); ++i) {
+      const DelegateTensor& t = r_.tensors[i];
+      line_ = lines_.tensors[i];
       size_t nbytes = 0;
       bool named = false;
-      for (const auto& w : r.weights) {
+      for (const auto& w : r_.weights) {
         if (w.fqn == t.name) {
           named = true;
           nbytes = w.nbytes;
         }
       }
-      for (const auto& s : r.states) {
+      for (const auto& s : r_.states) {
         if (s.name == t.name) {
           named = true;
           nbytes = s.nbytes;
@@ -343,43 +235,190 @@ class Parser {
                     " bytes, and '" + t.name + "' has " + std::to_string(nbytes));
       }
     }
-    const size_t payload_line = line_ = lines_read_;
-    if (r.payload_kind == PayloadKind::kProgram) {
-      if (!r.tensors.empty() || target_line != 0 || io_line != 0 || digest_line != 0) {
-        line_ = !r.tensors.empty() ? tensor_lines_[0]
-                : target_line != 0 ? target_line
-                : io_line != 0     ? io_line
-                                   : digest_line;
-        return fail(std::string("a ") + kPayloadProgram + " payload has no tensor, target, io or digest line");
-      }
-      if (r.has_arena && !r.has_arena_buffer) {
-        line_ = arena_line;
-        return fail(std::string("a ") + kPayloadProgram + " payload's arena names its nested planned buffer, not -");
-      }
-    } else {
-      if (target_line == 0 || io_line == 0 || digest_line == 0) {
-        line_ = payload_line;
-        return fail(std::string("an ") + kPayloadAoti + " payload needs a target, an io and a digest line");
-      }
-      if (r.has_arena && r.has_arena_buffer) {
-        line_ = arena_line;
-        return fail(std::string("an ") + kPayloadAoti + " payload's arena is -, not a nested planned buffer");
-      }
-      for (const auto& w : r.weights) {
-        if (tensors.count(w.fqn) == 0) {
-          return fail(std::string("an ") + kPayloadAoti + " payload needs a tensor line for weight '" + w.fqn + "'");
-        }
-      }
-      for (const auto& s : r.states) {
-        if (tensors.count(s.name) == 0) {
-          return fail(std::string("an ") + kPayloadAoti + " payload needs a tensor line for state '" + s.name + "'");
-        }
-      }
-    }
-    return r;
+    return Error::Ok;
   }
 
- private:
+  ET_NODISCARD Error read_device(const std::vector<std::string_view>& f, std::string_view line) {
+    size_t index = 0;
+    if (f.size() != 3) {
+      return fail("a device line has 3 fields: device, type, index", line);
+    }
+    if (has_device_) {
+      return fail("a second device line", line);
+    }
+    if (f[1] != "cuda") {
+      return fail("device type '" + std::string(f[1]) + "' is not one this backend serves (cuda)", line);
+    }
+    if (!parse_size(f[2], &index) || index > static_cast<size_t>(kMaxDeviceIndex)) {
+      return fail("device index is not in 0.." + std::to_string(kMaxDeviceIndex), line);
+    }
+    has_device_ = true;
+    r_.device_type = et::DeviceType::CUDA;
+    r_.device_index = static_cast<et::DeviceIndex>(index);
+    return Error::Ok;
+  }
+
+  ET_NODISCARD Error read_weight(const std::vector<std::string_view>& f, std::string_view line) {
+    DelegateWeight w;
+    if (f.size() != 4) {
+      return fail("a weight line has 4 fields: weight, fqn, content key, nbytes", line);
+    }
+    if (f[1].empty() || f[2].empty() || !parse_size(f[3], &w.nbytes)) {
+      return fail("a weight needs a name, a key and a decimal size", line);
+    }
+    if (!fqns_.insert(f[1]).second) {
+      return fail("a second weight named '" + std::string(f[1]) + "'", line);
+    }
+    w.fqn = f[1];
+    w.key = f[2];
+    r_.weights.push_back(std::move(w));
+    return Error::Ok;
+  }
+
+  ET_NODISCARD Error read_state(const std::vector<std::string_view>& f, std::string_view line) {
+    DelegateState s;
+    if (f.size() != 5) {
+      return fail("a state line has 5 fields: state, name, offset, nbytes, initial key or -", line);
+    }
+    if (f[1].empty() || f[4].empty() || !parse_size(f[2], &s.offset) || !parse_size(f[3], &s.nbytes)) {
+      return fail("a state needs a name, a decimal offset and size, and an initial key or -", line);
+    }
+    if (!states_.insert(f[1]).second) {
+      return fail("a second state named '" + std::string(f[1]) + "'", line);
+    }
+    s.name = f[1];
+    s.initial_key = f[4] == "-" ? std::string() : std::string(f[4]);
+    state_lines_.push_back(line_);
+    r_.states.push_back(std::move(s));
+    return Error::Ok;
+  }
+
+  ET_NODISCARD Error read_arena(const std::vector<std::string_view>& f, std::string_view line) {
+    if (f.size() != 3) {
+      return fail("an arena line has 3 fields: arena, nested buffer index or -, nbytes", line);
+    }
+    if (r_.has_arena) {
+      return fail("a second arena line", line);
+    }
+    r_.has_arena_buffer = f[1] != "-";
+    if ((r_.has_arena_buffer && !parse_size(f[1], &r_.arena_buffer)) || !parse_size(f[2], &r_.arena_nbytes)) {
+      return fail("an arena needs a decimal buffer index or -, and a decimal size", line);
+    }
+    r_.has_arena = true;
+    lines_.arena = line_;
+    return Error::Ok;
+  }
+
+  ET_NODISCARD Error read_tensor(const std::vector<std::string_view>& f, std::string_view line) {
+    DelegateTensor t;
+    size_t dtype = 0;
+    if (f.size() != 5) {
+      return fail("a tensor line has 5 fields: tensor, name, dtype, sizes, strides", line);
+    }
+    if (f[1].empty()) {
+      return fail("a tensor needs a name", line);
+    }
+    if (!parse_size(f[2], &dtype) || dtype > 127 ||
+        !executorch::runtime::isValid(static_cast<executorch::aten::ScalarType>(dtype))) {
+      return fail("dtype '" + show(f[2]) + "' is not an ExecuTorch ScalarType", line);
+    }
+    t.dtype = static_cast<executorch::aten::ScalarType>(dtype);
+    if (!parse_list(f[3], &t.sizes) || !parse_list(f[4], &t.strides)) {
+      return fail("sizes and strides are comma-separated decimals, at most " + std::to_string(kMaxTensorDims), line);
+    }
+    if (t.sizes.size() != t.strides.size()) {
+      return fail(std::to_string(t.sizes.size()) + " sizes and " + std::to_string(t.strides.size()) + " strides", line);
+    }
+    if (!tensors_.insert(f[1]).second) {
+      return fail("a second tensor line for '" + std::string(f[1]) + "'", line);
+    }
+    t.name = f[1];
+    lines_.tensors.push_back(line_);
+    r_.tensors.push_back(std::move(t));
+    return Error::Ok;
+  }
+
+  ET_NODISCARD Error read_target(const std::vector<std::string_view>& f, std::string_view line) {
+    if (f.size() != 3) {
+      return fail("a target line has 3 fields: target, cpu or cuda, torch version", line);
+    }
+    if (lines_.target != 0) {
+      return fail("a second target line", line);
+    }
+    if (f[1] != "cpu" && f[1] != "cuda") {
+      return fail("target '" + show(f[1]) + "' is not cpu or cuda", line);
+    }
+    if (f[2].empty()) {
+      return fail("a target needs the torch version that compiled the payload", line);
+    }
+    r_.target = f[1];
+    r_.torch_version = f[2];
+    lines_.target = line_;
+    return Error::Ok;
+  }
+
+  ET_NODISCARD Error read_digest(const std::vector<std::string_view>& f, std::string_view line) {
+    if (f.size() != 3 || f[1] != "sha256" || !is_lower_hex(std::string(f[2]), 64)) {
+      return fail("a digest line has 3 fields: digest, sha256, 64 lowercase hex digits", line);
+    }
+    if (lines_.digest != 0) {
+      return fail("a second digest line", line);
+    }
+    r_.payload_sha256 = f[2];
+    lines_.digest = line_;
+    return Error::Ok;
+  }
+
+  ET_NODISCARD Error read_io(const std::vector<std::string_view>& f, std::string_view line) {
+    if (f.size() != 3) {
+      return fail("an io line has 3 fields: io, inputs, outputs", line);
+    }
+    if (lines_.io != 0) {
+      return fail("a second io line", line);
+    }
+    if (!parse_size(f[1], &r_.num_inputs) || !parse_size(f[2], &r_.num_outputs) || r_.num_inputs > kMaxIo ||
+        r_.num_outputs > kMaxIo) {
+      return fail("inputs and outputs are decimal counts up to " + std::to_string(kMaxIo), line);
+    }
+    lines_.io = line_;
+    return Error::Ok;
+  }
+
+  ET_NODISCARD Error read_payload(const std::vector<std::string_view>& f, std::string_view line) {
+    size_t nbytes = 0;
+    if (f.size() != 3 || !parse_size(f[2], &nbytes)) {
+      return fail("a payload line has 3 fields: payload, kind, decimal nbytes", line);
+    }
+    rules_ = internal::payload_rules(f[1]);
+    if (!rules_.has_value()) {
+      return fail("payload kind '" + show(f[1]) + "' is not " + internal::payload_kinds_text(), line);
+    }
+    r_.payload_word = rules_->kind;
+    r_.payload_kind = r_.payload_word == kPayloadProgram ? PayloadKind::kProgram
+                      : r_.payload_word == kPayloadAoti  ? PayloadKind::kAoti
+                                                         : PayloadKind::kOther;
+    if (nbytes != n_ - at_) {
+      return fail("the payload is " + std::to_string(nbytes) + " bytes, and " + std::to_string(n_ - at_) +
+                      " bytes follow its line",
+                  line);
+    }
+    r_.payload = p_ + at_;
+    r_.payload_nbytes = nbytes;
+    return Error::Ok;
+  }
+
+  // The kinds of line before the payload's, each read by its own method.
+  using Reader = Error (Parser::*)(const std::vector<std::string_view>&, std::string_view);
+  struct LineKind {
+    const char* kind;
+    Reader read;
+  };
+  static constexpr LineKind kLines[] = {
+      {"device", &Parser::read_device}, {"weight", &Parser::read_weight}, {"state", &Parser::read_state},
+      {"arena", &Parser::read_arena},   {"tensor", &Parser::read_tensor}, {"target", &Parser::read_target},
+      {"digest", &Parser::read_digest}, {"io", &Parser::read_io},         {"payload", &Parser::read_payload},
+  };
+
   // The next line (without its '\n'); false at the end or when the rest has
   // no '\n' (at_end_ then says where that rest starts).
   bool next_line(std::string_view* line) {
@@ -420,13 +459,25 @@ class Parser {
   size_t line_ = 0;
   size_t lines_read_ = 0;
   std::vector<size_t> state_lines_;
-  std::vector<size_t> tensor_lines_;
+  RecordLines lines_;
+  DelegateRecord r_;
+  bool has_device_ = false;
+  std::optional<PayloadRules> rules_; // the payload line's kind
+  std::set<std::string_view> fqns_, states_, tensors_;
 };
 
 } // namespace
 
 const char* payload_kind_name(PayloadKind kind) {
-  return kind == PayloadKind::kAoti ? kPayloadAoti : kPayloadProgram;
+  switch (kind) {
+    case PayloadKind::kProgram:
+      return kPayloadProgram;
+    case PayloadKind::kAoti:
+      return kPayloadAoti;
+    case PayloadKind::kOther:
+      break;
+  }
+  return "other";
 }
 
 Result<DelegateRecord> parse_delegate_record(const void* data, size_t size, FailureReport* report) {

@@ -115,8 +115,7 @@ std::vector<std::string> device_backends(executorch::runtime::etensor::DeviceTyp
   }
   // Upstream's CUDA backend is no DeviceBackend of ours, but its delegates run on a GPU: et-copy's CUDA
   // allocator or another library's (its own, registered when its library loads). Not on the simulated device.
-  const bool gpu =
-      type == executorch::runtime::etensor::DeviceType::CUDA && std::strcmp(allocator_name(server), "simulated") != 0;
+  const bool gpu = type == executorch::runtime::etensor::DeviceType::CUDA && host_aliasing(server) == nullptr;
   if (gpu && std::find(ids.begin(), ids.end(), kCudaBackendId) == ids.end()) {
     ids.emplace_back(kCudaBackendId);
   }

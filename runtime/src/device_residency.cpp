@@ -8,7 +8,7 @@
 
 #include <et_copy/failure_report.h>
 #include <et_copy/sha256.h>
-#include <et_copy/simulated_device_allocator.h>
+#include <et_copy/counting_device_allocator.h>
 
 namespace et_copy {
 
@@ -83,11 +83,10 @@ Result<std::unique_ptr<DeviceBlock>> DeviceBlock::create(et::DeviceType type, et
     return p.error();
   }
   uint8_t* alias = nullptr;
-  SimulatedDeviceAllocator& sim = simulated_device_allocator();
-  if (allocator == &sim) {
-    auto a = sim.host_alias(*p, nbytes, index);
+  if (const HostAliasing* aliasing = host_aliasing(allocator); aliasing != nullptr) {
+    auto a = aliasing->host_alias(*p, nbytes, index);
     if (!a.ok()) {
-      sim.deallocate(*p, index);
+      allocator->deallocate(*p, index);
       return a.error();
     }
     alias = static_cast<uint8_t*>(*a);

@@ -154,8 +154,4 @@ Registration use_simulated_device(int device_count, Error* error) {
   return Registration::kRegistered;
 }
 
-Registration register_simulated_device_backend(Error* error) {
-  return register_device_backend(simulated_device_backend(), error);
-}
-
 } // namespace et_copy

@@ -56,7 +56,11 @@ namespace et = executorch::runtime::etensor;
 
 namespace {
 
-constexpr const char* kName = "SimulatedDeviceBackend";
+// Its processor reads device memory through the host alias: it runs where the allocator serving CUDA has
+// that capability (the simulated device), and a GPU's memory is not host memory.
+bool runs_on_server(const executorch::runtime::DeviceAllocator* server) {
+  return server != nullptr && server->device_type() == et::DeviceType::CUDA && host_aliasing(server) != nullptr;
+}
 
 struct Scratch {
   std::vector<uint8_t> program; // the nested program it was planned for (the key's check)
@@ -130,10 +134,7 @@ class WeightDataMap final : public NamedDataMap {
 
 // What a delegate handle owns. Members are destroyed in reverse order: the
 // method first, then what it points into.
-struct Handle {
-  std::string method_name;
-  DelegateRecord record;
-  bool verify = false; // the runtime spec "verify_data": weights and state checked by their content keys
+struct Handle final : FrameHandle {
   std::vector<uint8_t> program_bytes;
   WeightDataMap weights;
   std::unique_ptr<executorch::extension::BufferDataLoader> loader;
@@ -149,10 +150,9 @@ struct Handle {
   std::vector<size_t> output_capacity; // each nested output's planned (upper bound) bytes
 };
 
-// Logs "SimulatedDeviceBackend: method 'm': <message>" and returns `e`.
+// Logs "SimulatedDeviceBackend: method 'm': <message>" (BackendFrame::fail) and returns `e`.
 ET_NODISCARD Error fail(Error e, const std::string& method, const std::string& message) {
-  ET_LOG(Error, "%s: method '%s': %s", kName, method.c_str(), message.c_str());
-  return e;
+  return simulated_device_backend().fail(e, method, message);
 }
 
 // The bytes of a dense tensor of `t`'s layout, or SIZE_MAX when that does
@@ -169,9 +169,9 @@ size_t layout_nbytes(const internal::ExternalTensor& t) {
   return n;
 }
 
-// The weights of `h`, from the residency cache or uploaded from the outer
-// named data; pinned in `pool` when it is open.
-ET_NODISCARD Error bind_weights(Handle& h, const NamedDataMap* outer, std::optional<int> pool) {
+// The weights of `h`, each checked against the nested program's layout,
+// from the residency cache or uploaded from the outer named data.
+ET_NODISCARD Error bind_weights(Handle& h, const NamedDataMap* outer) {
   auto layouts = internal::external_tensors(h.program_bytes.data(), h.program_bytes.size());
   if (!layouts.ok()) {
     return fail(Error::DelegateInvalidCompatibility, h.method_name, "the nested program cannot be read");
@@ -201,43 +201,18 @@ ET_NODISCARD Error bind_weights(Handle& h, const NamedDataMap* outer, std::optio
                   "weight '" + w.fqn + "' is " + std::to_string(w.nbytes) + " bytes in the record, " +
                       std::to_string(layout_nbytes(*layout->second)) + " in the nested program");
     }
-    FailureReport report;
-    auto block =
-        acquire_weight(w.key, h.record.device_type, h.record.device_index, w.nbytes, outer, pool, &report, h.verify);
+    auto block = simulated_device_backend().bind_weight(h, w, outer);
     if (!block.ok()) {
-      return fail(block.error(), h.method_name, "weight '" + w.fqn + "': " + report.detail);
+      return block.error();
     }
     h.weights.entries[w.fqn] = WeightDataMap::Entry{*layout->second, std::move(*block)};
   }
   return Error::Ok;
 }
 
-// The state arena `h` binds: the session's (created on first use), with
-// each state line's initial value written once.
-ET_NODISCARD Error bind_arena(Handle& h, BackendInitContext& context, size_t arena_size) {
-  ArenaKey key{kName, std::nullopt, context.get_named_data_map()};
-  auto session = context.get_runtime_spec<int>(kSessionSpec);
-  if (session.ok()) {
-    key.session = *session;
-  } else if (session.error() != Error::NotFound) {
-    return fail(Error::InvalidArgument, h.method_name, "runtime spec 'session' must be an int");
-  }
-  std::vector<ArenaState> states;
-  for (const auto& s : h.record.states) {
-    states.push_back(ArenaState{s.name, s.offset, s.nbytes, s.initial_key});
-  }
-  FailureReport report;
-  auto arena = acquire_arena(key, h.record.device_type, h.record.device_index, arena_size, states,
-                             context.get_named_data_map(), h.method_name, &report, h.verify);
-  if (!arena.ok()) {
-    return fail(arena.error(), h.method_name, report.detail);
-  }
-  h.arena = std::move(*arena);
-  return Error::Ok;
-}
-
 // The scratch of `h`: the pool's for this nested program, or its own.
-ET_NODISCARD Error bind_scratch(Handle& h, std::optional<int> pool, const std::vector<size_t>& sizes) {
+ET_NODISCARD Error bind_scratch(Handle& h, const std::vector<size_t>& sizes) {
+  const std::optional<int> pool = h.pool;
   ScratchCache& c = scratch_cache();
   std::lock_guard<std::mutex> lock(c.mutex);
   const auto key = std::make_pair(pool.value_or(0), internal::fnv1a64(h.program_bytes.data(), h.program_bytes.size()));
@@ -269,36 +244,13 @@ ET_NODISCARD Error bind_scratch(Handle& h, std::optional<int> pool, const std::v
   return Error::Ok;
 }
 
-ET_NODISCARD Result<Handle*> init_handle(BackendInitContext& context, FreeableBuffer* processed,
-                                         ArrayRef<CompileSpec> compile_specs) {
-  auto h = std::make_unique<Handle>();
-  h->method_name = context.get_method_name() != nullptr ? context.get_method_name() : "?";
-  if (processed == nullptr) {
-    return fail(Error::InvalidArgument, h->method_name, "no processed bytes");
-  }
-  FailureReport report;
-  auto record = parse_delegate_record(processed->data(), processed->size(), &report);
-  if (!record.ok()) {
-    return fail(record.error(), h->method_name, report.detail);
-  }
-  h->record = std::move(*record);
-  if (h->record.payload_kind != PayloadKind::kProgram) {
-    return fail(Error::DelegateInvalidCompatibility, h->method_name,
-                std::string("the record's payload is '") + payload_kind_name(h->record.payload_kind) + "', and " +
-                    kName + " runs '" + kPayloadProgram + "' payloads (a nested program)");
-  }
-  for (const CompileSpec& spec : compile_specs) {
-    if (spec.key != nullptr && std::strcmp(spec.key, "target_device") == 0) {
-      const std::string value(static_cast<const char*>(spec.value.buffer), spec.value.nbytes);
-      const std::string expected = device_name(h->record.device_type, h->record.device_index);
-      if (value != expected && !(value == "cuda" && h->record.device_index == 0)) {
-        return fail(Error::DelegateInvalidCompatibility, h->method_name,
-                    "compile spec target_device is '" + value + "', the record's device " + expected);
-      }
-    }
-  }
-  if (auto* server = executorch::runtime::get_device_allocator(et::DeviceType::CUDA);
-      server != &simulated_device_allocator()) {
+} // namespace
+
+Error SimulatedDeviceBackend::init_payload(FrameHandle& frame, BackendInitContext& context,
+                                           FreeableBuffer& processed) const {
+  auto* h = static_cast<Handle*>(&frame);
+  // Its processor reads device memory through the host: the server must have that capability.
+  if (auto* server = executorch::runtime::get_device_allocator(et::DeviceType::CUDA); !runs_on_server(server)) {
     return fail(Error::NotSupported, h->method_name,
                 "cuda is served by " + allocator_words(server) +
                     ", not the simulated device this backend computes on (through the host: a GPU's memory is "
@@ -307,19 +259,9 @@ ET_NODISCARD Result<Handle*> init_handle(BackendInitContext& context, FreeableBu
   // The nested program is small (its constants are external): keep a copy, free the rest.
   h->program_bytes.assign(h->record.payload, h->record.payload + h->record.payload_nbytes);
   h->record.payload = h->program_bytes.data();
-  processed->Free();
+  processed.Free();
 
-  auto pool = context.get_runtime_spec<int>(kPoolSpec);
-  if (!pool.ok() && pool.error() != Error::NotFound) {
-    return fail(Error::InvalidArgument, h->method_name, "runtime spec 'pool' must be an int");
-  }
-  const std::optional<int> pool_id = pool.ok() ? std::optional<int>(*pool) : std::nullopt;
-  auto verify = runtime_flag(context, kVerifyDataSpec);
-  if (!verify.ok()) {
-    return fail(Error::InvalidArgument, h->method_name, "runtime spec 'verify_data' must be a bool");
-  }
-  h->verify = *verify;
-  Error e = bind_weights(*h, context.get_named_data_map(), pool_id);
+  Error e = bind_weights(*h, context.get_named_data_map());
   if (e != Error::Ok) {
     return e;
   }
@@ -375,12 +317,13 @@ ET_NODISCARD Result<Handle*> init_handle(BackendInitContext& context, FreeableBu
                                  std::to_string(*meta->memory_planned_buffer_size(h->record.arena_buffer)) + " bytes"
                            : std::string()));
     }
-    e = bind_arena(*h, context, h->record.arena_nbytes);
-    if (e != Error::Ok) {
-      return e;
+    auto arena = bind_arena(*h, context, h->record.arena_nbytes);
+    if (!arena.ok()) {
+      return arena.error();
     }
+    h->arena = std::move(*arena);
   }
-  e = bind_scratch(*h, pool_id, sizes);
+  e = bind_scratch(*h, sizes);
   if (e != Error::Ok) {
     return e;
   }
@@ -417,27 +360,25 @@ ET_NODISCARD Result<Handle*> init_handle(BackendInitContext& context, FreeableBu
                       " is planned or a constant (export it with alloc_graph_output=False, and return no state)");
     }
   }
-  return h.release();
+  return Error::Ok;
 }
 
-ET_NODISCARD Error execute_handle(Handle& h, Span<EValue*> args) {
+BackendFrame::Io SimulatedDeviceBackend::io(const FrameHandle& frame) const {
+  const Method& m = *static_cast<const Handle&>(frame).method;
+  return Io{m.inputs_size(), m.outputs_size(), "the nested method"};
+}
+
+Error SimulatedDeviceBackend::execute_payload(FrameHandle& frame, Span<EValue*> args) const {
+  Handle& h = static_cast<Handle&>(frame);
   Method& m = *h.method;
   const size_t n_in = m.inputs_size();
   const size_t n_out = m.outputs_size();
-  if (args.size() != n_in + n_out) {
-    return fail(Error::InvalidArgument, h.method_name,
-                std::to_string(args.size()) + " arguments, the nested method takes " + std::to_string(n_in) +
-                    " inputs and " + std::to_string(n_out) + " outputs");
-  }
-  SimulatedDeviceAllocator& sim = simulated_device_allocator();
+  const HostAliasing& sim = simulated_device_allocator();
   // Check every argument before binding any.
   for (size_t i = 0; i < args.size(); ++i) {
     const bool input = i < n_in;
     const size_t index = input ? i : i - n_in;
     const std::string name = (input ? "input " : "output ") + std::to_string(index);
-    if (args[i] == nullptr) {
-      return fail(Error::InvalidArgument, h.method_name, name + " is missing");
-    }
     if (!input && !args[i]->isTensor()) {
       return fail(Error::InvalidArgument, h.method_name, name + " is not a tensor");
     }
@@ -505,34 +446,6 @@ ET_NODISCARD Error execute_handle(Handle& h, Span<EValue*> args) {
   return Error::Ok;
 }
 
-} // namespace
-
-bool SimulatedDeviceBackend::is_available() const {
-  return true;
-}
-
-Result<DelegateHandle*> SimulatedDeviceBackend::init(BackendInitContext& context, FreeableBuffer* processed,
-                                                     ArrayRef<CompileSpec> compile_specs) const {
-  auto h = init_handle(context, processed, compile_specs);
-  if (!h.ok()) {
-    return h.error();
-  }
-  return static_cast<DelegateHandle*>(*h);
-}
-
-Error SimulatedDeviceBackend::execute(BackendExecutionContext& /*context*/, DelegateHandle* handle,
-                                      Span<EValue*> args) const {
-  if (handle == nullptr) {
-    ET_LOG(Error, "%s: execute without a handle", kName);
-    return Error::InvalidArgument;
-  }
-  return execute_handle(*static_cast<Handle*>(handle), args);
-}
-
-void SimulatedDeviceBackend::destroy(DelegateHandle* handle) const {
-  delete static_cast<Handle*>(handle); // weights, arena and scratch go with their last handle
-}
-
 SimulatedDeviceBackend& simulated_device_backend() {
   static SimulatedDeviceBackend* instance = new SimulatedDeviceBackend(); // the registry keeps the pointer
   return *instance;
@@ -543,15 +456,31 @@ const char* SimulatedDeviceBackend::id() const {
 }
 
 bool SimulatedDeviceBackend::runs_on(const executorch::runtime::DeviceAllocator& server) const {
-  return &server == &simulated_device_allocator(); // its processor reads device memory through the host alias
+  return runs_on_server(&server);
 }
 
-Error reset_device_state(int session) {
+const char* SimulatedDeviceBackend::payload_kind() const {
+  return kPayloadProgram;
+}
+
+const char* SimulatedDeviceBackend::payload_words() const {
+  return "a nested program";
+}
+
+std::unique_ptr<FrameHandle> SimulatedDeviceBackend::new_handle() const {
+  return std::make_unique<Handle>();
+}
+
+Error reset_simulated_device_state(int session) {
   return simulated_device_backend().reset_state(session);
 }
 
-size_t device_state_nbytes(int session) {
+size_t simulated_device_state_nbytes(int session) {
   return simulated_device_backend().state_nbytes(session);
+}
+
+Registration register_simulated_device_backend(Error* error) {
+  return register_device_backend(simulated_device_backend(), error);
 }
 
 } // namespace et_copy

@@ -390,12 +390,12 @@ TEST_F(SimulatedDeviceBackendTest, StateIsKeptAcrossExecutesAndResetRestoresTheS
   ASSERT_TRUE(d.ok());
   // w (16 bytes), then the arena: zeros and acc's initial value, all counted.
   EXPECT_EQ(simulated_device_allocator().stats().h2d_copies - before.h2d_copies, 3u);
-  EXPECT_EQ(et_copy::device_state_nbytes(101), 16u);
+  EXPECT_EQ(et_copy::simulated_device_state_nbytes(101), 16u);
   expect_near(d.run(floats(io, 0, 4), {4}, {4}), floats(io, 8, 4));
   expect_near(d.run(floats(io, 4, 4), {4}, {4}), floats(io, 12, 4));
-  ASSERT_EQ(et_copy::reset_device_state(101), Error::Ok);
+  ASSERT_EQ(et_copy::reset_simulated_device_state(101), Error::Ok);
   expect_near(d.run(floats(io, 0, 4), {4}, {4}), floats(io, 8, 4));
-  EXPECT_EQ(et_copy::reset_device_state(999), Error::NotFound);
+  EXPECT_EQ(et_copy::reset_simulated_device_state(999), Error::NotFound);
 }
 
 TEST_F(SimulatedDeviceBackendTest, MethodsOfOneSessionShareTheArena) {
@@ -451,9 +451,9 @@ TEST_F(SimulatedDeviceBackendTest, StateIsFreedWithTheLastHandle) {
   {
     Delegate a("acc", &data, {{"session", 106}});
     ASSERT_TRUE(a.ok());
-    EXPECT_EQ(et_copy::device_state_nbytes(106), 16u);
+    EXPECT_EQ(et_copy::simulated_device_state_nbytes(106), 16u);
   }
-  EXPECT_EQ(et_copy::device_state_nbytes(106), 0u);
+  EXPECT_EQ(et_copy::simulated_device_state_nbytes(106), 0u);
 }
 
 // A partition's target_device must name the record's device; cuda:0 may be

@@ -15,7 +15,6 @@
 #include <et_copy/delegate_record.h>
 #include <et_copy/device_residency.h>
 #include <et_copy/sha256.h>
-#include <et_copy/simulated_device_allocator.h>
 #include <executorch/runtime/core/device_allocator.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
@@ -43,22 +42,19 @@ namespace {
 
 // What a delegate handle owns. Members go in reverse order: the container
 // first, then the device memory it was bound to.
-struct Handle {
-  std::string method_name;
-  DelegateRecord record; // payload points nowhere after init
-  bool simulated = true; // the simulated device (host alias, CPU model) or CUDA
+struct Handle final : FrameHandle {       // the record's payload points nowhere after init
+  const HostAliasing* aliasing = nullptr; // the server's, target cpu (the model reads the host alias); null on CUDA
+  bool simulated = true;                  // target cpu on the host-aliased device, or CUDA
   int threads = kDefaultThreads;
-  bool verify = false;     // the runtime spec "verify_data"
   bool trust_code = false; // the runtime spec "trust_code"
   std::vector<std::shared_ptr<DeviceBlock>> weights;
   std::shared_ptr<StateArena> arena;
   std::unique_ptr<aoti::Container> container;
 };
 
-// Logs "AotiDeviceBackend: method 'm': <message>" and returns `e`.
+// Logs "AotiDeviceBackend: method 'm': <message>" (BackendFrame::fail) and returns `e`.
 ET_NODISCARD Error fail(Error e, const std::string& method, const std::string& message) {
-  ET_LOG(Error, "%s: method '%s': %s", kAotiDeviceBackend, method.c_str(), message.c_str());
-  return e;
+  return aoti_backend().fail(e, method, message);
 }
 
 // Who serves CUDA, in words, for refusals.
@@ -76,7 +72,7 @@ Result<aoti::BlobView> view_of(const Tensor& t, const Handle& h) {
   aoti::BlobView v;
   v.data = t.mutable_data_ptr();
   if (h.simulated && t.nbytes() > 0) {
-    auto alias = simulated_device_allocator().host_alias(t.const_data_ptr(), t.nbytes(), h.record.device_index);
+    auto alias = h.aliasing->host_alias(t.const_data_ptr(), t.nbytes(), h.record.device_index);
     if (!alias.ok()) {
       return alias.error();
     }
@@ -111,7 +107,9 @@ ET_NODISCARD Error check_target(Handle& h) {
   const DelegateRecord& r = h.record;
   auto* alloc = executorch::runtime::get_device_allocator(et::DeviceType::CUDA);
   if (r.target == "cpu") {
-    if (alloc != &simulated_device_allocator()) {
+    // Compiled for the CPU, the model reads and writes device memory through its host alias.
+    h.aliasing = host_aliasing(alloc);
+    if (h.aliasing == nullptr) {
       return fail(Error::DelegateInvalidCompatibility, h.method_name,
                   "the model was compiled for target cpu, which runs on et-copy's simulated device only, and cuda is "
                   "served by " +
@@ -122,7 +120,7 @@ ET_NODISCARD Error check_target(Handle& h) {
     // A GPU: et-copy's CUDA allocator or another library's (upstream's CUDA backend registers its own). The
     // model gets device pointers and computes with CUDA; the residency module allocates and copies through
     // whichever serves.
-    if (alloc == nullptr || alloc == &simulated_device_allocator()) {
+    if (alloc == nullptr || host_aliasing(alloc) != nullptr) {
       return fail(Error::DelegateInvalidCompatibility, h.method_name,
                   "the model was compiled for target cuda, which needs a GPU serving cuda (et_copy.use_cuda(), or "
                   "another library's CUDA allocator), and cuda is served by " +
@@ -170,39 +168,18 @@ ET_NODISCARD Error bind_constants(Handle& h, BackendInitContext& context) {
   }
   const auto* named = context.get_named_data_map();
   std::map<std::string, std::pair<uint8_t*, uint8_t*>> memory; // record name -> (device, alias)
-  std::optional<int> pool;
-  auto pool_spec = context.get_runtime_spec<int>(kPoolSpec);
-  if (pool_spec.ok()) {
-    pool = *pool_spec;
-  } else if (pool_spec.error() != Error::NotFound) {
-    return fail(Error::InvalidArgument, h.method_name, "runtime spec 'pool' must be an int");
-  }
   for (const DelegateWeight& w : r.weights) {
-    FailureReport report;
-    auto block = acquire_weight(w.key, r.device_type, r.device_index, w.nbytes, named, pool, &report, h.verify);
+    auto block = aoti_backend().bind_weight(h, w, named);
     if (!block.ok()) {
-      return fail(block.error(), h.method_name, "weight '" + w.fqn + "': " + report.detail);
+      return block.error();
     }
     memory[w.fqn] = {static_cast<uint8_t*>((*block)->device()), (*block)->host_alias()};
     h.weights.push_back(std::move(*block));
   }
   if (r.has_arena) {
-    ArenaKey key{kAotiDeviceBackend, std::nullopt, named};
-    auto session = context.get_runtime_spec<int>(kSessionSpec);
-    if (session.ok()) {
-      key.session = *session;
-    } else if (session.error() != Error::NotFound) {
-      return fail(Error::InvalidArgument, h.method_name, "runtime spec 'session' must be an int");
-    }
-    std::vector<ArenaState> states;
-    for (const DelegateState& s : r.states) {
-      states.push_back(ArenaState{s.name, s.offset, s.nbytes, s.initial_key});
-    }
-    FailureReport report;
-    auto arena = acquire_arena(key, r.device_type, r.device_index, r.arena_nbytes, states, named, h.method_name,
-                               &report, h.verify);
+    auto arena = aoti_backend().bind_arena(h, context, r.arena_nbytes);
     if (!arena.ok()) {
-      return fail(arena.error(), h.method_name, report.detail);
+      return arena.error();
     }
     h.arena = std::move(*arena);
     auto* device = static_cast<uint8_t*>(h.arena->block().device());
@@ -241,52 +218,27 @@ ET_NODISCARD Error bind_constants(Handle& h, BackendInitContext& context) {
   return Error::Ok;
 }
 
-ET_NODISCARD Result<Handle*> init_handle(BackendInitContext& context, FreeableBuffer* processed,
-                                         ArrayRef<CompileSpec> compile_specs) {
-  auto h = std::make_unique<Handle>();
-  h->method_name = context.get_method_name() != nullptr ? context.get_method_name() : "?";
-  if (processed == nullptr) {
-    return fail(Error::InvalidArgument, h->method_name, "no processed bytes");
-  }
-  FailureReport report;
-  auto record = parse_delegate_record(processed->data(), processed->size(), &report);
-  if (!record.ok()) {
-    return fail(record.error(), h->method_name, report.detail);
-  }
-  h->record = std::move(*record);
-  if (h->record.payload_kind != PayloadKind::kAoti) {
-    return fail(Error::DelegateInvalidCompatibility, h->method_name,
-                std::string("the record's payload is '") + payload_kind_name(h->record.payload_kind) + "', and " +
-                    kAotiDeviceBackend + " runs '" + kPayloadAoti + "' payloads (an AOTInductor model)");
-  }
+} // namespace
+
+Error AotiDeviceBackend::init_payload(FrameHandle& frame, BackendInitContext& context,
+                                      FreeableBuffer& processed) const {
+  auto* h = static_cast<Handle*>(&frame);
   const std::string device = device_name(h->record.device_type, h->record.device_index);
-  for (const CompileSpec& spec : compile_specs) {
-    if (spec.key != nullptr && std::strcmp(spec.key, "target_device") == 0) {
-      const std::string value(static_cast<const char*>(spec.value.buffer), spec.value.nbytes);
-      if (value != device && !(value == "cuda" && h->record.device_index == 0)) {
-        return fail(Error::DelegateInvalidCompatibility, h->method_name,
-                    "compile spec target_device is '" + value + "', the record's device " + device);
-      }
-    }
+  std::optional<int> threads;
+  Error e = int_spec(*h, context, kThreadsSpec, &threads);
+  if (e != Error::Ok) {
+    return e;
   }
-  auto threads = context.get_runtime_spec<int>(kThreadsSpec);
-  if (threads.ok()) {
-    if (*threads < 1) {
-      return fail(Error::InvalidArgument, h->method_name,
-                  "runtime spec 'threads' must be at least 1, got " + std::to_string(*threads));
-    }
-    h->threads = *threads;
-  } else if (threads.error() != Error::NotFound) {
-    return fail(Error::InvalidArgument, h->method_name, "runtime spec 'threads' must be an int");
+  if (threads.has_value() && *threads < 1) {
+    return fail(Error::InvalidArgument, h->method_name,
+                "runtime spec 'threads' must be at least 1, got " + std::to_string(*threads));
   }
-  for (auto [key, flag] : {std::pair{kVerifyDataSpec, &h->verify}, std::pair{kTrustCodeSpec, &h->trust_code}}) {
-    auto value = runtime_flag(context, key);
-    if (!value.ok()) {
-      return fail(Error::InvalidArgument, h->method_name, std::string("runtime spec '") + key + "' must be a bool");
-    }
-    *flag = *value;
+  h->threads = threads.value_or(kDefaultThreads);
+  e = flag_spec(*h, context, kTrustCodeSpec, &h->trust_code);
+  if (e != Error::Ok) {
+    return e;
   }
-  Error e = check_target(*h);
+  e = check_target(*h);
   if (e != Error::Ok) {
     return e;
   }
@@ -298,7 +250,7 @@ ET_NODISCARD Result<Handle*> init_handle(BackendInitContext& context, FreeableBu
   std::string what; // aoti_runtime.h's own reason
   auto library = aoti::load_library(h->record.payload, h->record.payload_nbytes, &what);
   h->record.payload = nullptr; // the bytes go with `processed`
-  processed->Free();
+  processed.Free();
   if (library == nullptr) {
     return fail(Error::DelegateInvalidCompatibility, h->method_name, what);
   }
@@ -320,22 +272,19 @@ ET_NODISCARD Result<Handle*> init_handle(BackendInitContext& context, FreeableBu
   if (e != Error::Ok) {
     return e;
   }
-  return h.release();
+  return Error::Ok;
 }
 
-ET_NODISCARD Error execute_handle(Handle& h, Span<EValue*> args) {
+BackendFrame::Io AotiDeviceBackend::io(const FrameHandle& frame) const {
+  return Io{frame.record.num_inputs, frame.record.num_outputs, "the model"};
+}
+
+Error AotiDeviceBackend::execute_payload(FrameHandle& frame, Span<EValue*> args) const {
+  Handle& h = static_cast<Handle&>(frame);
   const size_t n_in = h.record.num_inputs;
   const size_t n_out = h.record.num_outputs;
-  if (args.size() != n_in + n_out) {
-    return fail(Error::InvalidArgument, h.method_name,
-                std::to_string(args.size()) + " arguments, the model takes " + std::to_string(n_in) + " inputs and " +
-                    std::to_string(n_out) + " outputs");
-  }
   // Check every argument before running; messages are built only on failure (this runs per token).
   for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == nullptr) {
-      return fail(Error::InvalidArgument, h.method_name, argument_name(i, n_in) + " is missing");
-    }
     if (!args[i]->isTensor()) {
       return fail(Error::NotSupported, h.method_name,
                   argument_name(i, n_in) + " is not a tensor (the model takes tensors only)");
@@ -408,36 +357,20 @@ ET_NODISCARD Error execute_handle(Handle& h, Span<EValue*> args) {
   return Error::Ok;
 }
 
-} // namespace
-
 const char* aoti_torch_version() {
   return aoti::compiled_torch_version();
 }
 
-bool AotiDeviceBackend::is_available() const {
-  return true;
+const char* AotiDeviceBackend::payload_kind() const {
+  return kPayloadAoti;
 }
 
-Result<DelegateHandle*> AotiDeviceBackend::init(BackendInitContext& context, FreeableBuffer* processed,
-                                                ArrayRef<CompileSpec> compile_specs) const {
-  auto h = init_handle(context, processed, compile_specs);
-  if (!h.ok()) {
-    return h.error();
-  }
-  return static_cast<DelegateHandle*>(*h);
+const char* AotiDeviceBackend::payload_words() const {
+  return "an AOTInductor model";
 }
 
-Error AotiDeviceBackend::execute(BackendExecutionContext& /*context*/, DelegateHandle* handle,
-                                 Span<EValue*> args) const {
-  if (handle == nullptr) {
-    ET_LOG(Error, "%s: execute without a handle", kAotiDeviceBackend);
-    return Error::InvalidArgument;
-  }
-  return execute_handle(*static_cast<Handle*>(handle), args);
-}
-
-void AotiDeviceBackend::destroy(DelegateHandle* handle) const {
-  delete static_cast<Handle*>(handle); // the container, then the weights and arena it was bound to
+std::unique_ptr<FrameHandle> AotiDeviceBackend::new_handle() const {
+  return std::make_unique<Handle>();
 }
 
 AotiDeviceBackend& aoti_backend() {
@@ -452,7 +385,7 @@ const char* AotiDeviceBackend::id() const {
 bool AotiDeviceBackend::runs_on(const executorch::runtime::DeviceAllocator& server) const {
   // Compiled for the CPU, it runs on the simulated device's host alias; compiled for CUDA, on a GPU, whoever's
   // allocator serves it (check_target matches the record's target to the server at init).
-  return &server == &simulated_device_allocator() || server.device_type() == et::DeviceType::CUDA;
+  return server.device_type() == et::DeviceType::CUDA; // a host-aliasing server (cpu) or a GPU's (cuda)
 }
 
 Registration register_aoti_backend(Error* error) {

@@ -34,6 +34,7 @@
 #include <executorch/runtime/core/portable_type/scalar_type.h>
 #include <executorch/runtime/core/result.h>
 
+#include <et_copy/device_residency.h>
 #include <et_copy/failure_report.h>
 
 namespace et_copy {
@@ -49,9 +50,10 @@ inline constexpr const char* kPayloadAoti = "aoti";
 enum class PayloadKind {
   kProgram, ///< a nested ExecuTorch program (.pte)
   kAoti,    ///< an AOTInductor shared object (.so)
+  kOther,   ///< a kind added with register_payload_kind (DelegateRecord::payload_word says which)
 };
 
-/// kPayloadProgram or kPayloadAoti.
+/// kPayloadProgram, kPayloadAoti, or "other".
 const char* payload_kind_name(PayloadKind kind);
 
 /// A constant of the payload, kept outside it: read by the payload under
@@ -64,12 +66,8 @@ struct DelegateWeight {
 
 /// A state tensor, at `offset` in the state arena. `initial_key` names its
 /// start value in the outer named data; empty for "-" (it starts at zero).
-struct DelegateState {
-  std::string name;
-  size_t offset = 0;
-  size_t nbytes = 0;
-  std::string initial_key;
-};
+/// The residency module's type, so backends bind the record's states as they are.
+using DelegateState = ArenaState;
 
 /// The layout a weight or state (by `name`) is bound with: a strided view
 /// whose span (checked) fits the weight's or state's bytes.
@@ -96,10 +94,45 @@ struct DelegateRecord {
   size_t num_inputs = 0;               ///< from the io line (aoti payloads)
   size_t num_outputs = 0;
   PayloadKind payload_kind = PayloadKind::kProgram;
+  std::string payload_word = kPayloadProgram; ///< the payload line's kind, as written
   /// The payload: a view into the parsed bytes (not a copy).
   const uint8_t* payload = nullptr;
   size_t payload_nbytes = 0;
 };
+
+/// Where the lines of a parsed record stood (line numbers from 1; 0 when
+/// the record has no such line), so a payload kind's rules can name the
+/// line they refuse.
+struct RecordLines {
+  size_t arena = 0;
+  size_t target = 0;
+  size_t io = 0;
+  size_t digest = 0;
+  size_t payload = 0;
+  std::vector<size_t> tensors; ///< one per DelegateRecord::tensors entry
+};
+
+/// A payload kind's own rules: which of the common lines its records carry
+/// or lack. The parser reads every line and checks what holds for all
+/// kinds; then `check` of the payload line's kind. `check` returns an empty
+/// string when `record` keeps the rules, else the reason, with `*line` set
+/// to the line it concerns (0: none). It must not throw; any thread.
+struct PayloadRules {
+  const char* kind; ///< the payload line's word; a static string
+  std::string (*check)(const DelegateRecord& record, const RecordLines& lines, size_t* line);
+};
+
+/// How many payload kinds the parser knows at most, built-in ones included.
+inline constexpr size_t kMaxPayloadKinds = 16;
+/**
+ * Adds a payload kind the parser accepts (program and aoti are built in),
+ * for a device backend of its own folder. Ok when added, or when the kind
+ * is known with the same check already (idempotent); InvalidArgument for a
+ * null check or a kind that is empty or not printable ASCII without spaces;
+ * InvalidState when the kind is known with another check; NotSupported
+ * past kMaxPayloadKinds kinds. Thread-safe.
+ */
+ET_NODISCARD executorch::runtime::Error register_payload_kind(const PayloadRules& rules);
 
 /**
  * Parses a delegate record from `data[0, size)`. Any bytes are safe: every

@@ -66,8 +66,8 @@ class DeviceBlock {
   void* device() const {
     return device_;
   }
-  /// The host address of the same bytes on the simulated device
-  /// (SimulatedDeviceAllocator::host_alias); null on other allocators.
+  /// The host address of the same bytes where the allocator has that
+  /// capability (HostAliasing, counting_device_allocator.h: the simulated device); null elsewhere.
   uint8_t* host_alias() const {
     return alias_;
   }
@@ -133,7 +133,8 @@ void release_pool(int pool);
 size_t pinned_nbytes(int pool);
 
 /// One state tensor of an arena: its bytes at `offset`, and the named data
-/// key of its initial value (empty: it starts at zero).
+/// key of its initial value (empty: it starts at zero). A delegate record's
+/// state line is one of these (DelegateState, delegate_record.h).
 struct ArenaState {
   std::string name;
   size_t offset = 0;

@@ -89,17 +89,8 @@ executorch::runtime::Span<const executorch::runtime::Kernel> method_kernels();
  */
 ET_NODISCARD Registration use_simulated_device(int device_count = 1, executorch::runtime::Error* error = nullptr);
 
-/**
- * Registers et_copy::SimulatedDeviceBackend (simulated_device_backend.h)
- * under kSimulatedDeviceBackend ("SimulatedDeviceBackend"):
- * register_device_backend (device_backend.h) on simulated_device_backend().
- * kAlreadyOurs when it is registered already, kAlreadyOther when another
- * backend holds the name (left alone: ExecuTorch's registry cannot replace
- * one), kFailed with `*error` (when given) set to the registry's error.
- * Never registers twice. Delegates of the backend need the simulated
- * allocator serving CUDA at load (use_simulated_device()).
- * Threading as register_kernels().
- */
+// Forwarded for callers that include this header only: declared, with its
+// contract, beside its backend (simulated_device_backend.h).
 ET_NODISCARD Registration register_simulated_device_backend(executorch::runtime::Error* error = nullptr);
 
 } // namespace et_copy

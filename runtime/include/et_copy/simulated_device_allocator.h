@@ -51,7 +51,7 @@ namespace et_copy {
  * Threading: all methods are thread-safe. The byte copies themselves run
  * outside the allocator's lock, so copies on different threads overlap.
  */
-class SimulatedDeviceAllocator final : public CountingDeviceAllocator {
+class SimulatedDeviceAllocator final : public CountingDeviceAllocator, public HostAliasing {
  public:
   /// Byte that fills every fresh allocation.
   static constexpr uint8_t kFreshByte = 0xA5;
@@ -101,7 +101,7 @@ class SimulatedDeviceAllocator final : public CountingDeviceAllocator {
    * For a device backend's compute and for inspection hooks (tests, the
    * parity harness); copies go through the copy methods. Any thread.
    */
-  ET_NODISCARD Result<void*> host_alias(const void* device_ptr, size_t nbytes, DeviceIndex index) const;
+  ET_NODISCARD Result<void*> host_alias(const void* device_ptr, size_t nbytes, DeviceIndex index) const override;
 
   /// True when [ptr, ptr + nbytes) lies inside one live allocation of
   /// device `index` (-1: device 0), in either mode: the check a device

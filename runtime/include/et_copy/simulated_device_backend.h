@@ -6,13 +6,16 @@
 // CPU kernels from the global registry, whose every buffer is device memory
 // reached through SimulatedDeviceAllocator::host_alias.
 //
-// Register it with et_copy::register_simulated_device_backend()
-// (registration.h), after use_simulated_device(): init needs the simulated
-// allocator serving CUDA. It is a DeviceBackend (device_backend.h) and keeps
-// its weights and state arenas in the residency module (device_residency.h).
+// Register it with et_copy::register_simulated_device_backend() (below),
+// after use_simulated_device(): init needs the simulated allocator serving
+// CUDA. It is a BackendFrame (backend_frame.h: the shared preludes, weights
+// and state arena) whose own part is the nested program.
 #pragma once
 
-#include <et_copy/device_backend.h>
+#include <memory>
+
+#include <et_copy/backend_frame.h>
+#include <et_copy/registration.h>
 #include <executorch/runtime/backend/interface.h>
 
 namespace et_copy {
@@ -47,28 +50,45 @@ inline constexpr const char* kSimulatedDeviceBackend = "SimulatedDeviceBackend";
  * Threading: init and destroy may run on any thread. execute of handles
  * that share scratch (one pool) or an arena (one session) must be
  * serialized by the caller (SessionPool's execution lock), and so must
- * reset_device_state against execute of that session.
+ * reset_simulated_device_state against execute of that session.
  */
-class SimulatedDeviceBackend final : public DeviceBackend {
+class SimulatedDeviceBackend final : public BackendFrame {
  public:
   /// kSimulatedDeviceBackend.
   const char* id() const override;
-  /// True for the simulated allocator only: its processor reads device
+  /// True for an allocator serving CUDA with the host-aliasing capability
+  /// (HostAliasing, counting_device_allocator.h: the simulated device's): its processor reads device
   /// memory through the host alias, which a GPU's (et-copy's CUDA
   /// allocator's or another library's) does not have.
   bool runs_on(const executorch::runtime::DeviceAllocator& server) const override;
-  bool is_available() const override;
-  ET_NODISCARD executorch::runtime::Result<executorch::runtime::DelegateHandle*> init(
-      executorch::runtime::BackendInitContext& context, executorch::runtime::FreeableBuffer* processed,
-      executorch::runtime::ArrayRef<executorch::runtime::CompileSpec> compile_specs) const override;
-  ET_NODISCARD executorch::runtime::Error execute(
-      executorch::runtime::BackendExecutionContext& context, executorch::runtime::DelegateHandle* handle,
-      executorch::runtime::Span<executorch::runtime::EValue*> args) const override;
-  void destroy(executorch::runtime::DelegateHandle* handle) const override;
+
+ protected:
+  const char* payload_kind() const override;
+  const char* payload_words() const override;
+  std::unique_ptr<FrameHandle> new_handle() const override;
+  ET_NODISCARD executorch::runtime::Error init_payload(FrameHandle& handle,
+                                                       executorch::runtime::BackendInitContext& context,
+                                                       executorch::runtime::FreeableBuffer& processed) const override;
+  Io io(const FrameHandle& handle) const override;
+  ET_NODISCARD executorch::runtime::Error execute_payload(
+      FrameHandle& handle, executorch::runtime::Span<executorch::runtime::EValue*> args) const override;
 };
 
 /// The process-wide instance register_simulated_device_backend() registers.
 SimulatedDeviceBackend& simulated_device_backend();
+
+/**
+ * Registers simulated_device_backend() under kSimulatedDeviceBackend:
+ * register_device_backend (device_backend.h). kAlreadyOurs when it is
+ * registered already, kAlreadyOther when another backend holds the name
+ * (left alone: ExecuTorch's registry cannot replace one), kFailed with
+ * `*error` (when given) set to the registry's error. Never registers twice.
+ * Delegates of the backend need the simulated allocator serving CUDA at
+ * load (use_simulated_device(), registration.h). Threading as
+ * register_kernels(). (registration.h declares it too, with the default
+ * argument, for callers that include that header only.)
+ */
+ET_NODISCARD Registration register_simulated_device_backend(executorch::runtime::Error* error); // error = nullptr
 
 /**
  * simulated_device_backend().reset_state(session): puts the state arena of
@@ -79,10 +99,19 @@ SimulatedDeviceBackend& simulated_device_backend();
  * through the DeviceBackend interface; this name stays for callers that
  * hold no backend. Threading: see SimulatedDeviceBackend.
  */
-ET_NODISCARD executorch::runtime::Error reset_device_state(int session);
+ET_NODISCARD executorch::runtime::Error reset_simulated_device_state(int session);
 
 /// simulated_device_backend().state_nbytes(session): bytes of the state
 /// arena of `session`, 0 when there is none. Thread-safe.
-size_t device_state_nbytes(int session);
+size_t simulated_device_state_nbytes(int session);
+
+/// The earlier names of the two above, which said nothing of whose state.
+[[deprecated("use reset_simulated_device_state")]] ET_NODISCARD inline executorch::runtime::Error reset_device_state(
+    int session) {
+  return reset_simulated_device_state(session);
+}
+[[deprecated("use simulated_device_state_nbytes")]] inline size_t device_state_nbytes(int session) {
+  return simulated_device_state_nbytes(session);
+}
 
 } // namespace et_copy

@@ -12,7 +12,9 @@
 // C shim libraries (torch_cpu, c10); runtime/ stays free of libtorch.
 #pragma once
 
-#include <et_copy/device_backend.h>
+#include <memory>
+
+#include <et_copy/backend_frame.h>
 #include <et_copy/registration.h>
 
 namespace et_copy {
@@ -75,21 +77,25 @@ inline constexpr int kDefaultThreads = 1;
  * and of handles sharing an arena (one session), must be serialized by the
  * caller (SessionPool's execution lock).
  */
-class AotiDeviceBackend final : public DeviceBackend {
+class AotiDeviceBackend final : public BackendFrame {
  public:
   /// kAotiDeviceBackend.
   const char* id() const override;
-  /// The simulated allocator (code compiled for the CPU) and any other
-  /// allocator serving CUDA: et-copy's CUDA allocator or another library's.
+  /// Any allocator serving CUDA: one with the host-aliasing capability
+  /// (HostAliasing, counting_device_allocator.h: the simulated device: code compiled for the CPU),
+  /// et-copy's CUDA allocator or another library's (code compiled for CUDA).
   bool runs_on(const executorch::runtime::DeviceAllocator& server) const override;
-  bool is_available() const override;
-  ET_NODISCARD executorch::runtime::Result<executorch::runtime::DelegateHandle*> init(
-      executorch::runtime::BackendInitContext& context, executorch::runtime::FreeableBuffer* processed,
-      executorch::runtime::ArrayRef<executorch::runtime::CompileSpec> compile_specs) const override;
-  ET_NODISCARD executorch::runtime::Error execute(
-      executorch::runtime::BackendExecutionContext& context, executorch::runtime::DelegateHandle* handle,
-      executorch::runtime::Span<executorch::runtime::EValue*> args) const override;
-  void destroy(executorch::runtime::DelegateHandle* handle) const override;
+
+ protected:
+  const char* payload_kind() const override;
+  const char* payload_words() const override;
+  std::unique_ptr<FrameHandle> new_handle() const override;
+  ET_NODISCARD executorch::runtime::Error init_payload(FrameHandle& handle,
+                                                       executorch::runtime::BackendInitContext& context,
+                                                       executorch::runtime::FreeableBuffer& processed) const override;
+  Io io(const FrameHandle& handle) const override;
+  ET_NODISCARD executorch::runtime::Error execute_payload(
+      FrameHandle& handle, executorch::runtime::Span<executorch::runtime::EValue*> args) const override;
 };
 
 /// The process-wide instance register_aoti_backend() registers.
