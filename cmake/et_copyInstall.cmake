@@ -85,9 +85,11 @@ if(TARGET et_copy_aoti)
 endif()
 
 set(_et_copy_headers
+  backend_frame.h
   copy_ops.h
   counting_device_allocator.h
   cuda_stream.h
+  delegate_record.h
   device_arguments.h
   device_backend.h
   device_residency.h
@@ -97,8 +99,8 @@ set(_et_copy_headers
   llm_methods.h
   loaded_method.h
   loaded_program.h
-  planned_buffer.h
   log_capture.h
+  planned_buffer.h
   program_check.h
   program_record.h
   registration.h

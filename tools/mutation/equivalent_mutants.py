@@ -87,8 +87,6 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("python/et_copy/llm/_export.py", "int+1", "if all(n % d for d in range(2, int(n**0.5) + 1)):",
                "one more trial divisor, int(sqrt(n)) + 1, is below n for every n >= 3 and divides no prime, and a "
                "composite already has a divisor up to its square root", site=1),
-    Equivalent("runtime/include/et_copy/delegate_record.h", "int+1", "size_t offset = 0;",
-               "the parser is the only maker of a DelegateState, and it sets offset from the line or refuses it"),
     Equivalent("runtime/src/delegate_record.cpp", "int+1", "size_t index = 0;",
                "parse_size() writes index whenever it returns true, and the device line is refused before index is "
                "read when it returns false"),

@@ -34,6 +34,7 @@ P_FOREIGN_CUDA = "py:tests/python/test_foreign_cuda.py"
 T_KINDS = "cpp:et_copy_test_argument_kinds"
 P_LLM_UNTRUSTED = "py:tests/python/llm/test_llm_untrusted.py"
 T_DELEGATE = "cpp:et_copy_test_delegate_record"
+T_REFERENCE = "cpp:et_copy_test_reference_backend"
 T_LAYOUT = "cpp:et_copy_test_tensor_layout"
 T_ODD = "cpp:et_copy_test_odd_sizes"
 T_METHOD_KERNELS = "cpp:et_copy_test_method_kernels"
@@ -172,7 +173,14 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/include/et_copy/limits.h",
      (T_SIM, "py:tests/python/test_limits.py", P_FIELDS, "cpp:et_copy_test_device_backend")),
     # The digest line's parse: the gtest, then a compiled program's record lines mutated.
-    ("runtime/*/delegate_record.*", (T_DELEGATE, T_BACKEND, P_AOTI_UNTRUSTED)),
+    ("runtime/*/delegate_record.*", (T_DELEGATE, T_BACKEND, T_REFERENCE, P_AOTI_UNTRUSTED)),
+    # Each payload kind's own lines: the record's gtest, a third kind registered by the reference backend.
+    ("runtime/src/payload_kinds.*", (T_DELEGATE, T_REFERENCE, P_AOTI_UNTRUSTED)),
+    # The frame every backend runs in: the simulated backend's gtest, the reference backend's (the only
+    # one reaching target_device, a missing handle, the argument count), then the compiled backend's.
+    ("runtime/*/backend_frame.*", (
+        T_BACKEND, T_REFERENCE, "py:tests/python/test_aoti_runtime.py", P_THREADS, P_AOTI_TRUST, P_AOTI_UNTRUSTED,
+    )),
     # SHA-256: its gtest (the standard's vectors, pieces of every length), then the payload and weight checks
     # that use it.
     ("runtime/*/sha256.*", ("cpp:et_copy_test_sha256", P_VERIFY_WEIGHT, P_AOTI_UNTRUSTED)),
