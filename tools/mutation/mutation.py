@@ -204,6 +204,13 @@ class Runner:
             if not target.exists() or target.read_bytes() != so.read_bytes():
                 shutil.copy2(so, target)
 
+    def gtest(self, exe: str) -> Path:
+        """A gtest binary: in tests/cpp's build folder, or a folder it adds (tests/backends/reference)."""
+        here = self.build / "tests" / "cpp" / exe
+        if here.is_file():
+            return here
+        return next((p for p in (self.build / "tests").rglob(exe) if p.is_file()), here)
+
     def make(self, targets: list[str]) -> tuple[bool, str]:
         if self.python_only:
             self.lay_out_python_package()
@@ -244,7 +251,7 @@ class Runner:
             kind, _, rest = t.partition(":")
             if kind == "cpp":
                 exe, _, filt = rest.partition(":")
-                cmd = [str(self.build / "tests" / "cpp" / exe), "--gtest_brief=1"]
+                cmd = [str(self.gtest(exe)), "--gtest_brief=1"]
                 if filt:
                     cmd.append(f"--gtest_filter={filt}")
                 cmds.append((cmd, env))
