@@ -330,6 +330,19 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
         "py:tests/python/test_copy_binding_args.py", "py:tests/python/test_max_rank.py",
         "py:tests/python/test_boundary_enums.py", *PY_BINDINGS, P_COPY,
     )),
+    # The rooms of et_copy.runtime's bindings. execute: outputs= and scalar outputs (test_runtime_checks),
+    # every input kind (test_runtime_scalar_inputs), the loops; method_meta: the metadata on its devices;
+    # etdump: a profile and its debug buffer written; program: loading, sessions, the load checks.
+    ("python/bindings/execute.*", (
+        "py:tests/python/test_runtime_checks.py", "py:tests/python/test_runtime_scalar_inputs.py",
+        "py:tests/python/test_method_io_loops.py", *PY_RUNTIME,
+    )),
+    ("python/bindings/method_meta.*", (P_META, P_API, *PY_RUNTIME)),
+    ("python/bindings/etdump.*", (P_API, "py:tests/python/test_program_binding_args.py")),
+    ("python/bindings/program.*", (
+        "py:tests/python/test_program_binding_args.py", "py:tests/python/test_load_check_bindings.py", P_API,
+        *PY_RUNTIME,
+    )),
     # test_max_rank.py: every per-dim loop at the largest rank and one past it;
     # test_boundary_enums.py: dtype and device codes against ExecuTorch's schema.
     ("python/bindings/*", (
