@@ -710,6 +710,24 @@ TEST_F(CudaCallerStream, APageableSourceMayBeOverwrittenAsSoonAsTheCopyReturns) 
   a.deallocate(d, 0);
 }
 
+TEST_F(CudaCallerStream, ASmallCopyStagesThroughOneBlockOf64KiB) {
+  // Blocks are sized to the copy, 64 KiB at the least: a 100-byte copy takes
+  // one such block, and a copy of one byte more than a block a block twice as large.
+  constexpr int kDevice = 1;
+  void* d = device_bytes(size_t{256} << 10, kDevice, 0);
+  const auto small = pattern(100, 7);
+  ASSERT_EQ(et_copy::set_cuda_stream(kDevice, s), Error::Ok);
+  ASSERT_EQ(a.copy_host_to_device(d, small.data(), small.size(), kDevice), Error::Ok);
+  EXPECT_EQ(a.stream_staging_bytes(kDevice), size_t{64} << 10);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  const auto larger = pattern((size_t{64} << 10) + 1, 8);
+  ASSERT_EQ(a.copy_host_to_device(d, larger.data(), larger.size(), kDevice), Error::Ok);
+  EXPECT_EQ(a.stream_staging_bytes(kDevice), (size_t{64} << 10) + (size_t{128} << 10));
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_TRUE(holds(d, larger));
+  a.deallocate(d, kDevice);
+}
+
 TEST_F(CudaCallerStream, StagingIsReusedOnlyOnceTheStreamHasPassedTheCopyThatReadIt) {
   // 64 KiB chunks: 4 blocks of staging at most. Twelve copies queued with no
   // sync must wait for earlier ones (their events), never for the stream.
