@@ -331,3 +331,20 @@ def test_a_kernel_failing_inside_the_device_backend_fails_the_method_and_the_nex
     expected = cache.clone()
     expected[:, 4] = v[:, 0]
     assert torch.equal(got, expected)
+
+
+def test_a_methods_non_tensor_outputs_come_back_as_python_values():
+    """A method may return None and scalars beside its tensors (ExecuTorch
+    emits them as values): each comes back as its Python value, in place."""
+    from executorch.exir import to_edge
+
+    class Mixed(torch.nn.Module):
+        def forward(self, x):
+            return x + 1, None, 3, x * 2
+
+    x = torch.arange(4.0)
+    program = to_edge(torch.export.export(Mixed(), (x,))).to_executorch()
+    got = runtime.load(program.buffer).load_method("forward").execute([x])
+    assert got[1] is None and got[2] == 3 and type(got[2]) is int
+    torch.testing.assert_close(got[0], x + 1)
+    torch.testing.assert_close(got[3], x * 2)
