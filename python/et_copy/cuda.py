@@ -69,6 +69,12 @@ def built_with_cuda() -> bool:
     return bool(getattr(_C, "WITH_CUDA", False))
 
 
+def _require_built(op: str) -> None:
+    """EtCopyError("NotSupported") naming ``op`` when this et_copy has no CUDA allocator."""
+    if not built_with_cuda():
+        raise EtCopyError(f"{op}: {_NOT_BUILT}", error="NotSupported")
+
+
 def cuda_status() -> dict[str, Any]:
     """What the CUDA runtime and driver report, registering nothing.
 
@@ -119,8 +125,7 @@ def use_cuda() -> str:
     After a failure the registry is as it was: use_simulated_device() still
     works.
     """
-    if not built_with_cuda():
-        raise EtCopyError(f"et_copy.use_cuda: {_NOT_BUILT}", error="NotSupported")
+    _require_built("et_copy.use_cuda")
     return _C.use_cuda()  # the policy is C++'s et_copy::use_cuda
 
 
@@ -211,8 +216,7 @@ def cuda_array_interface(t: DeviceTensor) -> dict[str, Any]:
 def copy_config() -> dict[str, Any]:
     """How pageable host memory is copied: pageable ("staged" or "direct"),
     staging_threshold and chunk_bytes (bytes)."""
-    if not built_with_cuda():
-        raise EtCopyError(f"et_copy.cuda.copy_config: {_NOT_BUILT}", error="NotSupported")
+    _require_built("et_copy.cuda.copy_config")
     return dict(_C.cuda_copy_config())
 
 
@@ -238,8 +242,7 @@ def set_copy_config(
     built without CUDA. Which setting is fastest depends on the machine:
     ``python -m et_copy bench`` and benchmarks/cuda_copy_bench.py measure it
     (docs/cuda.md)."""
-    if not built_with_cuda():
-        raise EtCopyError(f"et_copy.cuda.set_copy_config: {_NOT_BUILT}", error="NotSupported")
+    _require_built("et_copy.cuda.set_copy_config")
     now = _C.cuda_copy_config()
     for name, value in (("staging_threshold", staging_threshold), ("chunk_bytes", chunk_bytes)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
@@ -310,8 +313,7 @@ def set_stream(stream: Any, device: int | None = None) -> None:
     EtCopyError("NotSupported") when et_copy was built without CUDA,
     EtCopyError("InvalidArgument") for a device outside 0..127.
     """
-    if not built_with_cuda():
-        raise EtCopyError(f"et_copy.cuda.set_stream: {_NOT_BUILT}", error="NotSupported")
+    _require_built("et_copy.cuda.set_stream")
     handle, index = _stream_and_device(stream, device, "set_stream")
     _C.set_cuda_stream(index, handle)
 
@@ -319,8 +321,7 @@ def set_stream(stream: Any, device: int | None = None) -> None:
 def current_stream(device: int = 0) -> int | None:
     """The calling thread's stream handle for ``device`` (:func:`set_stream`),
     or None when none is set."""
-    if not built_with_cuda():
-        raise EtCopyError(f"et_copy.cuda.current_stream: {_NOT_BUILT}", error="NotSupported")
+    _require_built("et_copy.cuda.current_stream")
     return _C.cuda_stream(device)
 
 
@@ -333,8 +334,7 @@ def use_stream(stream: Any, device: int | None = None) -> Iterator[None]:
         with torch.cuda.stream(s), et_copy.cuda.use_stream(s):
             out = method.execute([x])  # copies and compiled code on s; one sync, the d2h's
     """
-    if not built_with_cuda():
-        raise EtCopyError(f"et_copy.cuda.use_stream: {_NOT_BUILT}", error="NotSupported")
+    _require_built("et_copy.cuda.use_stream")
     handle, index = _stream_and_device(stream, device, "use_stream")
     previous = _C.cuda_stream(index)
     _C.set_cuda_stream(index, handle)
