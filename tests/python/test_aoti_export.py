@@ -31,7 +31,7 @@ from et_copy.backends import BACKENDS  # noqa: E402
 from et_copy.backends.aoti import BACKEND_ID, AotiDevicePartitioner  # noqa: E402
 from et_copy.backends.record import WEIGHT_KEY  # noqa: E402
 from et_copy.export import MethodInputs, export_device_methods, export_device_program, lower_to_device  # noqa: E402
-from executorch.exir.schema import DelegateCall, KernelCall  # noqa: E402
+from plan_calls import plan_calls as kernel_calls  # noqa: E402
 
 # Marked slow: a cold run compiles (the cache makes a warm one take seconds).
 slow = pytest.mark.slow
@@ -134,18 +134,6 @@ class Payload:
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
         return self.runner.run(list(inputs))
-
-
-def kernel_calls(plan) -> list[str]:
-    names = []
-    for chain in plan.chains:
-        for i in chain.instructions:
-            if isinstance(i.instr_args, KernelCall):
-                op = plan.operators[i.instr_args.op_index]
-                names.append(f"{op.name}.{op.overload}")
-            elif isinstance(i.instr_args, DelegateCall):
-                names.append("delegate:" + plan.delegates[i.instr_args.delegate_index].id)
-    return names
 
 
 # The models: tiny, each exercising what a real model needs of the compiled backend.

@@ -15,7 +15,7 @@ from et_copy.backends.record import WEIGHT_KEY  # noqa: E402
 from et_copy.backends.simulated import BACKEND_ID, SimulatedDevicePartitioner  # noqa: E402
 from et_copy.backends.state import StateSlot, state_arena_layout  # noqa: E402
 from et_copy.export import ExportError, MethodInputs, export_device_methods, export_device_program  # noqa: E402
-from executorch.exir.schema import DelegateCall, KernelCall  # noqa: E402
+from plan_calls import plan_calls as calls  # noqa: E402
 
 COPIES = {"et_copy::_h2d_copy.out", "et_copy::_d2h_copy.out"}
 
@@ -49,18 +49,6 @@ def records(program) -> dict[str, list[tuple[list[str], bytes]]]:
             assert len(nested) == int(size)
             out[plan.name].append((head.decode().split("\n"), nested))
     return out
-
-
-def calls(plan) -> list[str]:
-    names = []
-    for chain in plan.chains:
-        for i in chain.instructions:
-            if isinstance(i.instr_args, KernelCall):
-                op = plan.operators[i.instr_args.op_index]
-                names.append(f"{op.name}.{op.overload}")
-            elif isinstance(i.instr_args, DelegateCall):
-                names.append("delegate:" + plan.delegates[i.instr_args.delegate_index].id)
-    return names
 
 
 @pytest.fixture(scope="module")

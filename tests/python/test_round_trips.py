@@ -23,7 +23,7 @@ from et_copy.export import MethodInputs, export_device_methods, export_device_pr
 from executorch.exir.backend.compile_spec_schema import CompileSpec  # noqa: E402
 from executorch.exir.backend.partitioner import DelegationSpec, PartitionResult  # noqa: E402
 from executorch.exir.backend.utils import tag_constant_data  # noqa: E402
-from executorch.exir.schema import DelegateCall, KernelCall  # noqa: E402
+from plan_calls import plan_calls as instructions  # noqa: E402
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner  # noqa: E402
 from torch.fx.passes.operator_support import OperatorSupportBase  # noqa: E402
 
@@ -96,20 +96,6 @@ ROUTES: dict[str, Callable[..., Any]] = {
 }
 
 
-def instructions(plan) -> list[str]:
-    """The plan's instructions: an operator's name, or "delegate"."""
-    names = []
-    for chain in plan.chains:
-        for instruction in chain.instructions:
-            call = instruction.instr_args
-            if isinstance(call, KernelCall):
-                op = plan.operators[call.op_index]
-                names.append(f"{op.name}.{op.overload}" if op.overload else op.name)
-            elif isinstance(call, DelegateCall):
-                names.append("delegate")
-    return names
-
-
 def copies(plan) -> tuple[int, int]:
     names = instructions(plan)
     return names.count(H2D), names.count(D2H)
@@ -136,7 +122,7 @@ def test_a_value_passed_between_partitions_on_one_device_is_not_copied(route):
     module, x = DeviceOnly(), torch.randn(2, 4)
     program = ROUTES[route](module, (x,), SplitAtSin("cuda:0", "cuda:0"))
     plan = program.executorch_program.execution_plan[0]
-    assert instructions(plan).count("delegate") == 2
+    assert instructions(plan).count(f"delegate:{BACKEND_ID}") == 2
     # x in, sin's input out and its result in, the output out: y never leaves the device.
     assert copies(plan) == (2, 2), instructions(plan)
 
@@ -153,7 +139,9 @@ def test_a_value_the_host_reads_keeps_its_d2h_and_the_device_reader_reads_the_de
     # h2d x, d2h y (for sin), h2d sin(y), d2h out: y is not uploaded again.
     assert copies(plan) == (2, 2), instructions(plan)
     names = instructions(plan)
-    assert names.index(D2H) < names.index("aten::sin.out") < names.index(H2D, 1) < names.index("delegate", 2)
+    assert (
+        names.index(D2H) < names.index("aten::sin.out") < names.index(H2D, 1) < names.index(f"delegate:{BACKEND_ID}", 2)
+    )
 
     et_copy.use_simulated_device()
     out, h2d_bytes, d2h_bytes = run(program, "forward", x)
