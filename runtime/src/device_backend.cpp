@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include <et_copy/counting_device_allocator.h>
@@ -11,6 +12,7 @@
 #include <et_copy/program_check.h>
 #include <executorch/runtime/platform/log.h>
 
+#include "core_backend.h"
 #include "registry_lock.h"
 
 namespace et_copy {
@@ -133,49 +135,70 @@ Result<bool> runtime_flag(const executorch::runtime::BackendInitContext& context
   return Error::InvalidArgument;
 }
 
+namespace {
+
+// The described backends, by id, under their own lock: the core's own first.
+// Leaked on purpose, as the table above.
+struct Helps {
+  std::mutex mutex;
+  std::vector<DeviceBackendHelp> helps{internal::simulated_backend_help()};
+};
+Helps& helps() {
+  static auto* h = new Helps();
+  return *h;
+}
+
+std::optional<DeviceBackendHelp> help_of(const std::string& id) {
+  Helps& h = helps();
+  std::lock_guard<std::mutex> lock(h.mutex);
+  for (const DeviceBackendHelp& known : h.helps) {
+    if (id == known.backend->id()) {
+      return known;
+    }
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+Error describe_device_backend(const DeviceBackendHelp& help) {
+  if (help.backend == nullptr || help.python == nullptr || help.cpp == nullptr || help.runs_on == nullptr) {
+    return Error::InvalidArgument;
+  }
+  const char* id = help.backend->id();
+  if (id == nullptr || id[0] == '\0') {
+    return Error::InvalidArgument;
+  }
+  Helps& h = helps();
+  std::lock_guard<std::mutex> lock(h.mutex);
+  for (const DeviceBackendHelp& known : h.helps) {
+    if (std::strcmp(known.backend->id(), id) == 0) {
+      return Error::Ok;
+    }
+  }
+  h.helps.push_back(help);
+  return Error::Ok;
+}
+
 std::string backend_hint(const std::string& id) {
-  // et-copy's backends by id: the calls that register each (Python, C++),
-  // the allocators (by allocator_name) it runs on, and those in words.
-  static const struct {
-    const char* id;
-    const char* python;
-    const char* cpp;
-    std::vector<std::string> servers;
-    const char* runs_on;
-  } kOwn[] = {
-      {"SimulatedDeviceBackend",
-       "et_copy.use_simulated_device()",
-       "et_copy::register_simulated_device_backend()",
-       {"simulated"},
-       "et-copy's simulated device only (its processor reads device memory through the host, and a GPU's memory "
-       "is not host memory)"},
-      {"AotiDeviceBackend",
-       "et_copy.use_aoti_backend()",
-       "et_copy::register_aoti_backend()",
-       {"simulated", "cuda", kForeignAllocatorName},
-       "et-copy's simulated device (target cpu) and GPUs (target cuda)"},
-  };
   const executorch::runtime::DeviceAllocator* server =
       executorch::runtime::get_device_allocator(executorch::runtime::etensor::DeviceType::CUDA);
   if (server == nullptr) {
     return ""; // the refusal says nothing serves the device
   }
-  const std::string name = allocator_name(server);
-  for (const auto& own : kOwn) {
-    if (id != own.id) {
-      continue;
-    }
-    if (std::find(own.servers.begin(), own.servers.end(), name) == own.servers.end()) {
-      return "backend '" + id + "' runs on " + own.runs_on + ", and cuda is served by " + allocator_words(server);
-    }
-    for (const DeviceBackend* b : registered_device_backends()) {
-      if (id == b->id()) {
-        return "";
-      }
-    }
-    return "backend '" + id + "' is not registered: call " + own.python + " (C++: " + own.cpp + ") before loading";
+  const std::optional<DeviceBackendHelp> help = help_of(id);
+  if (!help) {
+    return "";
   }
-  return "";
+  if (!help->backend->runs_on(*server)) {
+    return "backend '" + id + "' runs on " + help->runs_on + ", and cuda is served by " + allocator_words(server);
+  }
+  for (const DeviceBackend* b : registered_device_backends()) {
+    if (id == b->id()) {
+      return "";
+    }
+  }
+  return "backend '" + id + "' is not registered: call " + help->python + " (C++: " + help->cpp + ") before loading";
 }
 
 } // namespace et_copy

@@ -1,5 +1,7 @@
 #include "payload_kinds.h"
 
+#include "core_backend.h"
+
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -10,61 +12,12 @@ using executorch::runtime::Error;
 
 namespace {
 
-bool has_tensor_line(const DelegateRecord& r, const std::string& name) {
-  for (const DelegateTensor& t : r.tensors) {
-    if (t.name == name) {
-      return true;
-    }
-  }
-  return false;
-}
-
-// A nested ExecuTorch program (SimulatedDeviceBackend): its state lives in a
-// nested planned buffer, and the program itself says every layout.
-std::string check_program(const DelegateRecord& r, const RecordLines& lines, size_t* line) {
-  if (!r.tensors.empty() || lines.target != 0 || lines.io != 0 || lines.digest != 0) {
-    *line = !r.tensors.empty()  ? lines.tensors[0]
-            : lines.target != 0 ? lines.target
-            : lines.io != 0     ? lines.io
-                                : lines.digest;
-    return std::string("a ") + kPayloadProgram + " payload has no tensor, target, io or digest line";
-  }
-  if (r.has_arena && !r.has_arena_buffer) {
-    *line = lines.arena;
-    return std::string("a ") + kPayloadProgram + " payload's arena names its nested planned buffer, not -";
-  }
-  return "";
-}
-
-// An AOTInductor model (AotiDeviceBackend, backends/aoti): compiled code with
-// a digest, bound to each weight and state in place by its tensor line.
-std::string check_aoti(const DelegateRecord& r, const RecordLines& lines, size_t* line) {
-  *line = lines.payload;
-  if (lines.target == 0 || lines.io == 0 || lines.digest == 0) {
-    return std::string("an ") + kPayloadAoti + " payload needs a target, an io and a digest line";
-  }
-  if (r.has_arena && r.has_arena_buffer) {
-    *line = lines.arena;
-    return std::string("an ") + kPayloadAoti + " payload's arena is -, not a nested planned buffer";
-  }
-  for (const DelegateWeight& w : r.weights) {
-    if (!has_tensor_line(r, w.fqn)) {
-      return std::string("an ") + kPayloadAoti + " payload needs a tensor line for weight '" + w.fqn + "'";
-    }
-  }
-  for (const DelegateState& s : r.states) {
-    if (!has_tensor_line(r, s.name)) {
-      return std::string("an ") + kPayloadAoti + " payload needs a tensor line for state '" + s.name + "'";
-    }
-  }
-  return "";
-}
-
-// The kinds, built-in ones first, under their own lock. Leaked on purpose:
-// records may be parsed during static destruction.
+// The kinds, under their own lock: the core's own (the simulated backend's
+// nested program) first, then each backend library's as it registers them.
+// Leaked on purpose: records may be parsed during static destruction.
 struct Kinds {
   std::mutex mutex;
-  std::vector<PayloadRules> rules{{kPayloadProgram, &check_program}, {kPayloadAoti, &check_aoti}};
+  std::vector<PayloadRules> rules{internal::program_payload_rules()};
 };
 Kinds& kinds() {
   static auto* k = new Kinds();

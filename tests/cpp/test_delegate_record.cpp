@@ -1,5 +1,7 @@
 // et_copy::parse_delegate_record on good records, every truncation, every
-// one-byte change and the malformed lines; nothing is registered.
+// one-byte change and the malformed lines. The aoti payload kind's rules
+// (backends/aoti/src/aoti_record.cpp) are registered first, as et_copy_aoti
+// does when it loads; no backend is registered.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -8,6 +10,8 @@
 #include <vector>
 
 #include <et_copy/delegate_record.h>
+
+#include "aoti_record.h"
 
 namespace {
 
@@ -33,6 +37,8 @@ std::string good_record() {
 // An aoti record: lines 0..6 as above but the arena, then tensor lines
 // (7..10), target (11), io (12), digest (13), payload (14).
 std::string good_aoti_record() {
+  static const bool registered = et_copy::register_payload_kind(et_copy::aoti::record_rules()) == Error::Ok;
+  EXPECT_TRUE(registered);
   return "et_copy.delegate 2\n"
          "device\tcuda\t1\n"
          "weight\tlinear.weight\tet_copy.weight:00ff\t64\n"
@@ -209,6 +215,7 @@ TEST(DelegateRecord, AProgramPayloadHasNoAotiLinesAndItsArenaNamesABuffer) {
 }
 
 TEST(DelegateRecord, PayloadKindMustBeProgramOrAoti) {
+  good_aoti_record(); // registers the aoti kind: the refusal lists the known kinds
   expect_refused(with_line(7, "payload\tpte\t15"),
                  "line 8 ('payload\\tpte\\t15'): payload kind 'pte' is not program or aoti");
   expect_refused(with_line(7, "payload\t15"), "a payload line has 3 fields");

@@ -185,8 +185,9 @@ TEST(ForeignCuda, ACpuKernelOnCudaPlannedMemoryIsStillRefusedAtLoad) {
 // A device backend of the caller's own that runs on a GPU, whoever's allocator serves it.
 class GpuBackend final : public et_copy::DeviceBackend {
  public:
+  explicit GpuBackend(const char* id = "GpuTestBackend") : id_(id) {}
   const char* id() const override {
-    return "GpuTestBackend";
+    return id_;
   }
   bool runs_on(const executorch::runtime::DeviceAllocator& server) const override {
     return server.device_type() == DeviceType::CUDA && &server != &et_copy::simulated_device_allocator();
@@ -204,6 +205,9 @@ class GpuBackend final : public et_copy::DeviceBackend {
     return Error::NotSupported;
   }
   void destroy(executorch::runtime::DelegateHandle*) const override {}
+
+ private:
+  const char* id_;
 };
 
 TEST(ForeignCuda, OnAForeignGpuTheGpuBackendsMayRunAndTheSimulatedBackendMayNot) {
@@ -220,10 +224,24 @@ TEST(ForeignCuda, OnAForeignGpuTheGpuBackendsMayRunAndTheSimulatedBackendMayNot)
             "backend 'SimulatedDeviceBackend' runs on et-copy's simulated device only (its processor reads device "
             "memory through the host, and a GPU's memory is not host memory), and cuda is served by another "
             "library's allocator");
-  EXPECT_EQ(et_copy::backend_hint("AotiDeviceBackend"),
-            "backend 'AotiDeviceBackend' is not registered: call et_copy.use_aoti_backend() (C++: "
-            "et_copy::register_aoti_backend()) before loading")
+  // A backend its library describes is named with the calls that register it, until they are made.
+  static auto* later = new GpuBackend("LaterGpuBackend");
+  ASSERT_EQ(et_copy::describe_device_backend({later, "use_later()", "register_later()", "GPUs"}), Error::Ok);
+  EXPECT_EQ(et_copy::backend_hint("LaterGpuBackend"),
+            "backend 'LaterGpuBackend' is not registered: call use_later() (C++: register_later()) before loading")
       << "it runs on a foreign GPU once registered";
+  ASSERT_EQ(et_copy::describe_device_backend({later, "again()", "again()", "again"}), Error::Ok);
+  EXPECT_NE(et_copy::backend_hint("LaterGpuBackend").find("call use_later()"), std::string::npos)
+      << "the first description stays";
+  ASSERT_EQ(et_copy::describe_device_backend({gpu, "use_gpu()", "register_gpu()", "GPUs"}), Error::Ok);
+  EXPECT_EQ(et_copy::backend_hint("GpuTestBackend"), "") << "registered, and it runs here";
+  EXPECT_EQ(et_copy::backend_hint("AotiDeviceBackend"), "") << "et_copy_aoti is not linked here: nothing describes it";
+  EXPECT_EQ(et_copy::describe_device_backend({nullptr, "a", "b", "c"}), Error::InvalidArgument);
+  EXPECT_EQ(et_copy::describe_device_backend({later, nullptr, "b", "c"}), Error::InvalidArgument);
+  EXPECT_EQ(et_copy::describe_device_backend({later, "a", nullptr, "c"}), Error::InvalidArgument);
+  EXPECT_EQ(et_copy::describe_device_backend({later, "a", "b", nullptr}), Error::InvalidArgument);
+  static auto* nameless = new GpuBackend("");
+  EXPECT_EQ(et_copy::describe_device_backend({nameless, "a", "b", "c"}), Error::InvalidArgument);
   EXPECT_EQ(et_copy::backend_hint("XnnpackBackend"), "") << "not et-copy's";
 }
 

@@ -35,6 +35,8 @@ T_KINDS = "cpp:et_copy_test_argument_kinds"
 P_LLM_UNTRUSTED = "py:tests/python/llm/test_llm_untrusted.py"
 T_DELEGATE = "cpp:et_copy_test_delegate_record"
 T_REFERENCE = "cpp:et_copy_test_reference_backend"
+# What linking et_copy_aoti gives before registration: its payload kind and its refusal hint.
+T_AOTI_LIBRARY = "cpp:et_copy_test_aoti_library"
 T_LAYOUT = "cpp:et_copy_test_tensor_layout"
 T_ODD = "cpp:et_copy_test_odd_sizes"
 T_METHOD_KERNELS = "cpp:et_copy_test_method_kernels"
@@ -185,9 +187,13 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # that use it.
     ("runtime/*/sha256.*", ("cpp:et_copy_test_sha256", P_VERIFY_WEIGHT, P_AOTI_UNTRUSTED)),
     # test_state_export.py runs delegated programs whose state starts at zero or at a stored value.
+    # Its payload kind's rules (check_program) are the record gtest's; its description, the foreign-CUDA hint's.
     ("runtime/*/simulated_device_backend.*", (
-        T_BACKEND, "py:tests/python/test_runtime_checks.py", "py:tests/python/test_state_export.py", T_FOREIGN_CUDA,
+        T_BACKEND, T_DELEGATE, "py:tests/python/test_runtime_checks.py", "py:tests/python/test_state_export.py",
+        T_FOREIGN_CUDA,
     )),
+    # The core backend's entries in the kinds and hint tables: present before anything registers.
+    ("runtime/src/core_backend.h", (T_DELEGATE, T_FOREIGN_CUDA, T_BACKEND)),
     ("runtime/src/content_hash.h", (T_BACKEND,)),
     # The one range bound: its own cases in the reader's gtest, then the reader's, the allocator's and a session's
     # users of it.
@@ -392,8 +398,10 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("backends/aoti/src/code_trust.*", (P_AOTI_TRUST, P_AOTI_UNTRUSTED)),
     ("backends/aoti/include/et_copy/code_trust.h", (P_AOTI_TRUST, P_AOTI_UNTRUSTED)),
     # test_foreign_cuda.py: a target-cuda record accepted on another library's CUDA allocator (runs_on, check_target).
+    # The aoti payload kind's own record lines: the record gtest compiles them in; the library's gtest.
+    ("backends/aoti/src/aoti_record.*", (T_DELEGATE, T_AOTI_LIBRARY, P_AOTI_UNTRUSTED)),
     ("backends/aoti/src/aoti_backend.cpp", (
-        P_AOTI_TRUST, P_AOTI_UNTRUSTED, "py:tests/python/test_aoti_runtime.py", P_FOREIGN_CUDA,
+        T_AOTI_LIBRARY, P_AOTI_TRUST, P_AOTI_UNTRUSTED, "py:tests/python/test_aoti_runtime.py", P_FOREIGN_CUDA,
     )),
     # Copies on the caller's stream: queued, staged, synchronised, against the fake CUDA runtime's streams.
     ("runtime/cuda/caller_stream.*", (T_CUDA,)),

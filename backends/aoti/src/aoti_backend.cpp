@@ -20,6 +20,7 @@
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
 #include <executorch/runtime/platform/log.h>
 
+#include "aoti_record.h"
 #include "aoti_runtime.h"
 
 namespace et_copy {
@@ -388,7 +389,34 @@ bool AotiDeviceBackend::runs_on(const executorch::runtime::DeviceAllocator& serv
   return server.device_type() == et::DeviceType::CUDA; // a host-aliasing server (cpu) or a GPU's (cuda)
 }
 
+namespace {
+
+// What the core learns of this backend from this library alone, before
+// anything registers it: its payload kind's rules, so its records parse,
+// and how to register it, so a load check's refusal can say so. Neither
+// touches ExecuTorch's registries, and both are idempotent.
+Error describe_aoti_backend() {
+  const Error e = register_payload_kind(aoti::record_rules());
+  if (e != Error::Ok) {
+    return e;
+  }
+  return describe_device_backend({&aoti_backend(), "et_copy.use_aoti_backend()", "et_copy::register_aoti_backend()",
+                                  "et-copy's simulated device (target cpu) and GPUs (target cuda)"});
+}
+
+// Run when the library loads: a program that holds aoti delegates may be
+// checked (and refused) before register_aoti_backend() is called.
+[[maybe_unused]] const Error kDescribed = describe_aoti_backend();
+
+} // namespace
+
 Registration register_aoti_backend(Error* error) {
+  if (const Error e = describe_aoti_backend(); e != Error::Ok) { // refused only when another "aoti" kind is known
+    if (error != nullptr) {
+      *error = e;
+    }
+    return Registration::kFailed;
+  }
   return register_device_backend(aoti_backend(), error);
 }
 

@@ -125,8 +125,10 @@ struct PayloadRules {
 /// How many payload kinds the parser knows at most, built-in ones included.
 inline constexpr size_t kMaxPayloadKinds = 16;
 /**
- * Adds a payload kind the parser accepts (program and aoti are built in),
- * for a device backend of its own folder. Ok when added, or when the kind
+ * Adds a payload kind the parser accepts, for a device backend of its own
+ * folder: the core's own kind (program) is known from the start, and
+ * et_copy_aoti adds aoti (its rules in backends/aoti) when its library
+ * loads; a record of a kind no library added is refused, listing the kinds. Ok when added, or when the kind
  * is known with the same check already (idempotent); InvalidArgument for a
  * null check or a kind that is empty or not printable ASCII without spaces;
  * InvalidState when the kind is known with another check; NotSupported

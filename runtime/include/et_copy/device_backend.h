@@ -130,15 +130,39 @@ ET_NODISCARD Registration register_device_backend(DeviceBackend& backend, execut
 /// snapshot). Never fails; any thread.
 std::vector<DeviceBackend*> registered_device_backends();
 
+/// What a load check's refusal says of a device backend that is not
+/// registered, or cannot run where CUDA is served: how to register it, and
+/// where it runs. A backend's own library describes it (as
+/// describe_device_backend below), so a refusal can name the call before
+/// anything registers it.
+struct DeviceBackendHelp {
+  const DeviceBackend* backend; ///< the instance its registration registers (its id() and runs_on())
+  const char* python;           ///< the Python call that registers it ("et_copy.use_aoti_backend()")
+  const char* cpp;              ///< the C++ call ("et_copy::register_aoti_backend()")
+  const char* runs_on;          ///< where it runs, in words ("et-copy's simulated device only (...)")
+};
+
+/**
+ * Makes `help` known to backend_hint under help.backend->id(). Ok when
+ * added, or when that id is described already (the first description
+ * stays: idempotent); InvalidArgument for a null backend or string, or an
+ * id that is null or empty. Registers nothing with ExecuTorch. The
+ * simulated backend is described from the start; et_copy_aoti describes
+ * AotiDeviceBackend when its library loads. The strings and the backend
+ * must live for the process. Thread-safe.
+ */
+ET_NODISCARD executorch::runtime::Error describe_device_backend(const DeviceBackendHelp& help);
+
 /// For a delegate backend id a load check refused on a device, what to do
-/// about it when it is one of et-copy's own backends: when it is not
-/// registered and would run on the allocator serving CUDA once registered,
-/// what registers it ("backend 'AotiDeviceBackend' is not registered: call
-/// et_copy.use_aoti_backend() (C++: et_copy::register_aoti_backend())
-/// before loading"); when it cannot run on that allocator, which ones it
-/// runs on and who serves CUDA ("backend 'SimulatedDeviceBackend' runs on
-/// et-copy's simulated device only (...), and cuda is served by another
-/// library's allocator"). Else empty. Any thread.
+/// about it when a backend of that id is described (describe_device_backend):
+/// when it is not registered and would run on the allocator serving CUDA
+/// once registered (its runs_on), what registers it ("backend
+/// 'AotiDeviceBackend' is not registered: call et_copy.use_aoti_backend()
+/// (C++: et_copy::register_aoti_backend()) before loading"); when it cannot
+/// run on that allocator, where it runs and who serves CUDA ("backend
+/// 'SimulatedDeviceBackend' runs on et-copy's simulated device only (...),
+/// and cuda is served by another library's allocator"). Else empty. Any
+/// thread.
 std::string backend_hint(const std::string& id);
 
 } // namespace et_copy
