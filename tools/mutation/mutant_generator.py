@@ -60,6 +60,8 @@ SCOPE = (
     "python/et_copy/runtime.py",
     "python/et_copy/llm/",
     "python/et_copy/_constant_reads.py",
+    "python/et_copy/backends/__init__.py",
+    "backends/aoti/src/aoti_record.cpp",
 )
 CPP_SUFFIXES = (".cpp", ".h")
 

@@ -398,6 +398,10 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("backends/aoti/src/code_trust.*", (P_AOTI_TRUST, P_AOTI_UNTRUSTED)),
     ("backends/aoti/include/et_copy/code_trust.h", (P_AOTI_TRUST, P_AOTI_UNTRUSTED)),
     # test_foreign_cuda.py: a target-cuda record accepted on another library's CUDA allocator (runs_on, check_target).
+    # The backends' table: its own tests, then a word added from outside (the reference backend's).
+    ("python/et_copy/backends/__init__.py", (
+        "py:tests/python/test_backends_table.py", "py:tests/backends/reference/test_reference_export.py",
+    )),
     # The aoti payload kind's own record lines: the record gtest compiles them in; the library's gtest.
     ("backends/aoti/src/aoti_record.*", (T_DELEGATE, T_AOTI_LIBRARY, P_AOTI_UNTRUSTED)),
     ("backends/aoti/src/aoti_backend.cpp", (

@@ -24,7 +24,15 @@ from typing import TYPE_CHECKING, Callable
 if TYPE_CHECKING:
     from executorch.exir.backend.partitioner import Partitioner
 
-__all__ = ["BACKENDS", "DEFAULT_BACKEND", "Backend", "check_backend", "partitioner_for", "resolve_backend"]
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_BACKEND",
+    "Backend",
+    "add_backend",
+    "check_backend",
+    "partitioner_for",
+    "resolve_backend",
+]
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,33 @@ BACKENDS: dict[str, Backend] = {
     )
 }
 DEFAULT_BACKEND = "simulated"
+
+
+def add_backend(backend: Backend) -> Backend:
+    """Adds a device backend of another package (its own folder) under ``backend.word``.
+
+    From then on the exporters' and the tools' ``backend=`` take the word, as
+    they take et-copy's own. Adding an equal entry again returns the one in
+    the table (idempotent). TypeError when ``backend`` is no :class:`Backend`;
+    ValueError when the word is not one plain word, or when the word or the
+    backend id is taken by another entry (the table keeps one meaning each).
+    """
+    op = "et_copy.backends.add_backend"
+    if not isinstance(backend, Backend):
+        raise TypeError(f"{op}: backend must be an et_copy.backends.Backend, got {type(backend).__name__}")
+    word = backend.word
+    if not isinstance(word, str) or not word.isidentifier():
+        raise ValueError(f"{op}: backend.word must be one word (letters, digits, _), got {word!r}")
+    known = BACKENDS.get(word)
+    if known is not None:
+        if known == backend:
+            return known
+        raise ValueError(f"{op}: the word {word!r} is taken by {known.backend_id}")
+    for other in BACKENDS.values():
+        if other.backend_id == backend.backend_id:
+            raise ValueError(f"{op}: backend id {backend.backend_id!r} is taken by the word {other.word!r}")
+    BACKENDS[word] = backend
+    return backend
 
 
 def check_backend(backend: object, *, op: str, arg: str = "backend") -> str:

@@ -1,6 +1,7 @@
 """The reference backend's ahead-of-time side (reference.py): the program its
 C++ test runs (scale_add_relu.pte, .io) is what make_program.py writes now,
-and preprocess refuses a graph it cannot lower, naming the op.
+preprocess refuses a graph it cannot lower, naming the op, and its word,
+added to et-copy's table, exports through et-copy's own routes.
 
     python -m pytest tests/backends/reference
 """
@@ -8,7 +9,9 @@ and preprocess refuses a graph it cannot lower, naming the op.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import torch
@@ -19,7 +22,8 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 
 import make_program  # noqa: E402
-from reference import ReferencePartitioner  # noqa: E402
+from et_copy.backends import BACKENDS, Backend, add_backend, partitioner_for  # noqa: E402
+from reference import BACKEND_ID, ReferencePartitioner  # noqa: E402
 
 
 def test_the_committed_program_and_eager_io_are_what_make_program_writes() -> None:
@@ -47,3 +51,42 @@ def test_preprocess_refuses_an_op_that_is_not_a_reference_step() -> None:
 
     with pytest.raises(Exception, match="sigmoid.* is not one of the reference steps"):
         export_device_program(Sigmoid(), (torch.ones(2),), partitioner=ReferencePartitioner())
+
+
+def _register() -> str:
+    raise RuntimeError("the reference backend's runtime side is C++ (reference_backend.h), in its gtest")
+
+
+REFERENCE = Backend(
+    "reference", BACKEND_ID, "reference", "ReferencePartitioner", _register, "float32 elementwise steps (tests only)"
+)
+
+
+@pytest.fixture
+def reference_word() -> Iterator[Backend]:
+    """The backend's word in et-copy's table while the test runs."""
+    added = add_backend(REFERENCE)
+    yield added
+    del BACKENDS["reference"]
+
+
+def test_its_word_exports_through_et_copys_own_routes(reference_word: Backend) -> None:
+    from et_copy.export import export_device_program
+
+    assert add_backend(REFERENCE) is reference_word, "adding it again is idempotent"
+    x, y = make_program.inputs()
+    by_word = export_device_program(make_program.ScaleAddRelu(), (x, y), backend="reference")
+    assert bytes(by_word.buffer) == (HERE / "scale_add_relu.pte").read_bytes()
+    assert isinstance(partitioner_for("reference"), ReferencePartitioner)
+
+
+def test_its_word_and_id_keep_one_meaning(reference_word: Backend) -> None:
+    with pytest.raises(ValueError, match="add_backend: the word 'reference' is taken by ReferenceDeviceBackend"):
+        add_backend(replace(REFERENCE, summary="another"))
+    with pytest.raises(ValueError, match="backend id 'ReferenceDeviceBackend' is taken by the word 'reference'"):
+        add_backend(replace(REFERENCE, word="reference2"))
+    with pytest.raises(ValueError, match="backend.word must be one word"):
+        add_backend(replace(REFERENCE, word="two words"))
+    with pytest.raises(TypeError, match="add_backend: backend must be an et_copy.backends.Backend, got dict"):
+        add_backend({"word": "x"})  # type: ignore[arg-type]
+    assert sorted(BACKENDS) == ["aoti", "reference", "simulated"]
