@@ -187,13 +187,11 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # that use it.
     ("runtime/*/sha256.*", ("cpp:et_copy_test_sha256", P_VERIFY_WEIGHT, P_AOTI_UNTRUSTED)),
     # test_state_export.py runs delegated programs whose state starts at zero or at a stored value.
-    # Its payload kind's rules (check_program) are the record gtest's; its description, the foreign-CUDA hint's.
     ("runtime/*/simulated_device_backend.*", (
-        T_BACKEND, T_DELEGATE, "py:tests/python/test_runtime_checks.py", "py:tests/python/test_state_export.py",
-        T_FOREIGN_CUDA,
+        T_BACKEND, "py:tests/python/test_runtime_checks.py", "py:tests/python/test_state_export.py", T_FOREIGN_CUDA,
     )),
     # The core backend's entries in the kinds and hint tables: present before anything registers.
-    ("runtime/src/core_backend.h", (T_DELEGATE, T_FOREIGN_CUDA, T_BACKEND)),
+    ("runtime/src/core_backend.*", (T_DELEGATE, T_FOREIGN_CUDA, T_BACKEND)),
     ("runtime/src/content_hash.h", (T_BACKEND,)),
     # The one range bound: its own cases in the reader's gtest, then the reader's, the allocator's and a session's
     # users of it.
