@@ -20,4 +20,11 @@ fi
 python -m pip install -q ".[test]"
 # The package lives in python/et_copy, so the installed copy is what's tested.
 # Here everything is installed, so only a missing GPU may skip a test.
-ET_COPY_REQUIRE_ALL=1 python -m pytest "$@"
+# Two workers (pytest-xdist), a test file each: most of the suite is
+# one-threaded Python (export, tracing), so two cores run it in about half
+# the time. ET_COPY_TEST_WORKERS=0 runs it in this one process.
+# pytest-benchmark, where installed, warns in an xdist worker and in every
+# pytest a test starts from one (they inherit PYTEST_XDIST_WORKER), and
+# warnings are errors here: off for them all.
+export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }-p no:benchmark"
+ET_COPY_REQUIRE_ALL=1 python -m pytest -n "${ET_COPY_TEST_WORKERS:-2}" --dist loadfile "$@"

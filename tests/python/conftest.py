@@ -30,6 +30,7 @@ import pytest
 fuzz_profiles.register_profiles()
 
 _leak_report: list[str] = []
+_worker_fuzz_lines: list[str] = []  # pytest-xdist's controller: what its workers' fuzz tests ran
 
 
 @pytest.fixture(scope="session")
@@ -110,33 +111,61 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    et_copy = sys.modules.get("et_copy")
-    if et_copy is None:
-        return
-    gc.collect()
-    info = et_copy.allocator_info()
-    if info is None or info.get("name") != "simulated":
-        return
-    stats = et_copy.allocator_stats()
-    if stats["bytes_outstanding"] != 0 or stats["live_allocations"] != 0:
-        _leak_report.append(
-            f"simulated device leak: {stats['bytes_outstanding']} bytes in {stats['live_allocations']} "
-            f"allocation(s) outstanding after the test session ({stats})"
-        )
+    leak = _simulated_device_leak()
+    if leak:
+        _leak_report.append(leak)
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker (tests/run.sh): its controller reports, and fails on a leak
+        workeroutput["et_copy_leaks"] = list(_leak_report)
+        workeroutput["et_copy_fuzz"] = _fuzz_summary()
+    if _leak_report:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config):
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    # pytest-xdist's controller, as each worker ends: its leak check's findings and its fuzz counts.
+    output = getattr(node, "workeroutput", {})
+    _leak_report.extend(output.get("et_copy_leaks", []))
+    _worker_fuzz_lines.extend(output.get("et_copy_fuzz", []))
+
+
+def _simulated_device_leak() -> str:
+    """What the simulated device still holds after this process's tests; '' when nothing (or et_copy never ran)."""
+    et_copy = sys.modules.get("et_copy")
+    if et_copy is None:
+        return ""
+    gc.collect()
+    info = et_copy.allocator_info()
+    if info is None or info.get("name") != "simulated":
+        return ""
+    stats = et_copy.allocator_stats()
+    if stats["bytes_outstanding"] == 0 and stats["live_allocations"] == 0:
+        return ""
+    return (
+        f"simulated device leak: {stats['bytes_outstanding']} bytes in {stats['live_allocations']} "
+        f"allocation(s) outstanding after the test session ({stats})"
+    )
+
+
+def _fuzz_summary() -> list[str]:
+    """The fuzz tests' case counts and outcomes in this process; none when no fuzz test ran."""
     fuzz_strategies = sys.modules.get("fuzz_strategies")  # only if a fuzz test ran
     cases = fuzz_strategies.CASES if fuzz_strategies is not None else {}
-    if cases:
-        total = sum(cases.values())
-        seconds = sum(fuzz_strategies.SECONDS.values())
-        parts = ", ".join(f"{k}: {n}" for k, n in sorted(cases.items()))
-        terminalreporter.write_line(
-            f"et_copy fuzz ({fuzz_profiles.profile_name()} profile): {total} cases in {seconds:.1f} s ({parts})"
-        )
-        outcomes = ", ".join(f"{k}: {n}" for k, n in sorted(fuzz_strategies.OUTCOMES.items(), key=lambda kv: -kv[1]))
-        terminalreporter.write_line(f"et_copy fuzz outcomes in this process: {outcomes}")
+    if not cases:
+        return []
+    total = sum(cases.values())
+    seconds = sum(fuzz_strategies.SECONDS.values())
+    parts = ", ".join(f"{k}: {n}" for k, n in sorted(cases.items()))
+    outcomes = ", ".join(f"{k}: {n}" for k, n in sorted(fuzz_strategies.OUTCOMES.items(), key=lambda kv: -kv[1]))
+    return [
+        f"et_copy fuzz ({fuzz_profiles.profile_name()} profile): {total} cases in {seconds:.1f} s ({parts})",
+        f"et_copy fuzz outcomes in this process: {outcomes}",
+    ]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    for line in _fuzz_summary() + _worker_fuzz_lines:
+        terminalreporter.write_line(line)
     for line in _leak_report:
         terminalreporter.write_line(line, red=True)
