@@ -148,15 +148,21 @@ Helps& helps() {
   return *h;
 }
 
+// The description of `id`, or null; the caller holds h.mutex.
+const DeviceBackendHelp* find_locked(const Helps& h, const char* id) {
+  for (const DeviceBackendHelp& known : h.helps) {
+    if (std::strcmp(known.backend->id(), id) == 0) {
+      return &known;
+    }
+  }
+  return nullptr;
+}
+
 std::optional<DeviceBackendHelp> help_of(const std::string& id) {
   Helps& h = helps();
   std::lock_guard<std::mutex> lock(h.mutex);
-  for (const DeviceBackendHelp& known : h.helps) {
-    if (id == known.backend->id()) {
-      return known;
-    }
-  }
-  return std::nullopt;
+  const DeviceBackendHelp* known = find_locked(h, id.c_str());
+  return known != nullptr ? std::optional<DeviceBackendHelp>(*known) : std::nullopt;
 }
 
 } // namespace
@@ -171,12 +177,9 @@ Error describe_device_backend(const DeviceBackendHelp& help) {
   }
   Helps& h = helps();
   std::lock_guard<std::mutex> lock(h.mutex);
-  for (const DeviceBackendHelp& known : h.helps) {
-    if (std::strcmp(known.backend->id(), id) == 0) {
-      return Error::Ok;
-    }
+  if (find_locked(h, id) == nullptr) { // else the first description stays
+    h.helps.push_back(help);
   }
-  h.helps.push_back(help);
   return Error::Ok;
 }
 
