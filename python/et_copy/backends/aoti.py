@@ -21,6 +21,7 @@ The ``.so`` is cached by content (:mod:`et_copy._compile_cache`).
 from __future__ import annotations
 
 import hashlib
+import inspect
 import logging
 import platform
 import tempfile
@@ -37,6 +38,8 @@ from executorch.exir.backend.compile_spec_schema import CompileSpec
 from .. import _C, _compile_cache
 from .._constant_reads import copies_as_views
 from .._dtypes import scalar_type_code
+from . import _quantized
+from ._quantized import QuantizedWeightError, read_quantized_packed
 from .partitioner import DevicePartitioner
 from .preprocess import DevicePreprocess
 from .record import RECORD_VERSION, delegate_record, device_of, record_header
@@ -193,7 +196,7 @@ def _host_fingerprint() -> str:
     return f"{platform.machine()} {flags}"
 
 
-def _compile_inputs(edge_program, target: str) -> tuple[torch.fx.GraphModule, list[Any]]:
+def _compile_inputs(edge_program, target: str, op: str = "et_copy.AotiDeviceBackend") -> tuple[torch.fx.GraphModule, list[Any]]:
     """The module AOTInductor compiles and its example inputs (the placeholders'
     fake tensors, so dynamic dims stay symbolic)."""
     ep = edge_program
@@ -219,6 +222,12 @@ def _compile_inputs(edge_program, target: str) -> tuple[torch.fx.GraphModule, li
                     table[leaf] = (
                         torch.nn.Parameter(t.contiguous(), False) if table is sub._parameters else t.contiguous()
                     )
+    # A quantized weight's matmuls and gathers read its stored bytes, never a float copy of it
+    # (docs/design.md, "Quantized weights and experts"); its packed forms become constants of the module.
+    try:
+        read_quantized_packed(module)
+    except QuantizedWeightError as e:
+        raise RuntimeError(f"{op}: {e}") from None
     # A weight's *_copy views (a Linear's permute_copy of its weight) would each be a full copy of the
     # weight on every call; as views, Inductor reads it in place (mm over a transposed view). Other
     # copies stay, but select/slice/split_copy, which have no lowering or C shim, become view + clone.
@@ -248,6 +257,8 @@ def _key_parts(module, example, edge_program, options: dict, target: str) -> dic
         "host": _host_fingerprint() if _march(options) == "native" else "",
         "record": RECORD_VERSION,
         "cache": _compile_cache.FORMAT,
+        # The graph calls the quantized kernels by name (et_copy.backends._quantized): their code is part of it.
+        "kernels": hashlib.sha256(inspect.getsource(_quantized).encode()).hexdigest(),
     }
 
 
@@ -257,7 +268,7 @@ def _compile(edge_program, target: str, op: str) -> tuple[_Compiled, torch.fx.Gr
             f"{op}: compile spec '{TARGET_KEY}' is 'cuda', which compiles on a machine whose torch sees a GPU "
             f"(this torch, {torch.__version__}, sees none); export with target='cpu' for the simulated device"
         )
-    module, example = _compile_inputs(edge_program, target)
+    module, example = _compile_inputs(edge_program, target, op)
     options = compile_options(target)
     key = _compile_cache.cache_key(_key_parts(module, example, edge_program, options, target))
     so = _compile_cache.lookup(key)
@@ -347,7 +358,8 @@ def _preprocess(edge_program, compile_specs, layout: dict[str, StateSlot], arena
     target = target_of(compile_specs)
     state = mutable_state(edge_program)
     compiled, module = _compile(edge_program, target, op)
-    values = {**edge_program.state_dict, **edge_program.constants}
+    # The partition's constants, and those the compile step added (a quantized weight's packed form).
+    values = {**dict(module.named_buffers()), **edge_program.state_dict, **edge_program.constants}
     try:
         reported = _container_constants(compiled, target)
     finally:
