@@ -196,7 +196,9 @@ def _host_fingerprint() -> str:
     return f"{platform.machine()} {flags}"
 
 
-def _compile_inputs(edge_program, target: str, op: str = "et_copy.AotiDeviceBackend") -> tuple[torch.fx.GraphModule, list[Any]]:
+def _compile_inputs(
+    edge_program, target: str, op: str = "et_copy.AotiDeviceBackend"
+) -> tuple[torch.fx.GraphModule, list[Any]]:
     """The module AOTInductor compiles and its example inputs (the placeholders'
     fake tensors, so dynamic dims stay symbolic)."""
     ep = edge_program

@@ -40,6 +40,7 @@ from executorch.exir.schema import Tensor as SchemaTensor
 from executorch.exir.schema import TensorDataLocation
 
 from .. import _C
+from ._quantized import dequantize_with_portable_ops, refuse_packed_kernels
 from .partitioner import DevicePartitioner
 from .preprocess import DevicePreprocess
 from .record import delegate_record, device_of, record_header
@@ -127,6 +128,9 @@ def _preprocess(edge_program, compile_specs, layout: dict[str, StateSlot], arena
     op = f"et_copy.{BACKEND_ID}.preprocess"
     device_type, device_index = device_of(compile_specs, BACKEND_ID)
     state = mutable_state(edge_program)
+    # Quantized weights: ExecuTorch's portable kernels dequantize them (the reference, not the fast path).
+    refuse_packed_kernels(edge_program, op, "simulated")
+    dequantize_with_portable_ops(edge_program)
     planner = _ArenaPlanningPass(layout, arena_nbytes, alloc_graph_input=False, alloc_graph_output=False)
     with warnings.catch_warnings():
         # The emitter's warning that mutable buffers start undefined: the backend writes their start.

@@ -44,7 +44,11 @@ def _edge_config(exported: dict) -> EdgeCompileConfig:
     # batched_mm experts: tokens x top-k) then pins a dynamic prompt length to
     # its example. Dynamic programs skip it; the runtime checks every kernel's arguments.
     dynamic = any(ep.range_constraints for ep in exported.values())
-    return EdgeCompileConfig(preserve_ops=aot.preserve_ops(), _check_ir_validity=not dynamic)
+    # ATen's weight-only kernels (torchao's CPU int4 calls one) are not core ATen: allowed through.
+    quantized = [torch.ops.aten._weight_int4pack_mm_for_cpu.default, torch.ops.aten._weight_int8pack_mm.default]
+    return EdgeCompileConfig(
+        preserve_ops=aot.preserve_ops(), _check_ir_validity=not dynamic, _core_aten_ops_exception_list=quantized
+    )
 
 
 def export_method(
