@@ -32,6 +32,7 @@ from ._models import (
     tiny_model,
     tokenizer_for,
 )
+from ._quantize import SCHEMES, quantize, quantized_weights
 from ._sampling import gumbel_noise, pick_token
 from ._state import HostStateStep, StatefulCausalLM, UnsupportedModelError
 
@@ -48,6 +49,7 @@ __all__ = [
     "MAX_TOP_K",
     "PREFILL",
     "REFUSED_ARCHITECTURES",
+    "SCHEMES",
     "SET_SAMPLING",
     "SLIDING_WINDOW",
     "Session",
@@ -62,6 +64,8 @@ __all__ = [
     "load_model",
     "pick_token",
     "prepare",
+    "quantize",
+    "quantized_weights",
     "tiny_model",
     "tokenizer_for",
 ]

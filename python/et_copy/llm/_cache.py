@@ -95,11 +95,24 @@ def cache_key(model: PreTrainedModel, settings: dict[str, Any]) -> str:
     tensors = dict(model.state_dict(keep_vars=True))
     tensors.update(model.named_buffers())  # non-persistent buffers too (rotary frequencies)
     for name in sorted(tensors):
-        t = tensors[name].detach()
-        h.update(f"\0{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
-        h.update(t.reshape(-1).contiguous().view(torch.uint8).numpy().data)
+        for part, t in _plain_tensors(name, tensors[name].detach()):
+            h.update(f"\0{part}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
+            h.update(t.reshape(-1).contiguous().view(torch.uint8).numpy().data)
     h.update(_source_digest())
     return h.hexdigest()[:32]
+
+
+def _plain_tensors(name: str, t: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
+    """``t``'s bytes as plain tensors: a tensor subclass (a torchao-quantized
+    weight) by its inner tensors and its metadata, a plain tensor as it is."""
+    flatten = getattr(t, "__tensor_flatten__", None)
+    if type(t) in (torch.Tensor, torch.nn.Parameter) or flatten is None:
+        return [(name, t)]
+    inner, meta = flatten()
+    parts = [(f"{name}.{type(t).__name__}.{meta}", torch.empty(0))]
+    for key in inner:
+        parts += _plain_tensors(f"{name}.{key}", getattr(t, key))
+    return parts
 
 
 def _versions() -> dict[str, str]:

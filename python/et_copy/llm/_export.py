@@ -10,6 +10,7 @@ from .. import _C
 from ..export import MethodInputs, export_device_methods
 from ._check import check_wrapper
 from ._conv import DEPTHWISE_CONV1D_AS_SHIFTS
+from ._quantize import quantize as quantize_model
 from ._state import DEFAULT_MAX_TOP_K, HostStateStep, StatefulCausalLM, static_prefill_chunks
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ def export_llm(
     partitioner: Partitioner | None = None,
     depthwise_conv_as_shifts: bool = False,
     external_weights: bool = False,
+    quantize: str | None = None,
 ):
     """Exports ``model`` (a transformers causal LM, :func:`et_copy.llm.tiny_model`)
     as a device program with two methods that share one state:
@@ -85,6 +87,13 @@ def export_llm(
     :func:`~et_copy.export.export_device_program`. Returns the
     ExecutorchProgramManager.
 
+    ``quantize="int8"`` or ``"int4"`` exports a quantized copy of ``model``
+    (:func:`et_copy.llm.quantize`: the linears and the lm_head in int8 per
+    row or int4 in groups of 32, the embeddings in int8 per row; the
+    caller's model is left as it was). A model quantized with torchao first
+    exports as it is. Both backends read the weights in their stored form;
+    on a CPU, bf16 is the fast quantized path (docs/llm.md).
+
     Before exporting, the wrapper is checked against the model
     (:func:`et_copy.llm._check.check_wrapper`): a few prefill and decode
     steps, eagerly, through the wrapper and through the model's own forward
@@ -93,6 +102,8 @@ def export_llm(
     their logits differ, or when the model has a cache layer kind with no
     static form.
     """
+    if quantize is not None:
+        model = quantize_model(model, quantize)
     if max_prompt_len is None:
         max_prompt_len = max(2, max_seq_len // 2)
     if not 2 <= max_prompt_len <= max_seq_len:
