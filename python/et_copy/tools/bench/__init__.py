@@ -23,10 +23,10 @@ from ...backends import BACKENDS, DEFAULT_BACKEND
 from .._progress import Progress, progress_lines
 from ._timing import Config
 
-SECTIONS = ("overhead", "kernel", "throughput", "program", "llm", "cuda", "llm-mid", "verify")
-# llm-mid exports a 322.5 MiB model twice per dtype (6 minutes on 2 cores with the compile
-# cache warm), verify a 128 MiB one: they run when --only names them, not by default.
-DEFAULT_SECTIONS = SECTIONS[:-2]
+SECTIONS = ("overhead", "kernel", "throughput", "program", "llm", "cuda", "llm-mid", "llm-moe", "verify")
+# llm-mid exports a 322.5 MiB model twice per variant (6 minutes on 2 cores with the compile
+# cache warm), llm-moe a 647 MiB MoE, verify a 128 MiB one: they run when --only names them, not by default.
+DEFAULT_SECTIONS = SECTIONS[:-3]
 QUICK_SIZES = (4096, 65536, 1 << 20)
 
 
@@ -55,7 +55,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="LIST",
         default=",".join(DEFAULT_SECTIONS),
         help=f"comma-separated sections to run (default {','.join(DEFAULT_SECTIONS)}; also: llm-mid, a "
-        "mid-size model against transformers, many minutes; verify, the cost of verify_data=True at load)",
+        "mid-size dense model against transformers, float and quantized, many minutes; llm-moe, the same for a "
+        "mid-size MoE; verify, the cost of verify_data=True at load)",
     )
     p.add_argument(
         "--sizes", metavar="SIZE", nargs="+", type=_parse_size, help="throughput sizes (default 4K, 16K, ... 256M)"
@@ -253,16 +254,24 @@ def run(
             except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
                 # Report it with the rest instead of losing the other sections.
                 doc["skipped"]["cuda"] = f"the CUDA benchmark failed: {str(e)[-2000:]}"
-    if "llm-mid" in only:
+    for section, kind in (("llm-mid", "dense"), ("llm-moe", "moe")):
+        if section not in only:
+            continue
         from ._llm_mid import mid_size
 
         et_copy.use_aoti_backend()
+        key = section.replace("-", "_")
         try:
-            doc["llm_mid"] = mid_size(
-                threads=threads, quick=quick, rounds=config.repeats, budget_s=5.0 if quick else 60.0, progress=_progress
+            doc[key] = mid_size(
+                threads=threads,
+                quick=quick,
+                rounds=config.repeats,
+                budget_s=5.0 if quick else 60.0,
+                progress=_progress,
+                kind=kind,
             )
         except ImportError as e:
-            doc["skipped"]["llm_mid"] = f"transformers or executorch's AOT stack is missing: {e}"
+            doc["skipped"][key] = f"transformers or executorch's AOT stack is missing: {e}"
     doc["targets"] = _report.targets(doc)
     doc["elapsed_s"] = round(time.monotonic() - started, 1)
     return doc

@@ -61,10 +61,36 @@ QUICK_CONFIG: dict[str, Any] = {
     "head_dim": 16,
     "tie_word_embeddings": False,
 }
+# --only llm-moe: a random-init Qwen3-MoE of 647 MiB in fp32 (32 experts, 4 chosen), issue 53's.
+MOE_CONFIG: dict[str, Any] = {
+    **MID_CONFIG,
+    "moe_intermediate_size": 384,
+    "num_experts": 32,
+    "num_experts_per_tok": 4,
+}
+QUICK_MOE_CONFIG: dict[str, Any] = {
+    **QUICK_CONFIG,
+    "moe_intermediate_size": 32,
+    "num_experts": 8,
+    "num_experts_per_tok": 2,
+}
+# A kind of model: its transformers classes, its config and --quick's.
+KINDS: dict[str, tuple[str, str, dict[str, Any], dict[str, Any]]] = {
+    "dense": ("Qwen3Config", "Qwen3ForCausalLM", MID_CONFIG, QUICK_CONFIG),
+    "moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM", MOE_CONFIG, QUICK_MOE_CONFIG),
+}
 SEED = 0
 PROMPT_LEN, MAX_SEQ_LEN = 128, 160
 QUICK_PROMPT_LEN, QUICK_MAX_SEQ_LEN = 8, 16
 DTYPES = ("float32", "bfloat16")
+# (dtype, quantize): the float models, and bf16 with int8 and int4 weights (et_copy.llm.quantize), bf16
+# being the CPU's fast quantized path (docs/llm.md).
+VARIANTS: tuple[tuple[str, str | None], ...] = (
+    ("float32", None),
+    ("bfloat16", None),
+    ("bfloat16", "int8"),
+    ("bfloat16", "int4"),
+)
 
 AOTI = "et_copy.runtime, backend='aoti'"
 SIMULATED = "et_copy.runtime, backend='simulated'"
@@ -93,27 +119,53 @@ def _say(progress, message: str) -> None:
         progress(message)
 
 
-def mid_model(dtype: torch.dtype, *, quick: bool = False):
-    """The benchmark's dense Qwen3, its weights drawn from :data:`SEED`
-    (the caller's RNG state is left as it was), in eval mode."""
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+def mid_model(dtype: torch.dtype, *, quick: bool = False, kind: str = "dense", quantize: str | None = None):
+    """The benchmark's model of ``kind`` (:data:`KINDS`: a dense Qwen3 or a
+    Qwen3-MoE), its weights drawn from :data:`SEED` (the caller's RNG state
+    is left as it was; a MoE's router weights too), in eval mode, quantized
+    by :func:`et_copy.llm.quantize` when ``quantize`` names a scheme."""
+    import transformers
 
     from et_copy import llm
 
+    config_class, model_class, config, quick_config = KINDS[kind]
     with torch.random.fork_rng():
         torch.manual_seed(SEED)
-        model = Qwen3ForCausalLM(Qwen3Config(**(QUICK_CONFIG if quick else MID_CONFIG)))
+        model = getattr(transformers, model_class)(
+            getattr(transformers, config_class)(**(quick_config if quick else config))
+        )
     torch.nn.Module.to(model, dtype)  # in place (transformers' own `to` has a narrower signature)
-    return llm.prepare(model)
+    model = llm.prepare(model)
+    return model if quantize is None else llm.quantize(model, quantize)
+
+
+def _stored_nbytes(t: torch.Tensor) -> int:
+    """A weight's bytes as the compiled backend stores them: a torchao
+    quantized weight as its values (int4: two a byte) and its scales (and
+    its zero points where any is not zero); a float weight as it is."""
+    if type(t) in (torch.Tensor, torch.nn.Parameter) or not hasattr(t, "qdata"):
+        return t.numel() * t.element_size()
+    bits = 4 if getattr(t, "target_dtype", None) == torch.int4 else 8
+    nbytes = t.qdata.numel() * bits // 8 + t.scale.numel() * t.scale.element_size()
+    zero = getattr(t, "zero_point", None)
+    if isinstance(zero, torch.Tensor) and bool(zero.ne(0).any()):
+        nbytes += zero.numel() * t.scale.element_size()
+    return nbytes
 
 
 def weight_bytes(model) -> dict[str, int]:
-    """All the weights' bytes, and those one decode step reads: every
-    weight but the embedding table, of which it reads one row."""
-    total = sum(p.numel() * p.element_size() for p in model.parameters())
+    """All the weights' bytes in their stored form, and those one decode
+    step must read: every weight but the embedding table, of which it reads
+    one row, and of the experts only the chosen ones' share (top-k of E)."""
+    params = dict(model.named_parameters())
+    total = sum(_stored_nbytes(p) for p in params.values())
     embed = model.get_input_embeddings().weight
-    row = embed.shape[1] * embed.element_size()
-    return {"total": total, "decode_reads": total - embed.numel() * embed.element_size() + row}
+    embed_nbytes = _stored_nbytes(embed)
+    experts = sum(_stored_nbytes(p) for name, p in params.items() if ".experts." in name)
+    config = model.config
+    chosen = getattr(config, "num_experts_per_tok", 0) / max(getattr(config, "num_experts", 0) or 1, 1)
+    reads = total - embed_nbytes + embed_nbytes // embed.shape[0] - experts + int(experts * chosen)
+    return {"total": total, "decode_reads": reads}
 
 
 def memory_bandwidth(nbytes: int = BANDWIDTH_BYTES, repeats: int = 5) -> dict[str, float]:
@@ -271,14 +323,29 @@ def _program_steps(ptes: dict[str, bytes], threads: int, prompt: torch.Tensor) -
     return steps, picks, keep
 
 
-def _one_dtype(dtype_name: str, *, threads: int, quick: bool, rounds: int, budget_s: float, progress) -> dict:
+def variant_label(dtype_name: str, quantize: str | None) -> str:
+    return dtype_name if quantize is None else f"{dtype_name}, {quantize} weights"
+
+
+def _one_dtype(
+    dtype_name: str,
+    *,
+    threads: int,
+    quick: bool,
+    rounds: int,
+    budget_s: float,
+    progress,
+    kind: str = "dense",
+    quantize: str | None = None,
+) -> dict:
     dtype = getattr(torch, dtype_name)
     prompt_len, max_seq_len = (QUICK_PROMPT_LEN, QUICK_MAX_SEQ_LEN) if quick else (PROMPT_LEN, MAX_SEQ_LEN)
-    model = mid_model(dtype, quick=quick)
+    model = mid_model(dtype, quick=quick, kind=kind, quantize=quantize)
     sizes = weight_bytes(model)
+    label = variant_label(dtype_name, quantize)
     exports = {}
     for backend in ("aoti", "simulated"):
-        _say(progress, f"llm-mid: {dtype_name}: export_llm(backend={backend!r}) of {sizes['total'] / 2**20:.1f} MiB")
+        _say(progress, f"llm-{kind}: {label}: export_llm(backend={backend!r}) of {sizes['total'] / 2**20:.1f} MiB")
         exports[backend] = _export(model, backend, max_seq_len, prompt_len)
     ptes = {backend: e.pop("pte") for backend, e in exports.items()}
     with torch.random.fork_rng():
@@ -288,12 +355,13 @@ def _one_dtype(dtype_name: str, *, threads: int, quick: bool, rounds: int, budge
     ours, picks, keep = _program_steps(ptes, threads, prompt)
     theirs, about = _transformers_steps(model, max_seq_len, prompt, progress)
     picks.update(about["picks"])
-    _say(progress, f"llm-mid: {dtype_name}: timing decode steps and prefills, {threads} thread(s)")
+    _say(progress, f"llm-{kind}: {label}: timing decode steps and prefills, {threads} thread(s)")
     decode = interleaved({name: {**ours.decode, **theirs.decode}[name] for name in ROWS}, rounds, budget_s)
     prefill = interleaved({name: {**ours.prefill, **theirs.prefill}[name] for name in ROWS}, rounds, budget_s)
     del keep
     return {
-        "dtype": dtype_name,
+        "dtype": label,
+        "quantize": quantize,
         "weights_nbytes": sizes["total"],
         "decode_weight_bytes": sizes["decode_reads"],
         "export": exports,
@@ -371,10 +439,21 @@ def _thread_figures_in_child(pte: bytes, prompt_len: int, calls: int, policy: st
     return got
 
 
-def mid_size(*, threads: int = 1, quick: bool = False, rounds: int = 15, budget_s: float = 60.0, progress=None) -> dict:
-    """The section's document: the bandwidth, one entry per dtype, the thread
-    figures. Needs transformers and executorch's AOT stack (ImportError
-    without them), the simulated allocator and the compiled backend registered."""
+def mid_size(
+    *,
+    threads: int = 1,
+    quick: bool = False,
+    rounds: int = 15,
+    budget_s: float = 60.0,
+    progress=None,
+    kind: str = "dense",
+    variants: tuple[tuple[str, str | None], ...] = VARIANTS,
+) -> dict:
+    """The section's document for a model of ``kind`` (``llm-mid``: dense;
+    ``llm-moe``: the MoE): the bandwidth, one entry per variant (dtype and
+    quantization), the thread figures (the dense model's). Needs transformers
+    and executorch's AOT stack (ImportError without them), the simulated
+    allocator and the compiled backend registered."""
     import transformers  # noqa: F401  (the model's architecture)
 
     saved = torch.get_num_threads()
@@ -383,7 +462,8 @@ def mid_size(*, threads: int = 1, quick: bool = False, rounds: int = 15, budget_
         nbytes = BANDWIDTH_BYTES >> (6 if quick else 0)
         bandwidth = {"nbytes": nbytes, **memory_bandwidth(nbytes, repeats=2 if quick else 5)}
         doc: dict = {
-            "config": QUICK_CONFIG if quick else MID_CONFIG,
+            "kind": kind,
+            "config": KINDS[kind][3] if quick else KINDS[kind][2],
             "seed": SEED,
             "threads": threads,
             "prompt_len": QUICK_PROMPT_LEN if quick else PROMPT_LEN,
@@ -393,10 +473,19 @@ def mid_size(*, threads: int = 1, quick: bool = False, rounds: int = 15, budget_
             "bandwidth_gb_s": bandwidth,
             "dtypes": [],
         }
-        for name in DTYPES:
-            entry = _one_dtype(name, threads=threads, quick=quick, rounds=rounds, budget_s=budget_s, progress=progress)
+        for name, quantize in variants:
+            entry = _one_dtype(
+                name,
+                threads=threads,
+                quick=quick,
+                rounds=rounds,
+                budget_s=budget_s,
+                progress=progress,
+                kind=kind,
+                quantize=quantize,
+            )
             ptes = entry.pop("ptes")
-            if name == "float32":
+            if name == "float32" and kind == "dense":
                 calls = 20 if quick else THREAD_CALLS
                 doc["thread_figures"] = []
                 for policy in WAIT_POLICIES:

@@ -20,6 +20,7 @@ AOTI_TARGET = 1.1
 # many tokens/s); with 2 threads on 2 cores, a median at most the 1-thread one and no call over 3x the median.
 MID_DECODE_TARGET = 1.0
 MID_PREFILL_TARGET = 1.0
+QUANTIZED_DECODE_TARGETS = {"int8": 0.5, "int4": 0.4}  # a quantized decode step against the unquantized (issue 53)
 
 
 def _time(ns: float) -> str:
@@ -231,9 +232,15 @@ def _mid_table(section: dict) -> list[str]:
     c, threads = section["config"], section["threads"]
     bw = section["bandwidth_gb_s"]
     reference = bw["read_one_thread"] if threads == 1 else bw["read_all_threads"]
+    experts = (
+        f", {c['num_experts']} experts of width {c['moe_intermediate_size']}, {c['num_experts_per_tok']} chosen"
+        if section.get("kind") == "moe"
+        else ""
+    )
+    model = "Qwen3-MoE" if section.get("kind") == "moe" else "dense Qwen3"
     lines = [
-        f"LLM mid-size step: a seeded random-init dense Qwen3 (vocab {c['vocab_size']}, hidden {c['hidden_size']}, "
-        f"{c['num_hidden_layers']} layers), prompt {section['prompt_len']} tokens, max_seq_len "
+        f"LLM mid-size step: a seeded random-init {model} (vocab {c['vocab_size']}, hidden {c['hidden_size']}, "
+        f"{c['num_hidden_layers']} layers{experts}), prompt {section['prompt_len']} tokens, max_seq_len "
         f"{section['max_seq_len']}, {threads} thread(s) for every row (ratio vs {section['baseline']})",
         f"  memory bandwidth over {size_label(bw['nbytes'])}: a torch copy (bytes read + written) "
         f"{bw['one_thread']:.1f} GB/s on 1 thread, {bw['all_threads']:.1f} GB/s on {bw['all_threads_threads']}; "
@@ -302,7 +309,8 @@ def _mid_targets(section: dict) -> list[dict]:
         dec, pre = entry["decode"], entry["prefill"]
         ours, eager, direct = dec[_llm_mid.AOTI], dec[_llm_mid.EAGER], dec[_llm_mid.DIRECT]
         pre_ours, pre_eager = pre[_llm_mid.AOTI], pre[_llm_mid.EAGER]
-        where = f"mid-size {entry['dtype']}, {section['threads']} thread(s)"
+        model = "MoE" if section.get("kind") == "moe" else "mid-size"
+        where = f"{model} {entry['dtype']}, {section['threads']} thread(s)"
         for name, measured, at_p10, unit, target, met in (
             (
                 f"{where}: the aoti decode step against transformers eager",
@@ -339,6 +347,7 @@ def _mid_targets(section: dict) -> list[dict]:
                     "met": met,
                 }
             )
+    out += _quantized_targets(section)
     for t in section.get("thread_figures", []):
         two, one = t["two_threads"], t["one_thread"]
         policy = f"OMP_WAIT_POLICY {t['wait_policy']}"
@@ -360,6 +369,35 @@ def _mid_targets(section: dict) -> list[dict]:
                 "unit": "x its median",
                 "target": f"<= {_llm_mid.THREAD_SPIKE}",
                 "met": t["two_threads_max_over_median"] <= _llm_mid.THREAD_SPIKE,
+            }
+        )
+    return out
+
+
+def _quantized_targets(section: dict) -> list[dict]:
+    """Each quantized variant's aoti decode step against the same dtype's
+    unquantized one, in the same run: int8 at most 0.5x, int4 at most 0.4x."""
+    from . import _llm_mid
+
+    unquantized = {e["dtype"]: e for e in section["dtypes"] if not e.get("quantize")}
+    out = []
+    for entry in section["dtypes"]:
+        scheme = entry.get("quantize")
+        base = unquantized.get(entry["dtype"].split(",")[0])
+        if scheme not in QUANTIZED_DECODE_TARGETS or base is None:
+            continue
+        ours, theirs = entry["decode"][_llm_mid.AOTI], base["decode"][_llm_mid.AOTI]
+        target = QUANTIZED_DECODE_TARGETS[scheme]
+        model = "MoE" if section.get("kind") == "moe" else "mid-size"
+        out.append(
+            {
+                "name": f"{model} {entry['dtype']}, {section['threads']} thread(s): the aoti decode step against "
+                f"the unquantized {base['dtype']} one",
+                "measured": round(ours.median_ns / theirs.median_ns, 3),
+                "at_p10": round(ours.p10_ns / theirs.p10_ns, 3),
+                "unit": "x the unquantized step",
+                "target": f"<= {target}",
+                "met": ours.median_ns <= target * theirs.median_ns,
             }
         )
     return out
@@ -468,8 +506,9 @@ def targets(doc: dict) -> list[dict]:
                 "met": ratio <= AOTI_TARGET,
             }
         )
-    if doc.get("llm_mid"):
-        out += _mid_targets(doc["llm_mid"])
+    for key in ("llm_mid", "llm_moe"):
+        if doc.get(key):
+            out += _mid_targets(doc[key])
     t = doc.get("throughput")
     if t:
         row = next((r for r in t["rows"] if r["nbytes"] == TARGET_SIZE), None)
@@ -521,6 +560,7 @@ def render(doc: dict) -> str:
         ("llm", _llm_table),
         ("cuda", _cuda_table),
         ("llm_mid", _mid_table),
+        ("llm_moe", _mid_table),
     ]
     for key, fmt in sections:
         if key in doc["skipped"]:
