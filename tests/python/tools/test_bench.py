@@ -277,7 +277,13 @@ def test_bench_llm_mid_section_compares_every_row_with_transformers_per_dtype(tm
     assert section["config"] == _llm_mid.QUICK_CONFIG
     bw = section["bandwidth_gb_s"]
     assert bw["one_thread"] > 0 and bw["all_threads"] > 0 and bw["one_thread_threads"] == 1
-    assert [e["dtype"] for e in section["dtypes"]] == ["float32", "bfloat16"]
+    assert [e["dtype"] for e in section["dtypes"]] == [
+        "float32",
+        "bfloat16",
+        "bfloat16, int8 weights",
+        "bfloat16, int4 weights",
+    ]
+    assert [e["quantize"] for e in section["dtypes"]] == [None, None, "int8", "int4"]
     for entry in section["dtypes"]:
         for kind in ("decode", "prefill"):
             assert set(entry[kind]) == set(_llm_mid.ROWS)
@@ -289,6 +295,9 @@ def test_bench_llm_mid_section_compares_every_row_with_transformers_per_dtype(tm
         assert export["simulated"]["seconds"] > 0
         assert entry["torch_compile_seconds"]["decode"] > 0 and entry["torch_compile_seconds"]["prefill"] > 0
         assert set(entry["first_decode_token"]) == {"aoti", "simulated", "direct", "eager"}
+    # Stored bytes: int8 weights hold fewer than bf16's, int4 fewer than int8's.
+    stored = [e["weights_nbytes"] for e in section["dtypes"][1:]]
+    assert stored[0] > stored[1] > stored[2]
     # The float32 picks agree: the same model, the same prompt, each path's own arithmetic.
     assert len(set(section["dtypes"][0]["first_decode_token"].values())) == 1
     figures = section["thread_figures"]
@@ -297,7 +306,8 @@ def test_bench_llm_mid_section_compares_every_row_with_transformers_per_dtype(tm
         assert f["calls"] == 20 and f["one_thread"]["samples"] == f["two_threads"]["samples"] == 20
         assert f["two_threads_max_ns"] >= f["two_threads"]["median_ns"]
     names = [t["name"] for t in doc["targets"]]
-    assert sum("mid-size" in n for n in names) == 3 * 2 + 2 * 2  # three per dtype, two per wait policy
+    # three per variant, one per quantized variant against its unquantized step, two per wait policy
+    assert sum("mid-size" in n for n in names) == 3 * 4 + 2 + 2 * 2
     assert "LLM mid-size step" in proc.stdout and "torch.compile" in proc.stdout
 
 
@@ -305,6 +315,7 @@ def test_bench_llm_mid_is_not_in_the_default_run():
     from et_copy.tools.bench import DEFAULT_SECTIONS, SECTIONS
 
     assert "llm-mid" in SECTIONS and "llm-mid" not in DEFAULT_SECTIONS
+    assert "llm-moe" in SECTIONS and "llm-moe" not in DEFAULT_SECTIONS
 
 
 def test_bench_rejects_a_thread_count_below_one():
