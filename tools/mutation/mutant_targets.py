@@ -70,6 +70,28 @@ P_LOAD_FLAGS = P_AOTI_TRUST + "::test_the_load_flags_are_bools"
 # 60 mutants of a compiled program's record lines, payload and weights, each in a forked child (~3 s after a
 # ~15 s export, less with the compile cache warm).
 P_AOTI_UNTRUSTED = "py:tests/python/test_aoti_untrusted.py"
+P_QUANTIZED = tuple(
+    "py:tests/python/test_quantized_weights.py::" + name
+    for name in (
+        "test_each_scheme_multiplies_its_stored_bytes_and_equals_torchao",
+        "test_a_biased_linear_keeps_its_bias",
+        "test_int4_is_stored_two_values_a_byte_with_k_split_in_halves",
+        "test_an_odd_count_of_int4_groups_is_stored_a_byte_each",
+        "test_a_long_reduction_is_summed_in_chunks_that_add_to_the_same",
+        "test_a_weight_quantized_along_the_wrong_axis_is_refused_naming_it",
+        "test_a_quantized_embedding_dequantizes_only_the_rows_it_gathers",
+        "test_the_simulated_backend_runs_quantized_weights_with_portable_kernels",
+        "test_the_simulated_backend_refuses_atens_packed_int4_naming_the_op_and_the_backend_that_runs_it",
+    )
+)
+P_LLM_QUANTIZE = tuple(
+    "py:tests/python/llm/test_llm_quantized.py::" + name
+    for name in (
+        "test_quantize_leaves_the_callers_model_as_it_was_and_covers_linears_and_embeddings",
+        "test_quantize_refuses_a_scheme_or_group_it_does_not_know_naming_the_argument",
+        "test_a_quantized_llm_on_the_simulated_backend_gives_the_quantized_models_tokens",
+    )
+)
 P_CONSTANT_READS = tuple(
     "py:tests/python/test_aoti_export.py::" + name
     for name in (
@@ -391,6 +413,10 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/et_copy/llm/__init__.py", (P_LLM_UNITS, *P_LLM_EAGER)),
     # The compiled partition's weight reads: the graph rewrite and both checks, no compile (seconds).
     ("python/et_copy/_constant_reads.py", P_CONSTANT_READS),
+    # Quantized weights: the graph rewrite on every torchao scheme, run eagerly, and the simulated backend's
+    # portable dequantization (seconds; the compiled programs' tests recompile on every mutant of the kernels).
+    ("python/et_copy/backends/_quantized.py", P_QUANTIZED),
+    ("python/et_copy/llm/_quantize.py", P_LLM_QUANTIZE),
     # ---- outside the generator's scope today (tools/mutation/mutant_generator.py's SCOPE); what covers them ----
     # The compiled backend's code checks: digest, then trust, before the payload is loaded.
     ("backends/aoti/src/code_trust.*", (P_AOTI_TRUST, P_AOTI_UNTRUSTED)),
