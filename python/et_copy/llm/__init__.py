@@ -23,6 +23,7 @@ Importing this module imports transformers and executorch's AOT stack.
 from ._cache import CachedProgram, default_cache_dir, export_llm_cached
 from ._export import DECODE, DECODE_NEXT, MAX_PROMPT_LEN, MAX_SEQ_LEN, MAX_TOP_K, PREFILL, SET_SAMPLING, export_llm
 from ._generate import DeviceLLM, Generation, Session, Step, eager_generate
+from ._gguf import GGUFError, load_gguf
 from ._models import (
     ARCHITECTURES,
     REFUSED_ARCHITECTURES,
@@ -41,6 +42,7 @@ __all__ = [
     "DECODE",
     "DECODE_NEXT",
     "DeviceLLM",
+    "GGUFError",
     "Generation",
     "HostStateStep",
     "MAX_PROMPT_LEN",
@@ -59,6 +61,7 @@ __all__ = [
     "export_llm",
     "export_llm_cached",
     "gumbel_noise",
+    "load_gguf",
     "load_model",
     "pick_token",
     "prepare",
