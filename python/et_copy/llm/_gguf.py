@@ -10,6 +10,7 @@ backend's rewrite multiplies by its packed bytes."""
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 from typing import TYPE_CHECKING, Any
@@ -67,17 +68,25 @@ def _type_name(type_id: int) -> str:
         return f"unknown ggml type {type_id}"
 
 
-def _scan(path: str) -> tuple[str, list[_TensorInfo]]:
-    """The architecture and the tensor table, each tensor's type known and
-    its bytes inside the file: checked before any tensor is read."""
+def _scan(path: str) -> tuple[dict[str, Any], list[_TensorInfo]]:
+    """The metadata (scalars and strings; an array as None) and the tensor
+    table, each tensor's type known and its bytes inside the file: checked
+    before any tensor is read."""
+    size = os.path.getsize(path)
+    if size < 4:
+        raise GGUFError(f"{path} is not a GGUF file ({size} bytes)")
+    with open(path, "rb") as f:
+        # Mapped, not read: the walk touches only the header's pages (a vocabulary's, at most).
+        blob = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        return _walk(path, blob, size)
+    finally:
+        blob.close()
+
+
+def _walk(path: str, blob: mmap.mmap, size: int) -> tuple[dict[str, Any], list[_TensorInfo]]:
     from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        blob = f.read(min(size, 64 << 20))  # the header; a tensor table past 64 MiB is read whole below
-    if len(blob) == 64 << 20:
-        with open(path, "rb") as f:
-            blob = f.read()
     pos = 0
     where = "its header"
 
@@ -162,7 +171,7 @@ def _scan(path: str) -> tuple[str, list[_TensorInfo]]:
     architecture = metadata.get("general.architecture")
     if not isinstance(architecture, str):
         raise GGUFError(f"{path} names no general.architecture in its metadata")
-    return architecture, tensors
+    return metadata, tensors
 
 
 def _blocks(
@@ -302,7 +311,8 @@ def load_gguf(path: str | os.PathLike, *, dequantize: bool = False) -> PreTraine
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise GGUFError(f"no such file: {path}")
-    architecture, infos = _scan(path)
+    metadata, infos = _scan(path)
+    architecture = metadata["general.architecture"]
     if not dequantize:
         for info in infos:
             if info.type_id not in _FLOAT_TYPES and info.type_id not in _KEPT:
@@ -445,3 +455,19 @@ def _tie(model: PreTrainedModel, filled: set[str]) -> None:
         head = replacement
     head.weight = embedding.weight
     filled.add(f"{head_name}.weight")
+
+
+def gguf_tokenizer(path: str | os.PathLike):
+    """The ``tokenizers.Tokenizer`` of a GGUF file's own vocabulary, as
+    transformers converts it (``AutoTokenizer.from_pretrained(...,
+    gguf_file=...)``), or None when the file has none."""
+    from transformers import AutoTokenizer
+
+    path = os.fspath(path)
+    metadata, _ = _scan(path)
+    if "tokenizer.ggml.model" not in metadata:
+        return None
+    tokenizer = AutoTokenizer.from_pretrained(
+        os.path.dirname(os.path.abspath(path)), gguf_file=os.path.basename(path), local_files_only=True
+    )
+    return tokenizer.backend_tokenizer

@@ -63,7 +63,9 @@ def _llama_permute(weights: np.ndarray, n_head: int, n_kv: int) -> np.ndarray:
     )
 
 
-def write_gguf(model, path, qtype: str, *, types: dict[str, str] | None = None, drop=(), config_overrides=None):
+def write_gguf(
+    model, path, qtype: str, *, types: dict[str, str] | None = None, drop=(), config_overrides=None, vocab=False
+):
     """``model`` as llama.cpp writes it: 2-d weights in ``qtype`` (``types``
     overrides by GGUF name), 1-d ones F32. Returns {gguf name: (type, bytes)}."""
     config = model.config
@@ -87,6 +89,17 @@ def write_gguf(model, path, qtype: str, *, types: dict[str, str] | None = None, 
     writer.add_layer_norm_rms_eps(config.rms_norm_eps)
     writer.add_rope_freq_base(config.rope_parameters["rope_theta"])
     writer.add_vocab_size(config.vocab_size)
+    if vocab:  # a byte-level BPE vocabulary of 256 tokens: the bytes, the last one traded for the merge "hi"
+        from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+        writer.add_tokenizer_model("gpt2")
+        writer.add_tokenizer_pre("default")
+        writer.add_token_list([*list(bytes_to_unicode().values())[:255], "hi"])
+        writer.add_token_merges(["h i"])
+        writer.add_token_scores([0.0] * 256)
+        writer.add_token_types([1] * 256)
+        writer.add_bos_token_id(1)
+        writer.add_eos_token_id(2)
     arch_id = next(k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == arch)
     names = gguf.get_tensor_name_map(arch_id, config.num_hidden_layers)
     written = {}
@@ -287,3 +300,66 @@ def test_a_gguf_model_exports_and_generates_its_eager_tokens_on_the_compiled_bac
     et_copy.use_simulated_device()
     run = llm.DeviceLLM(program.buffer).new_session().generate(PROMPT, TOKENS)
     assert run.tokens == expected
+
+
+def test_the_export_cache_key_covers_the_files_integers(files):
+    from et_copy.llm._cache import cache_key
+
+    model = llm.load_gguf(files["llama", "Q4_0"][0])
+    key = cache_key(model, {})
+    assert cache_key(llm.load_gguf(files["llama", "Q4_0"][0]), {}) == key
+    with torch.no_grad():
+        model.model.layers[0].mlp.up_proj.weight.qdata[0, 0] += 1
+    assert cache_key(model, {}) != key
+
+
+class _Exported(Exception):
+    """Raised in place of exporting: the command got past its inputs."""
+
+
+def _command(monkeypatch, capsys, *argv):
+    """`python -m et_copy generate` in this process up to the export: (exit code, stderr), or the model and the
+    prompt it would export and run."""
+    from et_copy.tools import generate as cli
+
+    seen = {}
+
+    def export(model, **kwargs):
+        seen["model"] = model
+        raise _Exported
+
+    monkeypatch.setattr(llm, "export_llm_cached", export)
+    monkeypatch.setattr(cli, "_inputs", _recording(cli._inputs, seen))
+    try:
+        code = cli.main(list(argv))
+    except _Exported:
+        return seen["model"], seen["inputs"].prompt
+    return code, capsys.readouterr().err
+
+
+def _recording(inputs, seen):
+    def record(args):
+        seen["inputs"] = inputs(args)
+        return seen["inputs"]
+
+    return record
+
+
+def test_the_command_takes_a_gguf_checkpoint_and_its_own_vocabulary(monkeypatch, capsys, tmp_path):
+    path = tmp_path / "v.gguf"
+    write_gguf(_llama(False), path, "Q4_1", vocab=True)
+    model, prompt = _command(monkeypatch, capsys, "--checkpoint", str(path), "--text", "hi there", "--tokens", "4")
+    assert type(model.model.layers[0].mlp.up_proj.weight).__name__ == "IntxUnpackedToInt8Tensor"
+    assert prompt == [255, 220, 83, 71, 68, 81, 68]  # "hi" is its one merge; the rest are the bytes
+    assert llm.tokenizer_for(path).decode(prompt) == "hi there"
+
+
+def test_the_command_refuses_a_file_load_gguf_refuses_and_dequantize_without_one(monkeypatch, capsys, tmp_path):
+    path = tmp_path / "k.gguf"
+    write_gguf(_llama(False), path, "Q8_0", types={"blk.0.ffn_up.weight": "Q5_1"})
+    code, err = _command(monkeypatch, capsys, "--checkpoint", str(path))
+    assert code == 2 and "et_copy.llm.load_gguf: tensor 'blk.0.ffn_up.weight' is Q5_1" in err and "--dequantize" in err
+    model, _ = _command(monkeypatch, capsys, "--checkpoint", str(path), "--dequantize")
+    assert model.model.layers[0].mlp.up_proj.weight.dtype == torch.float32
+    code, err = _command(monkeypatch, capsys, "--arch", "qwen3", "--dequantize")
+    assert code == 2 and "--dequantize goes with --checkpoint FILE.gguf" in err
