@@ -243,7 +243,10 @@ def _row_order(processor: Any, name: str, shape: tuple[int, ...]) -> tuple[bool,
     if len(shape) != 2:
         return False, None
     probe = np.arange(shape[0] * 2, dtype=np.int64).reshape(shape[0], 2)
-    out = processor.process(weights=probe.copy(), name=name)
+    try:
+        out = processor.process(weights=probe.copy(), name=name)
+    except Exception:  # a conversion that needs the real values or shape: not a reordering of rows
+        return False, None
     converted = np.asarray(out.weights)
     if out.name != name or converted.shape != probe.shape:
         return False, None
@@ -291,9 +294,10 @@ def load_gguf(path: str | os.PathLike, *, dequantize: bool = False) -> PreTraine
     Weights of type Q8_0, Q4_0 and Q4_1 (blocks of 32) keep the file's own
     integers and fp16 scales, as torchao's ``IntxUnpackedToInt8Tensor``
     (int8, or int4 in −8..7, groups of 32) on the Linear or Embedding
-    holding them: Q8_0 is ``d·q``, Q4_0 ``d·(q−8)``; Q4_1 (``d·q + m``) keeps
-    ``d·q`` so and its block minimums beside it (a zero point cannot hold
-    ``m`` without rounding it). F32, F16 and BF16 tensors become float32.
+    holding them: Q8_0 is ``d·q``, Q4_0 ``d·(q−8)``; Q4_1 (``d·q + m``) holds
+    ``d·q`` that way (zero point −8) and its fp16 block minimums ``m`` beside
+    it, as a zero point cannot hold ``m`` without rounding it (docs/llm.md,
+    "GGUF checkpoints"). F32, F16 and BF16 tensors become float32.
     Any other type is refused with the tensor named, unless ``dequantize``,
     which expands it to float32 with the gguf package's own dequantization
     (as it does a kept type where transformers' conversion rebuilds the
@@ -368,10 +372,14 @@ def load_gguf(path: str | os.PathLike, *, dequantize: bool = False) -> PreTraine
                 filled.add(target)
                 continue
             if not dequantize:
+                if target is not None and owner is None:
+                    why = f"it fills {target}, not a Linear's or an Embedding's weight"
+                else:
+                    why = "transformers' conversion of it does more than rename it or reorder its rows"
                 raise GGUFError(
-                    f"tensor {info.name!r} is {_type_name(info.type_id)}, and transformers' conversion of it "
-                    f"does more than rename it or reorder its rows (or it is not a Linear's or an Embedding's "
-                    f"weight), which its blocks cannot follow; pass dequantize=True to expand it to float32",
+                    f"tensor {info.name!r} is {_type_name(info.type_id)}, and {why}: its blocks cannot follow "
+                    f"(MoE experts have no quantized form here yet); pass dequantize=True (generate --dequantize) "
+                    f"to expand it to float32",
                     tensor=info.name, ggml_type=_type_name(info.type_id),
                 )  # fmt: skip
         if info.type_id in _FLOAT_TYPES:
@@ -379,7 +387,10 @@ def load_gguf(path: str | os.PathLike, *, dequantize: bool = False) -> PreTraine
             values = stored.float().reshape(info.shape).numpy()
         else:
             values = gguf_dequantize(np.ascontiguousarray(raw), by_name[info.name].tensor_type).reshape(info.shape)
-        out = processor.process(weights=values, name=info.name, tensor_key_mapping=names, parsed_parameters=parsed)
+        try:
+            out = processor.process(weights=values, name=info.name, tensor_key_mapping=names, parsed_parameters=parsed)
+        except (RuntimeError, ValueError, KeyError) as e:
+            raise GGUFError(f"transformers' conversion of tensor {info.name!r} failed: {e}", tensor=info.name) from e
         if out.name is None or out.name not in names:
             continue  # rebuilt into parsed["tensors"] (experts), or a tensor transformers drops
         target = names[out.name]

@@ -66,10 +66,11 @@ def _llama_permute(weights: np.ndarray, n_head: int, n_kv: int) -> np.ndarray:
 def write_gguf(
     model, path, qtype: str, *, types: dict[str, str] | None = None, drop=(), config_overrides=None, vocab=False
 ):
-    """``model`` as llama.cpp writes it: 2-d weights in ``qtype`` (``types``
-    overrides by GGUF name), 1-d ones F32. Returns {gguf name: (type, bytes)}."""
+    """``model`` as llama.cpp writes it: 2-d and 3-d weights (experts) in
+    ``qtype`` (``types`` overrides by GGUF name), the rest F32. Returns
+    {gguf name: (type, bytes)}."""
     config = model.config
-    arch = config.model_type
+    arch = {"qwen3_moe": "qwen3moe"}.get(config.model_type, config.model_type)
     writer = gguf.GGUFWriter(str(path), arch)
     c = {
         "context_length": config.max_position_embeddings, "embedding_length": config.hidden_size,
@@ -89,6 +90,10 @@ def write_gguf(
     writer.add_layer_norm_rms_eps(config.rms_norm_eps)
     writer.add_rope_freq_base(config.rope_parameters["rope_theta"])
     writer.add_vocab_size(config.vocab_size)
+    if arch == "qwen3moe":
+        writer.add_expert_count(config.num_experts)
+        writer.add_expert_used_count(config.num_experts_per_tok)
+        writer.add_expert_feed_forward_length(config.moe_intermediate_size)
     if vocab:  # a byte-level BPE vocabulary of 256 tokens: the bytes, the last one traded for the merge "hi"
         from transformers.convert_slow_tokenizer import bytes_to_unicode
 
@@ -103,19 +108,14 @@ def write_gguf(
     arch_id = next(k for k, v in gguf.MODEL_ARCH_NAMES.items() if v == arch)
     names = gguf.get_tensor_name_map(arch_id, config.num_hidden_layers)
     written = {}
-    for key, value in model.state_dict().items():
-        if config.tie_word_embeddings and key == "lm_head.weight":
-            continue  # llama.cpp writes output.weight only when it is not the embedding
-        base, suffix = key.rsplit(".", 1)
-        name = f"{names.get_name(base)}.{suffix}"
+    for name, array in _gguf_tensors(model, names):
         if name in drop:
             continue
-        array = value.numpy().astype(np.float32)
         if arch == "llama" and ".attn_q." in name:
             array = _llama_permute(array, config.num_attention_heads, config.num_attention_heads)
         if arch == "llama" and ".attn_k." in name:
             array = _llama_permute(array, config.num_attention_heads, config.num_key_value_heads)
-        kind = (types or {}).get(name, qtype if array.ndim == 2 else "F32")
+        kind = (types or {}).get(name, qtype if array.ndim >= 2 and "gate_inp" not in name else "F32")
         data = gguf.quants.quantize(array, Q[kind])
         writer.add_tensor(name, data, raw_dtype=Q[kind])
         written[name] = (kind, data)
@@ -124,6 +124,25 @@ def write_gguf(
     writer.write_tensors_to_file()
     writer.close()
     return written
+
+
+def _gguf_tensors(model, names):
+    """(GGUF name, float32 array) of each weight, as llama.cpp names and splits them."""
+    config = model.config
+    for key, value in model.state_dict().items():
+        if config.tie_word_embeddings and key == "lm_head.weight":
+            continue  # llama.cpp writes output.weight only when it is not the embedding
+        array = value.numpy().astype(np.float32)
+        block = key.split(".")[2] if key.startswith("model.layers.") else None
+        if key.endswith("experts.gate_up_proj"):  # transformers' fused [E, 2I, H]: gate first
+            half = array.shape[1] // 2
+            yield f"blk.{block}.ffn_gate_exps.weight", np.ascontiguousarray(array[:, :half])
+            yield f"blk.{block}.ffn_up_exps.weight", np.ascontiguousarray(array[:, half:])
+        elif key.endswith("experts.down_proj"):
+            yield f"blk.{block}.ffn_down_exps.weight", array
+        else:
+            base, suffix = key.rsplit(".", 1)
+            yield f"{names.get_name(base)}.{suffix}", array
 
 
 def transformers_gguf(path):
@@ -363,3 +382,32 @@ def test_the_command_refuses_a_file_load_gguf_refuses_and_dequantize_without_one
     assert model.model.layers[0].mlp.up_proj.weight.dtype == torch.float32
     code, err = _command(monkeypatch, capsys, "--arch", "qwen3", "--dequantize")
     assert code == 2 and "--dequantize goes with --checkpoint FILE.gguf" in err
+
+
+def test_moe_experts_load_in_float_and_quantized_ones_are_refused_by_name_or_dequantized(tmp_path):
+    # transformers' qwen3moe GGUF config has no expert width: its default (768) is the one a file can carry.
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    torch.manual_seed(2)
+    config = Qwen3MoeConfig(
+        vocab_size=256, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        intermediate_size=128, moe_intermediate_size=768, num_hidden_layers=2, num_experts=4, num_experts_per_tok=2,
+        max_position_embeddings=256, tie_word_embeddings=False, norm_topk_prob=True,
+    )  # fmt: skip
+    model = llm.prepare(Qwen3MoeForCausalLM(config))
+    ids = torch.tensor([PROMPT])
+    path = tmp_path / "moe-f16.gguf"
+    write_gguf(model, path, "F16", types={"blk.0.attn_q.weight": "Q4_0"})
+    ours, theirs = llm.load_gguf(path), transformers_gguf(str(path))
+    assert type(ours.model.layers[0].self_attn.q_proj.weight).__name__ == "IntxUnpackedToInt8Tensor"
+    with torch.no_grad():
+        torch.testing.assert_close(ours(ids).logits, theirs(ids).logits, rtol=0, atol=1e-6)
+    path = tmp_path / "moe-q8.gguf"
+    write_gguf(model, path, "Q8_0")
+    with pytest.raises(llm.GGUFError, match=r"tensor 'blk.0.ffn_gate_exps.weight' is Q8_0.*experts"):
+        llm.load_gguf(path)
+    ours, theirs = llm.load_gguf(path, dequantize=True), transformers_gguf(str(path))
+    assert type(ours.model.layers[0].self_attn.q_proj.weight).__name__ == "IntxUnpackedToInt8Tensor"
+    assert torch.equal(ours.model.layers[1].mlp.experts.gate_up_proj, theirs.model.layers[1].mlp.experts.gate_up_proj)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(ids).logits, theirs(ids).logits, rtol=0, atol=1e-6)
