@@ -338,7 +338,10 @@ def load_gguf(path: str | os.PathLike, *, dequantize: bool = False) -> PreTraine
     model.eval()
     names = get_gguf_hf_weights_map(model, processor)
     params = dict(model.named_parameters(remove_duplicate=False))
-    reader = GGUFReader(path)
+    try:
+        reader = GGUFReader(path)
+    except ValueError as e:  # what the walk above does not check (a tensor named twice)
+        raise GGUFError(f"the gguf package refuses {path}: {e}") from e
     by_name = {t.name: t for t in reader.tensors}
     filled: set[str] = set()
     parsed: dict[str, Any] = {"tensors": {}}

@@ -311,8 +311,10 @@ def test_metadata_that_disagrees_with_a_tensor_is_refused_by_name(tmp_path):
 
 
 @pytest.mark.slow  # an AOTInductor compile: minutes on 2 cores
-def test_a_gguf_model_exports_and_generates_its_eager_tokens_on_the_compiled_backend(files):
-    model = llm.load_gguf(files["llama", "Q4_0"][0])
+@pytest.mark.parametrize("name, qtype", [("llama", "Q4_0"), ("llama_tied", "Q4_1")])
+def test_a_gguf_model_exports_and_generates_its_eager_tokens_on_the_compiled_backend(files, name, qtype):
+    # Q4_0 with its embedding quantized; Q4_1's minimums beside the weights, its lm_head tied to the embedding.
+    model = llm.load_gguf(files[name, qtype][0])
     expected = llm.eager_generate(model, PROMPT, TOKENS)
     program = llm.export_llm(model, max_seq_len=32, pick="device", backend="aoti")
     et_copy.use_aoti_backend()
