@@ -310,6 +310,7 @@ def load_gguf(path: str | os.PathLike, *, dequantize: bool = False) -> PreTraine
     from gguf import GGUFReader
     from gguf.quants import dequantize as gguf_dequantize
     from transformers import AutoModelForCausalLM
+    from transformers.initialization import no_init_weights
     from transformers.modeling_gguf_pytorch_utils import get_gguf_hf_weights_map
 
     path = os.fspath(path)
@@ -331,10 +332,13 @@ def load_gguf(path: str | os.PathLike, *, dequantize: bool = False) -> PreTraine
 
     generator_state = torch.random.get_rng_state()
     try:
-        torch.manual_seed(0)  # the weights are all overwritten; seeded so that a build is repeatable
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        # Every weight is overwritten or refused below: left uninitialised (as transformers' own
+        # from_pretrained leaves them), the float weights a quantized one replaces are never written,
+        # so the float model never occupies memory. The rotary buffers are computed as built.
+        with no_init_weights():
+            model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     finally:
-        torch.random.set_rng_state(generator_state)
+        torch.random.set_rng_state(generator_state)  # a library leaves the caller's RNG alone
     model.eval()
     names = get_gguf_hf_weights_map(model, processor)
     params = dict(model.named_parameters(remove_duplicate=False))
