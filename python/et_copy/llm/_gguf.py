@@ -188,8 +188,8 @@ def _blocks(
         return blocks[..., 2:].contiguous().view(torch.int8).reshape(rows, k), d, None
     first = 4 if type_id == _Q4_1 else 2
     m = blocks[..., 2:4].contiguous().view(torch.float16).squeeze(-1) if type_id == _Q4_1 else None
-    packed = blocks[..., first:].to(torch.int16)  # element j in the low nibble of byte j, j + 16 in the high
-    q = torch.cat([packed & 0x0F, packed >> 4], dim=-1).to(torch.int8).reshape(rows, k)
+    packed = blocks[..., first:]  # element j in the low nibble of byte j, j + 16 in the high
+    q = torch.cat([packed & 0x0F, packed >> 4], dim=-1).view(torch.int8).reshape(rows, k)  # 0..15
     return q, d, m
 
 
