@@ -16,7 +16,8 @@ one session per sequence::
 export_llm checks its wrapper against the model's own forward and cache
 first, and raises UnsupportedModelError rather than export a model it would
 run differently. docs/llm.md has the measured table and what each
-architecture needs.
+architecture needs. :func:`load_gguf` builds a model from a GGUF file, its
+Q8_0, Q4_0 and Q4_1 weights kept in the file's own integers and scales.
 Importing this module imports transformers and executorch's AOT stack.
 """
 
