@@ -319,8 +319,14 @@ def test_a_gguf_model_exports_and_generates_its_eager_tokens_on_the_compiled_bac
     program = llm.export_llm(model, max_seq_len=32, pick="device", backend="aoti")
     et_copy.use_aoti_backend()
     et_copy.use_simulated_device()
-    run = llm.DeviceLLM(program.buffer).new_session().generate(PROMPT, TOKENS)
+    with et_copy.counting() as loading:
+        session = llm.DeviceLLM(program.buffer).new_session()
+    run = session.generate(PROMPT, TOKENS)
     assert run.tokens == expected
+    # The weights travel as the file's integers and scales (and minimums), never as float32:
+    # int8 per value (int4 unpacked, until the compiled backend packs it) and a 4-byte scale per 32.
+    values = sum(p.numel() for p in model.parameters())
+    assert loading.h2d_bytes - session.state_nbytes < 1.5 * values < 4 * values / 2
 
 
 def test_the_export_cache_key_covers_the_files_integers(files):
