@@ -16,13 +16,15 @@ one session per sequence::
 export_llm checks its wrapper against the model's own forward and cache
 first, and raises UnsupportedModelError rather than export a model it would
 run differently. docs/llm.md has the measured table and what each
-architecture needs.
+architecture needs. :func:`load_gguf` builds a model from a GGUF file, its
+Q8_0, Q4_0 and Q4_1 weights kept in the file's own integers and scales.
 Importing this module imports transformers and executorch's AOT stack.
 """
 
 from ._cache import CachedProgram, default_cache_dir, export_llm_cached
 from ._export import DECODE, DECODE_NEXT, MAX_PROMPT_LEN, MAX_SEQ_LEN, MAX_TOP_K, PREFILL, SET_SAMPLING, export_llm
 from ._generate import DeviceLLM, Generation, Session, Step, eager_generate
+from ._gguf import GGUFError, load_gguf
 from ._models import (
     ARCHITECTURES,
     REFUSED_ARCHITECTURES,
@@ -42,6 +44,7 @@ __all__ = [
     "DECODE",
     "DECODE_NEXT",
     "DeviceLLM",
+    "GGUFError",
     "Generation",
     "HostStateStep",
     "MAX_PROMPT_LEN",
@@ -61,6 +64,7 @@ __all__ = [
     "export_llm",
     "export_llm_cached",
     "gumbel_noise",
+    "load_gguf",
     "load_model",
     "pick_token",
     "prepare",

@@ -95,24 +95,23 @@ def cache_key(model: PreTrainedModel, settings: dict[str, Any]) -> str:
     tensors = dict(model.state_dict(keep_vars=True))
     tensors.update(model.named_buffers())  # non-persistent buffers too (rotary frequencies)
     for name in sorted(tensors):
-        for part, t in _plain_tensors(name, tensors[name].detach()):
-            h.update(f"\0{part}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
-            h.update(t.reshape(-1).contiguous().view(torch.uint8).numpy().data)
+        _hash_tensor(h, name, tensors[name].detach())
     h.update(_source_digest())
     return h.hexdigest()[:32]
 
 
-def _plain_tensors(name: str, t: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
-    """``t``'s bytes as plain tensors: a tensor subclass (a torchao-quantized
-    weight) by its inner tensors and its metadata, a plain tensor as it is."""
+def _hash_tensor(h: Any, name: str, t: torch.Tensor) -> None:
+    h.update(f"\0{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
     flatten = getattr(t, "__tensor_flatten__", None)
-    if type(t) in (torch.Tensor, torch.nn.Parameter) or flatten is None:
-        return [(name, t)]
-    inner, meta = flatten()
-    parts = [(f"{name}.{type(t).__name__}.{meta}", torch.empty(0))]
-    for key in inner:
-        parts += _plain_tensors(f"{name}.{key}", getattr(t, key))
-    return parts
+    if flatten is not None:
+        # A wrapper subclass (torchao's quantized weights) has no bytes of its own: its inner
+        # tensors (integers, scales) and its metadata (block size, target type) are the weight.
+        inner, context = flatten()
+        h.update(f"{type(t).__qualname__}\0{context!r}".encode())
+        for part in inner:
+            _hash_tensor(h, f"{name}.{part}", getattr(t, part))
+        return
+    h.update(t.reshape(-1).contiguous().view(torch.uint8).numpy().data)
 
 
 def _versions() -> dict[str, str]:

@@ -348,7 +348,12 @@ def _randomize_zero_routers(model: PreTrainedModel, seed: int) -> None:
 
 def tokenizer_for(path: str | os.PathLike):
     """The ``tokenizers.Tokenizer`` of a checkpoint directory (its
-    ``tokenizer.json``), or None when it has none."""
+    ``tokenizer.json``) or of a GGUF file (its own vocabulary, as
+    transformers converts it), or None when it has none."""
+    if os.path.isfile(path):
+        from ._gguf import gguf_tokenizer
+
+        return gguf_tokenizer(path)
     file = os.path.join(os.fspath(path), "tokenizer.json")
     if not os.path.isfile(file):
         return None

@@ -30,7 +30,8 @@ def quantize(model: PreTrainedModel, scheme: str, *, group_size: int = DEFAULT_G
     - either way, every ``nn.Embedding`` in int8, one scale per row (a step
       reads the rows of its tokens).
 
-    Symmetric, no zero point, torchao's rounding. Raises ValueError naming
+    Symmetric, no zero point, torchao's rounding. A weight quantized already
+    (a GGUF checkpoint's, or torchao's) keeps its own bits. Raises ValueError naming
     the argument for an unknown scheme or a group size that is not a
     positive even number."""
     from torchao.quantization import IntxWeightOnlyConfig, quantize_
@@ -44,18 +45,19 @@ def quantize(model: PreTrainedModel, scheme: str, *, group_size: int = DEFAULT_G
     quantized = copy.deepcopy(model)
     per_row = IntxWeightOnlyConfig(weight_dtype=torch.int8, granularity=PerAxis(0))
 
+    # A weight quantized already (a GGUF checkpoint's, torchao's) keeps its own bits.
     def grouped(module: torch.nn.Module, _fqn: str) -> bool:
-        return isinstance(module, torch.nn.Linear) and module.in_features % group_size == 0
+        return linear(module, _fqn) and module.in_features % group_size == 0
 
     def linear(module: torch.nn.Module, _fqn: str) -> bool:
-        return isinstance(module, torch.nn.Linear)
+        return isinstance(module, torch.nn.Linear) and not _is_quantized(module.weight)
 
     def embedding(module: torch.nn.Module, _fqn: str) -> bool:
-        return isinstance(module, torch.nn.Embedding)
+        return isinstance(module, torch.nn.Embedding) and not _is_quantized(module.weight)
 
     if scheme == "int4":
         quantize_(quantized, IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(group_size)), grouped)
-    quantize_(quantized, per_row, lambda m, fqn: linear(m, fqn) and not _is_quantized(m.weight))
+    quantize_(quantized, per_row, linear)
     quantize_(quantized, per_row, embedding)
     return quantized
 

@@ -33,10 +33,17 @@ def _parser() -> argparse.ArgumentParser:
     src.add_argument("--arch", default="qwen3_moe", help="a tiny seeded model (default qwen3_moe): %(choices)s",
                      choices=ARCHITECTURES)  # fmt: skip
     src.add_argument("--config", help="a transformers config.json (random weights, seed 0)")
-    src.add_argument("--checkpoint", help="a local checkpoint directory (config, safetensors, tokenizer.json)")
+    src.add_argument("--checkpoint", help="a local checkpoint directory (config, safetensors, tokenizer.json), or a "
+                     "GGUF file (llama.cpp's: its Q8_0, Q4_0 and Q4_1 weights kept in their own bits, its tokenizer "
+                     "from its own vocabulary)")  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="weights of the tiny model, and sampling (default 0)")
     p.add_argument("--prompt", type=int, nargs="+", default=[5, 17, 3, 9], help="prompt token ids")
-    p.add_argument("--text", help="a prompt as text (needs --checkpoint with tokenizer.json)")
+    p.add_argument("--text", help="a prompt as text (needs --checkpoint with tokenizer.json, or a GGUF with a "
+                   "vocabulary)")  # fmt: skip
+    p.add_argument("--dequantize", action="store_true",
+                   help="with a GGUF --checkpoint, expand tensor types other than F32, F16, BF16, Q8_0, Q4_0 and "
+                   "Q4_1 (Q6_K, ...) to float32 with the gguf package's own dequantization, instead of "
+                   "refusing")  # fmt: skip
     p.add_argument("--tokens", type=int, default=16, help="tokens to generate (default 16)")
     p.add_argument("--max-seq-len", type=int, default=64, help="the cache length the program holds (default 64)")
     p.add_argument("--pick", choices=("host", "device"), default="device",
@@ -100,7 +107,16 @@ def _inputs(args: argparse.Namespace) -> _Inputs:
     from et_copy import llm
 
     tokenizer = None
-    if args.checkpoint:
+    gguf = bool(args.checkpoint) and os.path.isfile(args.checkpoint)
+    if args.dequantize and not gguf:
+        raise _UsageError("--dequantize goes with --checkpoint FILE.gguf")
+    if gguf:
+        try:
+            model = llm.load_gguf(args.checkpoint, dequantize=args.dequantize)
+        except llm.GGUFError as e:
+            raise _UsageError(str(e)) from e
+        tokenizer, name = llm.tokenizer_for(args.checkpoint), args.checkpoint
+    elif args.checkpoint:
         model, tokenizer = llm.load_model(args.checkpoint), llm.tokenizer_for(args.checkpoint)
         name = args.checkpoint
     elif args.config:
@@ -112,7 +128,7 @@ def _inputs(args: argparse.Namespace) -> _Inputs:
         model, name = llm.quantize(model, args.quantize), f"{name}, {args.quantize} weights"
     if args.text is not None:
         if tokenizer is None:
-            raise _UsageError("--text needs --checkpoint with a tokenizer.json")
+            raise _UsageError("--text needs --checkpoint with a tokenizer.json (or a GGUF with a vocabulary)")
         prompt = tokenizer.encode(args.text).ids
     else:
         prompt = args.prompt
