@@ -95,7 +95,7 @@ def test_the_old_module_names_give_the_same_objects(old):
 
 
 def test_the_tools_offer_the_tables_words():
-    for tool, extra in (("generate", []), ("bench", ["both"])):
+    for tool, extra in (("generate", ["auto"]), ("bench", ["both"])):
         out = subprocess.run(
             [sys.executable, "-m", "et_copy", tool, "--help"], capture_output=True, text=True, timeout=120, check=True
         ).stdout

@@ -20,6 +20,10 @@ from .._quiet import wrap_log_hooks
 from ..backends import BACKENDS, DEFAULT_BACKEND
 from ._progress import progress_lines
 
+AUTO = "auto"  # --backend's default: chosen by the model's size
+AUTO_LARGE = "aoti"  # the compiled backend, for a model of AUTO_BYTES or more
+AUTO_BYTES = 64 << 20
+
 
 def _parser() -> argparse.ArgumentParser:
     from et_copy.llm import ARCHITECTURES  # the one list (this imports transformers, as the command does)
@@ -40,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt", type=int, nargs="+", default=[5, 17, 3, 9], help="prompt token ids")
     p.add_argument("--text", help="a prompt as text (needs --checkpoint with tokenizer.json, or a GGUF with a "
                    "vocabulary)")  # fmt: skip
+    p.add_argument("--chat", metavar="TEXT",
+                   help="a user message, in the checkpoint's own chat template (its tokenizer_config.json's, or "
+                   "the GGUF's), generation stopping at the end of the model's turn (needs --checkpoint)")  # fmt: skip
     p.add_argument("--dequantize", action="store_true",
                    help="with a GGUF --checkpoint, expand tensor types other than F32, F16, BF16, Q8_0, Q4_0 and "
                    "Q4_1 (Q6_K, ...) to float32 with the gguf package's own dequantization, instead of "
@@ -48,11 +55,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-seq-len", type=int, default=64, help="the cache length the program holds (default 64)")
     p.add_argument("--pick", choices=("host", "device"), default="device",
                    help="where the next token is picked: 'device' returns 8 bytes, not the logits")  # fmt: skip
-    words = "; ".join(f"'{b.word}': {b.summary}" + (" (default)" if b.word == DEFAULT_BACKEND else "")
-                      for b in BACKENDS.values())  # fmt: skip
-    p.add_argument("--backend", choices=sorted(BACKENDS), default=DEFAULT_BACKEND,
-                   help=f"the device backend that computes: {words}. A first compile takes minutes; later ones "
-                   "reuse the code")  # fmt: skip
+    words = "; ".join(f"'{b.word}': {b.summary}" for b in BACKENDS.values())
+    p.add_argument("--backend", choices=[*sorted(BACKENDS), AUTO], default=AUTO,
+                   help=f"the device backend that computes: {words}; '{AUTO}' (default): '{AUTO_LARGE}' for a model "
+                   f"of {AUTO_BYTES >> 20} MiB of weights or more, where its compile (minutes, once: the code is "
+                   f"cached) pays back at once (the simulated backend's portable kernels decoded a 322 MiB model "
+                   f"29x slower than transformers eager), else '{DEFAULT_BACKEND}', which needs no compile; with "
+                   "--program, the backend the program was exported for")  # fmt: skip
     p.add_argument(
         "--quantize",
         choices=("int8", "int4"),
@@ -65,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--top-k", type=int, default=None, help="sample from the k most likely tokens")
     p.add_argument("--program", help="run this .pte of export_llm instead of exporting the model (the model "
                    "arguments then give the baselines and the prompt's bounds: pass the model it was exported from, "
-                   "and --backend aoti for a program of that backend)")  # fmt: skip
+                   "and the default --backend auto runs it on the backend it was exported for)")  # fmt: skip
     p.add_argument("--data", help="the .pte's weights file, for a program exported with external_weights=True "
                    "(default: --program's path with the suffix .ptd, when that file exists); mmapped")  # fmt: skip
     p.add_argument("--trust-code", action="store_true",
@@ -126,10 +135,17 @@ def _inputs(args: argparse.Namespace) -> _Inputs:
     if args.quantize is not None:
         # The eager baseline and the program run the same quantized weights, so their tokens compare.
         model, name = llm.quantize(model, args.quantize), f"{name}, {args.quantize} weights"
+    stops: list[int] = []
+    if args.text is not None and args.chat is not None:
+        raise _UsageError("pass --text or --chat, not both")
     if args.text is not None:
         if tokenizer is None:
             raise _UsageError("--text needs --checkpoint with a tokenizer.json (or a GGUF with a vocabulary)")
         prompt = tokenizer.encode(args.text).ids
+    elif args.chat is not None:
+        if not args.checkpoint:
+            raise _UsageError("--chat needs --checkpoint (its chat template and tokenizer)")
+        prompt, stops = _chat_prompt(args.checkpoint, args.chat)
     else:
         prompt = args.prompt
     vocab = model.config.get_text_config().vocab_size
@@ -144,8 +160,37 @@ def _inputs(args: argparse.Namespace) -> _Inputs:
     if len(prompt) + args.tokens > args.max_seq_len:
         raise _UsageError(f"prompt + tokens must be at most --max-seq-len ({args.max_seq_len})")
     decode = (lambda ids: tokenizer.decode(ids)) if tokenizer else (lambda ids: " ".join(map(str, ids)))
-    eos = _eos_ids(model) if args.checkpoint and not args.ignore_eos else []
-    return _Inputs(model, name, list(prompt), decode, eos)
+    eos = _eos_ids(model) + [t for t in stops if t not in _eos_ids(model)] if args.checkpoint else []
+    return _Inputs(model, name, list(prompt), decode, [] if args.ignore_eos else eos)
+
+
+def _chat_prompt(checkpoint: str, text: str) -> tuple[list[int], list[int]]:
+    """The token ids of ``text`` as a user's turn in the checkpoint's own
+    chat template, the assistant's turn opened (transformers'
+    ``apply_chat_template``), and the ids that end a turn (the tokenizer's
+    end-of-sequence token). A usage error when the checkpoint has no chat
+    template."""
+    from transformers import AutoTokenizer
+
+    if os.path.isfile(checkpoint):  # a GGUF: transformers reads its vocabulary and its template
+        folder, name = os.path.split(os.path.abspath(checkpoint))
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(checkpoint, local_files_only=True)
+    if not getattr(tokenizer, "chat_template", None):
+        raise _UsageError(f"--chat: {checkpoint} has no chat template (tokenizer_config.json's chat_template)")
+    turn = [{"role": "user", "content": text}]
+    ids = tokenizer.apply_chat_template(turn, add_generation_prompt=True, tokenize=True, return_dict=False)
+    stops = [] if tokenizer.eos_token_id is None else [int(tokenizer.eos_token_id)]
+    return [int(i) for i in ids], stops
+
+
+def _chosen_backend(word: str, model) -> str:
+    """``word``, or for ``auto`` the backend a model of this size wants (:data:`AUTO_BYTES`)."""
+    if word != AUTO:
+        return word
+    nbytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    return AUTO_LARGE if nbytes >= AUTO_BYTES else DEFAULT_BACKEND
 
 
 def _eos_ids(model) -> list[int]:
@@ -186,6 +231,7 @@ def _measure(args: argparse.Namespace, inputs: _Inputs) -> _Measured:
     path, data_path = _program(args)
     source: str | bytes
     if path is None:
+        args.backend = _chosen_backend(args.backend, inputs.model)
         say(f"exporting the model (backend {args.backend}; a first compile takes minutes, later ones reuse it)")
         # The simulated backend's programs keep the cache key they always had.
         backend = {"backend": args.backend} if args.backend != DEFAULT_BACKEND else {}
@@ -200,7 +246,9 @@ def _measure(args: argparse.Namespace, inputs: _Inputs) -> _Measured:
         sizes = f"{os.path.getsize(source)} B" + (f", weights {os.path.getsize(data_path)} B" if data_path else "")
         export_note = f"loaded {source}" + (f" with {data_path}" if data_path else "") + f" ({sizes})"
     et_copy.use_simulated_device()
-    BACKENDS[args.backend].register()
+    # A program given as it is runs on whichever of the table's backends it was exported for.
+    for word in sorted(BACKENDS) if args.backend == AUTO else [args.backend]:
+        BACKENDS[word].register()
     say("loading the program on et_copy.runtime")
     with et_copy.counting() as loading:
         start = time.perf_counter()

@@ -235,3 +235,56 @@ def test_load_model_reads_a_checkpoint_folder_and_builds_a_config_file_from_seed
             torch.manual_seed(seed)
             drawn = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(str(config)))
             assert torch.equal(weights(built), weights(drawn)) == (seed == 0), seed
+
+
+def _chat_checkpoint(folder):
+    """A tiny qwen3 checkpoint with a word-level tokenizer and a chat template whose turn ends at w2."""
+    import json
+
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    llm.tiny_model("qwen3").save_pretrained(folder)
+    words = Tokenizer(models.WordLevel({f"w{i}": i for i in range(256)}, unk_token="w0"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    words.save(str(folder / "tokenizer.json"))
+    template = "{% for m in messages %}w7 {{ m['content'] }} w2 {% endfor %}{% if add_generation_prompt %}w8{% endif %}"
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "w2", "chat_template": template}
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+
+
+def test_chat_puts_the_message_in_the_checkpoints_template_and_stops_at_its_end_of_turn(tmp_path):
+    from et_copy.tools import generate as _cli
+
+    _chat_checkpoint(tmp_path)
+    args = _cli._parser().parse_args(["--checkpoint", str(tmp_path), "--chat", "w5 w17", "--max-seq-len", "32"])
+    inputs = _cli._inputs(args)
+    assert inputs.prompt == [7, 5, 17, 2, 8]  # the user's turn, closed, and the assistant's opened
+    assert 2 in inputs.eos  # the template's end of turn
+    ignored = _cli._parser().parse_args(
+        ["--checkpoint", str(tmp_path), "--chat", "w5", "--max-seq-len", "32", "--ignore-eos"]
+    )
+    assert _cli._inputs(ignored).eos == []
+
+
+def test_chat_needs_a_checkpoint_with_a_template_and_excludes_text(monkeypatch, capsys, tmp_path):
+    assert (
+        _command(monkeypatch, capsys, "--chat", "hi")[1]
+        == "et_copy generate: --chat needs --checkpoint (its chat template and tokenizer)\n"
+    )
+    llm.tiny_model("qwen3").save_pretrained(tmp_path)
+    from et_copy.tools import generate as _cli
+
+    code = _cli.main(["--checkpoint", str(tmp_path), "--chat", "hi", "--text", "hi"])
+    assert code == 2 and "pass --text or --chat, not both" in capsys.readouterr().err
+
+
+def test_the_default_backend_compiles_a_model_of_64_mib_or_more_only():
+    from et_copy.tools import generate as _cli
+
+    assert _cli._parser().parse_args([]).backend == "auto"
+    assert _cli._chosen_backend("auto", llm.tiny_model("qwen3")) == "simulated"  # seconds to export, no compile
+    big = torch.nn.Linear(4096, 4096, bias=False)  # 64 MiB of fp32
+    assert _cli._chosen_backend("auto", big) == "aoti"
+    smaller = torch.nn.Linear(4096, 4095, bias=False)
+    assert _cli._chosen_backend("auto", smaller) == "simulated"
+    assert _cli._chosen_backend("simulated", big) == "simulated"  # a word the user gave stays
