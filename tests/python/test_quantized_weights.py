@@ -151,6 +151,17 @@ def test_an_odd_count_of_int4_groups_is_stored_a_byte_each():
     assert _quantized.packs_as_nibbles(_quantized.QuantizedWeight("w", None, w.q, torch.ones(2, 1), None, -8, 7))
 
 
+def test_a_prefill_tile_is_about_a_mib_at_most_half_the_weight_and_one_of_at_most_16():
+    assert _quantized.tile_rows(2048, 2048, torch.bfloat16) == 256  # 1 MiB of bf16 over K=2048
+    assert _quantized.tile_rows(2048, 2048, torch.float32) == 128
+    assert _quantized.tile_rows(8192, 2048, torch.bfloat16) == 512  # 16 tiles, not 32
+    assert _quantized.tile_rows(256, 64, torch.float32) == 128  # a small weight: two tiles still
+    assert _quantized.tile_rows(257, 64, torch.float32) == 129
+    assert _quantized.tile_rows(32000, 768, torch.bfloat16) == 2000  # an lm_head: 16 tiles
+    assert _quantized.tile_rows(32001, 768, torch.bfloat16) == 2001
+    assert _quantized.tile_rows(64, 1 << 20, torch.float32) == 16  # a very long row: 16 rows at least
+
+
 def test_a_long_reduction_is_summed_in_chunks_that_add_to_the_same():
     x = torch.randn(2, 3 * _quantized.REDUCTION_CHUNK)
     w = torch.randn(5, x.shape[1])

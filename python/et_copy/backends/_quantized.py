@@ -17,7 +17,7 @@ stored bytes (int8, or int4 two to a byte) and their scales:
   Inductor compiles to one kernel that reads each stored byte once and
   writes only the output;
 - more rows, or a dynamic count (a prefill): the weight dequantized
-  :data:`TILE_ROWS` output features at a time into a tile that stays in
+  :func:`tile_rows` output features at a time into a tile that stays in
   cache, each tile multiplied by the dense matmul at once (:func:`tiled_mm`).
 
 A quantized embedding (``embedding(dequantize(q), ids)``) gathers the
@@ -41,7 +41,8 @@ aten = torch.ops.aten
 
 REDUCTION_ROWS = 8  # at most this many rows of activations: one fused reduction kernel
 REDUCTION_CHUNK = 4096  # Inductor's CPU sums more than this through a slower cascade
-TILE_ROWS = 256  # output features dequantized at a time for a matmul of more rows (a K=2048 bf16 tile: 1 MiB)
+TILE_BYTES = 1 << 20  # a prefill's dequantized tile: about one core's L2
+MAX_TILES = 16  # a matmul's tiles at most (an lm_head of 32000 rows: 16 tiles, not 48): each is a kernel to compile
 
 
 class QuantizedWeightError(ValueError):
@@ -290,7 +291,6 @@ def tiled_mm(
     each tile multiplied by the dense matmul at once, so the matmul kernel
     does the work and no float copy of the whole weight is written."""
     n = scale.shape[0]
-    rows = min(rows, -(-n // 2))  # at least two tiles: never a float copy of the whole weight, however small
     int4 = stored.dtype != torch.int8
     even, odd = _halves(x) if int4 else (x, x)
     outs = []
@@ -368,13 +368,22 @@ class _Rewriter:
         flat = self.constant(w, suffix, value.reshape(-1))
         return self.graph.call_function(aten.reshape.default, (flat, list(value.shape)))
 
-    def matmul(self, x: torch.fx.Node, w: QuantizedWeight, rows: Any) -> torch.fx.Node:
+    def matmul(self, x: torch.fx.Node, w: QuantizedWeight, rows: Any, dtype: torch.dtype) -> torch.fx.Node:
         """The call computing ``x @ w.T`` for ``rows`` rows of x (an int, or
         a symbol for a dynamic dim)."""
         stored, scale, offset = self.operands(w)
         if isinstance(rows, int) and rows <= REDUCTION_ROWS:
             return self.graph.call_function(reduction_mm, (x, stored, scale, offset))
-        return self.graph.call_function(tiled_mm, (x, stored, scale, offset, TILE_ROWS))
+        return self.graph.call_function(tiled_mm, (x, stored, scale, offset, tile_rows(*w.q.shape, dtype)))
+
+
+def tile_rows(n: int, k: int, dtype: torch.dtype) -> int:
+    """Output features a prefill's tile dequantizes at a time: about
+    :data:`TILE_BYTES` of ``dtype`` over K, a multiple of 16, at most half the
+    weight, and few enough that the weight takes at most :data:`MAX_TILES`."""
+    rows = max(16, TILE_BYTES // (k * dtype.itemsize) // 16 * 16)
+    rows = max(rows, -(-n // MAX_TILES))
+    return min(rows, -(-n // 2))
 
 
 def _matmul_operands(node: torch.fx.Node) -> tuple[Any, Any, Any] | None:
@@ -394,6 +403,11 @@ def _rows(node: Any) -> Any:
         return None
     size = val.shape[0]
     return int(size) if isinstance(size, int) or (hasattr(size, "node") and size.node.is_constant()) else size
+
+
+def _dtype(node: Any) -> torch.dtype:
+    val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return val.dtype if isinstance(val, torch.Tensor) else torch.float32
 
 
 def read_quantized_packed(module: torch.fx.GraphModule) -> list[str]:
@@ -421,13 +435,13 @@ def read_quantized_packed(module: torch.fx.GraphModule) -> list[str]:
                 replaced, row_scale = scaled
                 w = dataclasses.replace(w, scale=w.scale * row_scale.reshape(-1, 1).to(torch.float32))
             with graph.inserting_before(replaced):
-                call = rewriter.matmul(x, w, _rows(x))
+                call = rewriter.matmul(x, w, _rows(x), _dtype(x))
                 if bias is not None:
                     call = graph.call_function(aten.add.Tensor, (call, bias))
         elif _op(node.target) is aten._weight_int4pack_mm_for_cpu.default:
             w, x = int4pack_weight(module, node), node.args[0]
             with graph.inserting_before(node):
-                call = rewriter.matmul(x, w, _rows(x))
+                call = rewriter.matmul(x, w, _rows(x), _dtype(x))
         elif _op(node.target) is aten.embedding.default:
             w, _ = dequantized_weight(module, node.args[0])
             if w is None:
