@@ -44,7 +44,12 @@ def _edge_config(exported: dict) -> EdgeCompileConfig:
     # batched_mm experts: tokens x top-k) then pins a dynamic prompt length to
     # its example. Dynamic programs skip it; the runtime checks every kernel's arguments.
     dynamic = any(ep.range_constraints for ep in exported.values())
-    return EdgeCompileConfig(preserve_ops=aot.preserve_ops(), _check_ir_validity=not dynamic)
+    # _grouped_mm (et_copy.llm's MoE experts for the compiled backend) is no core ATen op; AOTInductor
+    # calls it through its C shim. The simulated backend's portable kernels lack it: it is never given one.
+    grouped = [torch.ops.aten._grouped_mm.default]
+    return EdgeCompileConfig(
+        preserve_ops=aot.preserve_ops(), _check_ir_validity=not dynamic, _core_aten_ops_exception_list=grouped
+    )
 
 
 def export_method(
