@@ -18,7 +18,7 @@ export and restores every config after: the caller's model is left as it was.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import torch
 
@@ -32,7 +32,10 @@ BATCHED_EXPERTS = "batched_mm"
 
 
 def grouped_experts_forward(
-    self: torch.nn.Module, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor
+    self: Any,  # an experts module: use_experts_implementation set its has_gate, is_transposed, ...
+    hidden_states: torch.Tensor,
+    top_k_index: torch.Tensor,
+    top_k_weights: torch.Tensor,
 ) -> torch.Tensor:
     """An experts module's forward (``hidden_states [T, H]``, the chosen
     experts ``[T, k]`` and their routing weights ``[T, k]`` -> ``[T, H]``),
