@@ -54,8 +54,10 @@ def grouped_experts_forward(
     from transformers.integrations.moe import batched_mm_experts_forward
 
     num_tokens, hidden_dim = hidden_states.shape
+    up = self.gate_up_proj if self.has_gate else self.up_proj
     # A prefill's length is symbolic from 2 up: this test is decided at trace time, without a guard.
-    if num_tokens == 1 or self._is_expert_parallel:  # expert-parallel sentinels: batched_mm's clamping
+    # Expert-parallel sentinels need batched_mm's clamping; ATen's CPU _grouped_mm wants 16-byte strides.
+    if num_tokens == 1 or self._is_expert_parallel or not _strides_fit(up, self.down_proj):
         return batched_mm_experts_forward(self, hidden_states, top_k_index, top_k_weights)
     num_top_k = top_k_index.size(-1)
     expert_ids = top_k_index.reshape(-1)
@@ -65,7 +67,6 @@ def grouped_experts_forward(
     counts = (expert_ids.unsqueeze(-1) == experts).sum(dim=0, dtype=torch.int32)
     offsets = torch.cumsum(counts, dim=0, dtype=torch.int32)
 
-    up = self.gate_up_proj if self.has_gate else self.up_proj
     up_bias = (self.gate_up_proj_bias if self.has_gate else self.up_proj_bias) if self.has_bias else None
     out = _grouped_linear(rows, up, offsets, up_bias, expert_ids_sorted, self.is_transposed)
     out = self._apply_gate(out) if self.has_gate else self.act_fn(out)
@@ -77,6 +78,13 @@ def grouped_experts_forward(
     # Back in (token, choice) order, then the choices summed as batched_mm and grouped_mm sum them.
     out = torch.zeros_like(out).index_copy(0, order, out)
     return out.view(num_tokens, num_top_k, hidden_dim).sum(dim=1).to(hidden_states.dtype)
+
+
+def _strides_fit(*weights: torch.Tensor) -> bool:
+    """Whether every row of the grouped matmuls' operands (each weight's
+    inner dims, so the rows in and out too) is a multiple of 16 bytes, as
+    ATen's ``_grouped_mm`` requires."""
+    return all(n * w.element_size() % 16 == 0 for w in weights for n in w.shape[1:])
 
 
 def _grouped_linear(

@@ -43,6 +43,23 @@ def test_the_grouped_forward_equals_transformers_experts_for_every_moe_class(arc
     assert model.config._experts_implementation == "batched_mm"  # tiny_model's, restored
 
 
+def test_experts_whose_rows_are_not_16_byte_multiples_run_batched_mm():
+    # ATen's CPU _grouped_mm refuses strides that are not multiples of 16 bytes (6 float32 = 24).
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    config = Qwen3MoeConfig(
+        vocab_size=64, hidden_size=16, intermediate_size=32, moe_intermediate_size=6, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=8, num_experts=4, num_experts_per_tok=2,
+    )  # fmt: skip
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = Qwen3MoeForCausalLM(config).eval()
+    ids = torch.tensor([[5, 17, 3, 9]])
+    torch.testing.assert_close(
+        _logits(model, _experts.GROUPED_EXPERTS, ids), _logits(model, "batched_mm", ids), rtol=0, atol=0
+    )
+
+
 def test_each_backend_exports_its_own_experts_implementation():
     from et_copy.backends.aoti import AotiDevicePartitioner
 
