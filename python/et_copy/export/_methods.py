@@ -44,10 +44,17 @@ def _edge_config(exported: dict) -> EdgeCompileConfig:
     # batched_mm experts: tokens x top-k) then pins a dynamic prompt length to
     # its example. Dynamic programs skip it; the runtime checks every kernel's arguments.
     dynamic = any(ep.range_constraints for ep in exported.values())
-    # ATen's weight-only kernels (torchao's CPU int4 calls one) are not core ATen: allowed through.
-    quantized = [torch.ops.aten._weight_int4pack_mm_for_cpu.default, torch.ops.aten._weight_int8pack_mm.default]
+    # Non-core ATen ops AOTInductor calls through its C shims: ATen's weight-only kernels (torchao's CPU int4
+    # calls one; the compiled backend reads those weights back as its own) and _grouped_mm (et_copy.llm's MoE
+    # experts for the compiled backend). The simulated backend's portable kernels lack them: it never gets
+    # _grouped_mm, and it refuses the weight-only kernels by name.
+    allowed = [
+        torch.ops.aten._weight_int4pack_mm_for_cpu.default,
+        torch.ops.aten._weight_int8pack_mm.default,
+        torch.ops.aten._grouped_mm.default,
+    ]
     return EdgeCompileConfig(
-        preserve_ops=aot.preserve_ops(), _check_ir_validity=not dynamic, _core_aten_ops_exception_list=quantized
+        preserve_ops=aot.preserve_ops(), _check_ir_validity=not dynamic, _core_aten_ops_exception_list=allowed
     )
 
 

@@ -10,6 +10,7 @@ from .. import _C
 from ..export import MethodInputs, export_device_methods
 from ._check import check_wrapper
 from ._conv import DEPTHWISE_CONV1D_AS_SHIFTS
+from ._experts import experts_for_export, experts_implementation_for
 from ._quantize import quantize as quantize_model
 from ._state import DEFAULT_MAX_TOP_K, HostStateStep, StatefulCausalLM, static_prefill_chunks
 
@@ -94,6 +95,15 @@ def export_llm(
     exports as it is. Both backends read the weights in their stored form;
     on a CPU, bf16 is the fast quantized path (docs/llm.md).
 
+    MoE experts are exported as the backend runs them best, whatever the
+    model's own ``config._experts_implementation``, which is set for the
+    check and the export only and restored after (the caller's model is
+    left as it was): the compiled backend's prefill runs grouped matmuls
+    over the expert weights where they lie (each expert read once for all
+    its tokens), its decode reads the chosen experts in place; the
+    simulated backend runs transformers' ``batched_mm``
+    (:mod:`et_copy.llm._experts`).
+
     Before exporting, the wrapper is checked against the model
     (:func:`et_copy.llm._check.check_wrapper`): a few prefill and decode
     steps, eagerly, through the wrapper and through the model's own forward
@@ -110,6 +120,40 @@ def export_llm(
         raise ValueError(
             f"et_copy.llm.export_llm: max_prompt_len must be in 2..max_seq_len ({max_seq_len}), got {max_prompt_len}"
         )
+    # The experts' implementation for the backend, for the check and the export only (et_copy.llm._experts).
+    with experts_for_export(model, experts_implementation_for(backend, partitioner)):
+        return _export(
+            model,
+            max_seq_len=max_seq_len,
+            max_prompt_len=max_prompt_len,
+            device=device,
+            pick=pick,
+            max_top_k=max_top_k,
+            state_on_device=state_on_device,
+            strict=strict,
+            backend=backend,
+            partitioner=partitioner,
+            depthwise_conv_as_shifts=depthwise_conv_as_shifts,
+            external_weights=external_weights,
+        )
+
+
+def _export(
+    model: PreTrainedModel,
+    *,
+    max_seq_len: int,
+    max_prompt_len: int,
+    device: str,
+    pick: str,
+    max_top_k: int,
+    state_on_device: bool,
+    strict: bool,
+    backend: str | None,
+    partitioner: Partitioner | None,
+    depthwise_conv_as_shifts: bool,
+    external_weights: bool,
+):
+    """export_llm's work, its arguments checked, under the experts implementation of its backend."""
     wrapper = StatefulCausalLM(model, max_seq_len, pick=pick, max_top_k=max_top_k).eval()
     check_wrapper(wrapper, max_prompt_len)
     methods = {DECODE: MethodInputs((torch.tensor([[0]]), torch.tensor([0])))}

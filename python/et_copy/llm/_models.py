@@ -289,7 +289,10 @@ def tiny_model(architecture: str, seed: int = 0) -> PreTrainedModel:
     """A transformers causal LM of ``architecture`` (one of
     :data:`ARCHITECTURES`, or of :data:`REFUSED_ARCHITECTURES`, which
     export_llm refuses) with random weights drawn from ``seed``, in eval
-    mode, ready to export (:func:`prepare`)."""
+    mode, ready to export. Its experts (MoE) run transformers' ``batched_mm``
+    eagerly: each chosen expert read in place per token, as the simulated
+    backend's programs read them, the reference the tests compare with
+    (export_llm picks the export's own implementation, whatever the model's)."""
     if architecture not in _BUILDERS:
         raise ValueError(
             f"et_copy.llm.tiny_model: architecture must be one of {ARCHITECTURES + REFUSED_ARCHITECTURES}, "
@@ -302,6 +305,8 @@ def tiny_model(architecture: str, seed: int = 0) -> PreTrainedModel:
         _randomize_zero_routers(model, seed)
     finally:
         torch.random.set_rng_state(generator_state)  # a library leaves the caller's RNG alone
+    if hasattr(model.config, "_experts_implementation"):
+        model.config._experts_implementation = "batched_mm"  # its own fresh model
     return prepare(model)
 
 
@@ -326,13 +331,11 @@ def load_model(path: str | os.PathLike) -> PreTrainedModel:
 
 
 def prepare(model: PreTrainedModel) -> PreTrainedModel:
-    """Puts ``model`` in eval mode and picks the MoE expert implementation
-    that exports: ``batched_mm`` gathers the top-k experts' weights with
-    static shapes (``eager`` is data-dependent; ``grouped_mm`` uses
-    ``aten.histc``, which ``to_edge`` rejects)."""
-    config = model.config
-    if hasattr(config, "_experts_implementation"):
-        config._experts_implementation = "batched_mm"
+    """Puts ``model`` in eval mode; returns it. Nothing else of the model
+    changes: its MoE experts keep their implementation (transformers'
+    default, ``grouped_mm``, unless the caller chose another), and
+    :func:`~et_copy.llm.export_llm` sets the one each backend exports for
+    the duration of its check and export only (et_copy.llm._experts)."""
     return model.eval()
 
 
