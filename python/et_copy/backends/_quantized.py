@@ -120,7 +120,8 @@ def _constant(module: torch.fx.GraphModule, node: Any) -> torch.Tensor | None:
 def _is_transpose(node: torch.fx.Node) -> bool:
     if _op(node.target) in (aten.t_copy.default, aten.t.default):
         return True
-    return [int(d) % 2 for d in node.args[1]] == [1, 0]  # type: ignore[union-attr]
+    dims: Any = node.args[1]
+    return [int(d) % 2 for d in dims] == [1, 0]
 
 
 def _root(node: Any) -> tuple[Any, bool]:
@@ -155,7 +156,7 @@ def dequantized_weight(module: torch.fx.GraphModule, node: Any) -> tuple[Quantiz
         return QuantizedWeight(str(root.target), root, q, ones, None, -128, 127), transposed
     if _dequantize_affine() is None or not _is(root, _dequantize_affine()):
         return None, False
-    args = list(root.args) + [None] * (8 - len(root.args))
+    args: list[Any] = list(root.args) + [None] * (8 - len(root.args))
     name = str(_attr(args[0]).target) if isinstance(_attr(args[0]), torch.fx.Node) else "?"
     q, scale = _constant(module, args[0]), _constant(module, args[2])
     zero = None if args[3] is None else _constant(module, args[3])
@@ -183,7 +184,8 @@ def int4pack_weight(module: torch.fx.GraphModule, node: torch.fx.Node) -> Quanti
     the ISA, so the values are read back through the kernel itself: an
     identity times the weight, with unit scales and no zeros, in bf16 (exact
     for -8..7)."""
-    packed, group, pairs = _constant(module, node.args[1]), int(node.args[2]), _constant(module, node.args[3])
+    group_arg: Any = node.args[2]
+    packed, group, pairs = _constant(module, node.args[1]), int(group_arg), _constant(module, node.args[3])
     name = str(_attr(node.args[1]).target)
     if packed is None or pairs is None:
         raise QuantizedWeightError(f"the int4 weight {name} is not a constant")
@@ -374,7 +376,9 @@ class _Rewriter:
         stored, scale, offset = self.operands(w)
         if isinstance(rows, int) and rows <= REDUCTION_ROWS:
             return self.graph.call_function(reduction_mm, (x, stored, scale, offset))
-        return self.graph.call_function(tiled_mm, (x, stored, scale, offset, tile_rows(*w.q.shape, dtype)))
+        return self.graph.call_function(
+            tiled_mm, (x, stored, scale, offset, tile_rows(w.q.shape[0], w.q.shape[1], dtype))
+        )
 
 
 def tile_rows(n: int, k: int, dtype: torch.dtype) -> int:
@@ -485,7 +489,7 @@ def dequantize_with_portable_ops(edge_program: Any) -> int:
     for node in list(graph.nodes):
         if _dequantize_affine() is None or not _is(node, _dequantize_affine()):
             continue
-        args = list(node.args) + [None] * (8 - len(node.args))
+        args: list[Any] = list(node.args) + [None] * (8 - len(node.args))
         q, block, scale, zero = args[0], [int(b) for b in args[1]], args[2], args[3]
         dtype = args[7] if args[7] is not None else node.kwargs.get("output_dtype", torch.float32)
         n, k = q.meta["val"].shape

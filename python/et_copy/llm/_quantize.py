@@ -47,7 +47,7 @@ def quantize(model: PreTrainedModel, scheme: str, *, group_size: int = DEFAULT_G
 
     # A weight quantized already (a GGUF checkpoint's, torchao's) keeps its own bits.
     def grouped(module: torch.nn.Module, _fqn: str) -> bool:
-        return linear(module, _fqn) and module.in_features % group_size == 0
+        return isinstance(module, torch.nn.Linear) and linear(module, _fqn) and module.in_features % group_size == 0
 
     def linear(module: torch.nn.Module, _fqn: str) -> bool:
         return isinstance(module, torch.nn.Linear) and not _is_quantized(module.weight)
@@ -56,7 +56,11 @@ def quantize(model: PreTrainedModel, scheme: str, *, group_size: int = DEFAULT_G
         return isinstance(module, torch.nn.Embedding) and not _is_quantized(module.weight)
 
     if scheme == "int4":
-        quantize_(quantized, IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(group_size)), grouped)
+        quantize_(
+            quantized,
+            IntxWeightOnlyConfig(weight_dtype=getattr(torch, "int4"), granularity=PerGroup(group_size)),
+            grouped,
+        )
     quantize_(quantized, per_row, linear)
     quantize_(quantized, per_row, embedding)
     return quantized

@@ -180,8 +180,9 @@ def _chat_prompt(checkpoint: str, text: str) -> tuple[list[int], list[int]]:
     if not getattr(tokenizer, "chat_template", None):
         raise _UsageError(f"--chat: {checkpoint} has no chat template (tokenizer_config.json's chat_template)")
     turn = [{"role": "user", "content": text}]
-    ids = tokenizer.apply_chat_template(turn, add_generation_prompt=True, tokenize=True, return_dict=False)
-    stops = [] if tokenizer.eos_token_id is None else [int(tokenizer.eos_token_id)]
+    ids: Any = tokenizer.apply_chat_template(turn, add_generation_prompt=True, tokenize=True, return_dict=False)
+    eos: Any = tokenizer.eos_token_id
+    stops = [] if eos is None else [int(eos)]
     return [int(i) for i in ids], stops
 
 

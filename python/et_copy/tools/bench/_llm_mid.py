@@ -145,11 +145,11 @@ def _stored_nbytes(t: torch.Tensor) -> int:
     its zero points where any is not zero); a float weight as it is."""
     if type(t) in (torch.Tensor, torch.nn.Parameter) or not hasattr(t, "qdata"):
         return t.numel() * t.element_size()
-    bits = 4 if getattr(t, "target_dtype", None) == torch.int4 else 8
-    nbytes = t.qdata.numel() * bits // 8 + t.scale.numel() * t.scale.element_size()
-    zero = getattr(t, "zero_point", None)
+    bits = 4 if getattr(t, "target_dtype", None) == getattr(torch, "int4") else 8
+    qdata, scale, zero = getattr(t, "qdata"), getattr(t, "scale"), getattr(t, "zero_point", None)
+    nbytes = qdata.numel() * bits // 8 + scale.numel() * scale.element_size()
     if isinstance(zero, torch.Tensor) and bool(zero.ne(0).any()):
-        nbytes += zero.numel() * t.scale.element_size()
+        nbytes += zero.numel() * scale.element_size()
     return nbytes
 
 
