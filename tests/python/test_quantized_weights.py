@@ -16,6 +16,7 @@ pytest.importorskip("torchao")
 
 import et_copy  # noqa: E402
 import et_copy.runtime  # noqa: E402
+from compiled_programs import aoti_payloads  # noqa: E402
 from et_copy import _compile_cache  # noqa: E402
 from et_copy._constant_reads import weight_copies_in_code  # noqa: E402
 from et_copy.backends import _quantized, aoti  # noqa: E402
@@ -210,11 +211,8 @@ def test_a_quantized_embedding_dequantizes_only_the_rows_it_gathers():
 
 
 def _payload_source(program) -> str:
-    blob = bytes(program.executorch_program.backend_delegate_data[0].data)
-    marker = b"\npayload\taoti\t"
-    head = blob.index(marker)
-    end = blob.index(b"\n", head + len(marker))
-    source = _compile_cache.source_of(blob[end + 1 : end + 1 + int(blob[head + len(marker) : end])])
+    ((payload, _),) = aoti_payloads(program.buffer)
+    source = _compile_cache.source_of(payload)
     assert source is not None  # compiled on this machine: the cache holds its C++
     return source
 

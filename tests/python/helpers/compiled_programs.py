@@ -27,6 +27,24 @@ class Mlp(torch.nn.Module):
         return self.b(torch.relu(self.a(x)))
 
 
+def aoti_payloads(buffer: bytes) -> list[tuple[bytes, list[str]]]:
+    """The compiled code of each aoti delegate of a program (the records'
+    payloads, in delegate order), each with the FQNs of the state its
+    record lists."""
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    payloads = []
+    for data in deserialize_pte_binary(buffer).program.backend_delegate_data:
+        blob = bytes(data.data)
+        line = PAYLOAD_LINE.search(blob)
+        if line is None:
+            continue
+        head = blob[: line.start()].decode()
+        state = [row.split("\t")[1] for row in head.split("\n") if row.startswith("state\t")]
+        payloads.append((blob[line.end() : line.end() + int(line.group(1))], state))
+    return payloads
+
+
 def payload_span(data: bytes) -> tuple[int, int]:
     """(offset, nbytes) of the first aoti payload in ``data``."""
     line = PAYLOAD_LINE.search(data)

@@ -19,6 +19,7 @@ pytest.importorskip("transformers")
 
 import et_copy  # noqa: E402
 import et_copy.runtime  # noqa: E402
+from compiled_programs import aoti_payloads  # noqa: E402
 from et_copy import llm  # noqa: E402
 from llm_eager import StaticCacheQuirk, wrapper_tokens  # noqa: E402
 from llm_programs import exported as exported_program  # noqa: E402
@@ -189,22 +190,6 @@ def test_bad_sampling_settings_are_refused_before_anything_runs(exported):
     assert len(session.generate(PROMPT, 2, temperature=1.0, seed=2**63 - 1).tokens) == 2
 
 
-def _aoti_payloads(buffer: bytes) -> list[tuple[bytes, list[str]]]:
-    """The compiled code of each delegate of a program (the records' payloads),
-    each with the FQNs of the state its record lists."""
-    from executorch.exir._serialize._program import deserialize_pte_binary
-
-    payloads = []
-    marker = b"\npayload\taoti\t"
-    for data in deserialize_pte_binary(buffer).program.backend_delegate_data:
-        blob = bytes(data.data)
-        head = blob.index(marker)
-        size_end = blob.index(b"\n", head + len(marker))
-        state = [line.split("\t")[1] for line in blob[:head].decode().split("\n") if line.startswith("state\t")]
-        payloads.append((blob[size_end + 1 : size_end + 1 + int(blob[head + len(marker) : size_end])], state))
-    return payloads
-
-
 @pytest.mark.parametrize("arch", sorted({a for a, _, b in CASES if b == "aoti"}))
 def test_the_compiled_code_reads_each_weight_in_place_once_per_step(arch):
     # No kernel of the compiled prefill or decode writes a buffer as large as a weight it reads
@@ -214,7 +199,7 @@ def test_the_compiled_code_reads_each_weight_in_place_once_per_step(arch):
     from et_copy._constant_reads import weight_copies_in_code
 
     _, buffer = exported_program(arch, max_seq_len=MAX_SEQ, pick="device", backend="aoti")
-    payloads = _aoti_payloads(buffer)
+    payloads = aoti_payloads(buffer)
     assert len(payloads) >= 2  # prefill and decode at least
     for payload, state in payloads:
         source = _compile_cache.source_of(payload)

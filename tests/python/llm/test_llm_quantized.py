@@ -14,26 +14,13 @@ pytest.importorskip("torchao")
 
 import et_copy  # noqa: E402
 import et_copy.runtime  # noqa: E402
+from compiled_programs import aoti_payloads  # noqa: E402
 from et_copy import _compile_cache, llm  # noqa: E402
 from et_copy._constant_reads import weight_copies_in_code  # noqa: E402
 
 PROMPT = [5, 17, 3, 9, 42]
 TOKENS = 8
 MAX_SEQ = 24
-
-
-def _payloads(buffer: bytes) -> list[tuple[bytes, list[str]]]:
-    from executorch.exir._serialize._program import deserialize_pte_binary
-
-    out = []
-    marker = b"\npayload\taoti\t"
-    for data in deserialize_pte_binary(buffer).program.backend_delegate_data:
-        blob = bytes(data.data)
-        head = blob.index(marker)
-        end = blob.index(b"\n", head + len(marker))
-        state = [line.split("\t")[1] for line in blob[:head].decode().split("\n") if line.startswith("state\t")]
-        out.append((blob[end + 1 : end + 1 + int(blob[head + len(marker) : end])], state))
-    return out
 
 
 def test_quantize_leaves_the_callers_model_as_it_was_and_covers_linears_and_embeddings():
@@ -81,7 +68,7 @@ def test_a_quantized_llm_on_the_compiled_backend_gives_the_quantized_models_toke
 @pytest.mark.slow
 def test_the_compiled_quantized_llm_reads_no_float_copy_of_a_weight(quantized_program):
     _, _, buffer = quantized_program
-    payloads = _payloads(buffer)
+    payloads = aoti_payloads(buffer)
     assert len(payloads) >= 2  # prefill and decode
     for payload, state in payloads:
         source = _compile_cache.source_of(payload)
