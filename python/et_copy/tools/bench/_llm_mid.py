@@ -38,6 +38,7 @@ from typing import Any, Callable
 
 import torch
 
+from ._rss import peak_growth
 from ._timing import Stats, stats_of
 
 MID_CONFIG: dict[str, Any] = {
@@ -346,13 +347,17 @@ def _one_dtype(
     exports = {}
     for backend in ("aoti", "simulated"):
         _say(progress, f"llm-{kind}: {label}: export_llm(backend={backend!r}) of {sizes['total'] / 2**20:.1f} MiB")
-        exports[backend] = _export(model, backend, max_seq_len, prompt_len)
+        exports[backend], exports_peak = peak_growth(
+            functools.partial(_export, model, backend, max_seq_len, prompt_len)
+        )
+        exports[backend]["peak_rss_growth"] = exports_peak
     ptes = {backend: e.pop("pte") for backend, e in exports.items()}
     with torch.random.fork_rng():
         torch.manual_seed(SEED)
         prompt = torch.randint(0, model.config.vocab_size, (1, prompt_len))
     torch.set_num_threads(threads)
     ours, picks, keep = _program_steps(ptes, threads, prompt)
+    _, prefill_peak = peak_growth(ours.prefill[AOTI])  # the aoti prefill's own memory, beyond the loaded program
     theirs, about = _transformers_steps(model, max_seq_len, prompt, progress)
     picks.update(about["picks"])
     _say(progress, f"llm-{kind}: {label}: timing decode steps and prefills, {threads} thread(s)")
@@ -363,6 +368,7 @@ def _one_dtype(
         "dtype": label,
         "quantize": quantize,
         "weights_nbytes": sizes["total"],
+        "prefill_peak_rss_growth": prefill_peak,
         "decode_weight_bytes": sizes["decode_reads"],
         "export": exports,
         "torch_compile_seconds": about["compile_seconds"],

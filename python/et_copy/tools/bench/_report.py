@@ -277,6 +277,15 @@ def _mid_table(section: dict) -> list[str]:
             f"{entry['torch_compile_seconds']['decode']:.1f} s, "
             f"prefill {entry['torch_compile_seconds']['prefill']:.1f} s"
         )
+        memory = [
+            f"export_llm(backend={b!r}) {size_label(export[b]['peak_rss_growth'])}"
+            for b in ("aoti", "simulated")
+            if export[b].get("peak_rss_growth") is not None
+        ]
+        if entry.get("prefill_peak_rss_growth") is not None:
+            memory.append(f"the aoti prefill {size_label(entry['prefill_peak_rss_growth'])}")
+        if memory:
+            lines.append(f"    peak RSS above where it stood before: {', '.join(memory)}")
         picks = entry["first_decode_token"]
         lines.append("    first decode token after the prompt: " + ", ".join(f"{k} {v}" for k, v in picks.items()))
         ours, direct = dec[_llm_mid.AOTI].median_ns, dec[_llm_mid.DIRECT].median_ns
