@@ -107,7 +107,7 @@ def _ints(text: str) -> list[int] | None:
 
 def weight_copies_in_code(source: str, state: Collection[str] = ()) -> list[str]:
     """The kernel calls of an AOTInductor CPU wrapper (``source``, its
-    ``.cpp``) that read a weight (a constant of 2 or more dims above 1 whose FQN is
+    ``.cpp``) that read a weight (a constant of 2 or more dims whose FQN is
     not in ``state``, the mutable buffers) and write a buffer with at least as
     many elements: a copy of the weight (transposed, converted) made on every
     call. A matmul or a convolution reads its weight through an ATen call
@@ -120,8 +120,7 @@ def weight_copies_in_code(source: str, state: Collection[str] = ()) -> list[str]
     weights = {}
     for index, name in names.items():
         shape = _ints(shapes.get(index, ""))
-        # A matrix: a [N, 1] column of scales is a vector (a quantized weight's), read once a row.
-        if shape is not None and sum(d > 1 for d in shape) >= 2 and fqns.get(index) not in state:
+        if shape is not None and len(shape) >= 2 and fqns.get(index) not in state:
             weights[name] = math.prod(shape)
     arrays = {name: _ints(values) for name, values in re.findall(r"int64_t (int_array_\d+)\[\] = \{([^}]*)\};", source)}
     buffers: dict[str, int | None] = {}

@@ -84,6 +84,35 @@ P_QUANTIZED = tuple(
         "test_the_simulated_backend_refuses_atens_packed_int4_naming_the_op_and_the_backend_that_runs_it",
     )
 )
+P_LLM_EXPERTS = tuple(
+    "py:tests/python/llm/test_llm_experts.py::" + name
+    for name in (
+        "test_the_grouped_forward_equals_transformers_experts_for_every_moe_class",
+        "test_experts_whose_rows_are_not_16_byte_multiples_run_batched_mm",
+        "test_each_backend_exports_its_own_experts_implementation",
+        "test_the_configs_are_restored_after_an_export_that_fails",
+        "test_grouped_mm_traces_in_float32_and_float16_on_the_cpu",
+        "test_a_static_program_with_a_grouped_mm_passes_to_edge",
+    )
+)
+P_LLM_GGUF = tuple(
+    "py:tests/python/llm/test_gguf.py::" + name
+    for name in (
+        "test_the_weights_are_the_files_integers_and_scales_bit_for_bit",
+        "test_the_llama_q_and_k_rows_are_put_back_in_transformers_order",
+        "test_logits_and_greedy_tokens_equal_transformers_dequantized_run",
+        "test_a_tied_embedding_stays_tied_and_quantized",
+        "test_float_tensors_load_as_float32",
+        "test_another_tensor_type_is_refused_by_name_or_dequantized_on_request",
+        "test_a_truncated_file_is_refused_naming_the_tensor_cut",
+        "test_an_unknown_tensor_type_is_refused_by_name",
+        "test_metadata_that_disagrees_with_a_tensor_is_refused_by_name",
+        "test_the_export_cache_key_covers_the_files_integers",
+        "test_the_command_takes_a_gguf_checkpoint_and_its_own_vocabulary",
+        "test_the_command_refuses_a_file_load_gguf_refuses_and_dequantize_without_one",
+        "test_moe_experts_load_in_float_and_quantized_ones_are_refused_by_name_or_dequantized",
+    )
+)
 P_LLM_QUANTIZE = tuple(
     "py:tests/python/llm/test_llm_quantized.py::" + name
     for name in (
@@ -417,6 +446,11 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # portable dequantization (seconds; the compiled programs' tests recompile on every mutant of the kernels).
     ("python/et_copy/backends/_quantized.py", P_QUANTIZED),
     ("python/et_copy/llm/_quantize.py", P_LLM_QUANTIZE),
+    # The grouped experts: their eager equality for every MoE class, the choice per backend, the configs restored,
+    # the trace rule, the stride fallback (no compile; the compiled prefill's check recompiles per mutant).
+    ("python/et_copy/llm/_experts.py", P_LLM_EXPERTS),
+    # GGUF: the files' own bits, the Q/K order, logits against transformers' load, every refusal (no compile).
+    ("python/et_copy/llm/_gguf.py", P_LLM_GGUF),
     # ---- outside the generator's scope today (tools/mutation/mutant_generator.py's SCOPE); what covers them ----
     # The compiled backend's code checks: digest, then trust, before the payload is loaded.
     ("backends/aoti/src/code_trust.*", (P_AOTI_TRUST, P_AOTI_UNTRUSTED)),

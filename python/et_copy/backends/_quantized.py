@@ -458,9 +458,10 @@ def read_quantized_packed(module: torch.fx.GraphModule) -> list[str]:
             continue
         replaced.replace_all_uses_with(call)
         rewriter.rewritten.append(w.name)
-    graph.eliminate_dead_code()
-    graph.lint()
-    module.recompile()
+    if rewriter.rewritten:  # a graph with no quantized weight is handed on exactly as it came
+        graph.eliminate_dead_code()
+        graph.lint()
+        module.recompile()
     return rewriter.rewritten
 
 

@@ -159,8 +159,9 @@ def experts_for_export(model: torch.nn.Module, implementation: str) -> Iterator[
 
 
 def _configs_of(model: torch.nn.Module) -> Iterator:
-    """The transformers configs ``model`` and its modules hold that name an experts implementation."""
-    for module in model.modules():
+    """The transformers configs ``model`` and its modules hold that name an
+    experts implementation (none for what is not a module)."""
+    for module in model.modules() if isinstance(model, torch.nn.Module) else ():
         config = getattr(module, "config", None)
         if config is not None and hasattr(config, "_experts_implementation_internal"):
             yield config
