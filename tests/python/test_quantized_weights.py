@@ -146,10 +146,27 @@ def test_int4_is_stored_two_values_a_byte_with_k_split_in_halves():
     torch.testing.assert_close(whole, q.float() * 0.5 + torch.tensor([1.0] * 16 + [-1.0] * 16))
 
 
-def test_an_odd_count_of_int4_groups_is_stored_a_byte_each():
-    w = _quantized.QuantizedWeight("w", None, torch.zeros(2, 96, dtype=torch.int8), torch.ones(2, 3), None, -8, 7)
-    assert not _quantized.packs_as_nibbles(w)  # three groups cannot split in halves
-    assert _quantized.packs_as_nibbles(_quantized.QuantizedWeight("w", None, w.q, torch.ones(2, 1), None, -8, 7))
+def test_an_odd_count_of_int4_groups_or_an_odd_k_is_stored_a_byte_each():
+    def weight(k: int, groups: int, qmax: int = 7):
+        return _quantized.QuantizedWeight(
+            "w", None, torch.zeros(2, k, dtype=torch.int8), torch.ones(2, groups), None, -8, qmax
+        )
+
+    assert not _quantized.packs_as_nibbles(weight(96, 3))  # three groups cannot split in halves
+    assert _quantized.packs_as_nibbles(weight(96, 1)) and _quantized.packs_as_nibbles(weight(96, 2))
+    assert not _quantized.packs_as_nibbles(weight(33, 1))  # an odd K: a value would have no partner
+    assert not _quantized.packs_as_nibbles(weight(96, 1, qmax=8))  # beyond int4: int8
+
+
+def test_a_float_model_is_handed_to_inductor_as_it_came():
+    torch.manual_seed(0)
+    model = MLP(128, 256).eval()
+    x = torch.randn(12, 128)
+    ep = to_edge_program({"forward": torch.export.export(model, (x,))}, None).exported_program()
+    module = ep.module()
+    code = module.code
+    assert _quantized.read_quantized_packed(module) == []
+    assert module.code == code  # no float weight taken for a quantized one
 
 
 def test_a_prefill_tile_is_about_a_mib_at_most_half_the_weight_and_one_of_at_most_16():

@@ -87,7 +87,6 @@ def _scan(path: str) -> tuple[dict[str, Any], list[_TensorInfo]]:
 def _walk(path: str, blob: mmap.mmap, size: int) -> tuple[dict[str, Any], list[_TensorInfo]]:
     from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
-    pos = 0
     where = "its header"
 
     def take(fmt: str) -> tuple:

@@ -8,7 +8,7 @@ weights both device backends read in their stored form
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 
@@ -47,7 +47,7 @@ def quantize(model: PreTrainedModel, scheme: str, *, group_size: int = DEFAULT_G
 
     # A weight quantized already (a GGUF checkpoint's, torchao's) keeps its own bits.
     def grouped(module: torch.nn.Module, _fqn: str) -> bool:
-        return isinstance(module, torch.nn.Linear) and linear(module, _fqn) and module.in_features % group_size == 0
+        return linear(module, _fqn) and cast(torch.nn.Linear, module).in_features % group_size == 0
 
     def linear(module: torch.nn.Module, _fqn: str) -> bool:
         return isinstance(module, torch.nn.Linear) and not _is_quantized(module.weight)
