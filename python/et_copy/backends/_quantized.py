@@ -230,7 +230,7 @@ def _scaled(values: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor | No
 
 
 def weight_parts(
-    stored: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor | None
+    stored: torch.Tensor, scale: torch.Tensor | None, offset: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The weight as float32, from its stored bytes: int8 [N, K] whole
     (second part None), or int4 (two nibbles a byte, biased by 8,
@@ -238,11 +238,15 @@ def weight_parts(
     read from the bytes with a fixed mask or shift, so Inductor fuses and
     vectorizes the unpacking in the kernel that reads them (the halves of
     x they meet are contiguous). The groups split with K: one scale a row,
-    or an even count of groups."""
+    or an even count of groups. No ``scale`` (nor offset): the values alone,
+    for a caller that scales a row's sum instead."""
     if stored.dtype == torch.int8:
-        return _scaled(stored.to(torch.float32), scale, offset), None
+        values = stored.to(torch.float32)
+        return (values if scale is None else _scaled(values, scale, offset)), None
     low = (stored & 15).to(torch.float32) - 8.0
     high = (stored >> 4).to(torch.float32) - 8.0
+    if scale is None:
+        return low, high
     half = (scale.shape[1] + 1) // 2  # a row's one scale serves both halves
 
     def part(values: torch.Tensor, first: int) -> torch.Tensor:
@@ -276,13 +280,17 @@ def reduction_mm(
 ) -> torch.Tensor:
     """``x @ w.T`` for a few rows of ``x`` (a decode step), written as a
     reduction over K, which Inductor compiles to one kernel that reads the
-    stored bytes once and writes only [M, N]."""
-    first, second = weight_parts(stored, scale, offset)
+    stored bytes once and writes only [M, N]. One scale a row (no offset)
+    multiplies the row's sum, not each of its K products."""
     xf = x.to(torch.float32)
+    per_row = scale.shape[1] == 1 and offset is None
+    first, second = weight_parts(stored, None if per_row else scale, offset)
     if second is None:
-        return _chunked_dot(xf, first).to(x.dtype)
-    even, odd = _halves(xf)
-    return (_chunked_dot(even, first) + _chunked_dot(odd, second)).to(x.dtype)
+        out = _chunked_dot(xf, first)
+    else:
+        even, odd = _halves(xf)
+        out = _chunked_dot(even, first) + _chunked_dot(odd, second)
+    return (out * scale.reshape(1, -1) if per_row else out).to(x.dtype)
 
 
 def tiled_mm(

@@ -87,6 +87,9 @@ def _scan(path: str) -> tuple[dict[str, Any], list[_TensorInfo]]:
 def _walk(path: str, blob: mmap.mmap, size: int) -> tuple[dict[str, Any], list[_TensorInfo]]:
     from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
+    if blob[:4] != b"GGUF":
+        raise GGUFError(f"{path} is not a GGUF file (no GGUF magic bytes)")
+    pos = 4  # past the magic bytes
     where = "its header"
 
     def take(fmt: str) -> tuple:
@@ -121,9 +124,6 @@ def _walk(path: str, blob: mmap.mmap, size: int) -> tuple[dict[str, Any], list[_
             return None
         raise GGUFError(f"{path} has a metadata value of unknown type {value_type} in {where}")
 
-    if blob[:4] != b"GGUF":
-        raise GGUFError(f"{path} is not a GGUF file (no GGUF magic bytes)")
-    pos = 4
     version, tensor_count, kv_count = take("<IQQ")
     if version not in (2, 3):
         raise GGUFError(f"{path} is GGUF version {version}; the gguf package reads versions 2 and 3")
