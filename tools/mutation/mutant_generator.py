@@ -62,6 +62,7 @@ SCOPE = (
     "python/et_copy/_constant_reads.py",
     "python/et_copy/backends/__init__.py",
     "python/et_copy/backends/_quantized.py",
+    "python/et_copy/backends/_quantized_portable.py",
     "backends/aoti/src/aoti_record.cpp",
 )
 CPP_SUFFIXES = (".cpp", ".h")

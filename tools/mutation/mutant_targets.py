@@ -446,6 +446,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # Quantized weights: the graph rewrite on every torchao scheme, run eagerly, and the simulated backend's
     # portable dequantization (seconds; the compiled programs' tests recompile on every mutant of the kernels).
     ("python/et_copy/backends/_quantized.py", P_QUANTIZED),
+    ("python/et_copy/backends/_quantized_portable.py", P_QUANTIZED),
     ("python/et_copy/llm/_quantize.py", P_LLM_QUANTIZE),
     # The grouped experts: their eager equality for every MoE class, the choice per backend, the configs restored,
     # the trace rule, the stride fallback (no compile; the compiled prefill's check recompiles per mutant).

@@ -40,7 +40,7 @@ from executorch.exir.schema import Tensor as SchemaTensor
 from executorch.exir.schema import TensorDataLocation
 
 from .. import _C
-from ._quantized import dequantize_with_portable_ops, refuse_packed_kernels
+from ._quantized_portable import dequantize_with_portable_ops, refuse_packed_kernels
 from .partitioner import DevicePartitioner
 from .preprocess import DevicePreprocess
 from .record import delegate_record, device_of, record_header
