@@ -83,7 +83,6 @@ KINDS: dict[str, tuple[str, str, dict[str, Any], dict[str, Any]]] = {
 SEED = 0
 PROMPT_LEN, MAX_SEQ_LEN = 128, 160
 QUICK_PROMPT_LEN, QUICK_MAX_SEQ_LEN = 8, 16
-DTYPES = ("float32", "bfloat16")
 # (dtype, quantize): the float models, and bf16 with int8 and int4 weights (et_copy.llm.quantize), bf16
 # being the CPU's fast quantized path (docs/llm.md).
 VARIANTS: tuple[tuple[str, str | None], ...] = (
