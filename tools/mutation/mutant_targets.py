@@ -122,6 +122,17 @@ P_LLM_QUANTIZE = tuple(
         "test_a_quantized_llm_on_the_simulated_backend_gives_the_quantized_models_tokens",
     )
 )
+P_LLM_QUANTIZED_EXPERTS = tuple(
+    "py:tests/python/llm/test_llm_quantized_experts.py::" + name
+    for name in (
+        "test_quantize_stores_every_experts_weight_and_leaves_the_callers_model_as_it_was",
+        "test_the_stored_experts_hold_torchaos_values_within_a_step_of_the_float_weights",
+        "test_a_quantized_model_deep_copies_and_requantizing_keeps_its_bits",
+        "test_the_export_forwards_read_the_stored_experts_as_transformers_reads_them_dequantized",
+        "test_a_prompts_experts_are_multiplied_a_slice_at_a_time_each_row_once",
+        "test_the_portable_nibbles_equal_the_masked_ones",
+    )
+)
 P_CONSTANT_READS = tuple(
     "py:tests/python/test_aoti_export.py::" + name
     for name in (
@@ -447,10 +458,12 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # portable dequantization (seconds; the compiled programs' tests recompile on every mutant of the kernels).
     ("python/et_copy/backends/_quantized.py", P_QUANTIZED),
     ("python/et_copy/backends/_quantized_portable.py", P_QUANTIZED),
-    ("python/et_copy/llm/_quantize.py", P_LLM_QUANTIZE),
+    ("python/et_copy/llm/_quantize.py", (P_LLM_QUANTIZE, P_LLM_QUANTIZED_EXPERTS)),
     # The grouped experts: their eager equality for every MoE class, the choice per backend, the configs restored,
     # the trace rule, the stride fallback (no compile; the compiled prefill's check recompiles per mutant).
-    ("python/et_copy/llm/_experts.py", P_LLM_EXPERTS),
+    ("python/et_copy/llm/_experts.py", (P_LLM_EXPERTS, P_LLM_QUANTIZED_EXPERTS)),
+    # Quantized experts: stored with torchao's rounding, the three forwards against transformers' (no compile).
+    ("python/et_copy/llm/_quantized_experts.py", (P_LLM_QUANTIZED_EXPERTS, P_LLM_EXPERTS)),
     # GGUF: the files' own bits, the Q/K order, logits against transformers' load, every refusal (no compile).
     ("python/et_copy/llm/_gguf.py", P_LLM_GGUF),
     # ---- outside the generator's scope today (tools/mutation/mutant_generator.py's SCOPE); what covers them ----

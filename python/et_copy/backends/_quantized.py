@@ -330,12 +330,12 @@ def gathered_rows(
 
 
 def nibbles(q: torch.Tensor) -> torch.Tensor:
-    """int4 values (-8..7) [N, K] two to a byte, biased by 8, each byte a
+    """int4 values (-8..7) [..., K] two to a byte, biased by 8, each byte a
     value of K's first half and its partner of the second:
-    ``q[n, j] | q[n, j + K/2] << 4``."""
+    ``q[..., j] | q[..., j + K/2] << 4``."""
     u = (q.to(torch.int16) + 8).to(torch.uint8)
-    half = q.shape[1] // 2
-    return (u[:, :half] | (u[:, half:] << 4)).contiguous()
+    half = q.shape[-1] // 2
+    return (u[..., :half] | (u[..., half:] << 4)).contiguous()
 
 
 def packs_as_nibbles(w: QuantizedWeight) -> bool:

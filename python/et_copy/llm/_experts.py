@@ -22,13 +22,16 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import torch
 
+from ._quantized_experts import is_quantized_experts, quantized_experts_forward
+
 if TYPE_CHECKING:
     from executorch.exir.backend.partitioner import Partitioner
 
 #: The experts implementation the compiled backend's export uses (registered with transformers on first use).
 GROUPED_EXPERTS = "et_copy_grouped_mm"
-#: The one the simulated backend's export uses: ExecuTorch's portable kernels have no ``_grouped_mm``.
-BATCHED_EXPERTS = "batched_mm"
+#: The one the simulated backend's export uses: ExecuTorch's portable kernels have no ``_grouped_mm``;
+#: transformers' ``batched_mm`` for float experts (registered with transformers on first use).
+BATCHED_EXPERTS = "et_copy_batched_mm"
 
 
 def grouped_experts_forward(
@@ -53,6 +56,8 @@ def grouped_experts_forward(
     place, summed over the k choices in transformers' order."""
     from transformers.integrations.moe import batched_mm_experts_forward
 
+    if is_quantized_experts(self):
+        return quantized_experts_forward(self, hidden_states, top_k_index, top_k_weights, grouped=True)
     num_tokens, hidden_dim = hidden_states.shape
     up = self.gate_up_proj if self.has_gate else self.up_proj
     # A prefill's length is symbolic from 2 up: this test is decided at trace time, without a guard.
@@ -78,6 +83,19 @@ def grouped_experts_forward(
     # Back in (token, choice) order, then the choices summed as batched_mm and grouped_mm sum them.
     out = torch.zeros_like(out).index_copy(0, order, out)
     return out.view(num_tokens, num_top_k, hidden_dim).sum(dim=1).to(hidden_states.dtype)
+
+
+def batched_experts_forward(
+    self: Any, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor
+) -> torch.Tensor:
+    """:data:`BATCHED_EXPERTS`: transformers' ``batched_mm`` (each chosen
+    expert gathered, then ``bmm``), or for experts stored in 8 or 4 bits their
+    chosen bytes gathered before they are dequantized."""
+    from transformers.integrations.moe import batched_mm_experts_forward
+
+    if is_quantized_experts(self):
+        return quantized_experts_forward(self, hidden_states, top_k_index, top_k_weights, grouped=False)
+    return batched_mm_experts_forward(self, hidden_states, top_k_index, top_k_weights)
 
 
 def _strides_fit(*weights: torch.Tensor) -> bool:
@@ -142,10 +160,10 @@ def experts_for_export(model: torch.nn.Module, implementation: str) -> Iterator[
     """While exporting, every experts module of ``model`` runs
     ``implementation`` (a key of transformers' ``ExpertsInterface``); each
     config's own value is restored after, whatever happens inside."""
-    if implementation == GROUPED_EXPERTS:
+    if implementation in _OURS:
         from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
 
-        ALL_EXPERTS_FUNCTIONS.register(GROUPED_EXPERTS, grouped_experts_forward)  # idempotent
+        ALL_EXPERTS_FUNCTIONS.register(implementation, _OURS[implementation])  # idempotent
         _trace_grouped_mm_in_any_float()
     configs = {id(c): c for c in _configs_of(model)}.values()
     saved = [(c, c._experts_implementation_internal) for c in configs]
@@ -156,6 +174,9 @@ def experts_for_export(model: torch.nn.Module, implementation: str) -> Iterator[
     finally:
         for config, value in saved:
             config._experts_implementation_internal = value
+
+
+_OURS = {GROUPED_EXPERTS: grouped_experts_forward, BATCHED_EXPERTS: batched_experts_forward}
 
 
 def _configs_of(model: torch.nn.Module) -> Iterator:

@@ -1,9 +1,10 @@
 """The one-word quantization of a causal LM, as upstream's Qwen 3.5 MoE
 export quantizes its model (docs/llm.md, "Quantizing a model"): the dense
 linears and the lm_head in int8 per row or int4 in groups, and the
-embeddings in 8 bits per row, with torchao's ``IntxWeightOnlyConfig``, whose
-weights both device backends read in their stored form
-(docs/design.md, "Quantized weights and experts")."""
+embeddings in 8 bits per row, with torchao's ``IntxWeightOnlyConfig``, and
+the MoE experts in the same bits (:mod:`._quantized_experts`: torchao's
+configs reach only ``nn.Linear``), whose weights both device backends read
+in their stored form (docs/design.md, "Quantized weights and experts")."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import copy
 from typing import TYPE_CHECKING, cast
 
 import torch
+
+from ._quantized_experts import experts_modules, is_quantized_experts, quantize_experts
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -28,7 +31,9 @@ def quantize(model: PreTrainedModel, scheme: str, *, group_size: int = DEFAULT_G
       ``group_size`` in int4 (-8..7), one scale per group of
       ``group_size`` inputs; the others in int8 per row;
     - either way, every ``nn.Embedding`` in int8, one scale per row (a step
-      reads the rows of its tokens).
+      reads the rows of its tokens);
+    - the experts of an MoE (transformers' 3-d expert weights) in the same
+      scheme as the linears, each expert's rows as a Linear's.
 
     Symmetric, no zero point, torchao's rounding. A weight quantized already
     (a GGUF checkpoint's, or torchao's) keeps its own bits. Raises ValueError naming
@@ -63,6 +68,9 @@ def quantize(model: PreTrainedModel, scheme: str, *, group_size: int = DEFAULT_G
         )
     quantize_(quantized, per_row, linear)
     quantize_(quantized, per_row, embedding)
+    for _, experts in experts_modules(quantized):
+        if not is_quantized_experts(experts):
+            quantize_experts(experts, 4 if scheme == "int4" else 8, group_size)
     return quantized
 
 
@@ -71,9 +79,16 @@ def _is_quantized(weight: torch.Tensor) -> bool:
 
 
 def quantized_weights(model: torch.nn.Module) -> dict[str, str]:
-    """FQN -> torchao tensor class of each quantized weight of ``model``."""
-    return {
+    """FQN -> how it is stored, for each quantized weight of ``model``: the
+    torchao tensor class of a Linear's or an Embedding's, and
+    ``"int8"``/``"int4"`` for an expert weight."""
+    found = {
         f"{name}.weight": type(module.weight).__name__
         for name, module in model.named_modules()
         if isinstance(getattr(module, "weight", None), torch.Tensor) and _is_quantized(module.weight)
     }
+    for name, experts in experts_modules(model):
+        for weight in getattr(experts, "_et_copy_quantized", None) or ():
+            stored = getattr(experts, weight + "_stored")
+            found[f"{name}.{weight}"] = "int8" if stored.dtype == torch.int8 else "int4"
+    return found

@@ -66,8 +66,8 @@ def test_each_backend_exports_its_own_experts_implementation():
     assert _experts.experts_implementation_for("aoti", None) == _experts.GROUPED_EXPERTS
     assert _experts.experts_implementation_for(None, AotiDevicePartitioner()) == _experts.GROUPED_EXPERTS
     # ExecuTorch's portable kernels (the simulated backend's nested program) have no _grouped_mm.
-    assert _experts.experts_implementation_for("simulated", None) == "batched_mm"
-    assert _experts.experts_implementation_for(None, None) == "batched_mm"
+    assert _experts.experts_implementation_for("simulated", None) == _experts.BATCHED_EXPERTS
+    assert _experts.experts_implementation_for(None, None) == _experts.BATCHED_EXPERTS
 
 
 def test_the_configs_are_restored_after_an_export_that_fails():

@@ -156,8 +156,10 @@ def _stored_nbytes(t: torch.Tensor) -> int:
 def weight_bytes(model) -> dict[str, int]:
     """All the weights' bytes in their stored form, and those one decode
     step must read: every weight but the embedding table, of which it reads
-    one row, and of the experts only the chosen ones' share (top-k of E)."""
+    one row, and of the experts only the chosen ones' share (top-k of E).
+    Quantized experts are buffers (their bytes and scales), not parameters."""
     params = dict(model.named_parameters())
+    params.update((n, b) for n, b in model.named_buffers() if n.endswith(("_stored", "_scale")))
     total = sum(_stored_nbytes(p) for p in params.values())
     embed = model.get_input_embeddings().weight
     embed_nbytes = _stored_nbytes(embed)
