@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 import struct
 from typing import TYPE_CHECKING, Any
 
@@ -359,9 +360,17 @@ def load_gguf(path: str | os.PathLike, *, dequantize: bool = False) -> PreTraine
             )  # fmt: skip
         return param
 
+    experts: dict[tuple[int, str], tuple[torch.Tensor, torch.Tensor]] = {}  # (layer, gate|up|down) -> (q, d)
+    kept_experts = _kept_experts(model, infos)
     for info in infos:
         raw = by_name[info.name].data
         kept = info.type_id in _KEPT
+        part = kept_experts.get(info.name)
+        if part is not None:
+            q, d, _ = _blocks(raw, info.type_id, info.shape)
+            ints = q.reshape(info.shape) - (8 if info.type_id == _Q4_0 else 0)  # Q4_0: d·(q−8)
+            experts[part] = (ints, d.reshape(*info.shape[:-1], -1))
+            continue
         if kept:
             target = names.get(info.name)
             followable, rows = _row_order(processor, info.name, info.shape)
@@ -384,7 +393,7 @@ def load_gguf(path: str | os.PathLike, *, dequantize: bool = False) -> PreTraine
                     why = "transformers' conversion of it does more than rename it or reorder its rows"
                 raise GGUFError(
                     f"tensor {info.name!r} is {_type_name(info.type_id)}, and {why}: its blocks cannot follow "
-                    f"(MoE experts have no quantized form here yet); pass dequantize=True (generate --dequantize) "
+                    f"(MoE experts are kept in Q8_0 and Q4_0); pass dequantize=True (generate --dequantize) "
                     f"to expand it to float32",
                     tensor=info.name, ggml_type=_type_name(info.type_id),
                 )  # fmt: skip
@@ -404,6 +413,7 @@ def load_gguf(path: str | os.PathLike, *, dequantize: bool = False) -> PreTraine
         with torch.no_grad():
             param.copy_(torch.from_numpy(np.ascontiguousarray(out.weights)))
         filled.add(target)
+    filled.update(_store_experts(model, experts))
     for target, tensor in parsed["tensors"].items():
         if target not in params:
             continue
@@ -426,6 +436,67 @@ def load_gguf(path: str | os.PathLike, *, dequantize: bool = False) -> PreTraine
             tensor=missing[0],
         )  # fmt: skip
     return prepare(model)
+
+
+_EXPERTS_NAME = re.compile(r"blk\.(\d+)\.ffn_(gate|up|down)_exps\.weight")
+
+
+def _experts_module(model: nn.Module, layer: int) -> Any:
+    """Layer ``layer``'s experts module where its weights are transformers'
+    usual ones (gate and up concatenated, [E, out, in], no biases); else None."""
+    from ._quantized_experts import experts_modules
+
+    for name, module in experts_modules(model):
+        if name == f"model.layers.{layer}.mlp.experts":
+            m: Any = module
+            usual = m.has_gate and m.is_concatenated and not m.is_transposed and not m.has_bias
+            return module if usual else None
+    return None
+
+
+def _kept_experts(model: nn.Module, infos: list[_TensorInfo]) -> dict[str, tuple[int, str]]:
+    """File name -> (layer, gate|up|down) of the expert tensors kept in their
+    own bits: a layer's three, each Q8_0 or Q4_0, for an experts module that
+    stores them (:func:`_store_experts`). A layer with any other type goes the
+    way of any other tensor: refused by name, or dequantized on request."""
+    parts: dict[int, dict[str, str]] = {}
+    for info in infos:
+        match = _EXPERTS_NAME.fullmatch(info.name)
+        if match is not None and info.type_id in (_Q8_0, _Q4_0) and len(info.shape) == 3:
+            parts.setdefault(int(match.group(1)), {})[match.group(2)] = info.name
+    return {
+        name: (layer, kind)
+        for layer, names in parts.items()
+        if len(names) == 3 and _experts_module(model, layer) is not None
+        for kind, name in names.items()
+    }
+
+
+def _store_experts(model: nn.Module, parts: dict[tuple[int, str], tuple[torch.Tensor, torch.Tensor]]) -> set[str]:
+    """Stores each layer's expert tensors in the file's own integers and
+    scales (``gate_up_proj`` is gate's rows then up's, as transformers
+    concatenates them); returns the weights filled. Raises GGUFError naming
+    the tensor whose shape the config does not want."""
+    from ._quantized_experts import store_experts
+
+    filled = set()
+    for layer in sorted({layer for layer, _ in parts}):
+        module = _experts_module(model, layer)
+        (gate_q, gate_d), (up_q, up_d), down = (parts[layer, kind] for kind in ("gate", "up", "down"))
+        prefix = f"model.layers.{layer}.mlp.experts"
+        for name, (q, d) in (("gate_up_proj", (torch.cat([gate_q, up_q], 1), torch.cat([gate_d, up_d], 1))),
+                             ("down_proj", down)):  # fmt: skip
+            want = tuple(getattr(module, name).shape)
+            if tuple(q.shape) != want:
+                raise GGUFError(
+                    f"the experts of layer {layer} have shape {list(q.shape)} for {name}, but the config the "
+                    f"file's metadata gives wants {list(want)}",
+                    tensor=f"blk.{layer}.ffn_{'gate' if name == 'gate_up_proj' else 'down'}_exps.weight",
+                )  # fmt: skip
+            # fp16 -> fp32 is exact: the scale is the file's d.
+            store_experts(module, name, q, d.float(), torch.float32)
+            filled.add(f"{prefix}.{name}")
+    return filled
 
 
 def _owner(model: nn.Module, target: str) -> tuple[str, nn.Module] | None:

@@ -71,22 +71,38 @@ def quantize_experts(module: torch.nn.Module, bits: int, group_size: int) -> lis
     )
 
     m: Any = module
-    dtypes: dict[str, torch.dtype] = {}
+    names = []
     for name in _projections(m):
         weight = getattr(m, name).detach()
-        dtypes[name] = weight.dtype
         w = weight.transpose(1, 2) if m.is_transposed else weight  # stored [E, N out, K in]
         experts, n, k = w.shape
         group = group_size if bits == 4 and k % (2 * group_size) == 0 else k
         target = getattr(torch, "int4") if group < k else torch.int8
         q = IntxUnpackedToInt8Tensor.from_hp(w.reshape(experts * n, k).float(), [1, group], target_dtype=target)
-        values = q.qdata.reshape(experts, n, k)
+        store_experts(m, name, q.qdata.reshape(experts, n, k), q.scale.reshape(experts, n, k // group), weight.dtype)
+        names.append(name)
+    return names
+
+
+def store_experts(
+    module: torch.nn.Module, name: str, values: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype
+) -> None:
+    """Replaces ``module``'s expert weight ``name`` (a float parameter, or
+    nothing yet) by ``values`` (int8 [E, N out, K in], -8..7 for int4) and
+    ``scale`` ([E, N, groups of K]): two values a byte where they fit in 4
+    bits and K's halves split at a group, else a byte each. The module then
+    reads the weight back dequantized in ``dtype`` (in its own orientation)."""
+    m: Any = module
+    groups = scale.shape[-1]
+    int4 = int(values.min()) >= -8 and int(values.max()) <= 7 and values.shape[-1] % 2 == 0 and groups % 2 == 0
+    if name in m._parameters:
         delattr(m, name)
-        m.register_buffer(name + _STORED, nibbles(values) if group < k else values.contiguous())
-        m.register_buffer(name + _SCALE, q.scale.reshape(-1).float().contiguous())
-    m._et_copy_quantized = dtypes
+    m.register_buffer(name + _STORED, nibbles(values) if int4 else values.to(torch.int8).contiguous())
+    m.register_buffer(name + _SCALE, scale.reshape(-1).float().contiguous())
+    if not is_quantized_experts(m):
+        m._et_copy_quantized = {}
+    m._et_copy_quantized[name] = dtype
     m.__class__ = _dequantizing_class(type(m))
-    return [f"{name}" for name in dtypes]
 
 
 _CLASSES: dict[type, type] = {}

@@ -393,7 +393,7 @@ def test_the_command_refuses_a_file_load_gguf_refuses_and_dequantize_without_one
     assert code == 2 and "--dequantize goes with --checkpoint FILE.gguf" in err
 
 
-def test_moe_experts_load_in_float_and_quantized_ones_are_refused_by_name_or_dequantized(tmp_path):
+def test_moe_experts_load_in_float_and_in_the_files_own_bits_and_q4_1_ones_are_refused_or_dequantized(tmp_path):
     # transformers' qwen3moe GGUF config has no expert width: its default (768) is the one a file can carry.
     from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
@@ -411,12 +411,30 @@ def test_moe_experts_load_in_float_and_quantized_ones_are_refused_by_name_or_deq
     assert type(ours.model.layers[0].self_attn.q_proj.weight).__name__ == "IntxUnpackedToInt8Tensor"
     with torch.no_grad():
         torch.testing.assert_close(ours(ids).logits, theirs(ids).logits, rtol=0, atol=1e-6)
-    path = tmp_path / "moe-q8.gguf"
-    write_gguf(model, path, "Q8_0")
-    with pytest.raises(llm.GGUFError, match=r"tensor 'blk.0.ffn_gate_exps.weight' is Q8_0.*experts"):
+    for qtype, bits in (("Q8_0", "int8"), ("Q4_0", "int4")):
+        # The experts in the file's own integers and scales: gate's rows then up's, as transformers joins them.
+        path = tmp_path / f"moe-{qtype}.gguf"
+        written = write_gguf(model, path, qtype)
+        ours, theirs = llm.load_gguf(path), transformers_gguf(str(path))
+        experts = ours.model.layers[1].mlp.experts
+        assert llm.quantized_weights(ours)["model.layers.1.mlp.experts.gate_up_proj"] == bits
+        assert "gate_up_proj" not in dict(experts.named_parameters())
+        assert torch.equal(experts.gate_up_proj, theirs.model.layers[1].mlp.experts.gate_up_proj)
+        assert torch.equal(experts.down_proj, theirs.model.layers[1].mlp.experts.down_proj)
+        d = _blocks_of(qtype, written["blk.1.ffn_down_exps.weight"][1])[1]  # the file's fp16 scales
+        torch.testing.assert_close(experts.down_proj_scale, d.float().reshape(-1), rtol=0, atol=0)
+        with torch.no_grad():
+            torch.testing.assert_close(ours(ids).logits, theirs(ids).logits, rtol=0, atol=1e-6)
+    # Q4_1's minimums have no place in the experts' storage: a layer with one is refused by name, or expanded
+    # on request; the other layers keep their bits.
+    path = tmp_path / "moe-q41.gguf"
+    write_gguf(model, path, "Q8_0", types={"blk.0.ffn_down_exps.weight": "Q4_1"})
+    with pytest.raises(llm.GGUFError, match=r"tensor 'blk.0.ffn_gate_exps.weight' is Q8_0.*dequantize=True"):
         llm.load_gguf(path)
     ours, theirs = llm.load_gguf(path, dequantize=True), transformers_gguf(str(path))
-    assert type(ours.model.layers[0].self_attn.q_proj.weight).__name__ == "IntxUnpackedToInt8Tensor"
-    assert torch.equal(ours.model.layers[1].mlp.experts.gate_up_proj, theirs.model.layers[1].mlp.experts.gate_up_proj)
-    with torch.no_grad():
-        torch.testing.assert_close(ours(ids).logits, theirs(ids).logits, rtol=0, atol=1e-6)
+    names = llm.quantized_weights(ours)
+    assert "model.layers.0.mlp.experts.gate_up_proj" not in names and "model.layers.1.mlp.experts.down_proj" in names
+    for layer in (0, 1):
+        for weight in ("gate_up_proj", "down_proj"):
+            mine, want = (getattr(m.model.layers[layer].mlp.experts, weight) for m in (ours, theirs))
+            assert torch.equal(mine, want)
