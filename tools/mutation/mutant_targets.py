@@ -131,6 +131,7 @@ P_LLM_QUANTIZED_EXPERTS = tuple(
         "test_the_export_forwards_read_the_stored_experts_as_transformers_reads_them_dequantized",
         "test_a_prompts_experts_are_multiplied_a_slice_at_a_time_each_row_once",
         "test_the_portable_nibbles_equal_the_masked_ones",
+        "test_experts_stored_in_groups_of_32_as_gguf_blocks_read_as_transformers_reads_them",
     )
 )
 P_CONSTANT_READS = tuple(

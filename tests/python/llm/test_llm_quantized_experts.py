@@ -164,3 +164,21 @@ def test_an_int4_moe_on_the_simulated_backend_gives_the_quantized_models_tokens(
     et_copy.backends.BACKENDS["simulated"].register()
     got = llm.DeviceLLM(buffer).new_session().generate(PROMPT, TOKENS).tokens
     assert got == llm.eager_generate(llm.quantize(model, "int4"), PROMPT, TOKENS)
+
+
+@pytest.mark.parametrize("low, high", [(-128, 128), (-8, 8)])
+def test_experts_stored_in_groups_of_32_as_gguf_blocks_read_as_transformers_reads_them(low, high):
+    # GGUF's Q8_0 (int8 in groups: a byte a value) and Q4_0 (two a byte) as load_gguf stores them.
+    model = llm.tiny_model("qwen3_moe")
+    torch.manual_seed(3)
+    for experts in _experts_of(model):
+        for name in ("gate_up_proj", "down_proj"):
+            e, n, k = getattr(experts, name).shape
+            values = torch.randint(low, high, (e, n, k), dtype=torch.int8)
+            _quantized_experts.store_experts(experts, name, values, torch.rand(e, n, k // 32) / 50, torch.float32)
+    stored = _experts_of(model)[0].gate_up_proj_stored
+    assert stored.dtype == (torch.int8 if low < -8 else torch.uint8)
+    for ids in (torch.tensor([[5, 17, 3, 9, 42, 7, 7, 1]]), torch.tensor([[5]])):
+        want = _logits(model, None, ids)
+        for implementation in (_experts.GROUPED_EXPERTS, _experts.BATCHED_EXPERTS):
+            torch.testing.assert_close(_logits(model, implementation, ids), want, rtol=1e-5, atol=1e-5)
