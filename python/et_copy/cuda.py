@@ -240,7 +240,7 @@ def set_copy_config(
     Raises EtCopyError("InvalidArgument"), changing nothing, for a value
     outside these ranges, and EtCopyError("NotSupported") when et_copy was
     built without CUDA. Which setting is fastest depends on the machine:
-    ``python -m et_copy bench`` and benchmarks/cuda_copy_bench.py measure it
+    ``python -m et_copy bench`` and ``python -m et_copy.tools.bench.cuda_copy`` measure it
     (docs/cuda.md)."""
     _require_built("et_copy.cuda.set_copy_config")
     now = _C.cuda_copy_config()

@@ -218,7 +218,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/src/device_access.cpp", (T_CHECK,)),
     # The kernel-argument kinds: their gtest, the backend's nested check, then the LLM's records tampered.
     ("runtime/*/argument_kinds*", (T_KINDS, T_BACKEND, P_LLM_UNTRUSTED)),
-    ("runtime/tools/gen_argument_kinds.py", (T_KINDS, P_LLM_UNTRUSTED)),
+    ("tools/gen_argument_kinds.py", (T_KINDS, P_LLM_UNTRUSTED)),
     ("runtime/*/program_record.*", (T_RECORD, T_BACKEND)),
     ("runtime/*/instruction_tracer.*", (T_TRACER, P_DEBUG_BUFFER)),
     ("runtime/*/tensor_layout.*", (T_LAYOUT, T_KERNELS)),

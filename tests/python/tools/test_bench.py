@@ -377,6 +377,17 @@ def test_the_llm_section_refuses_a_word_without_rows_before_it_exports(added_bac
         _llm.decode_step(Config(), backends=("xla",))
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU runs the whole CUDA copy benchmark (scripts/gpu_check.sh)")
+def test_the_cuda_copy_benchmark_is_a_module_of_the_bench_and_says_when_there_is_no_gpu(capsys):
+    """python -m et_copy.tools.bench.cuda_copy (scripts/gpu_check.sh's copy benchmark step): status 2 and the
+    reason on a machine with no CUDA device, before it registers anything."""
+    from et_copy.tools.bench import cuda_copy
+
+    assert cuda_copy.main(["--sizes", "4K"]) == 2
+    assert capsys.readouterr().err.startswith("no CUDA device: ")
+    assert cuda_copy.parse_size("64M") == 64 << 20 and cuda_copy.label(1 << 30) == "1 GiB"
+
+
 def test_device_to_device_probe_copies_through_the_registered_allocator_and_counts_it():
     """et_copy._C.loops.device_to_device (tests' and benchmarks' probe)
     reaches the allocator use_simulated_device() registered through
