@@ -311,7 +311,8 @@ def set_stream(stream: Any, device: int | None = None) -> None:
     Work queued there is ordered after what the stream already holds.
     The setting is per thread, like torch's current stream. Raises
     EtCopyError("NotSupported") when et_copy was built without CUDA,
-    EtCopyError("InvalidArgument") for a device outside 0..127.
+    EtCopyError("InvalidArgument") for a device index outside
+    0..``et_copy._C.MAX_DEVICE_INDEX`` (the limit limits.h owns).
     """
     _require_built("et_copy.cuda.set_stream")
     handle, index = _stream_and_device(stream, device, "set_stream")
