@@ -54,9 +54,10 @@ def test_an_explicit_backend_is_refused_beside_a_partitioner_or_without_copies()
     with pytest.raises(ExportArgumentError, match="pass backend='simulated' or a partitioner, not both") as info:
         export_device_program(linear, x, backend="simulated", partitioner=SimulatedDevicePartitioner())
     assert info.value.argument == "partitioner"
-    with pytest.raises(ExportArgumentError, match="a backend or decompositions go with insert_copies=True") as info:
-        export_device_program(linear, x, backend="simulated", insert_copies=False)
-    assert info.value.argument == "insert_copies"
+    for chosen in ({"backend": "simulated"}, {"partitioner": SimulatedDevicePartitioner()}):
+        with pytest.raises(ExportArgumentError, match="a backend or decompositions go with insert_copies=True") as info:
+            export_device_program(linear, x, insert_copies=False, **chosen)
+        assert info.value.argument == "insert_copies"
     with pytest.raises(ExportArgumentError, match="not both"):
         lower_to_device(linear, x, SimulatedDevicePartitioner(), backend="simulated")
 
