@@ -83,7 +83,7 @@ if [[ $DRY_RUN == 1 ]]; then
   echo "would: pytest tests/python/test_cuda.py -m gpu; pytest tests/python/test_end_to_end.py -m gpu"
   echo "would: $PY scripts/gpu_aoti_check.py --bench (AotiDeviceBackend compiled for CUDA, use_cuda)"
   echo "would: pytest tests/python/test_aoti_runtime.py -m gpu"
-  echo "would: $PY scripts/gpu_llm_check.py (CudaPartitioner, use_cuda); benchmarks/cuda_copy_bench.py"
+  echo "would: $PY scripts/gpu_llm_check.py (CudaPartitioner, use_cuda); python -m et_copy.tools.bench.cuda_copy"
   step "LLM on the simulated device (the GPU step's --dry-run)"
   set +e
   timeout "$(left 240)" "$PY" "$REPO/scripts/gpu_llm_check.py" --dry-run --out "$OUT" "${LLM_ARGS[@]}" 2>"$OUT/llm.err"
@@ -226,7 +226,7 @@ fi
 
 step "copy benchmark"
 set +e
-timeout "$(left 120)" "$PY" "$REPO/benchmarks/cuda_copy_bench.py" --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt"
+timeout "$(left 120)" "$PY" -m et_copy.tools.bench.cuda_copy --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt"
 rc=${PIPESTATUS[0]}
 set -e
 result "copy benchmark (figures in $OUT/bench.json)" "$rc"

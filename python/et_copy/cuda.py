@@ -240,7 +240,7 @@ def set_copy_config(
     Raises EtCopyError("InvalidArgument"), changing nothing, for a value
     outside these ranges, and EtCopyError("NotSupported") when et_copy was
     built without CUDA. Which setting is fastest depends on the machine:
-    ``python -m et_copy bench`` and benchmarks/cuda_copy_bench.py measure it
+    ``python -m et_copy bench`` and ``python -m et_copy.tools.bench.cuda_copy`` measure it
     (docs/cuda.md)."""
     _require_built("et_copy.cuda.set_copy_config")
     now = _C.cuda_copy_config()
@@ -311,7 +311,8 @@ def set_stream(stream: Any, device: int | None = None) -> None:
     Work queued there is ordered after what the stream already holds.
     The setting is per thread, like torch's current stream. Raises
     EtCopyError("NotSupported") when et_copy was built without CUDA,
-    EtCopyError("InvalidArgument") for a device outside 0..127.
+    EtCopyError("InvalidArgument") for a device index outside
+    0..``et_copy._C.MAX_DEVICE_INDEX`` (the limit limits.h owns).
     """
     _require_built("et_copy.cuda.set_stream")
     handle, index = _stream_and_device(stream, device, "set_stream")

@@ -1,5 +1,5 @@
 // The table of argument kinds (argument_kinds.h), generated at build time by
-// runtime/tools/gen_argument_kinds.py into the build folder; a build without
+// tools/gen_argument_kinds.py into the build folder; a build without
 // Python and torch gets an empty table (runtime/CMakeLists.txt).
 #pragma once
 

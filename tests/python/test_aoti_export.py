@@ -23,11 +23,11 @@ pytest.importorskip("executorch.exir")
 
 import et_copy  # noqa: E402
 import et_copy.runtime  # noqa: E402
-from et_copy import _compile_cache, aoti  # noqa: E402
+from et_copy import _compile_cache  # noqa: E402
 from et_copy import _constant_reads as aoti_views  # noqa: E402
 from et_copy._constant_reads import copies_as_views, weight_copies, weight_copies_in_code  # noqa: E402
 from et_copy._dtypes import SCALAR_TYPE_CODES  # noqa: E402
-from et_copy.backends import BACKENDS  # noqa: E402
+from et_copy.backends import BACKENDS, aoti  # noqa: E402
 from et_copy.backends.aoti import BACKEND_ID, AotiDevicePartitioner  # noqa: E402
 from et_copy.backends.record import WEIGHT_KEY  # noqa: E402
 from et_copy.export import MethodInputs, export_device_methods, export_device_program, lower_to_device  # noqa: E402
@@ -498,14 +498,16 @@ def test_export_llm_passes_the_word_and_a_partitioner_through(monkeypatch):
     import et_copy.llm._export as llm_export
 
     seen = []
-    monkeypatch.setattr(llm_export, "export_device_methods", lambda *a, **k: seen.append(k))
+    monkeypatch.setattr(llm_export, "export_methods", lambda op, module, methods, choice, **k: seen.append(choice))
     monkeypatch.setattr(llm_export, "check_wrapper", lambda *a, **k: None)
     monkeypatch.setattr(llm_export, "StatefulCausalLM", lambda *a, **k: torch.nn.Identity())
     monkeypatch.setattr(llm_export, "static_prefill_chunks", lambda *a, **k: _null())
     part = AotiDevicePartitioner(target="cpu")
     llm_export.export_llm(None, backend="aoti")
     llm_export.export_llm(None, partitioner=part)
-    assert [(k["backend"], k["partitioner"]) for k in seen] == [("aoti", None), (None, part)]
+    by_word, by_object = seen
+    assert by_word.backend is BACKENDS["aoti"] and isinstance(by_word.partitioner, AotiDevicePartitioner)
+    assert (by_object.backend, by_object.partitioner, by_object.name) == (None, part, "AotiDevicePartitioner")
 
 
 class _null:

@@ -1,7 +1,8 @@
 """et_copy.backends: one word per device backend, and what the word means on
 both sides (the partitioner that exports for it, the registration that runs
 it); ``backend=`` checked once, None the default; the old module names
-(et_copy.backend, et_copy.aoti) give the same objects."""
+(et_copy.backend, et_copy.aoti) give the same objects, with a DeprecationWarning, until
+et-copy 0.2.0 removes them."""
 
 from __future__ import annotations
 
@@ -53,9 +54,10 @@ def test_an_explicit_backend_is_refused_beside_a_partitioner_or_without_copies()
     with pytest.raises(ExportArgumentError, match="pass backend='simulated' or a partitioner, not both") as info:
         export_device_program(linear, x, backend="simulated", partitioner=SimulatedDevicePartitioner())
     assert info.value.argument == "partitioner"
-    with pytest.raises(ExportArgumentError, match="a backend or decompositions go with insert_copies=True") as info:
-        export_device_program(linear, x, backend="simulated", insert_copies=False)
-    assert info.value.argument == "insert_copies"
+    for chosen in ({"backend": "simulated"}, {"partitioner": SimulatedDevicePartitioner()}):
+        with pytest.raises(ExportArgumentError, match="a backend or decompositions go with insert_copies=True") as info:
+            export_device_program(linear, x, insert_copies=False, **chosen)
+        assert info.value.argument == "insert_copies"
     with pytest.raises(ExportArgumentError, match="not both"):
         lower_to_device(linear, x, SimulatedDevicePartitioner(), backend="simulated")
 
@@ -86,12 +88,26 @@ OLD_NAMES = {
 
 
 @pytest.mark.parametrize("old", sorted(OLD_NAMES))
-def test_the_old_module_names_give_the_same_objects(old):
+def test_the_old_module_names_give_the_same_objects_with_a_warning_naming_the_new_home(old):
     module = importlib.import_module(old)
     for name, home in OLD_NAMES[old].items():
-        assert getattr(module, name) is getattr(importlib.import_module(home), name), name
+        message = rf"^{old} is deprecated and is removed in et-copy 0\.2\.0: use {home}\.{name}$"
+        with pytest.warns(DeprecationWarning, match=message):
+            found = getattr(module, name)
+        assert found is getattr(importlib.import_module(home), name), name
     with pytest.raises(AttributeError, match="no_such_name"):
         module.no_such_name  # noqa: B018
+
+
+@pytest.mark.parametrize("old", sorted(OLD_NAMES))
+def test_the_old_module_names_are_gone_by_the_release_they_name(old):
+    """Each shim names the release that removes it; this fails once the package reaches that version
+    with the shim still there: delete the module, this test's OLD_NAMES entry and docs/export.md's table."""
+    module = importlib.import_module(old)
+    assert module.REMOVED_IN == "0.2.0"
+    version = tuple(int(part) for part in et_copy.__version__.split(".")[:3])
+    removed_in = tuple(int(part) for part in module.REMOVED_IN.split("."))
+    assert version < removed_in, f"{old} outlived et-copy {module.REMOVED_IN}"
 
 
 def test_the_tools_offer_the_tables_words():

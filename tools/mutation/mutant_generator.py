@@ -18,7 +18,7 @@ never mutated. C++ is lexed here (a small tokenizer: comments, strings,
 raw strings, characters, numbers, identifiers, punctuation); a binary
 operator is told from a template bracket or an rvalue reference by the
 spaces clang-format puts on both sides of a binary operator
-(scripts/lint.sh keeps the sources formatted). Python is read with
+(tools/lint.sh keeps the sources formatted). Python is read with
 ``tokenize`` (operators, numbers) and ``ast`` (conditions, ``raise``).
 
 Why our own and not mutmut, cosmic-ray or universalmutator: the first two

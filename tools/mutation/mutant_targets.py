@@ -230,7 +230,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/src/device_access.cpp", (T_CHECK,)),
     # The kernel-argument kinds: their gtest, the backend's nested check, then the LLM's records tampered.
     ("runtime/*/argument_kinds*", (T_KINDS, T_BACKEND, P_LLM_UNTRUSTED)),
-    ("runtime/tools/gen_argument_kinds.py", (T_KINDS, P_LLM_UNTRUSTED)),
+    ("tools/gen_argument_kinds.py", (T_KINDS, P_LLM_UNTRUSTED)),
     ("runtime/*/program_record.*", (T_RECORD, T_BACKEND)),
     ("runtime/*/instruction_tracer.*", (T_TRACER, P_DEBUG_BUFFER)),
     ("runtime/*/tensor_layout.*", (T_LAYOUT, T_KERNELS)),
@@ -427,7 +427,12 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/et_copy/export/__init__.py", (P_ROUTES, P_EXPORT)),
     ("python/et_copy/export/_errors.py", (P_ROUTES, P_BACKEND_EXPORT)),
     ("python/et_copy/export/_routes.py", (P_ROUTES, P_EXPORT, P_BACKEND_EXPORT)),
-    ("python/et_copy/export/_lowering.py", (P_ROUTES, P_EXPORT, P_BACKEND_EXPORT, P_STATE_EXPORT)),
+    # _lowering.py's resolve_backend_choice: every refusal per route (test_export_routes.py), the word beside a
+    # partitioner (test_backends_table.py), export_llm's choice resolved first (test_llm_export_args.py).
+    ("python/et_copy/export/_lowering.py", (
+        P_ROUTES, "py:tests/python/test_backends_table.py", P_LLM_EXPORT_ARGS, P_EXPORT, P_BACKEND_EXPORT,
+        P_STATE_EXPORT,
+    )),
     ("python/et_copy/export/_copy_only.py", (P_ROUTES, P_EXPORT, P_STATE_EXPORT)),
     ("python/et_copy/export/_methods.py", (P_ROUTES, P_STATE_EXPORT, P_BACKEND_EXPORT)),
     ("python/et_copy/export/_graph_checks.py", (P_ROUTES, P_BACKEND_EXPORT, P_EXPORT)),

@@ -1,6 +1,7 @@
 """The one lowering path: every route that computes in a device backend
 lowers its methods here (docs/design.md, "Device programs compute in a
-device backend"), given a :class:`ChosenPartitioner`.
+device backend"), given the :class:`BackendChoice` that
+:func:`resolve_backend_choice` resolved once from the route's arguments.
 
 The backend's partitioner puts the ``target_device`` compile spec on its
 partitions, so executorch's PropagateDevicePass inserts ``_h2d_copy``
@@ -21,6 +22,7 @@ from executorch.exir import ExecutorchBackendConfig, ExecutorchProgramManager, t
 from executorch.exir.backend.partitioner import Partitioner
 from executorch.exir.passes.propagate_device_config import PropagateDeviceConfig
 
+from .._device import parse_device
 from .._exir_fixes import lifted_constants_in_signature_order
 from ..backends import Backend, resolve_backend
 from ..backends.partitioner import DevicePartitioner
@@ -33,65 +35,66 @@ from ._target_device import TargetDevicePartitioner, with_target_device
 
 
 @dataclass(frozen=True)
-class ChosenPartitioner:
-    """What a route lowers with: ``partitioner`` tags every partition with
-    the route's device (``target_device``); ``name`` is the class of the
-    partitioner the caller chose, by word or by object, for messages. (Not
-    a device backend: that is the C++ runtime's seam, ``DeviceBackend``.)"""
+class BackendChoice:
+    """The device backend a route lowers with, resolved once from the
+    route's ``backend=``, ``partitioner=`` and ``device=`` by
+    :func:`resolve_backend_choice`. (Not a device backend: that is the C++
+    runtime's seam, ``DeviceBackend``.)"""
 
-    partitioner: Partitioner
-    name: str
-
-
-def check_backend_choice(op: str, backend: object, partitioner: Partitioner | None) -> Backend | None:
-    """The one check of ``backend=`` beside ``partitioner=``: the backend a
-    word names (None: the default, :data:`~et_copy.backends.DEFAULT_BACKEND`),
-    or None when a partitioner is given instead. ExportArgumentError naming
-    ``op`` for a word that is not one of et_copy.backends' or for both."""
-    if partitioner is not None:
-        if backend is not None:
-            raise ExportArgumentError(op, "partitioner", f"pass backend={backend!r} or a partitioner, not both")
-        return None
-    return check_argument(op, "backend", lambda: resolve_backend(backend, op=op))
+    partitioner: Partitioner  #: tags every partition with ``device`` (``target_device``)
+    name: str  #: the class of the partitioner the caller chose, by word or by object, for messages
+    device: str  #: the device the program computes on, parsed ("cuda:N")
+    backend: Backend | None  #: the table's entry the word named (None: a partitioner object was given)
+    given: bool  #: the caller named a backend or a partitioner (False: the default backend)
 
 
-def choose_partitioner(
-    op: str, *, backend: Backend | None, partitioner: Partitioner | None, device: str
-) -> ChosenPartitioner:
-    """``backend`` (checked by :func:`check_backend_choice`) or ``partitioner``
-    for ``device`` (parsed already), read one way by every route:
+def resolve_backend_choice(
+    op: str, *, backend: object, partitioner: Partitioner | None, device: object
+) -> BackendChoice:
+    """The one resolution of a route's backend choice: the word, the
+    partitioner and the device, checked together, in this order:
 
-    - no partitioner: the partitioner of et-copy's ``backend`` for ``device``;
-    - one of et-copy's (an :class:`et_copy.backends.partitioner.DevicePartitioner`,
-      or :func:`with_target_device`'s wrapper): used as it is; it must target
-      ``device``;
-    - any other (upstream's ``CudaPartitioner``, XNNPACK): annotated as
-      ``device`` with :func:`with_target_device`, which is only right for a
-      backend that runs on the device (et_copy.runtime refuses at load a CPU
-      backend handed device memory).
+    - ``backend`` beside ``partitioner``: refused (argument ``partitioner``);
+    - ``backend``, a word of :data:`et_copy.backends.BACKENDS` (None: the
+      default, :data:`~et_copy.backends.DEFAULT_BACKEND`; argument ``backend``);
+    - ``device``, "cuda" or "cuda:N" (argument ``device``);
+    - the partitioner: the word's for ``device``; or ``partitioner`` as it
+      is when it is one of et-copy's (an
+      :class:`et_copy.backends.partitioner.DevicePartitioner`, or
+      :func:`with_target_device`'s wrapper), which must target ``device``
+      (argument ``partitioner``); or any other (upstream's
+      ``CudaPartitioner``, XNNPACK) annotated as ``device`` with
+      :func:`with_target_device`, which is only right for a backend that
+      runs on the device (et_copy.runtime refuses at load a CPU backend
+      handed device memory).
 
-    Raises ExportArgumentError for an et-copy partitioner for another device."""
+    Every refusal is an ExportArgumentError naming ``op`` and the argument."""
+    if partitioner is not None and backend is not None:
+        raise ExportArgumentError(op, "partitioner", f"pass backend={backend!r} or a partitioner, not both")
+    entry = None if partitioner is not None else check_argument(op, "backend", lambda: resolve_backend(backend, op=op))
+    target = str(check_argument(op, "device", lambda: parse_device(device, op=op)))
+    given = backend is not None or partitioner is not None
     if partitioner is None:
-        assert backend is not None  # check_backend_choice gives one without a partitioner
-        chosen = backend.partitioner(device)
-        return ChosenPartitioner(chosen, type(chosen).__name__)
+        assert entry is not None  # resolve_backend gives one, or raises
+        chosen = entry.partitioner(target)
+        return BackendChoice(chosen, type(chosen).__name__, target, entry, given)
     name = type(partitioner).__name__
     if isinstance(partitioner, (DevicePartitioner, TargetDevicePartitioner)):
-        if partitioner.device != device:
+        if partitioner.device != target:
             raise ExportArgumentError(
                 op,
                 "partitioner",
-                f"the partitioner ({name}) targets {partitioner.device}, but device is {device!r}; "
+                f"the partitioner ({name}) targets {partitioner.device}, but device is {target!r}; "
                 "pass the same device to both",
             )
-        return ChosenPartitioner(partitioner, name)
-    return ChosenPartitioner(with_target_device(partitioner, device), name)
+        return BackendChoice(partitioner, name, target, None, given)
+    return BackendChoice(with_target_device(partitioner, target), name, target, None, given)
 
 
 def lower(
     module: torch.nn.Module,
     methods: dict[str, MethodInputs],
-    chosen: ChosenPartitioner,
+    chosen: BackendChoice,
     *,
     op: str,
     strict: bool,

@@ -11,10 +11,9 @@ from executorch.exir import ExecutorchProgramManager
 from executorch.exir.backend.partitioner import Partitioner
 
 from .. import aot
-from .._device import parse_device
 from ._copy_only import export_copy_only
-from ._errors import ExportArgumentError, check_argument
-from ._lowering import check_backend_choice, choose_partitioner, lower
+from ._errors import ExportArgumentError
+from ._lowering import BackendChoice, lower, resolve_backend_choice
 from ._methods import MethodInputs
 
 
@@ -85,13 +84,12 @@ def export_device_program(
     :class:`ExportError` naming the method, the stage and the way out when
     torch or executorch fails.
     """
-    return _export_methods(
-        "et_copy.export.export_device_program",
+    op = "et_copy.export.export_device_program"
+    return export_methods(
+        op,
         module,
         {"forward": MethodInputs(tuple(example_inputs), dict(kwargs or {}), dynamic_shapes)},
-        device=device,
-        backend=backend,
-        partitioner=partitioner,
+        resolve_backend_choice(op, backend=backend, partitioner=partitioner, device=device),
         insert_copies=insert_copies,
         alloc_graph_input=alloc_graph_input,
         alloc_graph_output=alloc_graph_output,
@@ -129,13 +127,12 @@ def export_device_methods(
     method's graph before lowering; a function returning NotImplemented
     keeps that call (et_copy.llm's depthwise convolution as shifts). Raises
     as :func:`export_device_program` does."""
-    return _export_methods(
-        "et_copy.export.export_device_methods",
+    op = "et_copy.export.export_device_methods"
+    return export_methods(
+        op,
         module,
         methods,
-        device=device,
-        backend=backend,
-        partitioner=partitioner,
+        resolve_backend_choice(op, backend=backend, partitioner=partitioner, device=device),
         insert_copies=insert_copies,
         alloc_graph_input=alloc_graph_input,
         alloc_graph_output=alloc_graph_output,
@@ -148,25 +145,25 @@ def export_device_methods(
     )
 
 
-def _export_methods(
+def export_methods(
     op: str,
     module: torch.nn.Module,
     methods: dict[str, MethodInputs],
+    choice: BackendChoice,
     *,
-    device: str,
-    backend: str | None,
-    partitioner: Partitioner | None,
-    insert_copies: bool,
-    alloc_graph_input: bool,
-    alloc_graph_output: bool | None,
-    strict: bool,
-    resident_inputs: Sequence[int],
-    resident_outputs: Sequence[int],
+    insert_copies: bool = True,
+    alloc_graph_input: bool = False,
+    alloc_graph_output: bool | None = None,
+    strict: bool = False,
+    resident_inputs: Sequence[int] = (),
+    resident_outputs: Sequence[int] = (),
     constant_methods: dict[str, Any] | None = None,
     decompositions: dict[Any, Callable[..., Any]] | None = None,
     external_weights: bool = False,
 ) -> ExecutorchProgramManager:
-    """export_device_program and export_device_methods, as ``op``."""
+    """export_device_program and export_device_methods (and et_copy.llm.export_llm), as ``op``, with the
+    backend ``choice`` :func:`~._lowering.resolve_backend_choice` resolved from their arguments; the
+    defaults are export_device_methods'."""
     if alloc_graph_output is None:
         alloc_graph_output = not resident_outputs
     if resident_outputs and alloc_graph_output:
@@ -187,9 +184,8 @@ def _export_methods(
                 f"method '{name}': MethodInputs.entry {inputs.entry!r} is not a method of {type(module).__name__}",
                 method=name,
             )
-    chosen_backend = check_backend_choice(op, backend, partitioner)
     check_external_weights(op, external_weights)
-    if (partitioner is not None or backend is not None or decompositions) and not insert_copies:
+    if (choice.given or decompositions) and not insert_copies:
         raise ExportArgumentError(
             op, "insert_copies", "a backend or decompositions go with insert_copies=True (the backend's copies)"
         )
@@ -199,13 +195,12 @@ def _export_methods(
             "external_weights",
             "external_weights=True goes with insert_copies=True: the copy-only route has no weights",
         )
-    target = str(check_argument(op, "device", lambda: parse_device(device, op=op)))
     aot.ensure_registered()
     if insert_copies:
         program = lower(
             module,
             methods,
-            choose_partitioner(op, backend=chosen_backend, partitioner=partitioner, device=target),
+            choice,
             op=op,
             strict=strict,
             alloc_graph_input=alloc_graph_input,
@@ -222,7 +217,7 @@ def _export_methods(
     return export_copy_only(
         module,
         methods,
-        device=device,
+        device=choice.device,
         insert_copies=insert_copies,
         alloc_graph_input=alloc_graph_input,
         alloc_graph_output=alloc_graph_output,
@@ -307,9 +302,7 @@ def lower_to_device(
         )
     check_external_weights(op, external_weights)
     aot.ensure_registered()
-    chosen_backend = check_backend_choice(op, backend, partitioner)
-    target = str(check_argument(op, "device", lambda: parse_device(device, op=op)))
-    chosen = choose_partitioner(op, backend=chosen_backend, partitioner=partitioner, device=target)
+    chosen = resolve_backend_choice(op, backend=backend, partitioner=partitioner, device=device)
     program = lower(
         module,
         {"forward": MethodInputs(tuple(example_inputs), {}, dynamic_shapes)},

@@ -142,15 +142,16 @@ def _trace_grouped_mm_in_any_float() -> None:
     fake_impls.op_implementations_checks.append((lambda func: func is op, _grouped_mm_shape))
 
 
-def experts_implementation_for(backend: str | None, partitioner: Partitioner | None) -> str:
-    """The experts implementation an export for ``backend`` (or
-    ``partitioner``) uses: :data:`GROUPED_EXPERTS` for the compiled backend
-    ("aoti"), whose code calls ``_grouped_mm`` through its C shim;
-    :data:`BATCHED_EXPERTS` for the others (the simulated backend's portable
-    kernels have no ``_grouped_mm``)."""
+def experts_implementation_for(partitioner: Partitioner) -> str:
+    """The experts implementation an export with ``partitioner`` (the one
+    the backend choice resolved to, :func:`et_copy.export._lowering.resolve_backend_choice`)
+    uses: :data:`GROUPED_EXPERTS` for the compiled backend's, whose code
+    calls ``_grouped_mm`` through its C shim; :data:`BATCHED_EXPERTS` for
+    the others (the simulated backend's portable kernels have no
+    ``_grouped_mm``)."""
     from ..backends.aoti import AotiDevicePartitioner
 
-    if backend == "aoti" or isinstance(partitioner, AotiDevicePartitioner):
+    if isinstance(partitioner, AotiDevicePartitioner):
         return GROUPED_EXPERTS
     return BATCHED_EXPERTS
 

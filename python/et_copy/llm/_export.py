@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 import torch
 
 from .. import _C
-from ..export import MethodInputs, export_device_methods
+from ..export import MethodInputs
+from ..export._lowering import BackendChoice, resolve_backend_choice
+from ..export._routes import export_methods
 from ._check import check_wrapper
 from ._conv import DEPTHWISE_CONV1D_AS_SHIFTS
 from ._experts import experts_for_export, experts_implementation_for
@@ -77,7 +79,9 @@ def export_llm(
     ``strict`` is torch.export's: transformers' caches export strict only
     (torch 2.13 fails non-strict). ``backend`` ("simulated" or "aoti") or
     ``partitioner`` choose the device backend, as for
-    :func:`~et_copy.export.export_device_methods`.
+    :func:`~et_copy.export.export_device_methods`, checked with ``device``
+    before anything else is done (an ExportArgumentError naming
+    ``et_copy.llm.export_llm`` and the argument).
     ``depthwise_conv_as_shifts=True`` rewrites the depthwise convolutions
     (Qwen 3.5 MoE's and Qwen3-Next's linear-attention conv) as shifted
     multiply-adds, which upstream's CudaPartitioner (Triton templates only)
@@ -112,6 +116,8 @@ def export_llm(
     their logits differ, or when the model has a cache layer kind with no
     static form.
     """
+    op = "et_copy.llm.export_llm"
+    choice = resolve_backend_choice(op, backend=backend, partitioner=partitioner, device=device)
     if quantize is not None:
         model = quantize_model(model, quantize)
     if max_prompt_len is None:
@@ -121,35 +127,33 @@ def export_llm(
             f"et_copy.llm.export_llm: max_prompt_len must be in 2..max_seq_len ({max_seq_len}), got {max_prompt_len}"
         )
     # The experts' implementation for the backend, for the check and the export only (et_copy.llm._experts).
-    with experts_for_export(model, experts_implementation_for(backend, partitioner)):
+    with experts_for_export(model, experts_implementation_for(choice.partitioner)):
         return _export(
+            op,
             model,
+            choice,
             max_seq_len=max_seq_len,
             max_prompt_len=max_prompt_len,
-            device=device,
             pick=pick,
             max_top_k=max_top_k,
             state_on_device=state_on_device,
             strict=strict,
-            backend=backend,
-            partitioner=partitioner,
             depthwise_conv_as_shifts=depthwise_conv_as_shifts,
             external_weights=external_weights,
         )
 
 
 def _export(
+    op: str,
     model: PreTrainedModel,
+    choice: BackendChoice,
     *,
     max_seq_len: int,
     max_prompt_len: int,
-    device: str,
     pick: str,
     max_top_k: int,
     state_on_device: bool,
     strict: bool,
-    backend: str | None,
-    partitioner: Partitioner | None,
     depthwise_conv_as_shifts: bool,
     external_weights: bool,
 ):
@@ -163,14 +167,13 @@ def _export(
     if not state_on_device:
         step = HostStateStep(wrapper).eval()
         methods = {DECODE: MethodInputs((torch.tensor([[0]]), torch.tensor([0]), *step.initial_state()))}
-        return export_device_methods(
+        return export_methods(
+            op,
             step,
             methods,
-            device=device,
+            choice,
             strict=strict,
             constant_methods={MAX_SEQ_LEN: max_seq_len},
-            backend=backend,
-            partitioner=partitioner,
             decompositions=decompositions,
             external_weights=external_weights,
         )
@@ -190,14 +193,13 @@ def _export(
         methods[SET_SAMPLING] = MethodInputs(settings, entry="set_sampling")
         constants[MAX_TOP_K] = wrapper.max_top_k
     with static_prefill_chunks(model, max_prompt_len):
-        return export_device_methods(
+        return export_methods(
+            op,
             wrapper,
             methods,
-            device=device,
+            choice,
             strict=strict,
             constant_methods=constants,
-            backend=backend,
-            partitioner=partitioner,
             decompositions=decompositions,
             external_weights=external_weights,
         )

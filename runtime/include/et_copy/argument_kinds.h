@@ -18,7 +18,7 @@ namespace et_copy {
  * method, every kernel call of an operator in the table (built from the
  * operators' schemas in torch's registry: every operator ExecuTorch's
  * kernels implement, et_copy's, and the LLM custom ops; see
- * runtime/tools/gen_argument_kinds.py):
+ * tools/gen_argument_kinds.py):
  *  - the number of arguments must be the schema's arguments (out arguments
  *    included) plus one result slot (optional for a schema with no result);
  *  - each argument's value must have a kind the schema's type allows:

@@ -61,13 +61,14 @@ def test_experts_whose_rows_are_not_16_byte_multiples_run_batched_mm():
 
 
 def test_each_backend_exports_its_own_experts_implementation():
+    from et_copy.backends import partitioner_for
     from et_copy.backends.aoti import AotiDevicePartitioner
 
-    assert _experts.experts_implementation_for("aoti", None) == _experts.GROUPED_EXPERTS
-    assert _experts.experts_implementation_for(None, AotiDevicePartitioner()) == _experts.GROUPED_EXPERTS
+    assert _experts.experts_implementation_for(partitioner_for("aoti")) == _experts.GROUPED_EXPERTS
+    assert _experts.experts_implementation_for(AotiDevicePartitioner()) == _experts.GROUPED_EXPERTS
     # ExecuTorch's portable kernels (the simulated backend's nested program) have no _grouped_mm.
-    assert _experts.experts_implementation_for("simulated", None) == _experts.BATCHED_EXPERTS
-    assert _experts.experts_implementation_for(None, None) == _experts.BATCHED_EXPERTS
+    assert _experts.experts_implementation_for(partitioner_for("simulated")) == _experts.BATCHED_EXPERTS
+    assert _experts.experts_implementation_for(partitioner_for(None)) == _experts.BATCHED_EXPERTS
 
 
 def test_the_configs_are_restored_after_an_export_that_fails():

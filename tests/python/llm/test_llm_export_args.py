@@ -20,21 +20,23 @@ from et_copy.llm import _export  # noqa: E402
 
 @pytest.fixture
 def exports(monkeypatch):
-    """export_llm's calls to export_device_methods, each as (module, methods, kwargs)."""
+    """export_llm's calls to et_copy.export's export_methods, each as (module, methods, kwargs), the
+    resolved backend choice in kwargs["choice"]."""
     calls = []
 
-    def export(module, methods, **kwargs):
+    def export(op, module, methods, choice, **kwargs):
+        assert op == "et_copy.llm.export_llm"
         patched = [
             type(m).__module__
             for m in module.modules()
             if getattr(sys.modules[type(m).__module__], "torch_chunk_gated_delta_rule", None) is not None
             and getattr(sys.modules[type(m).__module__].torch_chunk_gated_delta_rule, "__name__", "") == "padded"
         ]
-        calls.append((module, methods, dict(kwargs, padded=bool(patched))))
+        calls.append((module, methods, dict(kwargs, choice=choice, padded=bool(patched))))
         return "exported"
 
     monkeypatch.setattr(_export, "check_wrapper", lambda wrapper, max_prompt_len: None)
-    monkeypatch.setattr(_export, "export_device_methods", export)
+    monkeypatch.setattr(_export, "export_methods", export)
     return calls
 
 
@@ -135,9 +137,33 @@ def test_the_options_reach_the_export_as_given(exports):
     llm.export_llm(model, max_seq_len=16, device="cuda:1", strict=False, backend="aoti")
     llm.export_llm(model, max_seq_len=16, depthwise_conv_as_shifts=True)
     first, second = (kwargs for _, _, kwargs in exports)
-    given = (first["device"], first["strict"], first["backend"], first["decompositions"])
-    assert given == ("cuda:1", False, "aoti", None)
+    choice = first["choice"]
+    given = (choice.device, first["strict"], choice.backend.word, choice.given, first["decompositions"])
+    assert given == ("cuda:1", False, "aoti", True, None)
+    assert choice.partitioner.device == "cuda:1"
     assert second["decompositions"] is llm._conv.DEPTHWISE_CONV1D_AS_SHIFTS
+    assert (second["choice"].backend.word, second["choice"].given) == ("simulated", False)
+
+
+@pytest.mark.parametrize(
+    "kwargs, argument, problem",
+    [
+        ({"backend": "xla"}, "backend", "backend must be one of ['aoti', 'simulated'], got 'xla'"),
+        ({"device": "cpu"}, "device", "device must be 'cuda' or 'cuda:N', got 'cpu'"),
+        ({"backend": "aoti", "partitioner": object()}, "partitioner", "pass backend='aoti' or a partitioner, not both"),
+    ],
+)
+def test_the_backend_choice_is_checked_before_the_model_is_touched(monkeypatch, kwargs, argument, problem):
+    """export_llm resolves backend, partitioner and device once, first: a bad choice is named before the
+    model is quantized or its wrapper checked, as export_llm's own argument."""
+    from et_copy.export import ExportArgumentError
+
+    monkeypatch.setattr(_export, "quantize_model", lambda *a: pytest.fail("quantized before the choice was checked"))
+    with pytest.raises(ExportArgumentError) as info:
+        llm.export_llm(llm.tiny_model("qwen3"), quantize="int8", **kwargs)
+    e = info.value
+    assert (e.op, e.argument) == ("et_copy.llm.export_llm", argument)
+    assert str(e).startswith("et_copy.llm.export_llm: ") and problem in str(e)
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The formatter, linter and type checker are clean (scripts/lint.sh: ruff
+"""The formatter, linter and type checker are clean (tools/lint.sh: ruff
 check, ruff format --check, clang-format --dry-run over every tracked C++
 file, mypy over python/et_copy), so the next person reads the code in one
 style and its types hold."""
@@ -20,7 +20,7 @@ def test_ruff_clang_format_and_mypy_report_nothing():
     assert shutil.which("ruff") and shutil.which("clang-format"), "pip install '.[test]' installs ruff and clang-format"
     assert importlib.util.find_spec("mypy"), "pip install '.[test]' installs mypy"
     proc = subprocess.run(
-        ["bash", str(REPO / "scripts" / "lint.sh")],
+        ["bash", str(REPO / "tools" / "lint.sh")],
         cwd=REPO,
         capture_output=True,
         text=True,

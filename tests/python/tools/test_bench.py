@@ -330,6 +330,64 @@ def test_bench_rejects_an_unknown_backend():
     assert "invalid choice: 'xla'" in proc.stderr
 
 
+def test_every_backend_of_the_table_has_rows_in_the_llm_section():
+    """--backend takes every word of et_copy.backends' table: each shipped one is timed."""
+    from et_copy.backends import BACKENDS
+    from et_copy.tools.bench import _llm
+
+    assert set(_llm.ROWS) == set(BACKENDS)
+    assert [_llm.refusal(word) for word in sorted(BACKENDS)] == [None] * len(BACKENDS)
+
+
+@pytest.fixture
+def added_backend():
+    """A backend of another package in et_copy.backends' table (add_backend), as a plug-in adds one."""
+    from et_copy.backends import BACKENDS, Backend, add_backend
+
+    def register() -> str:
+        raise AssertionError("the bench registered a backend it has no rows for")
+
+    added = add_backend(
+        Backend("elsewhere", "ElsewhereDeviceBackend", "elsewhere", "ElsewherePartitioner", register, "tests only")
+    )
+    yield added
+    del BACKENDS["elsewhere"]
+
+
+@pytest.mark.parametrize("choice", ["elsewhere", "both"])
+def test_a_backend_added_to_the_table_is_refused_by_name_never_skipped(added_backend, choice, capsys):
+    """A word --backend takes (it lists the table's words) that the llm section has no rows for stops the
+    bench before anything runs, naming the word and its backend id; "both" (every word) includes it."""
+    from et_copy.tools import bench
+
+    assert bench.main(["--only", "llm", "--backend", choice, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("et_copy bench: --backend elsewhere: the llm section has no rows for the backend ")
+    assert "'elsewhere' (ElsewhereDeviceBackend); it times aoti, simulated" in err
+    assert "--backend simulated" not in err and "--backend aoti" not in err  # the table's own are timed
+
+
+def test_the_llm_section_refuses_a_word_without_rows_before_it_exports(added_backend):
+    from et_copy.tools.bench import _llm
+    from et_copy.tools.bench._timing import Config
+
+    with pytest.raises(ValueError, match=r"^et_copy bench: --backend elsewhere: the llm section has no rows"):
+        _llm.decode_step(Config(), backends=("simulated", "elsewhere"))
+    with pytest.raises(ValueError, match=r"--backend xla: not a backend of et_copy.backends \(one of aoti, "):
+        _llm.decode_step(Config(), backends=("xla",))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU runs the whole CUDA copy benchmark (scripts/gpu_check.sh)")
+def test_the_cuda_copy_benchmark_is_a_module_of_the_bench_and_says_when_there_is_no_gpu(capsys):
+    """python -m et_copy.tools.bench.cuda_copy (scripts/gpu_check.sh's copy benchmark step): status 2 and the
+    reason on a machine with no CUDA device, before it registers anything."""
+    from et_copy.tools.bench import cuda_copy
+
+    assert cuda_copy.main(["--sizes", "4K"]) == 2
+    assert capsys.readouterr().err.startswith("no CUDA device: ")
+    assert cuda_copy.parse_size("64M") == 64 << 20 and cuda_copy.label(1 << 30) == "1 GiB"
+
+
 def test_device_to_device_probe_copies_through_the_registered_allocator_and_counts_it():
     """et_copy._C.loops.device_to_device (tests' and benchmarks' probe)
     reaches the allocator use_simulated_device() registered through

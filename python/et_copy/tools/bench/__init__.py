@@ -77,8 +77,9 @@ def _parser() -> argparse.ArgumentParser:
         "--backend",
         choices=(*sorted(BACKENDS), "both"),
         default="both",
-        help="the device backends the llm section times (default both; aoti: the compiled backend, beside the "
-        "same .so run directly by torch)",
+        help="the device backends the llm section times (default both: every backend of et_copy.backends; aoti: "
+        "the compiled backend, beside the same .so run directly by torch); a backend the section has no rows for "
+        "is refused by name",
     )
     p.add_argument(
         "--cold-compile",
@@ -133,6 +134,14 @@ def main(argv: list[str] | None = None) -> int:
 
     sizes = tuple(args.sizes) if args.sizes else (QUICK_SIZES if args.quick else DEFAULT_SIZES)
     backends = tuple(BACKENDS) if args.backend == "both" else (args.backend,)
+    if "llm" in only:
+        from ._llm import refusal
+
+        # Every word --backend takes is timed or refused here, by name, before anything runs.
+        refused = [r for r in map(refusal, backends) if r is not None]
+        if refused:
+            print("et_copy bench: " + "; ".join(refused), file=sys.stderr)
+            return 2
     doc = run(
         only,
         config,

@@ -30,11 +30,17 @@ bytes and run directly by torch's AOTI runner on host tensors
 (:mod:`._aoti`): the ratio is what our path around the compiled code costs.
 Its export and compile are timed (from the compile cache as found, and with
 ``cold_compile`` first from an empty one), and its load beside the
-simulated backend's."""
+simulated backend's.
+
+Each backend's rows are its entry of :data:`ROWS`, by its word of
+et_copy.backends' table: ``--backend`` takes every word of the table, and
+one the section has no rows for is refused by name (:func:`refusal`), never
+skipped."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, Callable
 
 import torch
 
@@ -58,6 +64,45 @@ AOTI_NEXT = "compiled (aoti) .pte's decode_next on et_copy.runtime"
 AOTI_DIRECT = "its decode .so run directly by torch's AOTI runner (host tensors)"
 
 
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    """What every backend's rows are checked and compared against: the plain host program's."""
+
+    model: Any
+    max_seq_len: int
+    token: torch.Tensor
+    pos: torch.Tensor
+    expected: int  # the plain program's decode pick at position 0
+    plain_picks: list[int]
+    plain_load: float
+
+
+@dataclasses.dataclass(frozen=True)
+class BackendRows:
+    """What the llm section times for one word of et_copy.backends' table:
+    ``export(model, max_seq_len, cold_compile, progress)`` gives the
+    program's bytes and its export figures; ``rows(run, pte, exported,
+    load)`` gives its timed cases, what must stay alive while they run, and
+    its entries of the section's document."""
+
+    export: Callable[[Any, int, bool, Any], tuple[bytes, dict]]
+    rows: Callable[[_Run, bytes, dict, dict], tuple[dict, dict, dict]]
+
+
+def refusal(word: str) -> str | None:
+    """Why the llm section cannot time the backend ``word``, or None when
+    it can (its word is in both et_copy.backends' table and :data:`ROWS`)."""
+    if word not in BACKENDS:
+        return f"--backend {word}: not a backend of et_copy.backends (one of {', '.join(sorted(BACKENDS))})"
+    if word not in ROWS:
+        return (
+            f"--backend {word}: the llm section has no rows for the backend {word!r} "
+            f"({BACKENDS[word].backend_id}); it times {', '.join(sorted(ROWS))} "
+            "(a backend's rows are an entry of et_copy.tools.bench._llm.ROWS)"
+        )
+    return None
+
+
 def decode_step(
     config: Config,
     *,
@@ -69,9 +114,14 @@ def decode_step(
     """Seconds to export are not timed, except the compiled backend's
     export and compile (reported apart); each sample times one decode
     Method.execute. ``backends``: which device backends' programs to time
-    (the plain host program is always the baseline). Needs transformers and
+    (the plain host program is always the baseline), each by its rows in
+    :data:`ROWS`; ValueError naming a word the section has no rows for
+    (:func:`refusal`), before anything runs. Needs transformers and
     executorch's AOT stack (raises ImportError without them) and the
     simulated allocator registered."""
+    refused = [r for r in map(refusal, backends) if r is not None]
+    if refused:
+        raise ValueError("et_copy bench: " + "; ".join(refused))
     import transformers  # noqa: F401  (the model's architecture)
     from executorch.runtime import Runtime
 
@@ -82,62 +132,82 @@ def decode_step(
     model = llm.tiny_model(ARCHITECTURE)
     _say(progress, f"llm: exporting a tiny {ARCHITECTURE} for {', '.join(backends)} and as a plain host program")
     plain_pte = _plain_host_program(model, max_seq_len)  # kept: the loaded Program reads these bytes
-    ptes, export = {}, {}
-    if "simulated" in backends:
-        export["simulated"] = _timed_export(model, max_seq_len, "simulated")
-        ptes["simulated"] = export["simulated"].pop("pte")
-        host_pte = llm.export_llm(model, max_seq_len=max_seq_len, pick="device", state_on_device=False).buffer
-    if "aoti" in backends:
-        BACKENDS["aoti"].register()
-        export["aoti"] = _aoti_export(model, max_seq_len, cold_compile, progress)
-        ptes["aoti"] = export["aoti"]["as_found"].pop("pte")
+    ptes, exported = {}, {}
+    for word in backends:
+        BACKENDS[word].register()
+        ptes[word], exported[word] = ROWS[word].export(model, max_seq_len, cold_compile, progress)
     # First, while no loaded program holds the weights (the backends share them by content).
-    loads = {name: _timed_load(pte) for name, pte in ptes.items()}
+    loads = {word: _timed_load(pte) for word, pte in ptes.items()}
     plain_load = _timed_plain_load(plain_pte)
     plain_program = Runtime.get().load_program(plain_pte)
     plain, plain_next = plain_program.load_method(llm.DECODE), plain_program.load_method(llm.DECODE_NEXT)
     token, pos = torch.tensor([[1]]), torch.tensor([0])
     expected = _token(plain.execute([token, pos]))
-    plain_picks = _picks(plain, plain_next, token, pos)
+    run = _Run(model, max_seq_len, token, pos, expected, _picks(plain, plain_next, token, pos), plain_load)
     cases = {
         PLAIN_HOST: python_sampler(lambda: plain.execute([token, pos])),
         PLAIN_NEXT: _decode_next_sampler(plain, plain_next, token, pos, max_seq_len),
     }
     doc: dict = {"architecture": ARCHITECTURE, "max_seq_len": max_seq_len, "backends": list(backends)}
     keep = []  # the loaded programs and runners the samplers use
-    if "simulated" in backends:
-        sim, held = _simulated_cases(ptes["simulated"], host_pte, model, max_seq_len, token, pos, expected)
-        step = _checked_step("the simulated backend", held, plain_picks, token, pos)
-        cases.update(sim)
+    for word in backends:
+        rows, held, entries = ROWS[word].rows(run, ptes[word], exported[word], loads[word])
+        cases.update(rows)
         keep.append(held)
-        doc.update(
-            state_nbytes=held["session"].state_nbytes,
-            host_state_nbytes=held["host_state_nbytes"],
-            bytes_per_step={"h2d": step.h2d_bytes, "d2h": step.d2h_bytes},
-            load={**loads["simulated"], "plain_seconds": plain_load},
-            pipeline=DECODE_NEXT,
-            pipeline_baseline=PLAIN_NEXT,
-            runtimes=[DEVICE_STATE, ET_COPY_RUNTIME],
-        )
-    if "aoti" in backends:
-        aoti_cases, held = _aoti_cases(ptes["aoti"], max_seq_len, token, pos, expected)
-        step = _checked_step("the compiled backend", held, plain_picks, token, pos)
-        cases.update(aoti_cases)
-        keep.append(held)
-        doc["aoti"] = {
-            "decode": AOTI_DECODE,
-            "decode_next": AOTI_NEXT,
-            "direct": AOTI_DIRECT,
-            "state_nbytes": held["session"].state_nbytes,
-            "bytes_per_step": {"h2d": step.h2d_bytes, "d2h": step.d2h_bytes},
-            "export": export["aoti"],
-            "load": {**loads["aoti"], "plain_seconds": plain_load},
-        }
-    if "simulated" in export:
-        doc["simulated_export"] = export["simulated"]
+        doc.update(entries)
     _say(progress, "llm: timing one decode step")
     doc.update(baseline=BASELINE, results=measure(cases, config))
     return doc
+
+
+def _simulated_export(model, max_seq_len: int, cold_compile: bool, progress) -> tuple[bytes, dict]:
+    """The simulated backend's program, its export timed, and the same model with its state held by the caller."""
+    from et_copy import llm
+
+    exported = _timed_export(model, max_seq_len, "simulated")
+    exported["host_pte"] = llm.export_llm(model, max_seq_len=max_seq_len, pick="device", state_on_device=False).buffer
+    return exported.pop("pte"), exported
+
+
+def _simulated_rows(run: _Run, pte: bytes, exported: dict, load: dict) -> tuple[dict, dict, dict]:
+    """The simulated backend's rows (:func:`_simulated_cases`) and its entries: the state, the bytes a
+    step moves, the load and export figures, and the runtimes and pipeline its targets compare."""
+    host_pte = exported.pop("host_pte")
+    cases, held = _simulated_cases(pte, host_pte, run.model, run.max_seq_len, run.token, run.pos, run.expected)
+    step = _checked_step("the simulated backend", held, run.plain_picks, run.token, run.pos)
+    entries = {
+        "state_nbytes": held["session"].state_nbytes,
+        "host_state_nbytes": held["host_state_nbytes"],
+        "bytes_per_step": {"h2d": step.h2d_bytes, "d2h": step.d2h_bytes},
+        "load": {**load, "plain_seconds": run.plain_load},
+        "pipeline": DECODE_NEXT,
+        "pipeline_baseline": PLAIN_NEXT,
+        "runtimes": [DEVICE_STATE, ET_COPY_RUNTIME],
+        "simulated_export": exported,
+    }
+    return cases, held, entries
+
+
+def _aoti_export_rows(model, max_seq_len: int, cold_compile: bool, progress) -> tuple[bytes, dict]:
+    """The compiled backend's program, its export and compile timed (:func:`_aoti_export`)."""
+    exported = _aoti_export(model, max_seq_len, cold_compile, progress)
+    return exported["as_found"].pop("pte"), exported
+
+
+def _aoti_rows(run: _Run, pte: bytes, exported: dict, load: dict) -> tuple[dict, dict, dict]:
+    """The compiled backend's rows (:func:`_aoti_cases`) and its entry, ``aoti``."""
+    cases, held = _aoti_cases(pte, run.max_seq_len, run.token, run.pos, run.expected)
+    step = _checked_step("the compiled backend", held, run.plain_picks, run.token, run.pos)
+    entry = {
+        "decode": AOTI_DECODE,
+        "decode_next": AOTI_NEXT,
+        "direct": AOTI_DIRECT,
+        "state_nbytes": held["session"].state_nbytes,
+        "bytes_per_step": {"h2d": step.h2d_bytes, "d2h": step.d2h_bytes},
+        "export": exported,
+        "load": {**load, "plain_seconds": run.plain_load},
+    }
+    return cases, held, {"aoti": entry}
 
 
 def _say(progress, message: str) -> None:
@@ -358,3 +428,11 @@ def _plain_host_program(model, max_seq_len: int) -> bytes:
     with warnings.catch_warnings(), lifted_constants_in_signature_order():
         warnings.filterwarnings("ignore", "Mutation on a buffer in the model is detected", UserWarning)
         return to_edge({llm.DECODE: decode, llm.DECODE_NEXT: decode_next}).to_executorch(config).buffer
+
+
+#: The rows of the llm section, by the word of et_copy.backends' table they time. ``--backend``
+#: takes every word of the table; a word without rows here is refused by name (:func:`refusal`).
+ROWS: dict[str, BackendRows] = {
+    "simulated": BackendRows(_simulated_export, _simulated_rows),
+    "aoti": BackendRows(_aoti_export_rows, _aoti_rows),
+}

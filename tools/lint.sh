@@ -2,7 +2,7 @@
 # The formatter, linter and type checks CI runs (tests/python/repo/test_lint.py):
 # ruff for Python, clang-format for C++, mypy over python/et_copy (its
 # settings in pyproject.toml) and stubtest of _C.pyi against the installed
-# extension (what differs on purpose: scripts/stubtest_allowlist.txt); run by
+# extension (what differs on purpose: tools/stubtest_allowlist.txt); run by
 # $PYTHON, default python3, which must have the test extra and et-copy). To fix what the formatters report:
 #   ruff check --fix . && ruff format . && git ls-files '*.cpp' '*.h' | xargs clang-format -i
 set -euo pipefail
@@ -13,5 +13,5 @@ git ls-files '*.cpp' '*.h' | xargs clang-format --dry-run -Werror
 python="${PYTHON:-python3}"
 "$python" -c "import mypy" 2>/dev/null || { echo "lint: $python has no mypy: pip install '.[test]', or set PYTHON"; exit 1; }
 "$python" -m mypy
-"$python" -m mypy.stubtest et_copy._C --allowlist scripts/stubtest_allowlist.txt
+"$python" -m mypy.stubtest et_copy._C --allowlist tools/stubtest_allowlist.txt
 echo "lint: clean"

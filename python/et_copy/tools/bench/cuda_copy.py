@@ -1,7 +1,7 @@
 """Host<->device copy throughput on a real GPU: et-copy's CUDA allocator
 against torch and raw cudaMemcpy, measured in one run.
 
-    python benchmarks/cuda_copy_bench.py [--sizes 4K,1M,64M,1G] [--json OUT.json]
+    python -m et_copy.tools.bench.cuda_copy [--sizes 4K,1M,64M,1G] [--json OUT.json]
 
 Prints GB/s (1e9 bytes per second, median of repeated copies) for H2D and
 D2H from pinned and from pageable host memory. Columns:
@@ -27,9 +27,11 @@ import json
 import statistics
 import sys
 import time
+from typing import Any, Callable
+
+import torch
 
 import et_copy
-import torch
 from et_copy import cuda as _cuda
 from et_copy._C import loops as _loops
 
@@ -98,10 +100,10 @@ def measure_size(n: int, budget_s: float, default: dict) -> list[dict]:
     et_copy.h2d_copy(src, out=dev)
     assert torch.equal(et_copy.d2h_copy(dev, out=pageable_out), src), "round trip failed"
     raw = _loops.cuda_raw_memcpy
-    rows = []
+    rows: list[dict[str, Any]] = []
     for host, h_src, h_out in (("pinned", pinned_src, pinned_out), ("pageable", src, pageable_out)):
-        h2d = {"et-copy": lambda: et_copy.h2d_copy(h_src, out=dev)}
-        d2h = {"et-copy": lambda: et_copy.d2h_copy(dev, out=h_out)}
+        h2d: dict[str, Callable[[], object]] = {"et-copy": lambda: et_copy.h2d_copy(h_src, out=dev)}
+        d2h: dict[str, Callable[[], object]] = {"et-copy": lambda: et_copy.d2h_copy(dev, out=h_out)}
         if host == "pageable":
             for mode in ("direct", "staged"):
                 h2d[f"et-copy {mode}"] = pageable_mode(mode, default)(h2d["et-copy"])
@@ -166,7 +168,9 @@ def register_cost(n: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m et_copy.tools.bench.cuda_copy", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--sizes", default="4K,1M,64M,1G")
     parser.add_argument("--budget", type=float, default=0.25, help="seconds of repeats per cell (at least 5)")
     parser.add_argument("--json", help="also write the figures here")
