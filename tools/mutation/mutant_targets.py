@@ -464,12 +464,12 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # portable dequantization (seconds; the compiled programs' tests recompile on every mutant of the kernels).
     ("python/et_copy/backends/_quantized.py", P_QUANTIZED),
     ("python/et_copy/backends/_quantized_portable.py", P_QUANTIZED),
-    ("python/et_copy/llm/_quantize.py", (P_LLM_QUANTIZE, P_LLM_QUANTIZED_EXPERTS)),
+    ("python/et_copy/llm/_quantize.py", (*P_LLM_QUANTIZE, *P_LLM_QUANTIZED_EXPERTS)),
     # The grouped experts: their eager equality for every MoE class, the choice per backend, the configs restored,
     # the trace rule, the stride fallback (no compile; the compiled prefill's check recompiles per mutant).
-    ("python/et_copy/llm/_experts.py", (P_LLM_EXPERTS, P_LLM_QUANTIZED_EXPERTS)),
+    ("python/et_copy/llm/_experts.py", (*P_LLM_EXPERTS, *P_LLM_QUANTIZED_EXPERTS)),
     # Quantized experts: stored with torchao's rounding, the three forwards against transformers' (no compile).
-    ("python/et_copy/llm/_quantized_experts.py", (P_LLM_QUANTIZED_EXPERTS, P_LLM_EXPERTS)),
+    ("python/et_copy/llm/_quantized_experts.py", (*P_LLM_QUANTIZED_EXPERTS, *P_LLM_EXPERTS)),
     # GGUF: the files' own bits, the Q/K order, logits against transformers' load, every refusal (no compile).
     ("python/et_copy/llm/_gguf.py", P_LLM_GGUF),
     # ---- outside the generator's scope today (tools/mutation/mutant_generator.py's SCOPE); what covers them ----
