@@ -146,10 +146,11 @@ struct DeviceBackendHelp {
  * Makes `help` known to backend_hint under help.backend->id(). Ok when
  * added, or when that id is described already (the first description
  * stays: idempotent); InvalidArgument for a null backend or string, or an
- * id that is null or empty. Registers nothing with ExecuTorch. The
- * simulated backend is described from the start; et_copy_aoti describes
- * AotiDeviceBackend when its library loads. The strings and the backend
- * must live for the process. Thread-safe.
+ * id that is null or empty. Registers nothing with ExecuTorch. No backend
+ * is described from the start: each backend's library describes its own
+ * when it loads and when it is registered (SimulatedDeviceBackend's in
+ * simulated_device_backend.cpp, AotiDeviceBackend's in et_copy_aoti). The
+ * strings and the backend must live for the process. Thread-safe.
  */
 ET_NODISCARD executorch::runtime::Error describe_device_backend(const DeviceBackendHelp& help);
 
