@@ -642,7 +642,10 @@ def test_a_program_linking_et_copy_aoti_runs_compiled_code_through_module_withou
     )
     configure(src, tmp_path / "build", f"-Det_copy_DIR={package_dir}", env=bare_env())
     build(tmp_path / "build")
-    proc = run([str(tmp_path / "build" / "run_compiled"), str(programs / "mlp_aoti.pte"), str(programs / "mlp_aoti.in0.bin")], timeout=120)
+    proc = run(
+        [str(tmp_path / "build" / "run_compiled"), str(programs / "mlp_aoti.pte"), str(programs / "mlp_aoti.in0.bin")],
+        timeout=120,
+    )
     assert "registered before main: yes" in proc.stdout, proc.stdout + proc.stderr
     got = np.array([float(v) for v in proc.stdout.split("\n")[1:] if v], dtype=np.float32)
     expected = np.frombuffer((programs / "mlp_aoti.expect0.bin").read_bytes(), dtype=np.float32)
