@@ -89,6 +89,7 @@ endif()
 
 set(_et_copy_headers
   backend_frame.h
+  backend_options.h
   copy_ops.h
   counting_device_allocator.h
   cuda_stream.h

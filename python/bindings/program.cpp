@@ -7,6 +7,7 @@
 
 #include <pybind11/stl.h>
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -15,6 +16,8 @@
 #include <vector>
 
 #include <et_copy/argument_kinds.h>
+#include <et_copy/backend_options.h>
+#include <et_copy/device_backend.h>
 #include <et_copy/llm_methods.h>
 #include <et_copy/log_capture.h>
 #include <et_copy/program_check.h>
@@ -89,16 +92,59 @@ std::unique_ptr<executorch::runtime::DataLoader> mmap_file(const std::string& pa
   return std::make_unique<MmapDataLoader>(std::move(*loader));
 }
 
-// Options of a load beyond the bytes: executorch.runtime's load_program arguments.
+// The id under which load options go to every device backend (et_copy.runtime's
+// threads, verify_data and trust_code; BackendLoadOptions::set_for_every_backend).
+constexpr const char* kEveryBackend = "*";
+
+// Options of a load beyond the bytes: executorch.runtime's load_program
+// arguments; the backends' own options, opaque, by backend id.
 struct LoadOptions {
   int verification = 1; // 0: Minimal, 1: InternalConsistency
   std::optional<std::string> data_path;
   bool enable_etdump = false;
   size_t debug_buffer_size = 0;
-  int threads = 0; // 0: each device backend's default
-  bool verify_data = false;
-  bool trust_code = false;
+  py::dict backend_options;
 };
+
+// {backend id or "*": {key: bool, int or str}} as the core's opaque options.
+et_copy::BackendLoadOptions backend_load_options(const py::dict& given, const std::string& what) {
+  et_copy::BackendLoadOptions options;
+  for (const auto& [id_obj, entries] : given) {
+    if (!py::isinstance<py::str>(id_obj) || !py::isinstance<py::dict>(entries)) {
+      throw py::type_error(what + ": backend_options maps backend ids (str) to dicts of options");
+    }
+    const auto id = id_obj.cast<std::string>();
+    for (const auto& [key_obj, value] : entries.cast<py::dict>()) {
+      if (!py::isinstance<py::str>(key_obj)) {
+        throw py::type_error(what + ": backend_options['" + id + "'] has a key that is not a str");
+      }
+      const auto key = key_obj.cast<std::string>();
+      et_copy::BackendLoadOptions::Value v;
+      if (py::isinstance<py::bool_>(value)) {
+        v = value.cast<bool>();
+      } else if (py::isinstance<py::int_>(value)) {
+        const auto n = value.cast<long long>();
+        if (n < INT32_MIN || n > INT32_MAX) {
+          throw py::value_error(what + ": backend option '" + key + "' of '" + id + "' is outside int32");
+        }
+        v = static_cast<int>(n);
+      } else if (py::isinstance<py::str>(value)) {
+        v = value.cast<std::string>();
+      } else {
+        throw py::type_error(what + ": backend option '" + key + "' of '" + id + "' is a " +
+                             std::string(py::str(py::type::of(value).attr("__name__"))) + ", not a bool, int or str");
+      }
+      const Error e =
+          id == kEveryBackend ? options.set_for_every_backend(key, std::move(v)) : options.set(id, key, std::move(v));
+      if (e != Error::Ok) {
+        throw Failure(e, what + ": backend option '" + key + "' of '" + id +
+                             "' cannot be passed (an empty id or key, a key of 64 chars or more, a str of 256 or "
+                             "more, or pool or session, which the runtime sets itself)");
+      }
+    }
+  }
+  return options;
+}
 
 // Loads the program `loader` serves into `lp` through the core, with the
 // named data of `options.data_path` (a .ptd file) when given.
@@ -121,13 +167,7 @@ void load_into(LoadedProgram& lp, std::unique_ptr<executorch::runtime::DataLoade
   et_copy::LoadOptions core_options;
   core_options.verification =
       verification == 0 ? Program::Verification::Minimal : Program::Verification::InternalConsistency;
-  if (options.threads < 0) {
-    throw Failure(Error::InvalidArgument, what + ": threads must be at least 1, or 0 for the backends' default, got " +
-                                              std::to_string(options.threads));
-  }
-  core_options.threads = options.threads;
-  core_options.verify_data = options.verify_data;
-  core_options.trust_code = options.trust_code;
+  core_options.backend_options = backend_load_options(options.backend_options, what);
   et_copy::FailureReport report;
   auto loaded = [&] {
     py::gil_scoped_release release;
@@ -259,23 +299,27 @@ void bind_program(py::module_& m) {
   m.def(
       "load_program",
       [](py::bytes data, int verification, std::optional<std::string> data_path, bool enable_etdump,
-         size_t debug_buffer_size, int threads, bool verify_data, bool trust_code) {
-        return load_program(data, {verification, std::move(data_path), enable_etdump, debug_buffer_size, threads,
-                                   verify_data, trust_code});
+         size_t debug_buffer_size, py::dict backend_options) {
+        return load_program(
+            data, {verification, std::move(data_path), enable_etdump, debug_buffer_size, std::move(backend_options)});
       },
       py::arg("data"), py::arg("verification") = 1, py::arg("data_path") = py::none(), py::arg("enable_etdump") = false,
-      py::arg("debug_buffer_size") = 0, py::arg("threads") = 0, py::arg("verify_data") = false,
-      py::arg("trust_code") = false, "Loads program bytes (verification 0: Minimal, 1: InternalConsistency).");
+      py::arg("debug_buffer_size") = 0, py::arg("backend_options") = py::dict(),
+      "Loads program bytes (verification 0: Minimal, 1: InternalConsistency).");
   m.def(
       "load_program_file",
       [](const std::string& path, int verification, std::optional<std::string> data_path, bool enable_etdump,
-         size_t debug_buffer_size, int threads, bool verify_data, bool trust_code) {
-        return load_program_file(path, {verification, std::move(data_path), enable_etdump, debug_buffer_size, threads,
-                                        verify_data, trust_code});
+         size_t debug_buffer_size, py::dict backend_options) {
+        return load_program_file(
+            path, {verification, std::move(data_path), enable_etdump, debug_buffer_size, std::move(backend_options)});
       },
       py::arg("path"), py::arg("verification") = 1, py::arg("data_path") = py::none(), py::arg("enable_etdump") = false,
-      py::arg("debug_buffer_size") = 0, py::arg("threads") = 0, py::arg("verify_data") = false,
-      py::arg("trust_code") = false, "Loads a program file, mmapped.");
+      py::arg("debug_buffer_size") = 0, py::arg("backend_options") = py::dict(), "Loads a program file, mmapped.");
+  // The backend id of options for every device backend, and the keys of et_copy.runtime's three conveniences.
+  m.attr("EVERY_BACKEND") = kEveryBackend;
+  m.attr("THREADS_SPEC") = et_copy::kThreadsSpec;
+  m.attr("VERIFY_DATA_SPEC") = et_copy::kVerifyDataSpec;
+  m.attr("TRUST_CODE_SPEC") = et_copy::kTrustCodeSpec;
   m.def("operator_names", [] {
     py::set names;
     for (const auto& k : executorch::runtime::get_registered_kernels()) {

@@ -228,6 +228,9 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
      (T_SIM, "py:tests/python/test_limits.py", P_FIELDS, "cpp:et_copy_test_device_backend")),
     # The digest line's parse: the gtest, then a compiled program's record lines mutated.
     ("runtime/*/delegate_record.*", (T_DELEGATE, T_BACKEND, T_REFERENCE, P_AOTI_UNTRUSTED)),
+    # A backend's load options, opaque to the core: the device-backend gtest (keys, count, what is refused), then
+    # the compiled backend's thread count given as its own option and as the convenience.
+    ("runtime/*/backend_options.*", ("cpp:et_copy_test_device_backend", P_THREADS)),
     # Each payload kind's own lines: the record's gtest, a third kind registered by the reference backend.
     ("runtime/src/payload_kinds.*", (T_DELEGATE, T_REFERENCE, P_AOTI_UNTRUSTED)),
     # The frame every backend runs in: the simulated backend's gtest, the reference backend's (the only
