@@ -119,6 +119,7 @@ def test_cmake_install_lays_out_library_headers_and_package(plain_install):
     assert (prefix / "lib" / "libet_copy_aoti.a").is_file()
     for header in (
         "aoti_backend.h",
+        "backend_options.h",
         "code_trust.h",
         "copy_ops.h",
         "counting_device_allocator.h",
