@@ -70,7 +70,7 @@ const char kUseDevice[] = " (call et_copy.use_simulated_device() or et_copy.use_
   raise_error(r.message(), error_name(r.error), or_none(r.instruction), or_none(r.op), r.log);
 }
 
-py::list method_names(const LoadedProgram& lp) {
+py::list method_names(const PyProgram& lp) {
   py::list names;
   for (size_t i = 0; i < lp.program().num_methods(); ++i) {
     auto name = lp.program().get_method_name(i);
@@ -98,7 +98,7 @@ constexpr const char* kEveryBackend = "*";
 
 // Options of a load beyond the bytes: executorch.runtime's load_program
 // arguments; the backends' own options, opaque, by backend id.
-struct LoadOptions {
+struct LoadArguments {
   int verification = 1; // 0: Minimal, 1: InternalConsistency
   std::optional<std::string> data_path;
   bool enable_etdump = false;
@@ -148,7 +148,7 @@ et_copy::BackendLoadOptions backend_load_options(const py::dict& given, const st
 
 // Loads the program `loader` serves into `lp` through the core, with the
 // named data of `options.data_path` (a .ptd file) when given.
-void load_into(LoadedProgram& lp, std::unique_ptr<executorch::runtime::DataLoader> loader, const LoadOptions& options) {
+void load_into(PyProgram& lp, std::unique_ptr<executorch::runtime::DataLoader> loader, const LoadArguments& options) {
   const std::string what = "et_copy.runtime.load";
   const int verification = options.verification;
   if (verification != 0 && verification != 1) {
@@ -182,8 +182,8 @@ void load_into(LoadedProgram& lp, std::unique_ptr<executorch::runtime::DataLoade
   lp.core = std::move(*loaded);
 }
 
-std::shared_ptr<LoadedProgram> load_program(py::bytes data, const LoadOptions& options) {
-  auto lp = std::make_shared<LoadedProgram>();
+std::shared_ptr<PyProgram> load_program(py::bytes data, const LoadArguments& options) {
+  auto lp = std::make_shared<PyProgram>();
   lp->bytes = data; // owned here: the Program reads from it for its whole life
   load_into(*lp, std::make_unique<BufferDataLoader>(lp->bytes.data(), lp->bytes.size()), options);
   return lp;
@@ -191,21 +191,21 @@ std::shared_ptr<LoadedProgram> load_program(py::bytes data, const LoadOptions& o
 
 // A program file, mmapped rather than read: pages are read as the program
 // needs them, and the weights are never copied.
-std::shared_ptr<LoadedProgram> load_program_file(const std::string& path, const LoadOptions& options) {
-  auto lp = std::make_shared<LoadedProgram>();
+std::shared_ptr<PyProgram> load_program_file(const std::string& path, const LoadArguments& options) {
+  auto lp = std::make_shared<PyProgram>();
   load_into(*lp, mmap_file(path, "et_copy.runtime.load"), options);
   return lp;
 }
 
-std::shared_ptr<LoadedSession> new_session(const std::shared_ptr<LoadedProgram>& lp) {
-  auto ls = std::make_shared<LoadedSession>();
+std::shared_ptr<PySession> new_session(const std::shared_ptr<PyProgram>& lp) {
+  auto ls = std::make_shared<PySession>();
   ls->program = lp;
   ls->session = lp->core->new_session();
   return ls;
 }
 
-std::shared_ptr<LoadedMethod> load_method(const std::shared_ptr<LoadedSession>& ls, const std::string& name) {
-  LoadedProgram& lp = *ls->program;
+std::shared_ptr<PyMethod> load_method(const std::shared_ptr<PySession>& ls, const std::string& name) {
+  PyProgram& lp = *ls->program;
   if (!lp.program().method_meta(name.c_str()).ok()) {
     throw Failure(Error::InvalidArgument, "et_copy.runtime: loading method '" + name +
                                               "': the program has no method of that name (it has: " +
@@ -224,7 +224,7 @@ std::shared_ptr<LoadedMethod> load_method(const std::shared_ptr<LoadedSession>& 
   if (!loaded.ok()) {
     raise_report("et_copy.runtime", std::move(report), report.error == Error::NotFound ? kUseDevice : "");
   }
-  auto lm = std::make_shared<LoadedMethod>();
+  auto lm = std::make_shared<PyMethod>();
   lm->session = ls;
   lm->name = name;
   lm->core = *loaded;
@@ -232,7 +232,7 @@ std::shared_ptr<LoadedMethod> load_method(const std::shared_ptr<LoadedSession>& 
   return lm;
 }
 
-void reset_session(LoadedSession& ls) {
+void reset_session(PySession& ls) {
   et_copy::FailureReport failed;
   Error err = Error::Ok;
   {
@@ -280,20 +280,20 @@ void bind_program(py::module_& m) {
   llm_methods["max_top_k"] = et_copy::llm::kMaxTopK;
   m.attr("LLM_METHODS") = llm_methods;
   m.attr("PROGRAM_RECORD_VERSION") = et_copy::kProgramRecordVersion;
-  py::class_<LoadedProgram, std::shared_ptr<LoadedProgram>>(m, "Program")
+  py::class_<PyProgram, std::shared_ptr<PyProgram>>(m, "Program")
       .def_property_readonly("method_names", &method_names)
       .def("new_session", &new_session)
       .def("method_meta", &program_method_meta, py::arg("name"))
       .def("write_etdump", &write_etdump, py::arg("path"), py::arg("debug_buffer_path") = py::none())
       .def_property_readonly("device_scratch_nbytes",
-                             [](const LoadedProgram& lp) { return lp.core->pool().device_scratch_nbytes(); });
-  py::class_<LoadedSession, std::shared_ptr<LoadedSession>>(m, "Session")
+                             [](const PyProgram& lp) { return lp.core->pool().device_scratch_nbytes(); });
+  py::class_<PySession, std::shared_ptr<PySession>>(m, "Session")
       .def("load_method", &load_method, py::arg("name"))
       .def("reset", &reset_session)
-      .def_property_readonly("state_nbytes", [](const LoadedSession& s) { return s.session->state_nbytes(); })
-      .def_property_readonly("device_nbytes", [](const LoadedSession& s) { return s.session->device_nbytes(); });
-  py::class_<LoadedMethod, std::shared_ptr<LoadedMethod>>(m, "Method")
-      .def_readonly("name", &LoadedMethod::name)
+      .def_property_readonly("state_nbytes", [](const PySession& s) { return s.session->state_nbytes(); })
+      .def_property_readonly("device_nbytes", [](const PySession& s) { return s.session->device_nbytes(); });
+  py::class_<PyMethod, std::shared_ptr<PyMethod>>(m, "Method")
+      .def_readonly("name", &PyMethod::name)
       .def("meta", &method_meta)
       .def("execute", &execute, py::arg("inputs"), py::arg("outputs"));
   m.def(

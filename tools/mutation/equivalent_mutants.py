@@ -170,17 +170,17 @@ EQUIVALENT: list[Equivalent] = [
                "as device_index's default: every reader sets a TensorSpec's device before anything reads it "
                "(read_torch_tensor for CPU and CUDA, refusing the rest; check_device; a DeviceTensor's spec copied "
                "whole), and dense_strides, dim_order_of and the dim-order check's shape of ones never read it"),
-    # LoadOptions' defaults: both of its constructions (load_program and load_program_file's bindings)
+    # LoadArguments' defaults: both of its constructions (load_program and load_program_file's bindings)
     # give every field, from the Python arguments and their pybind defaults.
     Equivalent("python/bindings/program.cpp", "int+1",
                "int verification = 1; // 0: Minimal, 1: InternalConsistency",
-               "LoadOptions is only built by aggregate initialisation with all four fields (the load and load_file "
+               "LoadArguments is only built by aggregate initialisation with all its fields (the load and load_file "
                "bindings, from py::arg(\"verification\") = 1), so the member default is never used"),
     Equivalent("python/bindings/program.cpp", "int-1",
                "int verification = 1; // 0: Minimal, 1: InternalConsistency",
-               "as int+1 on this line: every LoadOptions is built with its verification given"),
+               "as int+1 on this line: every LoadArguments is built with its verification given"),
     Equivalent("python/bindings/program.cpp", "int+1", "size_t debug_buffer_size = 0;",
-               "as verification's default: every LoadOptions is built with its debug_buffer_size given "
+               "as verification's default: every LoadArguments is built with its debug_buffer_size given "
                "(py::arg(\"debug_buffer_size\") = 0)"),
     Equivalent("python/bindings/program.cpp", "int+1", "Py_ssize_t size = 0;",
                "run_load_check's program is a py::bytes (pybind11 refuses anything else before the call), so "
