@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <et_copy/delegate_record.h>
@@ -444,6 +446,64 @@ TEST(DelegateRecord, ASpanOfTwoToTheSixtyFourBytesIsTooManyNotZero) {
                       "tensor 'linear.weight' reaches too many bytes");
   expect_aoti_refused(7, "tensor\tlinear.weight\t6\t2\t4611686018427387902",
                       "tensor 'linear.weight' reaches 18446744073709551612 bytes, and 'linear.weight' has 64");
+}
+
+// A kind registered last (it joins the kinds the refusals above list): a
+// reader of its own "count" lines.
+class CountLines final : public et_copy::PayloadLines {
+ public:
+  std::string read(const std::vector<std::string_view>& f, size_t number) override {
+    if (f.size() != 2) {
+      return "a count line has 2 fields";
+    }
+    numbers.push_back(number);
+    return "";
+  }
+  std::vector<size_t> numbers;
+};
+
+std::unique_ptr<et_copy::PayloadLines> new_count_lines() {
+  return std::make_unique<CountLines>();
+}
+
+std::string accept_all(const DelegateRecord&, const et_copy::RecordLines&, size_t*) {
+  return "";
+}
+
+TEST(DelegateRecord, AKindsOwnLinesGoToItsReaderAndNoKindClaimsACommonLineOrAnothersLine) {
+  good_aoti_record();
+  static const char* const count_lines[] = {"count", nullptr};
+  const et_copy::PayloadRules counted{"counted", &accept_all, count_lines, &new_count_lines};
+  ASSERT_EQ(et_copy::register_payload_kind(counted), Error::Ok);
+  EXPECT_EQ(et_copy::register_payload_kind(counted), Error::Ok) << "idempotent";
+  const std::string head = "et_copy.delegate 2\ndevice\tcuda\t0\ncount\t1\n";
+  et_copy::FailureReport report;
+  auto r = parse(head + "count\t2\npayload\tcounted\t0\n", &report);
+  ASSERT_TRUE(r.ok()) << report.detail;
+  ASSERT_NE(r->payload_lines, nullptr);
+  EXPECT_EQ(static_cast<const CountLines&>(*r->payload_lines).numbers, (std::vector<size_t>{3, 4}));
+  auto none = parse("et_copy.delegate 2\ndevice\tcuda\t0\npayload\tcounted\t0\n", &report);
+  ASSERT_TRUE(none.ok()) << report.detail;
+  ASSERT_NE(none->payload_lines, nullptr) << "a kind with lines always gets its reader, though it read none";
+  EXPECT_TRUE(static_cast<const CountLines&>(*none->payload_lines).numbers.empty());
+  // Its lines are read by its reader whatever the payload's kind, then the payload kind's rules judge them.
+  expect_refused(head + "count\npayload\tprogram\t0\n", "line 4 ('count'): a count line has 2 fields");
+  expect_refused(head + "payload\tprogram\t0\n", "line 3: a program payload has no tensor, target, io or digest line");
+
+  // What registration refuses: a common line's word, another kind's, words without a reader or the reverse,
+  // a word a line cannot start with, and the kind's word with another reader.
+  static const char* const common[] = {"weight", nullptr};
+  static const char* const aotis[] = {"digest", nullptr};
+  static const char* const spaced[] = {"two words", nullptr};
+  static const char* const other[] = {"other", nullptr};
+  EXPECT_EQ(et_copy::register_payload_kind({"x1", &accept_all, common, &new_count_lines}), Error::InvalidArgument);
+  EXPECT_EQ(et_copy::register_payload_kind({"x2", &accept_all, aotis, &new_count_lines}), Error::InvalidState);
+  EXPECT_EQ(et_copy::register_payload_kind({"x3", &accept_all, other, nullptr}), Error::InvalidArgument);
+  EXPECT_EQ(et_copy::register_payload_kind({"x4", &accept_all, nullptr, &new_count_lines}), Error::InvalidArgument);
+  EXPECT_EQ(et_copy::register_payload_kind({"x5", &accept_all, spaced, &new_count_lines}), Error::InvalidArgument);
+  EXPECT_EQ(et_copy::register_payload_kind({"counted", &accept_all}), Error::InvalidState);
+  expect_refused("et_copy.delegate 2\ndevice\tcuda\t0\nother\t1\npayload\tcounted\t0\n",
+                 "line 3 ('other\\t1'): unknown kind of line 'other'");
 }
 
 } // namespace
