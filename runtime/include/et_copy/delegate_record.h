@@ -153,7 +153,7 @@ std::string show_record_text(std::string_view text);
 /// leaving it, when `text` is not or overflows size_t. For readers.
 bool parse_record_decimal(std::string_view text, size_t* out);
 
-/// How many payload kinds the parser knows at most, built-in ones included.
+/// How many payload kinds the parser knows at most (none is built in).
 inline constexpr size_t kMaxPayloadKinds = 16;
 /**
  * Adds a payload kind the parser accepts, for a device backend: each
