@@ -65,9 +65,12 @@ set(ET_COPY_PACKAGE_TORCH_VERSION "")
 set(ET_COPY_PACKAGE_TORCH_ROOT "")
 if(TARGET et_copy_aoti)
   set(ET_COPY_PACKAGE_HAS_AOTI ON)
-  install(TARGETS et_copy_aoti
+  # et_copy::aoti is et_copy::aoti_library (the archive) with the object that
+  # registers the backend when a program links it (backends/aoti/CMakeLists.txt).
+  install(TARGETS et_copy_aoti et_copy_aoti_registration et_copy_aoti_linked
     EXPORT et_copyAotiTargets
     ARCHIVE DESTINATION ${ET_COPY_INSTALL_LIBDIR}
+    OBJECTS DESTINATION ${ET_COPY_INSTALL_LIBDIR}/et_copy_objects
     INCLUDES DESTINATION ${ET_COPY_INSTALL_INCLUDEDIR})
   install(EXPORT et_copyAotiTargets
     NAMESPACE et_copy::
@@ -86,6 +89,7 @@ endif()
 
 set(_et_copy_headers
   backend_frame.h
+  backend_options.h
   copy_ops.h
   counting_device_allocator.h
   cuda_stream.h

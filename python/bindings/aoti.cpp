@@ -5,6 +5,7 @@
 #include <et_copy/aoti_backend.h>
 #include <et_copy/code_trust.h>
 #include <et_copy/delegate_record.h>
+#include <et_copy/simulated_device_backend.h>
 
 #include "failure.h"
 

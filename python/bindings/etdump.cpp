@@ -55,7 +55,7 @@ class EtdumpRoom final : public et_copy::DebugBufferRoom {
 // between, builds on the finished buffer and corrupts the heap (executorch
 // 1.5.1), and ETDumpGen::reset drops the debug buffer. So after every
 // get_etdump_data the profile starts again here, with its debug buffer.
-void start_profile(LoadedProgram& lp) {
+void start_profile(PyProgram& lp) {
   lp.etdump->reset();
   if (!lp.debug_buffer.empty()) {
     auto set = lp.etdump->set_debug_buffer(lp.debug_buffer);
@@ -78,7 +78,7 @@ void write_file(const std::string& path, const void* data, size_t size, const st
 
 } // namespace
 
-void enable_etdump(LoadedProgram& lp, size_t debug_buffer_size, const std::string& what) {
+void enable_etdump(PyProgram& lp, size_t debug_buffer_size, const std::string& what) {
 #ifdef ET_COPY_WITH_ETDUMP
   lp.etdump = std::make_unique<executorch::etdump::ETDumpGen>();
   if (debug_buffer_size > SIZE_MAX / 2) {
@@ -104,7 +104,7 @@ void enable_etdump(LoadedProgram& lp, size_t debug_buffer_size, const std::strin
 #endif
 }
 
-const et_copy::DebugBufferRoom* debug_buffer_room(LoadedProgram& lp) {
+const et_copy::DebugBufferRoom* debug_buffer_room(PyProgram& lp) {
 #ifdef ET_COPY_WITH_ETDUMP
   return lp.room.get();
 #else
@@ -113,7 +113,7 @@ const et_copy::DebugBufferRoom* debug_buffer_room(LoadedProgram& lp) {
 #endif
 }
 
-executorch::runtime::EventTracer* profiler(LoadedProgram& lp) {
+executorch::runtime::EventTracer* profiler(PyProgram& lp) {
 #ifdef ET_COPY_WITH_ETDUMP
   return lp.etdump.get();
 #else
@@ -122,7 +122,7 @@ executorch::runtime::EventTracer* profiler(LoadedProgram& lp) {
 #endif
 }
 
-void write_etdump(LoadedProgram& lp, const std::string& path, const std::optional<std::string>& debug_buffer_path) {
+void write_etdump(PyProgram& lp, const std::string& path, const std::optional<std::string>& debug_buffer_path) {
   const std::string what = "et_copy.runtime: write_etdump_result_to_file";
 #ifdef ET_COPY_WITH_ETDUMP
   if (!lp.etdump) {

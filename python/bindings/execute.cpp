@@ -42,8 +42,8 @@ py::object output_value(const EValue& v) {
 
 } // namespace
 
-py::list execute(LoadedMethod& lm, const py::handle& inputs, const py::handle& outputs) {
-  const MethodIo& io = lm.io;
+py::list execute(PyMethod& lm, const py::handle& inputs, const py::handle& outputs) {
+  const PyMethodIo& io = lm.io;
   if (!PyList_Check(inputs.ptr()) && !PyTuple_Check(inputs.ptr())) {
     throw py::type_error(io.where + ": inputs must be a list or tuple, got " + Py_TYPE(inputs.ptr())->tp_name);
   }

@@ -15,6 +15,6 @@ namespace et_copy::bindings {
 /// run when it does, and given the shape the output ran with. Every value is
 /// checked (method_io.h) before anything runs. Returns a list: per tensor
 /// output None, per other output its value.
-pybind11::list execute(LoadedMethod& lm, const pybind11::handle& inputs, const pybind11::handle& outputs);
+pybind11::list execute(PyMethod& lm, const pybind11::handle& inputs, const pybind11::handle& outputs);
 
 } // namespace et_copy::bindings

@@ -49,15 +49,15 @@ std::string list_str(const T* values, size_t n) {
   return s + "]";
 }
 
-std::string input_arg(const MethodIo& io, size_t i) {
+std::string input_arg(const PyMethodIo& io, size_t i) {
   const std::string& name = io.inputs[i].name;
   return "input " + std::to_string(i) + (name.empty() ? "" : " (" + name + ")");
 }
 
 } // namespace
 
-MethodIo read_method_io(const et_copy::LoadedMethod& m) {
-  MethodIo io;
+PyMethodIo read_method_io(const et_copy::LoadedMethod& m) {
+  PyMethodIo io;
   static_cast<et_copy::MethodIo&>(io) = m.io();
   io.where = "et_copy.runtime: method '" + m.name() + "'";
   for (size_t i = 0; i < io.outputs.size(); ++i) {
@@ -81,7 +81,7 @@ MethodIo read_method_io(const et_copy::LoadedMethod& m) {
   return io;
 }
 
-bool read_input(const MethodIo& io, size_t i, PyObject* o, TensorSpec& spec, EValue& value) {
+bool read_input(const PyMethodIo& io, size_t i, PyObject* o, TensorSpec& spec, EValue& value) {
   const IoSlot& slot = io.inputs[i];
   const ReadProblem p = read_tensor(o, false, spec);
   if (!slot.tensor) {
@@ -148,7 +148,7 @@ bool read_input(const MethodIo& io, size_t i, PyObject* o, TensorSpec& spec, EVa
   return true;
 }
 
-bool read_output(const MethodIo& io, size_t i, PyObject* o, TensorSpec& spec) {
+bool read_output(const PyMethodIo& io, size_t i, PyObject* o, TensorSpec& spec) {
   const IoSlot& slot = io.outputs[i];
   const std::string arg = "outputs[" + std::to_string(i) + "]";
   if (!slot.tensor) {

@@ -114,7 +114,7 @@ py::dict method_meta_dict(const MethodMeta& meta, const et_copy::MethodIoDevices
 
 // A method's metadata read from the program alone (nothing loaded), each
 // tensor on the device the program places it on.
-py::dict program_method_meta(LoadedProgram& lp, const std::string& name) {
+py::dict program_method_meta(PyProgram& lp, const std::string& name) {
   auto meta = lp.program().method_meta(name.c_str());
   if (!meta.ok()) {
     throw Failure(Error::InvalidArgument, "et_copy.runtime: the program has no method '" + name +
@@ -126,7 +126,7 @@ py::dict program_method_meta(LoadedProgram& lp, const std::string& name) {
 
 // The loaded method's metadata: its inputs and outputs on the devices its
 // slots hold them on, its attributes where the program places them.
-py::dict method_meta(const LoadedMethod& lm) {
+py::dict method_meta(const PyMethod& lm) {
   const auto bytes = lm.session->program->core->bytes();
   et_copy::MethodIoDevices devices = et_copy::method_io_devices(bytes.data(), bytes.size(), lm.name.c_str());
   auto slot_devices = [](const std::vector<IoSlot>& slots) {

@@ -7,6 +7,7 @@
 
 #include <pybind11/stl.h>
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -15,6 +16,8 @@
 #include <vector>
 
 #include <et_copy/argument_kinds.h>
+#include <et_copy/backend_options.h>
+#include <et_copy/device_backend.h>
 #include <et_copy/llm_methods.h>
 #include <et_copy/log_capture.h>
 #include <et_copy/program_check.h>
@@ -67,7 +70,7 @@ const char kUseDevice[] = " (call et_copy.use_simulated_device() or et_copy.use_
   raise_error(r.message(), error_name(r.error), or_none(r.instruction), or_none(r.op), r.log);
 }
 
-py::list method_names(const LoadedProgram& lp) {
+py::list method_names(const PyProgram& lp) {
   py::list names;
   for (size_t i = 0; i < lp.program().num_methods(); ++i) {
     auto name = lp.program().get_method_name(i);
@@ -89,20 +92,63 @@ std::unique_ptr<executorch::runtime::DataLoader> mmap_file(const std::string& pa
   return std::make_unique<MmapDataLoader>(std::move(*loader));
 }
 
-// Options of a load beyond the bytes: executorch.runtime's load_program arguments.
-struct LoadOptions {
+// The id under which load options go to every device backend (et_copy.runtime's
+// threads, verify_data and trust_code; BackendLoadOptions::set_for_every_backend).
+constexpr const char* kEveryBackend = "*";
+
+// Options of a load beyond the bytes: executorch.runtime's load_program
+// arguments; the backends' own options, opaque, by backend id.
+struct LoadArguments {
   int verification = 1; // 0: Minimal, 1: InternalConsistency
   std::optional<std::string> data_path;
   bool enable_etdump = false;
   size_t debug_buffer_size = 0;
-  int threads = 0; // 0: each device backend's default
-  bool verify_data = false;
-  bool trust_code = false;
+  py::dict backend_options;
 };
+
+// {backend id or "*": {key: bool, int or str}} as the core's opaque options.
+et_copy::BackendLoadOptions backend_load_options(const py::dict& given, const std::string& what) {
+  et_copy::BackendLoadOptions options;
+  for (const auto& [id_obj, entries] : given) {
+    if (!py::isinstance<py::str>(id_obj) || !py::isinstance<py::dict>(entries)) {
+      throw py::type_error(what + ": backend_options maps backend ids (str) to dicts of options");
+    }
+    const auto id = id_obj.cast<std::string>();
+    for (const auto& [key_obj, value] : entries.cast<py::dict>()) {
+      if (!py::isinstance<py::str>(key_obj)) {
+        throw py::type_error(what + ": backend_options['" + id + "'] has a key that is not a str");
+      }
+      const auto key = key_obj.cast<std::string>();
+      et_copy::BackendLoadOptions::Value v;
+      if (py::isinstance<py::bool_>(value)) {
+        v = value.cast<bool>();
+      } else if (py::isinstance<py::int_>(value)) {
+        const auto n = value.cast<long long>();
+        if (n < INT32_MIN || n > INT32_MAX) {
+          throw py::value_error(what + ": backend option '" + key + "' of '" + id + "' is outside int32");
+        }
+        v = static_cast<int>(n);
+      } else if (py::isinstance<py::str>(value)) {
+        v = value.cast<std::string>();
+      } else {
+        throw py::type_error(what + ": backend option '" + key + "' of '" + id + "' is a " +
+                             std::string(py::str(py::type::of(value).attr("__name__"))) + ", not a bool, int or str");
+      }
+      const Error e =
+          id == kEveryBackend ? options.set_for_every_backend(key, std::move(v)) : options.set(id, key, std::move(v));
+      if (e != Error::Ok) {
+        throw Failure(e, what + ": backend option '" + key + "' of '" + id +
+                             "' cannot be passed (an empty id or key, a key of 64 chars or more, a str of 256 or "
+                             "more, or pool or session, which the runtime sets itself)");
+      }
+    }
+  }
+  return options;
+}
 
 // Loads the program `loader` serves into `lp` through the core, with the
 // named data of `options.data_path` (a .ptd file) when given.
-void load_into(LoadedProgram& lp, std::unique_ptr<executorch::runtime::DataLoader> loader, const LoadOptions& options) {
+void load_into(PyProgram& lp, std::unique_ptr<executorch::runtime::DataLoader> loader, const LoadArguments& options) {
   const std::string what = "et_copy.runtime.load";
   const int verification = options.verification;
   if (verification != 0 && verification != 1) {
@@ -121,13 +167,7 @@ void load_into(LoadedProgram& lp, std::unique_ptr<executorch::runtime::DataLoade
   et_copy::LoadOptions core_options;
   core_options.verification =
       verification == 0 ? Program::Verification::Minimal : Program::Verification::InternalConsistency;
-  if (options.threads < 0) {
-    throw Failure(Error::InvalidArgument, what + ": threads must be at least 1, or 0 for the backends' default, got " +
-                                              std::to_string(options.threads));
-  }
-  core_options.threads = options.threads;
-  core_options.verify_data = options.verify_data;
-  core_options.trust_code = options.trust_code;
+  core_options.backend_options = backend_load_options(options.backend_options, what);
   et_copy::FailureReport report;
   auto loaded = [&] {
     py::gil_scoped_release release;
@@ -142,8 +182,8 @@ void load_into(LoadedProgram& lp, std::unique_ptr<executorch::runtime::DataLoade
   lp.core = std::move(*loaded);
 }
 
-std::shared_ptr<LoadedProgram> load_program(py::bytes data, const LoadOptions& options) {
-  auto lp = std::make_shared<LoadedProgram>();
+std::shared_ptr<PyProgram> load_program(py::bytes data, const LoadArguments& options) {
+  auto lp = std::make_shared<PyProgram>();
   lp->bytes = data; // owned here: the Program reads from it for its whole life
   load_into(*lp, std::make_unique<BufferDataLoader>(lp->bytes.data(), lp->bytes.size()), options);
   return lp;
@@ -151,21 +191,21 @@ std::shared_ptr<LoadedProgram> load_program(py::bytes data, const LoadOptions& o
 
 // A program file, mmapped rather than read: pages are read as the program
 // needs them, and the weights are never copied.
-std::shared_ptr<LoadedProgram> load_program_file(const std::string& path, const LoadOptions& options) {
-  auto lp = std::make_shared<LoadedProgram>();
+std::shared_ptr<PyProgram> load_program_file(const std::string& path, const LoadArguments& options) {
+  auto lp = std::make_shared<PyProgram>();
   load_into(*lp, mmap_file(path, "et_copy.runtime.load"), options);
   return lp;
 }
 
-std::shared_ptr<LoadedSession> new_session(const std::shared_ptr<LoadedProgram>& lp) {
-  auto ls = std::make_shared<LoadedSession>();
+std::shared_ptr<PySession> new_session(const std::shared_ptr<PyProgram>& lp) {
+  auto ls = std::make_shared<PySession>();
   ls->program = lp;
   ls->session = lp->core->new_session();
   return ls;
 }
 
-std::shared_ptr<LoadedMethod> load_method(const std::shared_ptr<LoadedSession>& ls, const std::string& name) {
-  LoadedProgram& lp = *ls->program;
+std::shared_ptr<PyMethod> load_method(const std::shared_ptr<PySession>& ls, const std::string& name) {
+  PyProgram& lp = *ls->program;
   if (!lp.program().method_meta(name.c_str()).ok()) {
     throw Failure(Error::InvalidArgument, "et_copy.runtime: loading method '" + name +
                                               "': the program has no method of that name (it has: " +
@@ -184,7 +224,7 @@ std::shared_ptr<LoadedMethod> load_method(const std::shared_ptr<LoadedSession>& 
   if (!loaded.ok()) {
     raise_report("et_copy.runtime", std::move(report), report.error == Error::NotFound ? kUseDevice : "");
   }
-  auto lm = std::make_shared<LoadedMethod>();
+  auto lm = std::make_shared<PyMethod>();
   lm->session = ls;
   lm->name = name;
   lm->core = *loaded;
@@ -192,7 +232,7 @@ std::shared_ptr<LoadedMethod> load_method(const std::shared_ptr<LoadedSession>& 
   return lm;
 }
 
-void reset_session(LoadedSession& ls) {
+void reset_session(PySession& ls) {
   et_copy::FailureReport failed;
   Error err = Error::Ok;
   {
@@ -240,42 +280,46 @@ void bind_program(py::module_& m) {
   llm_methods["max_top_k"] = et_copy::llm::kMaxTopK;
   m.attr("LLM_METHODS") = llm_methods;
   m.attr("PROGRAM_RECORD_VERSION") = et_copy::kProgramRecordVersion;
-  py::class_<LoadedProgram, std::shared_ptr<LoadedProgram>>(m, "Program")
+  py::class_<PyProgram, std::shared_ptr<PyProgram>>(m, "Program")
       .def_property_readonly("method_names", &method_names)
       .def("new_session", &new_session)
       .def("method_meta", &program_method_meta, py::arg("name"))
       .def("write_etdump", &write_etdump, py::arg("path"), py::arg("debug_buffer_path") = py::none())
       .def_property_readonly("device_scratch_nbytes",
-                             [](const LoadedProgram& lp) { return lp.core->pool().device_scratch_nbytes(); });
-  py::class_<LoadedSession, std::shared_ptr<LoadedSession>>(m, "Session")
+                             [](const PyProgram& lp) { return lp.core->pool().device_scratch_nbytes(); });
+  py::class_<PySession, std::shared_ptr<PySession>>(m, "Session")
       .def("load_method", &load_method, py::arg("name"))
       .def("reset", &reset_session)
-      .def_property_readonly("state_nbytes", [](const LoadedSession& s) { return s.session->state_nbytes(); })
-      .def_property_readonly("device_nbytes", [](const LoadedSession& s) { return s.session->device_nbytes(); });
-  py::class_<LoadedMethod, std::shared_ptr<LoadedMethod>>(m, "Method")
-      .def_readonly("name", &LoadedMethod::name)
+      .def_property_readonly("state_nbytes", [](const PySession& s) { return s.session->state_nbytes(); })
+      .def_property_readonly("device_nbytes", [](const PySession& s) { return s.session->device_nbytes(); });
+  py::class_<PyMethod, std::shared_ptr<PyMethod>>(m, "Method")
+      .def_readonly("name", &PyMethod::name)
       .def("meta", &method_meta)
       .def("execute", &execute, py::arg("inputs"), py::arg("outputs"));
   m.def(
       "load_program",
       [](py::bytes data, int verification, std::optional<std::string> data_path, bool enable_etdump,
-         size_t debug_buffer_size, int threads, bool verify_data, bool trust_code) {
-        return load_program(data, {verification, std::move(data_path), enable_etdump, debug_buffer_size, threads,
-                                   verify_data, trust_code});
+         size_t debug_buffer_size, py::dict backend_options) {
+        return load_program(
+            data, {verification, std::move(data_path), enable_etdump, debug_buffer_size, std::move(backend_options)});
       },
       py::arg("data"), py::arg("verification") = 1, py::arg("data_path") = py::none(), py::arg("enable_etdump") = false,
-      py::arg("debug_buffer_size") = 0, py::arg("threads") = 0, py::arg("verify_data") = false,
-      py::arg("trust_code") = false, "Loads program bytes (verification 0: Minimal, 1: InternalConsistency).");
+      py::arg("debug_buffer_size") = 0, py::arg("backend_options") = py::dict(),
+      "Loads program bytes (verification 0: Minimal, 1: InternalConsistency).");
   m.def(
       "load_program_file",
       [](const std::string& path, int verification, std::optional<std::string> data_path, bool enable_etdump,
-         size_t debug_buffer_size, int threads, bool verify_data, bool trust_code) {
-        return load_program_file(path, {verification, std::move(data_path), enable_etdump, debug_buffer_size, threads,
-                                        verify_data, trust_code});
+         size_t debug_buffer_size, py::dict backend_options) {
+        return load_program_file(
+            path, {verification, std::move(data_path), enable_etdump, debug_buffer_size, std::move(backend_options)});
       },
       py::arg("path"), py::arg("verification") = 1, py::arg("data_path") = py::none(), py::arg("enable_etdump") = false,
-      py::arg("debug_buffer_size") = 0, py::arg("threads") = 0, py::arg("verify_data") = false,
-      py::arg("trust_code") = false, "Loads a program file, mmapped.");
+      py::arg("debug_buffer_size") = 0, py::arg("backend_options") = py::dict(), "Loads a program file, mmapped.");
+  // The backend id of options for every device backend, and the keys of et_copy.runtime's three conveniences.
+  m.attr("EVERY_BACKEND") = kEveryBackend;
+  m.attr("THREADS_SPEC") = et_copy::kThreadsSpec;
+  m.attr("VERIFY_DATA_SPEC") = et_copy::kVerifyDataSpec;
+  m.attr("TRUST_CODE_SPEC") = et_copy::kTrustCodeSpec;
   m.def("operator_names", [] {
     py::set names;
     for (const auto& k : executorch::runtime::get_registered_kernels()) {

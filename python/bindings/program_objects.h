@@ -1,6 +1,8 @@
 // The Python objects of et_copy.runtime (Program, Session, Method) around
 // the C++ core's, shared by the files that bind them: program.cpp (load and
-// bind), method_meta.cpp, etdump.cpp and execute.cpp.
+// bind), method_meta.cpp, etdump.cpp and execute.cpp. Each is named Py and
+// the Python class it is, never the core type it wraps (et_copy::
+// LoadedProgram, Session, LoadedMethod).
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -26,7 +28,7 @@ namespace et_copy::bindings {
 
 // A loaded program (the core's), and what Python adds: the bytes it was
 // handed, ETDump's profiler.
-struct LoadedProgram {
+struct PyProgram {
   std::string bytes; // the program, when it was handed over as bytes
 #ifdef ET_COPY_WITH_ETDUMP
   std::unique_ptr<executorch::etdump::ETDumpGen> etdump; // enable_etdump: every method's events
@@ -44,17 +46,17 @@ struct LoadedProgram {
 };
 
 // One session: its state and the methods loaded on it. Holds the program.
-struct LoadedSession {
-  std::shared_ptr<LoadedProgram> program;
+struct PySession {
+  std::shared_ptr<PyProgram> program;
   std::unique_ptr<et_copy::Session> session;
 };
 
 // One loaded method of a session, and its slots as Python checks them.
-struct LoadedMethod {
-  std::shared_ptr<LoadedSession> session;
+struct PyMethod {
+  std::shared_ptr<PySession> session;
   std::string name;
   et_copy::LoadedMethod* core = nullptr; // the session's
-  MethodIo io;                           // read once at load, for execute's checks
+  PyMethodIo io;                         // read once at load, for execute's checks
 };
 
 /// Raises a failure of the core (`e` at step `what`, with what ExecuTorch logged) as EtCopyError.
@@ -65,6 +67,6 @@ struct LoadedMethod {
 [[noreturn]] void raise_report(const std::string& where, et_copy::FailureReport r, const std::string& hint = "");
 
 /// The program's method names as Python strs; a malformed program's bytes decode with U+FFFD.
-pybind11::list method_names(const LoadedProgram& lp);
+pybind11::list method_names(const PyProgram& lp);
 
 } // namespace et_copy::bindings

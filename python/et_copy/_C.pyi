@@ -286,18 +286,16 @@ class Method:
     ) -> list[int | float | bool | None]: ...
 
 # verification: 0 Minimal, 1 InternalConsistency; data_path: a .ptd file; enable_etdump: an ETDump
-# profile of every method, with debug_buffer_size bytes for the host tensors it logs; threads: the
-# intra-op threads device backends run compiled code with (0: each backend's default); verify_data:
-# weights checked by their content keys; trust_code: run compiled code this machine did not compile.
+# profile of every method, with debug_buffer_size bytes for the host tensors it logs;
+# backend_options: per backend id (EVERY_BACKEND: every device backend), the options passed to it,
+# opaque, as runtime specs at each method load (et_copy/backend_options.h).
 def load_program(
     data: bytes,
     verification: int = 1,
     data_path: str | None = None,
     enable_etdump: bool = False,
     debug_buffer_size: int = 0,
-    threads: int = 0,
-    verify_data: bool = False,
-    trust_code: bool = False,
+    backend_options: dict[str, dict[str, bool | int | str]] = ...,
 ) -> Program: ...
 def load_program_file(
     path: str,
@@ -305,10 +303,14 @@ def load_program_file(
     data_path: str | None = None,
     enable_etdump: bool = False,
     debug_buffer_size: int = 0,
-    threads: int = 0,
-    verify_data: bool = False,
-    trust_code: bool = False,
+    backend_options: dict[str, dict[str, bool | int | str]] = ...,
 ) -> Program: ...
+
+EVERY_BACKEND: str
+# The keys et_copy.runtime.load's threads, verify_data and trust_code set for every backend.
+THREADS_SPEC: str
+VERIFY_DATA_SPEC: str
+TRUST_CODE_SPEC: str
 
 # Refuses (EtCopyError, error "InvalidProgram") a program in which the host would read or write
 # device memory: a CPU kernel or a backend not in `backends` taking a device tensor, a copy whose

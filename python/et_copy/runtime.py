@@ -33,7 +33,7 @@ import enum
 import functools
 import operator
 import os
-from typing import Callable, Protocol, Sequence, SupportsIndex, Union
+from typing import Callable, Mapping, Protocol, Sequence, SupportsIndex, Union
 
 import torch
 
@@ -42,6 +42,9 @@ from ._device import Device
 from ._dtypes import SCALAR_TYPE_CODES
 from ._registration import _wheel_library
 from ._tensors import DeviceTensor, empty
+
+# A device backend's load option (backend_options of load): a bool, an int or a str.
+BackendOptionValue = Union[bool, int, str]
 
 __all__ = [
     "BackendRegistry",
@@ -443,6 +446,7 @@ class Runtime:
         threads: int | None = None,
         verify_data: bool = False,
         trust_code: bool = False,
+        backend_options: Mapping[str, Mapping[str, BackendOptionValue]] | None = None,
     ) -> Program:
         """Loads a program from a path (mmapped, not read), bytes, a
         bytearray or memoryview, or a file-like object, verified at
@@ -464,14 +468,29 @@ class Runtime:
         carries (``backend="aoti"``) though this machine did not compile
         it: that code runs in this process, so pass it only for a program
         from a source you trust; :func:`et_copy.backends.aoti.trust` trusts by
-        digest instead. Raises
-        EtCopyError (InvalidProgram, ...) for a malformed program,
-        TypeError for what is none of these and ValueError for a
-        ``threads`` below 1."""
+        digest instead. ``backend_options`` passes a device backend its own
+        options, opaque to the runtime: ``{backend id: {key: bool, int or
+        str}}`` (``"*"``: every device backend), given to the backend as
+        runtime specs when each method loads; ``threads``, ``verify_data``
+        and ``trust_code`` are options for every backend, set over
+        ``backend_options["*"]`` (a backend's own value still wins). Raises
+        EtCopyError (InvalidProgram, ...) for a malformed program or an
+        option that cannot be passed, TypeError for what is none of these
+        and ValueError for a ``threads`` below 1."""
         level = int(_verification(verification))
         data_file = None if data_path is None else os.fspath(data_path)
-        flags = (_flag("verify_data", verify_data), _flag("trust_code", trust_code))
-        options = (level, data_file, bool(enable_etdump), int(debug_buffer_size), _threads(threads), *flags)
+        every: dict[str, BackendOptionValue] = {
+            _C.THREADS_SPEC: _threads(threads),
+            _C.VERIFY_DATA_SPEC: _flag("verify_data", verify_data),
+            _C.TRUST_CODE_SPEC: _flag("trust_code", trust_code),
+        }
+        options = (
+            level,
+            data_file,
+            bool(enable_etdump),
+            int(debug_buffer_size),
+            _backend_options(backend_options, every),
+        )
         _load_wheel_libraries()
         if isinstance(data, (str, os.PathLike)):
             path = os.fspath(data)
@@ -486,6 +505,20 @@ class Runtime:
             "et_copy.runtime: a program is a path, bytes, bytearray, memoryview or a file-like object, "
             f"got {type(data).__name__}"
         )
+
+
+def _backend_options(
+    given: Mapping[str, Mapping[str, BackendOptionValue]] | None, every: dict[str, BackendOptionValue]
+) -> dict[str, dict[str, BackendOptionValue]]:
+    """The bindings' options by backend id: ``given``, with the conveniences
+    in ``every`` set for every backend when not at their defaults (0, False)."""
+    if given is not None and not isinstance(given, Mapping):
+        raise TypeError(f"et_copy.runtime.load: backend_options must be a mapping, got {type(given).__name__}")
+    options = {backend: dict(entries) for backend, entries in (given or {}).items()}
+    for key, value in every.items():
+        if value is not False and value != 0:
+            options.setdefault(_C.EVERY_BACKEND, {})[key] = value
+    return options
 
 
 def _threads(threads: int | None) -> int:
@@ -516,6 +549,7 @@ def load(
     threads: int | None = None,
     verify_data: bool = False,
     trust_code: bool = False,
+    backend_options: Mapping[str, Mapping[str, BackendOptionValue]] | None = None,
 ) -> Program:
     """``Runtime.get().load_program(program, ...)``, with the same arguments."""
     return Runtime.get().load_program(
@@ -527,4 +561,5 @@ def load(
         threads=threads,
         verify_data=verify_data,
         trust_code=trust_code,
+        backend_options=backend_options,
     )

@@ -189,8 +189,9 @@ struct Walk {
   }
 
   // The nested program of every delegate whose processed bytes are an
-  // et-copy delegate record with a program payload (SimulatedDeviceBackend
-  // loads it at init): its indices, then its argument kinds.
+  // et-copy delegate record whose payload kind says its payload is an
+  // ExecuTorch program (SimulatedDeviceBackend's, which it loads at init):
+  // its indices, then its argument kinds.
   void nested_programs(size_t p, const std::string& method) {
     const auto [n, at] = r.vector(p, kPlanDelegates);
     for (uint32_t d = 0; d < n && error == Error::Ok && !r.failed(); ++d) {
@@ -200,7 +201,7 @@ struct Walk {
         continue; // ExecuTorch refuses a delegate whose data it cannot find
       }
       auto record = parse_delegate_record(bytes, nbytes);
-      if (!record.ok() || record->payload_kind != PayloadKind::kProgram) {
+      if (!record.ok() || !record->payload_is_program) {
         continue; // not ours, or no nested program: the backend's init judges it
       }
       const std::string name = "nested program of delegate " + std::to_string(d) + " in method '" + method + "'";

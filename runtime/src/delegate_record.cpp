@@ -1,12 +1,13 @@
 #include <et_copy/delegate_record.h>
 
 #include <cstring>
+#include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string_view>
 
 #include <et_copy/limits.h>
-#include <et_copy/sha256.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 #include <executorch/runtime/platform/log.h>
 
@@ -21,11 +22,10 @@ namespace et = executorch::runtime::etensor;
 namespace {
 
 constexpr size_t kMaxShownLine = 80; // a garbage "line" can be megabytes
-constexpr size_t kMaxIo = 1u << 20;  // inputs or outputs of one delegate call; far above any real one
 
-// A line as a message shows it: tabs as \t, other control and non-ASCII
-// bytes as \xNN, cut at kMaxShownLine bytes.
-std::string show(std::string_view line) {
+} // namespace
+
+std::string show_record_text(std::string_view line) {
   std::string out;
   for (size_t i = 0; i < line.size() && i < kMaxShownLine; ++i) {
     const auto c = static_cast<unsigned char>(line[i]);
@@ -46,6 +46,12 @@ std::string show(std::string_view line) {
   return out;
 }
 
+namespace {
+
+std::string show(std::string_view line) {
+  return show_record_text(line);
+}
+
 std::vector<std::string_view> split_tabs(std::string_view line) {
   std::vector<std::string_view> fields;
   size_t start = 0;
@@ -59,8 +65,13 @@ std::vector<std::string_view> split_tabs(std::string_view line) {
   }
 }
 
-// Plain decimal: digits only, no sign, no spaces, no overflow.
 bool parse_size(std::string_view s, size_t* out) {
+  return parse_record_decimal(s, out);
+}
+
+} // namespace
+
+bool parse_record_decimal(std::string_view s, size_t* out) {
   if (s.empty() || s.size() > 20) {
     return false;
   }
@@ -78,6 +89,8 @@ bool parse_size(std::string_view s, size_t* out) {
   *out = v;
   return true;
 }
+
+namespace {
 
 // Comma-separated plain decimals; empty for none (a 0-d tensor).
 bool parse_list(std::string_view s, std::vector<int64_t>* out) {
@@ -157,7 +170,7 @@ class Parser {
         }
       }
       if (read == nullptr) {
-        return fail("unknown kind of line '" + show(f[0]) + "'", line);
+        read = &Parser::read_kind_line; // a payload kind's, or unknown
       }
       const Error e = (this->*read)(f, line);
       if (e != Error::Ok) {
@@ -178,6 +191,16 @@ class Parser {
       return e;
     }
     lines_.payload = line_ = lines_read_;
+    for (const Owned& o : owned_) {
+      if (o.kind != r_.payload_word) {
+        lines_.other_kinds.push_back(KindLine{std::string(o.word), o.number});
+      }
+    }
+    if (auto own = readers_.find(r_.payload_word); own != readers_.end()) {
+      r_.payload_lines = std::move(own->second);
+    } else if (rules_->reader != nullptr) {
+      r_.payload_lines = rules_->reader(); // the kind's lines are absent: its rules say whether that is allowed
+    }
     size_t at = 0;
     const std::string why = rules_->check(r_, lines_, &at); // the payload kind's own rules (payload_kinds.cpp)
     if (!why.empty()) {
@@ -338,49 +361,24 @@ class Parser {
     return Error::Ok;
   }
 
-  ET_NODISCARD Error read_target(const std::vector<std::string_view>& f, std::string_view line) {
-    if (f.size() != 3) {
-      return fail("a target line has 3 fields: target, cpu or cuda, torch version", line);
+  // A line of a payload kind's (any kind's: the payload line comes last), read by a reader of that kind.
+  ET_NODISCARD Error read_kind_line(const std::vector<std::string_view>& f, std::string_view line) {
+    const std::optional<PayloadRules> owner = internal::line_owner(f[0]);
+    if (!owner.has_value()) {
+      return fail("unknown kind of line '" + show(f[0]) + "'", line);
     }
-    if (lines_.target != 0) {
-      return fail("a second target line", line);
+    std::unique_ptr<PayloadLines>& reader = readers_[owner->kind];
+    if (reader == nullptr) {
+      reader = owner->reader();
+      if (reader == nullptr) {
+        return fail("the reader of payload kind '" + std::string(owner->kind) + "' gave nothing", line);
+      }
     }
-    if (f[1] != "cpu" && f[1] != "cuda") {
-      return fail("target '" + show(f[1]) + "' is not cpu or cuda", line);
+    const std::string why = reader->read(f, line_);
+    if (!why.empty()) {
+      return fail(why, line);
     }
-    if (f[2].empty()) {
-      return fail("a target needs the torch version that compiled the payload", line);
-    }
-    r_.target = f[1];
-    r_.torch_version = f[2];
-    lines_.target = line_;
-    return Error::Ok;
-  }
-
-  ET_NODISCARD Error read_digest(const std::vector<std::string_view>& f, std::string_view line) {
-    if (f.size() != 3 || f[1] != "sha256" || !is_lower_hex(std::string(f[2]), 64)) {
-      return fail("a digest line has 3 fields: digest, sha256, 64 lowercase hex digits", line);
-    }
-    if (lines_.digest != 0) {
-      return fail("a second digest line", line);
-    }
-    r_.payload_sha256 = f[2];
-    lines_.digest = line_;
-    return Error::Ok;
-  }
-
-  ET_NODISCARD Error read_io(const std::vector<std::string_view>& f, std::string_view line) {
-    if (f.size() != 3) {
-      return fail("an io line has 3 fields: io, inputs, outputs", line);
-    }
-    if (lines_.io != 0) {
-      return fail("a second io line", line);
-    }
-    if (!parse_size(f[1], &r_.num_inputs) || !parse_size(f[2], &r_.num_outputs) || r_.num_inputs > kMaxIo ||
-        r_.num_outputs > kMaxIo) {
-      return fail("inputs and outputs are decimal counts up to " + std::to_string(kMaxIo), line);
-    }
-    lines_.io = line_;
+    owned_.push_back(Owned{f[0], line_, owner->kind});
     return Error::Ok;
   }
 
@@ -394,9 +392,7 @@ class Parser {
       return fail("payload kind '" + show(f[1]) + "' is not " + internal::payload_kinds_text(), line);
     }
     r_.payload_word = rules_->kind;
-    r_.payload_kind = r_.payload_word == kPayloadProgram ? PayloadKind::kProgram
-                      : r_.payload_word == kPayloadAoti  ? PayloadKind::kAoti
-                                                         : PayloadKind::kOther;
+    r_.payload_is_program = rules_->payload_is_program;
     if (nbytes != n_ - at_) {
       return fail("the payload is " + std::to_string(nbytes) + " bytes, and " + std::to_string(n_ - at_) +
                       " bytes follow its line",
@@ -413,12 +409,15 @@ class Parser {
     const char* kind;
     Reader read;
   };
+
+ public:
+  // The common lines, each read by its own method; any other is a payload kind's.
   static constexpr LineKind kLines[] = {
       {"device", &Parser::read_device}, {"weight", &Parser::read_weight}, {"state", &Parser::read_state},
-      {"arena", &Parser::read_arena},   {"tensor", &Parser::read_tensor}, {"target", &Parser::read_target},
-      {"digest", &Parser::read_digest}, {"io", &Parser::read_io},         {"payload", &Parser::read_payload},
+      {"arena", &Parser::read_arena},   {"tensor", &Parser::read_tensor}, {"payload", &Parser::read_payload},
   };
 
+ private:
   // The next line (without its '\n'); false at the end or when the rest has
   // no '\n' (at_end_ then says where that rest starts).
   bool next_line(std::string_view* line) {
@@ -464,21 +463,30 @@ class Parser {
   bool has_device_ = false;
   std::optional<PayloadRules> rules_; // the payload line's kind
   std::set<std::string_view> fqns_, states_, tensors_;
+  // Each payload kind's reader of this record, by kind, and the lines they read.
+  struct Owned {
+    std::string_view word;
+    size_t number;
+    std::string_view kind;
+  };
+  std::map<std::string_view, std::unique_ptr<PayloadLines>> readers_;
+  std::vector<Owned> owned_;
 };
 
 } // namespace
 
-const char* payload_kind_name(PayloadKind kind) {
-  switch (kind) {
-    case PayloadKind::kProgram:
-      return kPayloadProgram;
-    case PayloadKind::kAoti:
-      return kPayloadAoti;
-    case PayloadKind::kOther:
-      break;
+namespace internal {
+
+bool is_common_line(std::string_view word) {
+  for (const auto& known : Parser::kLines) {
+    if (word == known.kind) {
+      return true;
+    }
   }
-  return "other";
+  return false;
 }
+
+} // namespace internal
 
 Result<DelegateRecord> parse_delegate_record(const void* data, size_t size, FailureReport* report) {
   if (data == nullptr && size > 0) {

@@ -12,7 +12,6 @@
 #include <et_copy/program_check.h>
 #include <executorch/runtime/platform/log.h>
 
-#include "core_backend.h"
 #include "registry_lock.h"
 
 namespace et_copy {
@@ -137,11 +136,12 @@ Result<bool> runtime_flag(const executorch::runtime::BackendInitContext& context
 
 namespace {
 
-// The described backends, by id, under their own lock: the core's own first.
-// Leaked on purpose, as the table above.
+// The described backends, by id, under their own lock, in the order their
+// libraries described them (none is there from the start). Leaked on
+// purpose, as the table above.
 struct Helps {
   std::mutex mutex;
-  std::vector<DeviceBackendHelp> helps{internal::simulated_backend_help()};
+  std::vector<DeviceBackendHelp> helps;
 };
 Helps& helps() {
   static auto* h = new Helps();

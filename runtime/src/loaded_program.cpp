@@ -1,5 +1,6 @@
 #include <et_copy/loaded_program.h>
 
+#include <et_copy/device_backend.h>
 #include <et_copy/log_capture.h>
 
 #include <executorch/extension/data_loader/mmap_data_loader.h>
@@ -70,14 +71,37 @@ Result<std::unique_ptr<LoadedProgram>> LoadedProgram::load(std::unique_ptr<DataL
   // The pool checks the bytes first: an index ExecuTorch would abort the
   // process on later, or a program whose host would touch device memory.
   FailureReport refusal;
-  auto pool =
-      SessionPool::create(lp->bytes(), &*lp->program_, options.kernels, lp->data_map_ ? &*lp->data_map_ : nullptr,
-                          &refusal, BackendSpecs{options.threads, options.verify_data, options.trust_code});
+  auto specs = options.backend_specs();
+  if (!specs.ok()) {
+    return fail(report, specs.error(),
+                "threads must be at least 1, or 0 for the backends' default, got " + std::to_string(options.threads),
+                "checking the program");
+  }
+  auto pool = SessionPool::create(lp->bytes(), &*lp->program_, options.kernels,
+                                  lp->data_map_ ? &*lp->data_map_ : nullptr, &refusal, *specs);
   if (!pool.ok()) {
     return fail(report, pool.error(), std::move(refusal.detail), "checking the program");
   }
   lp->pool_ = std::move(*pool);
   return lp;
+}
+
+Result<BackendLoadOptions> LoadOptions::backend_specs() const {
+  if (threads < 0) {
+    return Error::InvalidArgument;
+  }
+  // For every backend: a backend's own value of a key still wins (BackendLoadOptions::options_for).
+  BackendLoadOptions specs = backend_options;
+  if (threads > 0) {
+    (void)specs.set_for_every_backend(kThreadsSpec, threads); // keys it takes: these cannot fail
+  }
+  if (verify_data) {
+    (void)specs.set_for_every_backend(kVerifyDataSpec, true);
+  }
+  if (trust_code) {
+    (void)specs.set_for_every_backend(kTrustCodeSpec, true);
+  }
+  return specs;
 }
 
 Result<std::unique_ptr<LoadedProgram>> LoadedProgram::load_file(const std::string& path, const std::string& data_path,

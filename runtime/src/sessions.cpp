@@ -1,5 +1,6 @@
 #include <et_copy/sessions.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <string>
@@ -13,6 +14,7 @@
 #include <et_copy/program_record.h>
 #include <et_copy/device_backend.h>
 #include <et_copy/device_residency.h>
+#include <et_copy/limits.h>
 
 #include <executorch/runtime/core/device_allocator.h>
 
@@ -81,43 +83,51 @@ SessionPool::~SessionPool() {
 
 Session::~Session() = default; // LoadedMethod is complete here
 
-Session::Session(SessionPool* pool) : pool_(pool), id_(next_id()) {
-  // Five options fit a BackendOptions<5>: these cannot fail. The keys are
-  // kPoolSpec, kSessionSpec, kThreadsSpec, kVerifyDataSpec and
-  // kTrustCodeSpec (set_option takes literals).
-  (void)backend_specs_.set_option("pool", pool->id_);
-  (void)backend_specs_.set_option("session", id_);
-  if (pool->specs_.threads > 0) {
-    (void)backend_specs_.set_option("threads", pool->specs_.threads);
-  }
-  if (pool->specs_.verify_data) {
-    (void)backend_specs_.set_option("verify_data", true);
-  }
-  if (pool->specs_.trust_code) {
-    (void)backend_specs_.set_option("trust_code", true);
-  }
-}
+Session::Session(SessionPool* pool) : pool_(pool), id_(next_id()) {}
 
-void Session::set_backend_specs() {
-  // The map holds kMaxDeviceBackends backends and register_device_backend
-  // admits no more, with ids it takes: this cannot fail.
+Error Session::set_backend_specs(FailureReport* report) {
+  // Each device backend gets the pool's and session's ids and its options; a backend the options name that is
+  // no device backend of et-copy's (another library's) gets its options alone.
+  std::vector<std::string> ids;
   for (const DeviceBackend* b : registered_device_backends()) {
-    (void)backend_options_.set_options(b->id(), backend_specs_.view());
+    ids.emplace_back(b->id());
   }
+  const size_t device_backends = ids.size();
+  for (const std::string& id : pool_->options_.backend_ids()) {
+    if (std::find(ids.begin(), ids.end(), id) == ids.end()) {
+      ids.push_back(id);
+    }
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    std::vector<executorch::runtime::BackendOption> specs = pool_->options_.options_for(ids[i]);
+    if (i < device_backends) {
+      // The core's own two (kPoolSpec, kSessionSpec): BackendLoadOptions refuses those keys.
+      executorch::runtime::BackendOptions<2> core;
+      (void)core.set_option("pool", pool_->id_);
+      (void)core.set_option("session", id_);
+      specs.insert(specs.begin(), core.view().begin(), core.view().end());
+    }
+    std::vector<executorch::runtime::BackendOption>& kept = backend_specs_[ids[i]];
+    kept = std::move(specs);
+    const Error e = backend_options_.set_options(
+        ids[i].c_str(), executorch::runtime::Span<executorch::runtime::BackendOption>(kept.data(), kept.size()));
+    if (e != Error::Ok) {
+      return fail(report, e,
+                  "passing load options to backend '" + ids[i] + "': one load passes options to at most " +
+                      std::to_string(kMaxDeviceBackends) +
+                      " backends (the device backends and those the options name)");
+    }
+  }
+  return Error::Ok;
 }
 
 Result<std::unique_ptr<SessionPool>> SessionPool::create(Span<const uint8_t> program_bytes,
                                                          const executorch::runtime::Program* program,
                                                          Span<const executorch::runtime::Kernel> kernels,
                                                          const executorch::runtime::NamedDataMap* named_data,
-                                                         FailureReport* report, const BackendSpecs& specs) {
+                                                         FailureReport* report, const BackendLoadOptions& options) {
   if (program == nullptr) {
     return fail(report, Error::InvalidArgument, "SessionPool::create: no program");
-  }
-  if (specs.threads < 0) {
-    return fail(report, Error::InvalidArgument,
-                "SessionPool::create: threads must be at least 1, or 0 for the backends' default, got " +
-                    std::to_string(specs.threads));
   }
   FailureReport refusal;
   const Error e = check_device_access(program_bytes.data(), program_bytes.size(), device_backends(),
@@ -143,7 +153,7 @@ Result<std::unique_ptr<SessionPool>> SessionPool::create(Span<const uint8_t> pro
   }
   auto pool = std::unique_ptr<SessionPool>(new SessionPool(program_bytes, program, kernels, named_data));
   pool->record_ = *record;
-  pool->specs_ = specs;
+  pool->options_ = options;
   return pool;
 }
 
@@ -254,7 +264,10 @@ Result<Method*> Session::method(const std::string& name, FailureReport* report,
                                               Span<const et::Device>(loaded->devices.data(), loaded->devices.size()));
   loaded->memory =
       std::make_unique<MemoryManager>(&loaded->method_allocator, loaded->planned.get(), &loaded->temp_allocator);
-  set_backend_specs(); // backends registered since the last load get them too
+  // Backends registered since the last load get their specs too.
+  if (const Error e = set_backend_specs(report); e != Error::Ok) {
+    return e;
+  }
   auto result = pool_->program_->load_method(name.c_str(), loaded->memory.get(), event_tracer, pool_->named_data_,
                                              &backend_options_, pool_->kernels_);
   if (!result.ok()) {

@@ -480,7 +480,50 @@ size_t simulated_device_state_nbytes(int session) {
   return simulated_device_backend().state_nbytes(session);
 }
 
+namespace {
+
+// A nested ExecuTorch program's own lines: none. Its state lives in a nested
+// planned buffer, and the program itself says every layout.
+std::string check_program(const DelegateRecord& r, const RecordLines& lines, size_t* line) {
+  if (!r.tensors.empty() || !lines.other_kinds.empty()) {
+    *line = !r.tensors.empty() ? lines.tensors[0] : lines.other_kinds[0].number;
+    return std::string("a ") + kPayloadProgram + " payload has no tensor, target, io or digest line";
+  }
+  if (r.has_arena && !r.has_arena_buffer) {
+    *line = lines.arena;
+    return std::string("a ") + kPayloadProgram + " payload's arena names its nested planned buffer, not -";
+  }
+  return "";
+}
+
+// Run when the library loads, as every backend library does: records of
+// its kind parse, and a load check's refusal names its registration, before
+// anything registers it.
+[[maybe_unused]] const Error kDescribed = describe_simulated_device_backend();
+
+} // namespace
+
+Error describe_simulated_device_backend() {
+  PayloadRules rules{kPayloadProgram, &check_program};
+  rules.payload_is_program = true;
+  const Error e = register_payload_kind(rules);
+  if (e != Error::Ok) {
+    return e;
+  }
+  return describe_device_backend({&simulated_device_backend(), "et_copy.use_simulated_device()",
+                                  "et_copy::register_simulated_device_backend()",
+                                  "et-copy's simulated device only (its processor reads device memory through the "
+                                  "host, and a GPU's memory is not host memory)"});
+}
+
 Registration register_simulated_device_backend(Error* error) {
+  if (const Error e = describe_simulated_device_backend();
+      e != Error::Ok) { // only when another "program" kind is known
+    if (error != nullptr) {
+      *error = e;
+    }
+    return Registration::kFailed;
+  }
   return register_device_backend(simulated_device_backend(), error);
 }
 

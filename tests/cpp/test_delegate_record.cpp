@@ -1,15 +1,19 @@
 // et_copy::parse_delegate_record on good records, every truncation, every
-// one-byte change and the malformed lines. The aoti payload kind's rules
-// (backends/aoti/src/aoti_record.cpp) are registered first, as et_copy_aoti
-// does when it loads; no backend is registered.
+// one-byte change and the malformed lines. The two payload kinds' rules and
+// readers are registered first, program then aoti, as their libraries do
+// when they load (describe_simulated_device_backend, and aoti's record_rules
+// from backends/aoti/src/aoti_record.cpp); no backend is registered.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <et_copy/delegate_record.h>
+#include <et_copy/simulated_device_backend.h>
 
 #include "aoti_record.h"
 
@@ -23,6 +27,8 @@ using executorch::runtime::Result;
 const std::string kProgram = std::string("PTE\0bytes\n\tmore", 15);
 
 std::string good_record() {
+  static const bool described = et_copy::describe_simulated_device_backend() == Error::Ok;
+  EXPECT_TRUE(described);
   return "et_copy.delegate 2\n"
          "device\tcuda\t0\n"
          "weight\tlinear.weight\tet_copy.weight:00ff\t64\n"
@@ -37,6 +43,7 @@ std::string good_record() {
 // An aoti record: lines 0..6 as above but the arena, then tensor lines
 // (7..10), target (11), io (12), digest (13), payload (14).
 std::string good_aoti_record() {
+  good_record(); // program first: the refusals list the kinds in registration order
   static const bool registered = et_copy::register_payload_kind(et_copy::aoti::record_rules()) == Error::Ok;
   EXPECT_TRUE(registered);
   return "et_copy.delegate 2\n"
@@ -100,8 +107,9 @@ TEST(DelegateRecord, ParsesEveryKindOfLine) {
   EXPECT_EQ(r->arena_nbytes, 32u);
   EXPECT_TRUE(r->has_arena_buffer);
   EXPECT_TRUE(r->tensors.empty());
-  EXPECT_EQ(r->target, "");
-  EXPECT_EQ(r->payload_kind, et_copy::PayloadKind::kProgram);
+  EXPECT_EQ(r->payload_word, "program");
+  EXPECT_TRUE(r->payload_is_program);
+  EXPECT_EQ(r->payload_lines, nullptr) << "the program kind reads no lines of its own";
   ASSERT_EQ(r->payload_nbytes, kProgram.size());
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(r->payload), r->payload_nbytes), kProgram);
   EXPECT_EQ(reinterpret_cast<const char*>(r->payload), bytes.data() + bytes.size() - kProgram.size())
@@ -125,12 +133,15 @@ TEST(DelegateRecord, ParsesAnAotiRecord) {
   EXPECT_EQ(r->tensors[2].strides, (std::vector<int64_t>{1, 2})) << "any strides whose span fits";
   EXPECT_EQ(r->tensors[3].dtype, executorch::runtime::etensor::ScalarType::Long);
   EXPECT_TRUE(r->tensors[3].sizes.empty()) << "empty sizes: a 0-d tensor";
-  EXPECT_EQ(r->target, "cpu");
-  EXPECT_EQ(r->torch_version, "2.13.0+cpu");
-  EXPECT_EQ(r->num_inputs, 2u);
-  EXPECT_EQ(r->num_outputs, 3u);
-  EXPECT_EQ(r->payload_kind, et_copy::PayloadKind::kAoti);
-  EXPECT_EQ(std::string(et_copy::payload_kind_name(r->payload_kind)), "aoti");
+  // The aoti kind's own lines, read by its reader.
+  const et_copy::aoti::AotiLines& own = et_copy::aoti::aoti_lines(*r);
+  EXPECT_EQ(own.target, "cpu");
+  EXPECT_EQ(own.torch_version, "2.13.0+cpu");
+  EXPECT_EQ(own.num_inputs, 2u);
+  EXPECT_EQ(own.num_outputs, 3u);
+  EXPECT_EQ((std::vector<size_t>{own.target_line, own.io_line, own.digest_line}), (std::vector<size_t>{12, 13, 14}));
+  EXPECT_EQ(r->payload_word, "aoti");
+  EXPECT_FALSE(r->payload_is_program);
   EXPECT_EQ(reinterpret_cast<const char*>(r->payload), bytes.data() + bytes.size() - kProgram.size());
   EXPECT_TRUE(parse(with_line(11, "target\tcuda\t2.11.0+cu130", good_aoti_record())).ok());
 }
@@ -191,7 +202,8 @@ TEST(DelegateRecord, AnAotiPayloadNeedsOneTargetOneIoAndATensorLinePerWeightAndS
 TEST(DelegateRecord, TheDigestLineIsSha256InLowercaseHexOnce) {
   auto r = parse(good_aoti_record());
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->payload_sha256, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+  EXPECT_EQ(et_copy::aoti::aoti_lines(*r).payload_sha256,
+            "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
   const std::string digits(64, 'a');
   EXPECT_TRUE(parse(with_line(13, "digest\tsha256\t" + digits, good_aoti_record())).ok());
   for (const std::string& bad :
@@ -434,6 +446,64 @@ TEST(DelegateRecord, ASpanOfTwoToTheSixtyFourBytesIsTooManyNotZero) {
                       "tensor 'linear.weight' reaches too many bytes");
   expect_aoti_refused(7, "tensor\tlinear.weight\t6\t2\t4611686018427387902",
                       "tensor 'linear.weight' reaches 18446744073709551612 bytes, and 'linear.weight' has 64");
+}
+
+// A kind registered last (it joins the kinds the refusals above list): a
+// reader of its own "count" lines.
+class CountLines final : public et_copy::PayloadLines {
+ public:
+  std::string read(const std::vector<std::string_view>& f, size_t number) override {
+    if (f.size() != 2) {
+      return "a count line has 2 fields";
+    }
+    numbers.push_back(number);
+    return "";
+  }
+  std::vector<size_t> numbers;
+};
+
+std::unique_ptr<et_copy::PayloadLines> new_count_lines() {
+  return std::make_unique<CountLines>();
+}
+
+std::string accept_all(const DelegateRecord&, const et_copy::RecordLines&, size_t*) {
+  return "";
+}
+
+TEST(DelegateRecord, AKindsOwnLinesGoToItsReaderAndNoKindClaimsACommonLineOrAnothersLine) {
+  good_aoti_record();
+  static const char* const count_lines[] = {"count", nullptr};
+  const et_copy::PayloadRules counted{"counted", &accept_all, count_lines, &new_count_lines};
+  ASSERT_EQ(et_copy::register_payload_kind(counted), Error::Ok);
+  EXPECT_EQ(et_copy::register_payload_kind(counted), Error::Ok) << "idempotent";
+  const std::string head = "et_copy.delegate 2\ndevice\tcuda\t0\ncount\t1\n";
+  et_copy::FailureReport report;
+  auto r = parse(head + "count\t2\npayload\tcounted\t0\n", &report);
+  ASSERT_TRUE(r.ok()) << report.detail;
+  ASSERT_NE(r->payload_lines, nullptr);
+  EXPECT_EQ(static_cast<const CountLines&>(*r->payload_lines).numbers, (std::vector<size_t>{3, 4}));
+  auto none = parse("et_copy.delegate 2\ndevice\tcuda\t0\npayload\tcounted\t0\n", &report);
+  ASSERT_TRUE(none.ok()) << report.detail;
+  ASSERT_NE(none->payload_lines, nullptr) << "a kind with lines always gets its reader, though it read none";
+  EXPECT_TRUE(static_cast<const CountLines&>(*none->payload_lines).numbers.empty());
+  // Its lines are read by its reader whatever the payload's kind, then the payload kind's rules judge them.
+  expect_refused(head + "count\npayload\tprogram\t0\n", "line 4 ('count'): a count line has 2 fields");
+  expect_refused(head + "payload\tprogram\t0\n", "line 3: a program payload has no tensor, target, io or digest line");
+
+  // What registration refuses: a common line's word, another kind's, words without a reader or the reverse,
+  // a word a line cannot start with, and the kind's word with another reader.
+  static const char* const common[] = {"weight", nullptr};
+  static const char* const aotis[] = {"digest", nullptr};
+  static const char* const spaced[] = {"two words", nullptr};
+  static const char* const other[] = {"other", nullptr};
+  EXPECT_EQ(et_copy::register_payload_kind({"x1", &accept_all, common, &new_count_lines}), Error::InvalidArgument);
+  EXPECT_EQ(et_copy::register_payload_kind({"x2", &accept_all, aotis, &new_count_lines}), Error::InvalidState);
+  EXPECT_EQ(et_copy::register_payload_kind({"x3", &accept_all, other, nullptr}), Error::InvalidArgument);
+  EXPECT_EQ(et_copy::register_payload_kind({"x4", &accept_all, nullptr, &new_count_lines}), Error::InvalidArgument);
+  EXPECT_EQ(et_copy::register_payload_kind({"x5", &accept_all, spaced, &new_count_lines}), Error::InvalidArgument);
+  EXPECT_EQ(et_copy::register_payload_kind({"counted", &accept_all}), Error::InvalidState);
+  expect_refused("et_copy.delegate 2\ndevice\tcuda\t0\nother\t1\npayload\tcounted\t0\n",
+                 "line 3 ('other\\t1'): unknown kind of line 'other'");
 }
 
 } // namespace

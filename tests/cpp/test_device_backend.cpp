@@ -64,6 +64,11 @@ class RecordingBackend final : public DeviceBackend {
     auto pool = context.get_runtime_spec<int>("pool");
     auto session = context.get_runtime_spec<int>("session");
     inits.emplace_back(pool.ok() ? *pool : -1, session.ok() ? *session : -1);
+    std::vector<std::string> keys;
+    for (const auto& spec : context.runtime_specs()) {
+      keys.emplace_back(spec.key);
+    }
+    spec_keys.push_back(std::move(keys));
     processed->Free();
     return static_cast<DelegateHandle*>(&handle_);
   }
@@ -85,7 +90,8 @@ class RecordingBackend final : public DeviceBackend {
     DeviceBackend::release_pool(pool);
   }
 
-  mutable std::vector<std::pair<int, int>> inits; // (pool, session) of each init
+  mutable std::vector<std::pair<int, int>> inits;          // (pool, session) of each init
+  mutable std::vector<std::vector<std::string>> spec_keys; // every runtime spec's key, of each init
   std::vector<int> resets;
   Error reset_result = Error::Ok; // what reset_state answers
   std::vector<int> released;
@@ -192,6 +198,67 @@ TEST(DeviceBackend, ASessionPassesItsSpecsToTheBackendAndAsksItForItsState) {
   program->reset();
   EXPECT_EQ(on_simulated().released, std::vector<int>{id}) << "the pool going does";
   EXPECT_EQ(on_cuda().released, std::vector<int>{id}) << "on every registered backend";
+}
+
+// A backend's options travel opaque: any keys, any number, to that backend only (and those set for every
+// backend to each), beside the core's pool and session; LoadOptions' conveniences fill the same map.
+TEST(DeviceBackend, ALoadPassesEachBackendItsOwnOptionsWhateverTheirKeysAndCount) {
+  ASSERT_EQ(et_copy::register_device_backend(on_simulated()), Registration::kAlreadyOurs);
+  et_copy::LoadOptions options;
+  std::vector<std::string> own;
+  for (int i = 0; i < 9; ++i) { // more than any fixed BackendOptions<N> the core declared
+    own.push_back("option_" + std::to_string(i));
+    ASSERT_EQ(options.backend_options.set("XnnpackBackend", own.back(), i), Error::Ok);
+  }
+  ASSERT_EQ(options.backend_options.set("XnnpackBackend", "mode", std::string("fast")), Error::Ok);
+  ASSERT_EQ(options.backend_options.set("CudaOnlyTestBackend", "not_for_xnnpack", true), Error::Ok);
+  ASSERT_EQ(options.backend_options.set("AnotherLibrarysBackend", "theirs", 1), Error::Ok) << "any id";
+  ASSERT_EQ(options.backend_options.set_for_every_backend("shared", true), Error::Ok);
+  options.threads = 3; // a convenience: "threads" for every backend
+  et_copy::FailureReport report;
+  auto program = et_copy::LoadedProgram::load_file(kPrograms + "/add_relu_xnnpack.pte", "", options, &report);
+  ASSERT_TRUE(program.ok()) << report.message();
+  auto session = (*program)->new_session();
+  on_simulated().spec_keys.clear();
+  ASSERT_TRUE(session->load("forward", nullptr, &report).ok()) << report.message();
+  ASSERT_EQ(on_simulated().spec_keys.size(), 1u);
+  std::vector<std::string> keys = on_simulated().spec_keys[0];
+  std::sort(keys.begin(), keys.end());
+  std::vector<std::string> expected = own;
+  expected.insert(expected.end(), {"mode", "pool", "session", "shared", "threads"});
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(keys, expected);
+
+  // What the options map refuses: the core's own keys, and what ExecuTorch's BackendOption cannot hold.
+  et_copy::BackendLoadOptions refused;
+  EXPECT_EQ(refused.set("XnnpackBackend", "pool", 1), Error::InvalidArgument);
+  EXPECT_EQ(refused.set_for_every_backend("session", 1), Error::InvalidArgument);
+  EXPECT_EQ(refused.set("", "key", 1), Error::InvalidArgument);
+  EXPECT_EQ(refused.set("XnnpackBackend", "", 1), Error::InvalidArgument);
+  EXPECT_EQ(refused.set("XnnpackBackend", std::string(executorch::runtime::kMaxOptionKeyLength, 'k'), 1),
+            Error::InvalidArgument);
+  EXPECT_EQ(refused.set("XnnpackBackend", std::string(executorch::runtime::kMaxOptionKeyLength - 1, 'k'), 1),
+            Error::Ok);
+  EXPECT_EQ(refused.set("XnnpackBackend", "text", std::string(executorch::runtime::kMaxOptionValueLength, 'v')),
+            Error::InvalidArgument);
+  EXPECT_EQ(refused.set("XnnpackBackend", "text", std::string(executorch::runtime::kMaxOptionValueLength - 1, 'v')),
+            Error::Ok);
+  // A backend's own value wins over one for every backend; a string arrives whole.
+  ASSERT_EQ(refused.set_for_every_backend("text", std::string("every")), Error::Ok);
+  const auto specs = refused.options_for("XnnpackBackend");
+  ASSERT_EQ(specs.size(), 2u);
+  EXPECT_EQ(std::string(std::get<std::array<char, executorch::runtime::kMaxOptionValueLength>>(specs[1].value).data()),
+            std::string(executorch::runtime::kMaxOptionValueLength - 1, 'v'));
+  EXPECT_EQ(refused.options_for("Other").size(), 1u);
+
+  et_copy::LoadOptions negative;
+  negative.threads = -1;
+  auto bad = et_copy::LoadedProgram::load_file(kPrograms + "/add_relu_xnnpack.pte", "", negative, &report);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error(), Error::InvalidArgument);
+  EXPECT_NE(report.message().find("threads must be at least 1, or 0 for the backends' default, got -1"),
+            std::string::npos)
+      << report.message();
 }
 
 // ExecuTorch's LoadBackendOptionsMap holds kMaxDeviceBackends backends (its

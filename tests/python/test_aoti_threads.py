@@ -35,11 +35,11 @@ CHILD = textwrap.dedent(
     def tasks():
         return len(os.listdir("/proc/self/task"))
 
-    path, threads = sys.argv[1], json.loads(sys.argv[2])
+    path, threads, options = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
     torch.set_num_threads(2)  # the caller's own count, which a run must leave as it found it
     et_copy.use_simulated_device()
     et_copy.use_aoti_backend()
-    method = et_copy.runtime.load(path, threads=threads).load_method("forward")
+    method = et_copy.runtime.load(path, threads=threads, backend_options=options).load_method("forward")
     # Made by numpy: a torch op over this many elements could start OpenMP workers of its own first.
     x = torch.from_numpy(numpy.random.default_rng(0).standard_normal((64, 4096), dtype=numpy.float32))
     before = tasks()
@@ -69,9 +69,9 @@ def program_path(tmp_path_factory):
     return path
 
 
-def _run(path, threads: int | None) -> dict:
+def _run(path, threads: int | None, backend_options: dict | None = None) -> dict:
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(path), json.dumps(threads)],
+        [sys.executable, "-c", CHILD, str(path), json.dumps(threads), json.dumps(backend_options)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -91,6 +91,16 @@ def test_the_compiled_code_runs_with_the_threads_the_load_asks_for(program_path,
     assert got["caller_threads_after"] == 2
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("threads", "own", "workers"), [(None, 3, 2), (3, 1, 0)])
+def test_the_thread_count_travels_as_the_compiled_backends_own_option_and_wins_over_the_convenience(
+    program_path, threads, own, workers
+):
+    # backend_options reaches AotiDeviceBackend opaque to the runtime; its own value beats threads= (every backend's).
+    got = _run(program_path, threads, {"AotiDeviceBackend": {"threads": own}})
+    assert got["equal"] and got["started"] == workers and got["caller_threads_after"] == 2
+
+
 @pytest.mark.parametrize(
     ("threads", "error", "message"),
     [
@@ -106,7 +116,15 @@ def test_a_thread_count_that_is_not_a_positive_int_is_refused_before_loading(thr
         et_copy.runtime.load(b"not a program", threads=threads)
 
 
-def test_the_bindings_refuse_a_negative_thread_count_before_loading():
-    # The Python layer refuses it first; a caller of _C directly meets the bindings' own check.
-    with pytest.raises(et_copy.EtCopyError, match="et_copy.runtime.load: threads must be at least 1, .* got -1"):
-        et_copy._C.load_program(b"not a program", threads=-1)
+def test_the_bindings_refuse_a_backend_option_the_runtime_cannot_pass_before_loading():
+    # The runtime's own specs, and what ExecuTorch's BackendOption cannot hold, are refused by name.
+    with pytest.raises(et_copy.EtCopyError, match="backend option 'pool' of 'AotiDeviceBackend' cannot be passed"):
+        et_copy._C.load_program(b"not a program", backend_options={"AotiDeviceBackend": {"pool": 1}})
+    with pytest.raises(et_copy.EtCopyError, match="backend option 'k{64}' of '\\*' cannot be passed"):
+        et_copy._C.load_program(b"not a program", backend_options={"*": {"k" * 64: 1}})
+    with pytest.raises(TypeError, match="backend option 'threads' of 'AotiDeviceBackend' is a float, not a bool"):
+        et_copy.runtime.load(b"not a program", backend_options={"AotiDeviceBackend": {"threads": 2.0}})
+    with pytest.raises(ValueError, match="backend option 'threads' of 'AotiDeviceBackend' is outside int32"):
+        et_copy.runtime.load(b"not a program", backend_options={"AotiDeviceBackend": {"threads": 2**40}})
+    with pytest.raises(TypeError, match="backend_options must be a mapping, got list"):
+        et_copy.runtime.load(b"not a program", backend_options=[("AotiDeviceBackend", {})])

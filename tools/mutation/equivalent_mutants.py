@@ -170,26 +170,18 @@ EQUIVALENT: list[Equivalent] = [
                "as device_index's default: every reader sets a TensorSpec's device before anything reads it "
                "(read_torch_tensor for CPU and CUDA, refusing the rest; check_device; a DeviceTensor's spec copied "
                "whole), and dense_strides, dim_order_of and the dim-order check's shape of ones never read it"),
-    # LoadOptions' defaults: both of its constructions (load_program and load_program_file's bindings)
+    # LoadArguments' defaults: both of its constructions (load_program and load_program_file's bindings)
     # give every field, from the Python arguments and their pybind defaults.
     Equivalent("python/bindings/program.cpp", "int+1",
                "int verification = 1; // 0: Minimal, 1: InternalConsistency",
-               "LoadOptions is only built by aggregate initialisation with all four fields (the load and load_file "
+               "LoadArguments is only built by aggregate initialisation with all its fields (the load and load_file "
                "bindings, from py::arg(\"verification\") = 1), so the member default is never used"),
     Equivalent("python/bindings/program.cpp", "int-1",
                "int verification = 1; // 0: Minimal, 1: InternalConsistency",
-               "as int+1 on this line: every LoadOptions is built with its verification given"),
+               "as int+1 on this line: every LoadArguments is built with its verification given"),
     Equivalent("python/bindings/program.cpp", "int+1", "size_t debug_buffer_size = 0;",
-               "as verification's default: every LoadOptions is built with its debug_buffer_size given "
+               "as verification's default: every LoadArguments is built with its debug_buffer_size given "
                "(py::arg(\"debug_buffer_size\") = 0)"),
-    Equivalent("python/bindings/program.cpp", "int+1", "int threads = 0; // 0: each device backend's default",
-               "as debug_buffer_size's default: every LoadOptions is built with its threads given "
-               "(py::arg(\"threads\") = 0)"),
-    Equivalent("python/bindings/program.cpp", "int+1",
-               'py::arg("debug_buffer_size") = 0, py::arg("threads") = 0, py::arg("verify_data") = false,',
-               "the pybind default of threads: et_copy.runtime's one caller (Runtime.load_program) passes every "
-               "option, threads as _threads(threads); only the binding tests leave it out, and their programs run "
-               "on the simulated backend, which computes on one thread whatever the count", site=1),
     Equivalent("python/bindings/program.cpp", "int+1", "Py_ssize_t size = 0;",
                "run_load_check's program is a py::bytes (pybind11 refuses anything else before the call), so "
                "PyBytes_AsStringAndSize succeeds and writes size before anything reads it"),
@@ -537,9 +529,9 @@ EQUIVALENT: list[Equivalent] = [
     Equivalent("runtime/src/sha256.cpp", "int+1", "unsigned a = 0, b = 0, c = 0, d = 0;",
                "cpuid's outputs: __get_cpuid(_count) writes all four before any is read, and when it fails "
                "(an unsupported leaf) the && stops before reading them"),
-    Equivalent("runtime/include/et_copy/sessions.h", "int+1", "executorch::runtime::BackendOptions<5> backend_specs_;",
-               "a capacity of 6 where the session sets at most five options (its pool, its own id, and the "
-               "threads, verify_data and trust_code the load asked for): each backend's view holds the same ones"),
+    Equivalent("runtime/src/sessions.cpp", "int+1", "executorch::runtime::BackendOptions<2> core;",
+               "a capacity of 3 where the session sets two options (its pool and its own id): the view holds the "
+               "same two"),
     # method_meta_dict's device_of: a program that loaded passed check_device_access, whose bounds-checked
     # reader already read every plan's inputs, outputs and values (check_program_indices, read_places); so
     # method_io_devices, reading the same bytes with the same reader, cannot fail, and its lists hold one

@@ -240,6 +240,9 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
      (T_SIM, "py:tests/python/test_limits.py", P_FIELDS, "cpp:et_copy_test_device_backend")),
     # The digest line's parse: the gtest, then a compiled program's record lines mutated.
     ("runtime/*/delegate_record.*", (T_DELEGATE, T_BACKEND, T_REFERENCE, P_AOTI_UNTRUSTED)),
+    # A backend's load options, opaque to the core: the device-backend gtest (keys, count, what is refused), then
+    # the compiled backend's thread count given as its own option and as the convenience.
+    ("runtime/*/backend_options.*", ("cpp:et_copy_test_device_backend", P_THREADS)),
     # Each payload kind's own lines: the record's gtest, a third kind registered by the reference backend.
     ("runtime/src/payload_kinds.*", (T_DELEGATE, T_REFERENCE, P_AOTI_UNTRUSTED)),
     # The frame every backend runs in: the simulated backend's gtest, the reference backend's (the only
@@ -250,12 +253,12 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # SHA-256: its gtest (the standard's vectors, pieces of every length), then the payload and weight checks
     # that use it.
     ("runtime/*/sha256.*", ("cpp:et_copy_test_sha256", P_VERIFY_WEIGHT, P_AOTI_UNTRUSTED)),
-    # test_state_export.py runs delegated programs whose state starts at zero or at a stored value.
+    # test_state_export.py runs delegated programs whose state starts at zero or at a stored value. Its payload
+    # kind's rules (check_program) and its description: the record's gtest, the hint's.
     ("runtime/*/simulated_device_backend.*", (
-        T_BACKEND, "py:tests/python/test_runtime_checks.py", "py:tests/python/test_state_export.py", T_FOREIGN_CUDA,
+        T_BACKEND, T_DELEGATE, "py:tests/python/test_runtime_checks.py", "py:tests/python/test_state_export.py",
+        T_FOREIGN_CUDA,
     )),
-    # The core backend's entries in the kinds and hint tables: present before anything registers.
-    ("runtime/src/core_backend.*", (T_DELEGATE, T_FOREIGN_CUDA, T_BACKEND)),
     ("runtime/src/content_hash.h", (T_BACKEND,)),
     # The one range bound: its own cases in the reader's gtest, then the reader's, the allocator's and a session's
     # users of it.
@@ -483,6 +486,9 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     )),
     # The aoti payload kind's own record lines: the record gtest compiles them in; the library's gtest.
     ("backends/aoti/src/aoti_record.*", (T_DELEGATE, T_AOTI_LIBRARY, P_AOTI_UNTRUSTED)),
+    # Linking et_copy::aoti registers the backend: a consumer of the installed package that never calls
+    # register_aoti_backend() runs a compiled program.
+    ("backends/aoti/src/aoti_registration.cpp", ("py:tests/python/repo/test_cpp.py",)),
     ("backends/aoti/src/aoti_backend.cpp", (
         T_AOTI_LIBRARY, P_AOTI_TRUST, P_AOTI_UNTRUSTED, "py:tests/python/test_aoti_runtime.py", P_FOREIGN_CUDA,
     )),

@@ -105,7 +105,7 @@ aoti::BlobView constant_view(const DelegateTensor& t, uint8_t* device, uint8_t* 
 }
 
 ET_NODISCARD Error check_target(Handle& h) {
-  const DelegateRecord& r = h.record;
+  const aoti::AotiLines& r = aoti::aoti_lines(h.record);
   auto* alloc = executorch::runtime::get_device_allocator(et::DeviceType::CUDA);
   if (r.target == "cpu") {
     // Compiled for the CPU, the model reads and writes device memory through its host alias.
@@ -140,8 +140,8 @@ ET_NODISCARD Error check_target(Handle& h) {
 // The payload is the code its digest line names, and that code is trusted
 // (code_trust.h). Reads the payload's bytes, and nothing else of it.
 ET_NODISCARD Error check_code(const Handle& h) {
-  const DelegateRecord& r = h.record;
-  const std::string found = Sha256::hex(Sha256::of(r.payload, r.payload_nbytes));
+  const aoti::AotiLines& r = aoti::aoti_lines(h.record);
+  const std::string found = Sha256::hex(Sha256::of(h.record.payload, h.record.payload_nbytes));
   // ExecuTorch cuts a log line at 256 bytes: a digest to a line.
   if (found != r.payload_sha256) {
     ET_LOG(Error, "%s: method '%s': the record's digest line says SHA-256 %s", kAotiDeviceBackend,
@@ -151,7 +151,7 @@ ET_NODISCARD Error check_code(const Handle& h) {
   }
   if (!h.trust_code && !is_trusted_code(found)) {
     ET_LOG(Error, "%s: method '%s': the program carries compiled code (%s, %zu bytes, SHA-256 %s)", kAotiDeviceBackend,
-           h.method_name.c_str(), r.target.c_str(), r.payload_nbytes, found.c_str());
+           h.method_name.c_str(), r.target.c_str(), h.record.payload_nbytes, found.c_str());
     return fail(Error::AccessFailed, h.method_name,
                 "not compiled here, and loading runs it: pass trust_code=True to et_copy.runtime.load, or "
                 "et_copy.backends.aoti.trust(digest) (C++: LoadOptions::trust_code, trust_compiled_code)");
@@ -263,11 +263,12 @@ Error AotiDeviceBackend::init_payload(FrameHandle& frame, BackendInitContext& co
   if (!h->container->io_counts(&inputs, &outputs, &what)) {
     return fail(Error::DelegateInvalidCompatibility, h->method_name, what);
   }
-  if (inputs != h->record.num_inputs || outputs != h->record.num_outputs) {
+  const aoti::AotiLines& lines = aoti::aoti_lines(h->record);
+  if (inputs != lines.num_inputs || outputs != lines.num_outputs) {
     return fail(Error::DelegateInvalidCompatibility, h->method_name,
                 "the model takes " + std::to_string(inputs) + " inputs and gives " + std::to_string(outputs) +
-                    " outputs; the record's io line says " + std::to_string(h->record.num_inputs) + " and " +
-                    std::to_string(h->record.num_outputs));
+                    " outputs; the record's io line says " + std::to_string(lines.num_inputs) + " and " +
+                    std::to_string(lines.num_outputs));
   }
   e = bind_constants(*h, context);
   if (e != Error::Ok) {
@@ -277,13 +278,14 @@ Error AotiDeviceBackend::init_payload(FrameHandle& frame, BackendInitContext& co
 }
 
 BackendFrame::Io AotiDeviceBackend::io(const FrameHandle& frame) const {
-  return Io{frame.record.num_inputs, frame.record.num_outputs, "the model"};
+  const aoti::AotiLines& lines = aoti::aoti_lines(frame.record);
+  return Io{lines.num_inputs, lines.num_outputs, "the model"};
 }
 
 Error AotiDeviceBackend::execute_payload(FrameHandle& frame, Span<EValue*> args) const {
   Handle& h = static_cast<Handle&>(frame);
-  const size_t n_in = h.record.num_inputs;
-  const size_t n_out = h.record.num_outputs;
+  const size_t n_in = aoti::aoti_lines(h.record).num_inputs;
+  const size_t n_out = aoti::aoti_lines(h.record).num_outputs;
   // Check every argument before running; messages are built only on failure (this runs per token).
   for (size_t i = 0; i < args.size(); ++i) {
     if (!args[i]->isTensor()) {

@@ -8,17 +8,14 @@
 //   state  <name> <offset> <nbytes> <initial key or ->  offset a multiple of kTensorAlignment
 //   arena  <nested buffer index or -> <nbytes>      at most once; absent: no state
 //   tensor <name> <ScalarType int> <sizes> <strides>   sizes, strides: comma-separated decimals
-//   target <cpu|cuda> <torch version>              aoti payloads: exactly once
-//   io     <inputs> <outputs>                      aoti payloads: exactly once
-//   digest sha256 <64 lowercase hex>               aoti payloads: exactly once, the payload's SHA-256
-//   payload <program|aoti> <nbytes>                last; then exactly nbytes of payload
+//   <a payload kind's own lines>                   read by that kind's reader (PayloadRules)
+//   payload <kind> <nbytes>                        last; then exactly nbytes of payload
 //
-// A `program` payload is a nested ExecuTorch program (SimulatedDeviceBackend);
-// its arena names the nested planned buffer that holds the state, and it has
-// no tensor, target, io or digest line. An `aoti` payload is an AOTInductor shared
-// object (AotiDeviceBackend, backends/aoti); its arena is "-" (the state
-// tensors are bound in place, not planned), and every weight and state has a
-// tensor line giving the layout it is bound with.
+// These common lines are read here. Every other kind of line belongs to a
+// payload kind, which registers the words of its lines and their reader
+// (register_payload_kind) along with its rules, and which names its own
+// payload's format: each device backend documents its kind's lines and
+// payload beside itself.
 //
 // Python writes it with the magic, version and kinds read from _C; this is
 // the one reader.
@@ -26,7 +23,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <executorch/runtime/core/error.h>
@@ -42,19 +41,6 @@ namespace et_copy {
 /// The version line's text, with the one version this reader knows.
 inline constexpr const char* kDelegateRecordMagic = "et_copy.delegate";
 inline constexpr int kDelegateRecordVersion = 2;
-
-/// The payload kinds, as the payload line spells them.
-inline constexpr const char* kPayloadProgram = "program";
-inline constexpr const char* kPayloadAoti = "aoti";
-
-enum class PayloadKind {
-  kProgram, ///< a nested ExecuTorch program (.pte)
-  kAoti,    ///< an AOTInductor shared object (.so)
-  kOther,   ///< a kind added with register_payload_kind (DelegateRecord::payload_word says which)
-};
-
-/// kPayloadProgram, kPayloadAoti, or "other".
-const char* payload_kind_name(PayloadKind kind);
 
 /// A constant of the payload, kept outside it: read by the payload under
 /// `fqn`, stored in the outer program's named data under `key`.
@@ -78,6 +64,24 @@ struct DelegateTensor {
   std::vector<int64_t> strides;
 };
 
+/**
+ * What a payload kind reads of its own lines in one record: each kind's
+ * reader is its own type, derived from this. The parser makes one per
+ * record (PayloadRules::reader) for each kind with a line in it, hands it
+ * each of that kind's lines in record order, and keeps the payload's kind's
+ * in DelegateRecord::payload_lines, where its backend reads what it made.
+ */
+class PayloadLines {
+ public:
+  virtual ~PayloadLines() = default;
+  /// Reads one line of the kind: `fields` is the line split at '\t'
+  /// (fields[0] one of the kind's words), `number` its line number (from 1).
+  /// Returns an empty string when read, else the reason, which the parser
+  /// refuses the record with ("line 12 ('<the line>'): <reason>"). Must not
+  /// throw.
+  virtual std::string read(const std::vector<std::string_view>& fields, size_t number) = 0;
+};
+
 struct DelegateRecord {
   executorch::runtime::etensor::DeviceType device_type = executorch::runtime::etensor::DeviceType::CUDA;
   executorch::runtime::etensor::DeviceIndex device_index = 0;
@@ -88,16 +92,22 @@ struct DelegateRecord {
   size_t arena_buffer = 0; ///< index of the arena among the nested method's planned buffers (MethodMeta's numbering)
   size_t arena_nbytes = 0;
   std::vector<DelegateTensor> tensors; ///< in line order
-  std::string target;                  ///< "cpu" or "cuda"; empty when the record has no target line
-  std::string torch_version;           ///< the torch that compiled the payload; empty without a target line
-  std::string payload_sha256;          ///< the digest line's 64 hex digits; empty without one
-  size_t num_inputs = 0;               ///< from the io line (aoti payloads)
-  size_t num_outputs = 0;
-  PayloadKind payload_kind = PayloadKind::kProgram;
-  std::string payload_word = kPayloadProgram; ///< the payload line's kind, as written
+  std::string payload_word;            ///< the payload line's kind, as written
+  /// The payload is an ExecuTorch program (PayloadRules::payload_is_program),
+  /// which the load checks check as one.
+  bool payload_is_program = false;
+  /// What the payload kind's reader made of its lines; null when the kind
+  /// reads no lines of its own. Shared by copies of the record.
+  std::shared_ptr<const PayloadLines> payload_lines;
   /// The payload: a view into the parsed bytes (not a copy).
   const uint8_t* payload = nullptr;
   size_t payload_nbytes = 0;
+};
+
+/// A line a payload kind read (its first field, and its number).
+struct KindLine {
+  std::string word;
+  size_t number = 0;
 };
 
 /// Where the lines of a parsed record stood (line numbers from 1; 0 when
@@ -105,34 +115,58 @@ struct DelegateRecord {
 /// line they refuse.
 struct RecordLines {
   size_t arena = 0;
-  size_t target = 0;
-  size_t io = 0;
-  size_t digest = 0;
   size_t payload = 0;
   std::vector<size_t> tensors; ///< one per DelegateRecord::tensors entry
+  /// The lines other payload kinds read (not the payload's kind), in record order.
+  std::vector<KindLine> other_kinds;
 };
 
-/// A payload kind's own rules: which of the common lines its records carry
-/// or lack. The parser reads every line and checks what holds for all
-/// kinds; then `check` of the payload line's kind. `check` returns an empty
-/// string when `record` keeps the rules, else the reason, with `*line` set
-/// to the line it concerns (0: none). It must not throw; any thread.
+/**
+ * A payload kind: the payload line's word, its own kinds of line and their
+ * reader, and its rules. The parser reads the common lines and hands each
+ * of a kind's lines to a reader of that kind (whatever the payload's kind:
+ * a line is the kind's that registered its word); at the payload line it
+ * checks what holds for all kinds, then calls `check` of the payload's kind.
+ * `check` returns an empty string when `record` keeps the rules, else the
+ * reason, with `*line` set to the line it concerns (0: none). It must not
+ * throw; any thread.
+ */
 struct PayloadRules {
   const char* kind; ///< the payload line's word; a static string
   std::string (*check)(const DelegateRecord& record, const RecordLines& lines, size_t* line);
+  /// The words of the kind's own lines (static strings, the array ended by
+  /// nullptr), or null when it has none.
+  const char* const* lines = nullptr;
+  /// A fresh reader for one record; null exactly when `lines` is.
+  std::unique_ptr<PayloadLines> (*reader)() = nullptr;
+  /// The payload is an ExecuTorch program: the load checks check it as one
+  /// (check_argument_kinds, program_check.h).
+  bool payload_is_program = false;
 };
 
-/// How many payload kinds the parser knows at most, built-in ones included.
+/// A field or line of a record as a refusal shows it: tabs as \t, other
+/// control and non-ASCII bytes as \xNN, cut at 80 bytes ("..." after).
+/// For readers' messages, so that every refusal shows bytes alike.
+std::string show_record_text(std::string_view text);
+
+/// Reads plain decimal (digits only: no sign, no spaces) into `*out`; false,
+/// leaving it, when `text` is not or overflows size_t. For readers.
+bool parse_record_decimal(std::string_view text, size_t* out);
+
+/// How many payload kinds the parser knows at most (none is built in).
 inline constexpr size_t kMaxPayloadKinds = 16;
 /**
- * Adds a payload kind the parser accepts, for a device backend of its own
- * folder: the core's own kind (program) is known from the start, and
- * et_copy_aoti adds aoti (its rules in backends/aoti) when its library
- * loads; a record of a kind no library added is refused, listing the kinds. Ok when added, or when the kind
- * is known with the same check already (idempotent); InvalidArgument for a
- * null check or a kind that is empty or not printable ASCII without spaces;
- * InvalidState when the kind is known with another check; NotSupported
- * past kMaxPayloadKinds kinds. Thread-safe.
+ * Adds a payload kind the parser accepts, for a device backend: each
+ * backend's library adds its own, when it loads and when the backend is
+ * registered (none is known from the start); a record of a kind no library
+ * added is refused, listing the kinds. Ok when added, or
+ * when the kind is known with the same check and reader already
+ * (idempotent); InvalidArgument for a null check, a kind or a line word that
+ * is empty or not printable ASCII without spaces, a line word that is one of
+ * the common lines', or `lines` without `reader` or the reverse;
+ * InvalidState when the kind is known with another check or reader, or a
+ * line word is another kind's; NotSupported past kMaxPayloadKinds kinds.
+ * Thread-safe.
  */
 ET_NODISCARD executorch::runtime::Error register_payload_kind(const PayloadRules& rules);
 
@@ -141,29 +175,25 @@ ET_NODISCARD executorch::runtime::Error register_payload_kind(const PayloadRules
  * read is bounds-checked. Lines between the version line and the payload
  * line may come in any order. Fails with DelegateInvalidCompatibility, with
  * the reason naming the line ("line 3 ('weight\tw\tk'): ...") in `report`'s
- * detail when `report` is not null, for: another magic or version; an unknown kind of
- * line; a line without its '\n'; a field count other than the kind's; a
- * number that is not plain decimal or overflows; an empty name or key; a
- * device type other than "cuda" or an index outside 0..kMaxDeviceIndex; a
- * second device, arena, target, io or payload line; two weights with one
- * fqn, two states with one name or two tensor lines with one name; a state
- * without an arena line, outside the arena or at an offset that is not a
- * multiple of kTensorAlignment; a tensor line whose dtype is not a valid
- * ScalarType, whose sizes and strides differ in count or exceed
- * kMaxTensorDims, that names no weight or state, or whose span (the bytes
- * its sizes and strides reach) exceeds that weight's or state's nbytes; a
- * target other than cpu or cuda, or an empty torch version; a digest line
- * that is not "digest\tsha256\t" and 64 lowercase hex digits, or a second
- * one; no device or no
- * payload line; a payload kind other than program or aoti; a payload size
- * other than the bytes after its line. By payload kind: a program payload
- * with a tensor, target or io line, or an arena without a nested buffer
- * index; an aoti payload without exactly one target and one io line, with
- * an arena that names a nested buffer, or with a weight or state that has
- * no tensor line.
+ * detail when `report` is not null, for: another magic or version; a kind of
+ * line neither common nor a registered payload kind's; a line without its
+ * '\n'; a field count other than the kind's; a number that is not plain
+ * decimal or overflows; an empty name or key; a device type other than
+ * "cuda" or an index outside 0..kMaxDeviceIndex; a second device, arena or
+ * payload line; two weights with one fqn, two states with one name or two
+ * tensor lines with one name; a state without an arena line, outside the
+ * arena or at an offset that is not a multiple of kTensorAlignment; a
+ * tensor line whose dtype is not a valid ScalarType, whose sizes and
+ * strides differ in count or exceed kMaxTensorDims, that names no weight or
+ * state, or whose span (the bytes its sizes and strides reach) exceeds that
+ * weight's or state's nbytes; no device or no payload line; a payload kind
+ * no backend registered; a payload size other than the bytes after its
+ * line; a line its payload kind's reader refuses; a record the payload
+ * kind's rules refuse.
  *
  * The record points into `data` (DelegateRecord::payload), which must
- * outlive that use. Thread-safe: no shared state.
+ * outlive that use. Thread-safe: the registered kinds are read under their
+ * lock, and each parse has readers of its own.
  */
 ET_NODISCARD executorch::runtime::Result<DelegateRecord> parse_delegate_record(const void* data, size_t size,
                                                                                FailureReport* report = nullptr);

@@ -33,28 +33,20 @@ namespace et_copy {
 /// and the weights go with their last handle.
 inline constexpr const char* kSessionSpec = "session";
 inline constexpr const char* kPoolSpec = "pool";
-/// Runtime spec key (int, at least 1): the intra-op threads a backend's
-/// compiled code may use in each execution (AotiDeviceBackend: the OpenMP
-/// thread count of the calling thread while the model runs). Sessions pass
-/// it when the program was loaded with LoadOptions::threads; without it,
-/// the backend's default (AotiDeviceBackend: kDefaultThreads).
+/// The runtime spec keys LoadOptions' conveniences set for every backend
+/// (loaded_program.h: threads, verify_data, trust_code); a backend reads
+/// those it takes, and documents them beside itself. Every other option of a
+/// backend travels opaque (BackendLoadOptions, backend_options.h).
+/// "threads" (int, at least 1): the intra-op threads a backend's compiled
+/// code may use in each execution (AotiDeviceBackend's).
 inline constexpr const char* kThreadsSpec = "threads";
-/// Runtime spec key (bool): verify every weight and initial state value by
-/// its content key (the SHA-256 it is stored under) as it is copied to the
-/// device, refusing a mismatch (LoadOptions::verify_data).
+/// "verify_data" (bool): verify every weight and initial state value by its
+/// content key (the SHA-256 it is stored under) as it is copied to the
+/// device, refusing a mismatch (every BackendFrame's, backend_frame.h).
 inline constexpr const char* kVerifyDataSpec = "verify_data";
-/// Runtime spec key (bool): run the program's compiled code though this
-/// machine did not compile it (LoadOptions::trust_code; code_trust.h).
+/// "trust_code" (bool): run the program's compiled code though this machine
+/// did not compile it (AotiDeviceBackend's; code_trust.h).
 inline constexpr const char* kTrustCodeSpec = "trust_code";
-
-/// What a load asks of every device backend, as runtime specs: `threads`
-/// above 0 as kThreadsSpec, and the two flags as kVerifyDataSpec and
-/// kTrustCodeSpec when set.
-struct BackendSpecs {
-  int threads = 0;
-  bool verify_data = false;
-  bool trust_code = false;
-};
 
 /// The bool runtime spec `key` of a load: false when the load does not
 /// pass it, InvalidArgument when it is not a bool.
@@ -76,8 +68,8 @@ ET_NODISCARD executorch::runtime::Result<bool> runtime_flag(const executorch::ru
  *
  * Sessions (sessions.h) load every method with the runtime specs
  * {"pool": pool id, "session": session id} (both int, kPoolSpec and
- * kSessionSpec above), and {"threads": n} when the program was loaded with
- * a thread count (kThreadsSpec), for every registered device backend.
+ * kSessionSpec above) for every registered device backend, and the load's
+ * options for that backend (BackendLoadOptions), whatever their keys.
  *
  * Threading: the hooks may be called from any thread. reset_state races
  * with execute of the same session: the caller serializes them
@@ -146,10 +138,11 @@ struct DeviceBackendHelp {
  * Makes `help` known to backend_hint under help.backend->id(). Ok when
  * added, or when that id is described already (the first description
  * stays: idempotent); InvalidArgument for a null backend or string, or an
- * id that is null or empty. Registers nothing with ExecuTorch. The
- * simulated backend is described from the start; et_copy_aoti describes
- * AotiDeviceBackend when its library loads. The strings and the backend
- * must live for the process. Thread-safe.
+ * id that is null or empty. Registers nothing with ExecuTorch. No backend
+ * is described from the start: each backend's library describes its own
+ * when it loads and when it is registered (SimulatedDeviceBackend's in
+ * simulated_device_backend.cpp, AotiDeviceBackend's in et_copy_aoti). The
+ * strings and the backend must live for the process. Thread-safe.
  */
 ET_NODISCARD executorch::runtime::Error describe_device_backend(const DeviceBackendHelp& help);
 

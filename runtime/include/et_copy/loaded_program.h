@@ -19,6 +19,7 @@
 #include <executorch/runtime/executor/program.h>
 #include <executorch/runtime/kernel/operator_registry.h>
 
+#include <et_copy/backend_options.h>
 #include <et_copy/failure_report.h>
 #include <et_copy/registration.h>
 #include <et_copy/sessions.h>
@@ -34,18 +35,31 @@ struct LoadOptions {
   /// method_kernels() (et-copy's copy kernels, whatever the registry holds),
   /// or an empty span for the global registry alone. Must outlive the program.
   executorch::runtime::Span<const executorch::runtime::Kernel> kernels = method_kernels();
-  /// The intra-op threads each execution's compiled code may use, passed
-  /// to the device backends as the runtime spec "threads" (kThreadsSpec);
-  /// 0 passes none, and each backend uses its default.
+  /// Options for device backends, passed to each backend they name (or to
+  /// every one) as runtime specs when a method loads, opaque to the core
+  /// (backend_options.h): a backend's own options are set here, e.g.
+  /// backend_options.set("AotiDeviceBackend", "threads", 4). The three
+  /// fields below are conveniences that fill it for every backend.
+  BackendLoadOptions backend_options;
+  /// The intra-op threads each execution's compiled code may use: the
+  /// runtime spec "threads" (kThreadsSpec) for every backend; 0 passes
+  /// none, and each backend uses its default. Negative: InvalidArgument.
   int threads = 0;
   /// Verify every weight and initial state value against its content key
-  /// as it is copied to the device (kVerifyDataSpec): a flipped byte is
-  /// refused at method load. Costs one SHA-256 pass, fused with the copy.
+  /// as it is copied to the device (kVerifyDataSpec, for every backend): a
+  /// flipped byte is refused at method load. Costs one SHA-256 pass, fused
+  /// with the copy.
   bool verify_data = false;
   /// Run the program's compiled code though this machine did not compile
-  /// it (kTrustCodeSpec, code_trust.h). Only for programs from a source
-  /// you trust: their code runs in this process.
+  /// it (kTrustCodeSpec, for every backend; code_trust.h). Only for
+  /// programs from a source you trust: their code runs in this process.
   bool trust_code = false;
+
+  /// backend_options with the conveniences above set for every backend
+  /// (replacing backend_options' every-backend value of the key; a
+  /// backend's own value still wins): what the sessions pass.
+  /// InvalidArgument for a negative thread count.
+  ET_NODISCARD executorch::runtime::Result<BackendLoadOptions> backend_specs() const;
 };
 
 class LoadedProgram {

@@ -65,6 +65,7 @@
 #include <executorch/runtime/executor/program.h>
 #include <executorch/runtime/kernel/operator_registry.h>
 
+#include <et_copy/backend_options.h>
 #include <et_copy/device_backend.h>
 #include <et_copy/failure_report.h>
 #include <et_copy/planned_buffer.h>
@@ -90,14 +91,14 @@ class SessionPool {
   /// Program::load_method (et_copy::method_kernels()), and `named_data`
   /// (data kept outside the program, a .ptd file), when not null. The bytes
   /// must outlive the pool: a failed execution's operator is named from
-  /// them (LoadedMethod::execute). `specs` are passed to every device
-  /// backend as runtime specs (BackendSpecs); a negative thread count is
-  /// InvalidArgument.
+  /// them (LoadedMethod::execute). `options` are passed, opaque, to the
+  /// backends they name (backend_options.h) as runtime specs at every
+  /// method load, beside the pool's and session's ids.
   ET_NODISCARD static executorch::runtime::Result<std::unique_ptr<SessionPool>> create(
       executorch::runtime::Span<const uint8_t> program_bytes, const executorch::runtime::Program* program,
       executorch::runtime::Span<const executorch::runtime::Kernel> kernels,
       const executorch::runtime::NamedDataMap* named_data = nullptr, FailureReport* report = nullptr,
-      const BackendSpecs& specs = {});
+      const BackendLoadOptions& options = {});
   SessionPool(const SessionPool&) = delete;
   SessionPool& operator=(const SessionPool&) = delete;
   /// Calls release_pool(id()) on every registered device backend (and the
@@ -154,7 +155,7 @@ class SessionPool {
   bool d2h_kernel_is_ours_ = false;
   const executorch::runtime::NamedDataMap* named_data_;
   const int id_;
-  BackendSpecs specs_; // the runtime specs its sessions pass
+  BackendLoadOptions options_; // the backends' options its sessions pass
   std::map<std::string, MethodScratch> scratch_;
   std::mutex execution_lock_;
   ProgramRecord record_; // what the program says of itself (read_program_record)
@@ -231,15 +232,17 @@ class Session {
     std::unique_ptr<executorch::runtime::MemoryManager> memory;
     std::unique_ptr<executorch::runtime::Method> method;
   };
-  // Gives every registered device backend the runtime specs in backend_options_.
-  void set_backend_specs();
+  // Gives every registered device backend, and every backend the pool's
+  // options name, its runtime specs in backend_options_. InvalidArgument,
+  // named in `report`, when they name more backends than the map holds.
+  ET_NODISCARD executorch::runtime::Error set_backend_specs(FailureReport* report);
   // Writes zeros over arena_ through the device's h2d copy.
   ET_NODISCARD executorch::runtime::Error zero_state(FailureReport* report);
 
   SessionPool* pool_;
   const int id_;
   // The runtime specs every load_method passes; the map points into the options, both outlive the methods.
-  executorch::runtime::BackendOptions<5> backend_specs_;
+  std::map<std::string, std::vector<executorch::runtime::BackendOption>> backend_specs_; // by backend id
   executorch::runtime::LoadBackendOptionsMap backend_options_;
   std::unique_ptr<PlannedBuffer> arena_;
   // load()'s methods; destroyed after methods_, since each holds its method's event tracer.

@@ -24,6 +24,12 @@ namespace et_copy {
 /// backend id) and the name it is registered under.
 inline constexpr const char* kSimulatedDeviceBackend = "SimulatedDeviceBackend";
 
+/// Its payload kind, as the delegate record's payload line spells it. A
+/// `program` record (delegate_record.h) carries a nested ExecuTorch program
+/// and no lines of its own: its arena names the nested planned buffer that
+/// holds the state, and it has no tensor line, nor another kind's line.
+inline constexpr const char* kPayloadProgram = "program";
+
 /**
  * The backend. init() parses the delegate record (delegate_record.h),
  * copies the nested program (small: its constants are external) and frees
@@ -89,6 +95,18 @@ SimulatedDeviceBackend& simulated_device_backend();
  * argument, for callers that include that header only.)
  */
 ET_NODISCARD Registration register_simulated_device_backend(executorch::runtime::Error* error); // error = nullptr
+
+/**
+ * Adds the backend's payload kind (kPayloadProgram, its rules) and its
+ * description (how to register it, where it runs) to et-copy's tables, as
+ * every backend library does (register_payload_kind, describe_device_backend):
+ * registers nothing with ExecuTorch. Runs when the library loads, and in
+ * register_simulated_device_backend(); for a program that parses or checks
+ * records of the kind without linking the rest of the backend. Ok, or the
+ * tables' error (InvalidState when another kind took the word). Idempotent;
+ * thread-safe.
+ */
+ET_NODISCARD executorch::runtime::Error describe_simulated_device_backend();
 
 /**
  * simulated_device_backend().reset_state(session): puts the state arena of

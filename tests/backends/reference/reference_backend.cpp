@@ -145,12 +145,11 @@ std::string parse_payload(std::string_view text, Handle& h) {
   return ended ? "" : "the payload has no outputs line";
 }
 
-// The reference kind's own record rules: weights only (no state, and none
-// of the aoti kind's lines).
+// The reference kind's own record rules: weights only (no state, and no
+// line of another payload kind's, such as aoti's).
 std::string check_reference(const et_copy::DelegateRecord& r, const et_copy::RecordLines& lines, size_t* line) {
   *line = lines.payload;
-  if (!r.tensors.empty() || lines.target != 0 || lines.io != 0 || lines.digest != 0 || r.has_arena ||
-      !r.states.empty()) {
+  if (!r.tensors.empty() || !lines.other_kinds.empty() || r.has_arena || !r.states.empty()) {
     return "a reference payload has weight lines only (no state, arena, tensor, target, io or digest line)";
   }
   return "";

@@ -124,7 +124,7 @@ TEST(ReferenceBackend, TheProgramsDelegateIsAReferenceRecordThatTheSimulatedBack
   auto parsed = et_copy::parse_delegate_record(record.data(), record.size(), &report);
   ASSERT_TRUE(parsed.ok()) << report.detail;
   EXPECT_EQ(parsed->payload_word, "reference");
-  EXPECT_EQ(parsed->payload_kind, et_copy::PayloadKind::kOther);
+  EXPECT_FALSE(parsed->payload_is_program);
   ASSERT_EQ(parsed->weights.size(), 1u);
   EXPECT_EQ(parsed->weights[0].fqn, "w");
 
@@ -148,10 +148,14 @@ TEST(ReferenceBackend, ItsKindsRulesAndItsKindWordAreTheParsersOnceRegistered) {
   et_copy::FailureReport report;
   const std::string good = head + tail;
   EXPECT_TRUE(et_copy::parse_delegate_record(good.data(), good.size(), &report).ok()) << report.detail;
-  const std::string with_io = head + "io\t1\t1\n" + tail;
-  EXPECT_FALSE(et_copy::parse_delegate_record(with_io.data(), with_io.size(), &report).ok());
+  const std::string with_arena = head + "arena\t-\t16\n" + tail;
+  EXPECT_FALSE(et_copy::parse_delegate_record(with_arena.data(), with_arena.size(), &report).ok());
   EXPECT_NE(report.detail.find("line 4: a reference payload has weight lines only"), std::string::npos)
       << report.detail;
+  // An io line is the aoti kind's, whose reader is its library's: not linked here, so no kind reads it.
+  const std::string with_io = head + "io\t1\t1\n" + tail;
+  EXPECT_FALSE(et_copy::parse_delegate_record(with_io.data(), with_io.size(), &report).ok());
+  EXPECT_NE(report.detail.find("line 3 ('io\\t1\\t1'): unknown kind of line 'io'"), std::string::npos) << report.detail;
   const std::string other = head + "payload\tpte\t0\n";
   EXPECT_FALSE(et_copy::parse_delegate_record(other.data(), other.size(), &report).ok());
   // The core's own kind and this one: the aoti kind is its library's, not linked here.

@@ -119,6 +119,7 @@ def test_cmake_install_lays_out_library_headers_and_package(plain_install):
     assert (prefix / "lib" / "libet_copy_aoti.a").is_file()
     for header in (
         "aoti_backend.h",
+        "backend_options.h",
         "code_trust.h",
         "copy_ops.h",
         "counting_device_allocator.h",
@@ -430,6 +431,15 @@ if XnnpackPartitioner is not None:
         "delegates": [d.id for d in plan.delegates],
         "device_buffers": [int(b.device_type) for b in plan.non_const_buffer_device or []],
     }
+# A compiled program for the consumer that links et_copy::aoti and never registers it
+# (compiled_programs.Mlp: one compile-cache entry shared with the trust tests).
+from compiled_programs import Mlp
+
+mlp = Mlp()
+x = torch.randn(2, 8)
+(out / "mlp_aoti.pte").write_bytes(export_device_program(mlp, (x,), backend="aoti").buffer)
+(out / "mlp_aoti.in0.bin").write_bytes(x.numpy().tobytes())
+(out / "mlp_aoti.expect0.bin").write_bytes(mlp(x).detach().numpy().tobytes())
 (out / "meta.json").write_text(json.dumps(meta))
 """
 
@@ -537,17 +547,18 @@ def generate_command(executor: Path, pte: Path, meta: dict) -> list[str]:
     return args
 
 
-def test_executor_runs_compiled_code_like_transformers_registering_the_compiled_backend_itself(
+def test_executor_runs_compiled_code_like_transformers_with_the_compiled_backend_registered_by_linking(
     executor, programs, tmp_path
 ):
     # The LLM of the test above exported with backend="aoti": its delegates carry AOTInductor
     # code, which AotiDeviceBackend (et_copy::aoti, linked to libtorch) runs in this executable,
-    # with no Python. The executor read the backend's name from the program and registered it.
+    # with no Python. Linking et_copy::aoti registered the backend; the executor read its name
+    # from the program and its own registration call found it registered (never twice).
     assert "aoti: available" in run([str(executor), "--help"], timeout=60).stdout
     meta = json.loads((programs / "meta.json").read_text())["llm"]
     args = generate_command(executor, programs / "llm_aoti.pte", meta)
     proc = run(args, timeout=300)
-    assert "backend AotiDeviceBackend: registered" in proc.stdout, proc.stdout[-3000:]
+    assert "backend AotiDeviceBackend: already et_copy" in proc.stdout, proc.stdout[-3000:]
     check_generation(proc.stdout, meta)
     # The code was compiled on this machine, so its digests are marked in the compile cache;
     # a cache without the marks (the program come from elsewhere) runs it only with --trust-code.
@@ -558,6 +569,88 @@ def test_executor_runs_compiled_code_like_transformers_registering_the_compiled_
     assert "tokens:" not in refused.stdout
     trusted = run([*args, "--trust-code"], timeout=300, env=elsewhere)
     check_generation(trusted.stdout, meta)
+
+
+COMPILED_CONSUMER = r"""
+// Links et_copy::runtime and et_copy::aoti, and never calls register_aoti_backend():
+// linking et_copy::aoti registered the compiled backend. Runs a compiled program
+// through ExecuTorch's own Module. argv: program, input (float32 [2, 8]).
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <vector>
+
+#include <et_copy/aoti_backend.h>
+#include <et_copy/registration.h>
+#include <executorch/extension/module/module.h>
+#include <executorch/extension/tensor/tensor.h>
+#include <executorch/runtime/backend/interface.h>
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    return 2;
+  }
+  const bool linked = executorch::runtime::get_backend_class(et_copy::kAotiDeviceBackend) != nullptr;
+  std::printf("registered before main: %s\n", linked ? "yes" : "no");
+  // The allocator and the copy kernels stay the program's choice.
+  if (et_copy::use_simulated_device() == et_copy::Registration::kFailed) {
+    return 3;
+  }
+  for (const et_copy::KernelRegistration& k : et_copy::register_kernels()) {
+    if (k.outcome == et_copy::Registration::kFailed) {
+      return 3;
+    }
+  }
+  std::ifstream file(argv[2], std::ios::binary);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  std::vector<float> x(bytes.size() / sizeof(float));
+  std::memcpy(x.data(), bytes.data(), x.size() * sizeof(float));
+  auto input = executorch::extension::make_tensor_ptr({2, 8}, std::move(x));
+  executorch::extension::Module module(argv[1]);
+  auto out = module.forward(*input);
+  if (!out.ok()) {
+    std::fprintf(stderr, "forward failed: 0x%x\n", static_cast<unsigned>(out.error()));
+    return 4;
+  }
+  const auto& y = (*out)[0].toTensor();
+  for (ssize_t i = 0; i < y.numel(); ++i) {
+    std::printf("%.9g\n", y.const_data_ptr<float>()[i]);
+  }
+  return 0;
+}
+"""
+
+
+def test_a_program_linking_et_copy_aoti_runs_compiled_code_through_module_without_registering_it(
+    package_dir, programs, tmp_path
+):
+    # As ExecuTorch's backend libraries: linking et_copy::aoti registers AotiDeviceBackend, so
+    # a program that never calls register_aoti_backend() runs a compiled program through
+    # ExecuTorch's own Module (no et-copy loader), the allocator and kernels its own choice.
+    src = tmp_path / "consumer"
+    src.mkdir()
+    (src / "main.cpp").write_text(COMPILED_CONSUMER)
+    (src / "CMakeLists.txt").write_text(
+        textwrap.dedent("""\
+        cmake_minimum_required(VERSION 3.28)
+        project(compiled_consumer LANGUAGES CXX)
+        set(CMAKE_CXX_STANDARD 17)
+        find_package(et_copy 0.1 CONFIG REQUIRED COMPONENTS aoti)
+        add_executable(run_compiled main.cpp)
+        target_link_libraries(run_compiled PRIVATE et_copy::runtime et_copy::aoti)
+        """)
+    )
+    configure(src, tmp_path / "build", f"-Det_copy_DIR={package_dir}", env=bare_env())
+    build(tmp_path / "build")
+    proc = run(
+        [str(tmp_path / "build" / "run_compiled"), str(programs / "mlp_aoti.pte"), str(programs / "mlp_aoti.in0.bin")],
+        timeout=120,
+    )
+    assert "registered before main: yes" in proc.stdout, proc.stdout + proc.stderr
+    got = np.array([float(v) for v in proc.stdout.split("\n")[1:] if v], dtype=np.float32)
+    expected = np.frombuffer((programs / "mlp_aoti.expect0.bin").read_bytes(), dtype=np.float32)
+    assert got.shape == expected.shape and np.allclose(got, expected, rtol=1e-5, atol=1e-6), (got, expected)
 
 
 def test_executor_reads_the_weights_from_the_ptd_given_by_data_and_refuses_the_program_without_it(executor, programs):
@@ -747,7 +840,11 @@ def test_executor_refuses_a_cpu_delegate_on_device_buffers_at_load(executor, pro
     assert proc.returncode == 2, proc.stdout + proc.stderr
     err = proc.stderr
     assert "delegate:XnnpackBackend" in err and "planned on cuda:0" in err, err
-    assert "backend 'XnnpackBackend' does not run on that device (allowed there: SimulatedDeviceBackend)" in err, err
+    # Allowed there: the simulated backend the executor registered, and the compiled one, which linking
+    # et_copy::aoti registered (every executor built here has it).
+    assert "aoti: available" in run([str(executor), "--help"], timeout=60).stdout
+    allowed = "AotiDeviceBackend, SimulatedDeviceBackend"
+    assert f"backend 'XnnpackBackend' does not run on that device (allowed there: {allowed})" in err, err
     # Refused before anything loaded or ran.
     assert "output 0" not in proc.stdout and not out.exists(), proc.stdout
     assert "allocator simulated: " not in proc.stdout, proc.stdout

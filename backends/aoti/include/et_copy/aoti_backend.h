@@ -23,6 +23,15 @@ namespace et_copy {
 /// and the name it is registered under.
 inline constexpr const char* kAotiDeviceBackend = "AotiDeviceBackend";
 
+/// Its payload kind, as the delegate record's payload line spells it: an
+/// AOTInductor shared object (.so). Its arena is "-" (the state tensors are
+/// bound in place, not planned), every weight and state has a tensor line
+/// giving the layout it is bound with, and the kind's own lines
+/// (backends/aoti/src/aoti_record.h, read by this library) say which torch
+/// compiled it for which target, its input and output counts, and its
+/// SHA-256.
+inline constexpr const char* kPayloadAoti = "aoti";
+
 /// The torch release this library was built against ("2.13.0"): a record's
 /// target line must name it (compared without a local suffix like "+cpu").
 const char* aoti_torch_version();
