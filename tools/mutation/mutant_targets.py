@@ -112,6 +112,7 @@ P_LLM_GGUF = tuple(
         "test_the_command_takes_a_gguf_checkpoint_and_its_own_vocabulary",
         "test_the_command_refuses_a_file_load_gguf_refuses_and_dequantize_without_one",
         "test_moe_experts_load_in_float_and_in_the_files_own_bits_and_q4_1_ones_are_refused_or_dequantized",
+        "test_experts_kept_in_their_bits_only_where_transformers_lays_them_out_as_a_gguf_does",
     )
 )
 P_LLM_QUANTIZE = tuple(

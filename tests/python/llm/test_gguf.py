@@ -438,3 +438,12 @@ def test_moe_experts_load_in_float_and_in_the_files_own_bits_and_q4_1_ones_are_r
         for weight in ("gate_up_proj", "down_proj"):
             mine, want = (getattr(m.model.layers[layer].mlp.experts, weight) for m in (ours, theirs))
             assert torch.equal(mine, want)
+
+
+def test_experts_kept_in_their_bits_only_where_transformers_lays_them_out_as_a_gguf_does():
+    # Gate and up concatenated, [E, out, in], no biases (Qwen3-MoE); GPT-OSS's are transposed, interleaved, biased.
+    from et_copy.llm import _gguf
+
+    assert _gguf._experts_module(llm.tiny_model("qwen3_moe"), 1) is not None
+    assert _gguf._experts_module(llm.tiny_model("gpt_oss"), 0) is None
+    assert _gguf._experts_module(llm.tiny_model("qwen3"), 0) is None  # a dense layer has none
