@@ -83,7 +83,7 @@ if [[ $DRY_RUN == 1 ]]; then
   echo "would: pytest tests/python/test_cuda.py -m gpu; pytest tests/python/test_end_to_end.py -m gpu"
   echo "would: $PY scripts/gpu_aoti_check.py --bench (AotiDeviceBackend compiled for CUDA, use_cuda)"
   echo "would: pytest tests/python/test_aoti_runtime.py -m gpu"
-  echo "would: $PY scripts/gpu_llm_check.py (CudaPartitioner, use_cuda); python -m et_copy.tools.bench.cuda_copy"
+  echo "would: $PY scripts/gpu_llm_check.py (CudaPartitioner, use_cuda), again with --quantize int4; python -m et_copy.tools.bench.cuda_copy"
   step "LLM on the simulated device (the GPU step's --dry-run)"
   set +e
   timeout "$(left 240)" "$PY" "$REPO/scripts/gpu_llm_check.py" --dry-run --out "$OUT" "${LLM_ARGS[@]}" 2>"$OUT/llm.err"
@@ -222,6 +222,19 @@ if (( rc == 0 )) && grep -q '^SKIP' "$OUT/llm.txt"; then
   result "LLM through CudaPartitioner" 3 "$(grep '^SKIP' "$OUT/llm.txt" | head -1 | cut -c7-200)"
 else
   result "LLM through CudaPartitioner" "$rc" "$(grep '^FAIL' "$OUT/llm.txt" | head -1 | cut -c7-200)"
+fi
+
+step "the same MoE in int4, experts included, through CudaPartitioner (scripts/gpu_llm_check.py --quantize int4)"
+set +e
+(cd /tmp && timeout "$(left 180)" "$PY" "$REPO/scripts/gpu_llm_check.py" --out "$OUT/int4" --quantize int4 "${LLM_ARGS[@]}") \
+  2>"$OUT/llm_int4.err" | tee "$OUT/llm_int4.txt"
+rc=${PIPESTATUS[0]}
+set -e
+(( rc != 0 )) && tail -20 "$OUT/llm_int4.err"
+if (( rc == 0 )) && grep -q '^SKIP' "$OUT/llm_int4.txt"; then
+  result "int4 LLM through CudaPartitioner" 3 "$(grep '^SKIP' "$OUT/llm_int4.txt" | head -1 | cut -c7-200)"
+else
+  result "int4 LLM through CudaPartitioner" "$rc" "$(grep '^FAIL' "$OUT/llm_int4.txt" | head -1 | cut -c7-200)"
 fi
 
 step "copy benchmark"

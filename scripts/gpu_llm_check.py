@@ -55,10 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arch", default="qwen3_5_moe", help="et_copy.llm.tiny_model's architecture")
     ap.add_argument("--max-seq-len", type=int, default=32)
     ap.add_argument("--new-tokens", type=int, default=6)
+    ap.add_argument(
+        "--quantize", choices=("int8", "int4"), help="et_copy.llm.quantize the model first (experts included)"
+    )
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     mode = "simulated device (dry run)" if args.dry_run else "CUDA"
-    print(f"gpu_llm_check: {args.arch}, {mode}, max_seq_len {args.max_seq_len}, {args.new_tokens} tokens", flush=True)
+    weights = f", {args.quantize} weights" if args.quantize else ""
+    print(f"gpu_llm_check: {args.arch}{weights}, {mode}, max_seq_len {args.max_seq_len}, {args.new_tokens} tokens", flush=True)
     t0 = time.monotonic()
     failed = False
 
@@ -90,9 +94,16 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError as e:
             raise Skip(f"et_copy.llm needs transformers ({e})") from e
         try:
-            return et_copy.llm.tiny_model(args.arch)
+            tiny = et_copy.llm.tiny_model(args.arch)
         except (ImportError, AttributeError) as e:  # an older transformers without this architecture
             raise Skip(f"this transformers cannot build {args.arch} ({type(e).__name__}: {e})") from e
+        if args.quantize is None:
+            return tiny
+        try:
+            import torchao  # noqa: F401
+        except ImportError as e:
+            raise Skip(f"--quantize needs torchao ({e})") from e
+        return et_copy.llm.quantize(tiny, args.quantize)  # the eager reference is the quantized model too
 
     model = step(f"tiny_model({args.arch!r})", build_model)
     if model is None:
