@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     mode = "simulated device (dry run)" if args.dry_run else "CUDA"
     weights = f", {args.quantize} weights" if args.quantize else ""
-    print(f"gpu_llm_check: {args.arch}{weights}, {mode}, max_seq_len {args.max_seq_len}, {args.new_tokens} tokens", flush=True)
+    sizes = f"max_seq_len {args.max_seq_len}, {args.new_tokens} tokens"
+    print(f"gpu_llm_check: {args.arch}{weights}, {mode}, {sizes}", flush=True)
     t0 = time.monotonic()
     failed = False
 
