@@ -494,7 +494,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
         T_AOTI_LIBRARY, P_AOTI_TRUST, P_AOTI_UNTRUSTED, "py:tests/python/test_aoti_runtime.py", P_FOREIGN_CUDA,
     )),
     # Copies on the caller's stream: queued, staged, synchronised, against the fake CUDA runtime's streams.
-    ("runtime/cuda/caller_stream.*", (T_CUDA,)),
+    ("runtime/cuda_allocator/caller_stream.*", (T_CUDA,)),
     # doctor PROGRAM.pte: a real compiled export, a flipped payload byte, no compiled code, not a program.
     ("python/et_copy/tools/doctor.py", ("py:tests/python/tools/test_doctor.py",)),
     # Outside the core's scope; --smoke draws its generated mutants here (fast tests).
