@@ -126,5 +126,12 @@ def test_the_bindings_refuse_a_backend_option_the_runtime_cannot_pass_before_loa
         et_copy.runtime.load(b"not a program", backend_options={"AotiDeviceBackend": {"threads": 2.0}})
     with pytest.raises(ValueError, match="backend option 'threads' of 'AotiDeviceBackend' is outside int32"):
         et_copy.runtime.load(b"not a program", backend_options={"AotiDeviceBackend": {"threads": 2**40}})
+    for edge in (2**31, -(2**31) - 1):  # one past int32's ends is refused; the ends themselves pass on to the load
+        with pytest.raises(ValueError, match="backend option 'k' of 'AotiDeviceBackend' is outside int32"):
+            et_copy.runtime.load(b"not a program", backend_options={"AotiDeviceBackend": {"k": edge}})
+    for edge in (2**31 - 1, -(2**31)):
+        with pytest.raises(et_copy.EtCopyError) as refused:
+            et_copy.runtime.load(b"not a program", backend_options={"AotiDeviceBackend": {"k": edge}})
+        assert "backend option" not in str(refused.value)  # refused for its bytes, not its option
     with pytest.raises(TypeError, match="backend_options must be a mapping, got list"):
         et_copy.runtime.load(b"not a program", backend_options=[("AotiDeviceBackend", {})])
