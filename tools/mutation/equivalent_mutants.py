@@ -25,10 +25,6 @@ class Equivalent:
 
 # fmt: off
 EQUIVALENT: list[Equivalent] = [
-    Equivalent("python/et_copy/llm/_quantized_experts.py", "int-1",
-               "return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)",
-               "parts has one or two tensors; cat of one is that tensor's values (the branch spares a copy kernel)",
-               site=0),
     Equivalent("python/et_copy/export/_boundary_planning.py", "negate", "if merged:",
                "recompile() only refreshes the GraphModule's Python code; memory planning and the emitter read "
                "the graph, which the merge already changed, and nothing calls the module afterwards"),

@@ -219,41 +219,46 @@ def _output_scale(mm: torch.fx.Node, module: torch.fx.GraphModule, n: int) -> tu
 
 
 def _scaled(values: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor | None) -> torch.Tensor:
-    """``values * scale + offset`` [N, L] float32, one scale (and offset) per
-    group of L."""
-    n, groups = scale.shape
-    length = values.shape[1]
-    out = values.reshape(n, groups, length // groups) * scale.unsqueeze(2)
+    """``values * scale + offset`` [..., N, L] float32, one scale (and offset)
+    per group of L (``scale`` [..., N, groups])."""
+    groups, length = scale.shape[-1], values.shape[-1]
+    out = values.reshape(*values.shape[:-1], groups, length // groups) * scale.unsqueeze(-1)
     if offset is not None:
-        out = out + offset.unsqueeze(2)
-    return out.reshape(n, length)
+        out = out + offset.unsqueeze(-1)
+    return out.reshape(values.shape)
 
 
 def weight_parts(
-    stored: torch.Tensor, scale: torch.Tensor | None, offset: torch.Tensor | None
+    stored: torch.Tensor, scale: torch.Tensor | None, offset: torch.Tensor | None, *, portable: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The weight as float32, from its stored bytes: int8 [N, K] whole
+    """The weight as float32, from its stored bytes: int8 [..., N, K] whole
     (second part None), or int4 (two nibbles a byte, biased by 8,
-    :func:`nibbles`) as its first and second halves of K [N, K/2], each
+    :func:`nibbles`) as its first and second halves of K [..., N, K/2], each
     read from the bytes with a fixed mask or shift, so Inductor fuses and
     vectorizes the unpacking in the kernel that reads them (the halves of
     x they meet are contiguous). The groups split with K: one scale a row,
     or an even count of groups. No ``scale`` (nor offset): the values alone,
-    for a caller that scales a row's sum instead."""
+    for a caller that scales a row's sum instead. ``portable``: the nibbles
+    split by remainder and division, which ExecuTorch's portable kernels
+    have (they have no shift), for a graph the simulated backend runs."""
     if stored.dtype == torch.int8:
         values = stored.to(torch.float32)
         return (values if scale is None else _scaled(values, scale, offset)), None
-    low = (stored & 15).to(torch.float32) - 8.0
-    high = (stored >> 4).to(torch.float32) - 8.0
+    if portable:
+        low = torch.remainder(stored, 16).to(torch.float32) - 8.0
+        high = torch.div(stored, 16, rounding_mode="floor").to(torch.float32) - 8.0
+    else:
+        low = (stored & 15).to(torch.float32) - 8.0
+        high = (stored >> 4).to(torch.float32) - 8.0
     if scale is None:
         return low, high
-    half = (scale.shape[1] + 1) // 2  # a row's one scale serves both halves
+    half = (scale.shape[-1] + 1) // 2  # a row's one scale serves both halves
 
     def part(values: torch.Tensor, first: int) -> torch.Tensor:
-        end = first + half if scale.shape[1] > 1 else 1
-        return _scaled(values, scale[:, first:end], None if offset is None else offset[:, first:end])
+        end = first + half if scale.shape[-1] > 1 else 1
+        return _scaled(values, scale[..., first:end], None if offset is None else offset[..., first:end])
 
-    return part(low, 0), part(high, half if scale.shape[1] > 1 else 0)
+    return part(low, 0), part(high, half if scale.shape[-1] > 1 else 0)
 
 
 def _halves(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

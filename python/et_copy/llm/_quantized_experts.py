@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from ..backends._quantized import nibbles
+from ..backends._quantized import nibbles, weight_parts
 
 EXPERT_CHUNKS = 8  # a prompt's experts dequantized in at most this many slices a matmul: each is a kernel to compile
 _STORED = "_stored"  # buffer suffixes: the int8 values, or int4 two to a byte (uint8)
@@ -134,35 +134,11 @@ def _stored(module: Any, name: str) -> tuple[torch.Tensor, torch.Tensor]:
     return stored, scale.reshape(stored.shape[0], stored.shape[1], -1)
 
 
-def _parts(stored: torch.Tensor, scale: torch.Tensor | None, *, portable: bool = False) -> list[torch.Tensor]:
-    """The stored values as float32, in K's order: int8 whole, or int4's two
-    halves of K (low and high nibbles), each scaled by its groups when
-    ``scale`` is given (``[..., N, groups]``). ``portable``: the nibbles
-    split by remainder and division, which ExecuTorch's portable kernels
-    have (they have no shift), not by a mask and a shift."""
-    if stored.dtype == torch.int8:
-        halves = [stored.to(torch.float32)]
-    elif portable:
-        low, high = torch.remainder(stored, 16), torch.div(stored, 16, rounding_mode="floor")
-        halves = [low.to(torch.float32) - 8.0, high.to(torch.float32) - 8.0]
-    else:
-        halves = [(stored & 15).to(torch.float32) - 8.0, (stored >> 4).to(torch.float32) - 8.0]
-    if scale is None:
-        return halves
-    per_half = scale.shape[-1] // len(halves)
-    out = []
-    for i, values in enumerate(halves):
-        s = scale[..., i * per_half : (i + 1) * per_half]
-        grouped = values.reshape(*values.shape[:-1], per_half, values.shape[-1] // per_half) * s.unsqueeze(-1)
-        out.append(grouped.reshape(values.shape))
-    return out
-
-
 def dequantized(stored: torch.Tensor, scale: torch.Tensor, *, portable: bool = False) -> torch.Tensor:
     """The float32 weight ``[..., N, K]`` the stored bytes and scales hold
-    (``portable``: in ExecuTorch's portable ops, as :func:`_parts`)."""
-    parts = _parts(stored, scale, portable=portable)
-    return parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+    (``portable``: in ExecuTorch's portable ops, as :func:`weight_parts`)."""
+    first, second = weight_parts(stored, scale, None, portable=portable)
+    return first if second is None else torch.cat([first, second], dim=-1)
 
 
 def reduced(rows: torch.Tensor, stored: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -172,10 +148,12 @@ def reduced(rows: torch.Tensor, stored: torch.Tensor, scale: torch.Tensor) -> to
     once, no float copy. One scale a row multiplies the row's sum."""
     x = rows.to(torch.float32).unsqueeze(1)
     per_row = scale.shape[-1] == 1
-    parts = _parts(stored, None if per_row else scale)
-    width = parts[0].shape[-1]
-    out = sum((x[..., i * width : (i + 1) * width] * part).sum(-1) for i, part in enumerate(parts))
-    assert isinstance(out, torch.Tensor)
+    first, second = weight_parts(stored, None if per_row else scale, None)
+    if second is None:
+        out = (x * first).sum(-1)
+    else:  # int4: K's halves meet their nibbles
+        width = first.shape[-1]
+        out = (x[..., :width] * first).sum(-1) + (x[..., width:] * second).sum(-1)
     return (out * scale[..., 0] if per_row else out).to(rows.dtype)
 
 
