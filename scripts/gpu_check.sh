@@ -210,32 +210,31 @@ set -e
 grep -qE '[0-9]+ passed' "$OUT/end_to_end.log" || (( rc != 0 )) || rc=1
 result "tests/python/test_end_to_end.py -m gpu" "$rc" "$(grep -E '^(FAILED|SKIPPED)' "$OUT/end_to_end.log" | head -3 | tr '\n' ' ')"
 
+# llm_through_cuda NAME TAG [ARGS...]: scripts/gpu_llm_check.py with ARGS, its
+# lines in $OUT/TAG.txt. A step the wheel or machine cannot take (no
+# executorch.backends.cuda, no CudaBackend runtime in the CPU wheel, a
+# transformers without the model) is a SKIP.
+llm_through_cuda() {
+  local name=$1 tag=$2 rc
+  shift 2
+  set +e
+  (cd /tmp && timeout "$(left 180)" "$PY" "$REPO/scripts/gpu_llm_check.py" "$@" "${LLM_ARGS[@]}") \
+    2>"$OUT/$tag.err" | tee "$OUT/$tag.txt"
+  rc=${PIPESTATUS[0]}
+  set -e
+  (( rc != 0 )) && tail -20 "$OUT/$tag.err"
+  if (( rc == 0 )) && grep -q '^SKIP' "$OUT/$tag.txt"; then
+    result "$name" 3 "$(grep '^SKIP' "$OUT/$tag.txt" | head -1 | cut -c7-200)"
+  else
+    result "$name" "$rc" "$(grep '^FAIL' "$OUT/$tag.txt" | head -1 | cut -c7-200)"
+  fi
+}
+
 step "tiny Qwen 3.5 MoE through CudaPartitioner on et_copy.runtime (scripts/gpu_llm_check.py)"
-set +e
-(cd /tmp && timeout "$(left 180)" "$PY" "$REPO/scripts/gpu_llm_check.py" --out "$OUT" "${LLM_ARGS[@]}") 2>"$OUT/llm.err" | tee "$OUT/llm.txt"
-rc=${PIPESTATUS[0]}
-set -e
-(( rc != 0 )) && tail -20 "$OUT/llm.err"
-# A step the wheel or machine cannot take (no executorch.backends.cuda, no
-# CudaBackend runtime in the CPU wheel, a transformers without the model) is a SKIP.
-if (( rc == 0 )) && grep -q '^SKIP' "$OUT/llm.txt"; then
-  result "LLM through CudaPartitioner" 3 "$(grep '^SKIP' "$OUT/llm.txt" | head -1 | cut -c7-200)"
-else
-  result "LLM through CudaPartitioner" "$rc" "$(grep '^FAIL' "$OUT/llm.txt" | head -1 | cut -c7-200)"
-fi
+llm_through_cuda "LLM through CudaPartitioner" llm --out "$OUT"
 
 step "the same MoE in int4, experts included, through CudaPartitioner (scripts/gpu_llm_check.py --quantize int4)"
-set +e
-(cd /tmp && timeout "$(left 180)" "$PY" "$REPO/scripts/gpu_llm_check.py" --out "$OUT/int4" --quantize int4 "${LLM_ARGS[@]}") \
-  2>"$OUT/llm_int4.err" | tee "$OUT/llm_int4.txt"
-rc=${PIPESTATUS[0]}
-set -e
-(( rc != 0 )) && tail -20 "$OUT/llm_int4.err"
-if (( rc == 0 )) && grep -q '^SKIP' "$OUT/llm_int4.txt"; then
-  result "int4 LLM through CudaPartitioner" 3 "$(grep '^SKIP' "$OUT/llm_int4.txt" | head -1 | cut -c7-200)"
-else
-  result "int4 LLM through CudaPartitioner" "$rc" "$(grep '^FAIL' "$OUT/llm_int4.txt" | head -1 | cut -c7-200)"
-fi
+llm_through_cuda "int4 LLM through CudaPartitioner" llm_int4 --out "$OUT/int4" --quantize int4
 
 step "copy benchmark"
 set +e
