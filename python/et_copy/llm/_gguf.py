@@ -444,14 +444,14 @@ _EXPERTS_NAME = re.compile(r"blk\.(\d+)\.ffn_(gate|up|down)_exps\.weight")
 def _experts_module(model: nn.Module, layer: int) -> Any:
     """Layer ``layer``'s experts module where its weights are transformers'
     usual ones (gate and up concatenated, [E, out, in], no biases); else None."""
-    from ._quantized_experts import experts_modules
+    from ._quantized_experts import is_experts
 
-    for name, module in experts_modules(model):
-        if name == f"model.layers.{layer}.mlp.experts":
-            m: Any = module
-            usual = m.has_gate and m.is_concatenated and not m.is_transposed and not m.has_bias
-            return module if usual else None
-    return None
+    try:
+        m: Any = model.get_submodule(f"model.layers.{layer}.mlp.experts")
+    except AttributeError:  # a dense layer
+        return None
+    usual = is_experts(m) and m.has_gate and m.is_concatenated and not m.is_transposed and not m.has_bias
+    return m if usual else None
 
 
 def _kept_experts(model: nn.Module, infos: list[_TensorInfo]) -> dict[str, tuple[int, str]]:

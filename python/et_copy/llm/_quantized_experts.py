@@ -47,13 +47,14 @@ def experts_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]
     """(FQN, module) of each transformers experts module of ``model`` (a class
     ``use_experts_implementation`` decorates: it has ``has_gate``) whose
     weights are 3-d tensors, quantized or not."""
-    found = []
-    for name, module in model.named_modules():
-        if not hasattr(module, "has_gate") or not hasattr(module, "down_proj"):
-            continue
-        if is_quantized_experts(module) or getattr(module, "down_proj").dim() == 3:
-            found.append((name, module))
-    return found
+    return [(name, module) for name, module in model.named_modules() if is_experts(module)]
+
+
+def is_experts(module: Any) -> bool:
+    """Whether ``module`` is one of :func:`experts_modules`."""
+    if not hasattr(module, "has_gate") or not hasattr(module, "down_proj"):
+        return False
+    return is_quantized_experts(module) or getattr(module, "down_proj").dim() == 3
 
 
 def _projections(module: Any) -> tuple[str, str]:
