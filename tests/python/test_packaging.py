@@ -10,7 +10,6 @@ from pathlib import Path
 import et_copy._C as ext
 import pytest
 
-
 PACKAGE = Path(ext.__file__).parent
 RUNTIME = PACKAGE / "lib" / "libet_copy_runtime.so"
 
@@ -56,9 +55,8 @@ def test_extension_links_libtorch_as_executorchs_pybindings_do_and_no_shared_cud
     runtime is linked statically, libpython not at all (the interpreter
     provides it)."""
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.*)\]", dynamic_section())
-    ours = sorted(
-        n for n in needed if n.startswith(("libtorch", "libc10", "libexecutorch", "libpython", "libcudart", "libet_copy"))
-    )
+    prefixes = ("libtorch", "libc10", "libexecutorch", "libpython", "libcudart", "libet_copy")
+    ours = sorted(n for n in needed if n.startswith(prefixes))
     assert ours == [
         "libc10.so",
         "libet_copy_runtime.so",
