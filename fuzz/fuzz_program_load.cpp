@@ -28,6 +28,7 @@
 #include <et_copy/loaded_program.h>
 #include <et_copy/registration.h>
 #include <et_copy/sessions.h>
+#include <et_copy/simulated_device_backend.h>
 #include <et_copy/tensor_layout.h>
 #include <executorch/extension/data_loader/buffer_data_loader.h>
 #include <executorch/runtime/core/evalue.h>

@@ -64,6 +64,8 @@ SCOPE = (
     "python/et_copy/backends/_quantized.py",
     "python/et_copy/backends/_quantized_portable.py",
     "backends/aoti/src/aoti_record.cpp",
+    "backends/simulated/src/simulated_device_backend.cpp",
+    "backends/simulated/include/",
 )
 CPP_SUFFIXES = (".cpp", ".h")
 

@@ -256,7 +256,7 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("runtime/*/sha256.*", ("cpp:et_copy_test_sha256", P_VERIFY_WEIGHT, P_AOTI_UNTRUSTED)),
     # test_state_export.py runs delegated programs whose state starts at zero or at a stored value. Its payload
     # kind's rules (check_program) and its description: the record's gtest, the hint's.
-    ("runtime/*/simulated_device_backend.*", (
+    ("backends/simulated/*/simulated_device_backend.*", (
         T_BACKEND, T_DELEGATE, "py:tests/python/test_runtime_checks.py", "py:tests/python/test_state_export.py",
         T_FOREIGN_CUDA,
     )),
@@ -490,6 +490,8 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # Linking et_copy::aoti registers the backend: a consumer of the installed package that never calls
     # register_aoti_backend() runs a compiled program.
     ("backends/aoti/src/aoti_registration.cpp", ("py:tests/python/repo/test_cpp.py",)),
+    # Linking et_copy::simulated describes its backend: the consumer built against the installed package.
+    ("backends/simulated/src/simulated_description.cpp", ("py:tests/python/repo/test_cpp.py",)),
     ("backends/aoti/src/aoti_backend.cpp", (
         T_AOTI_LIBRARY, P_AOTI_TRUST, P_AOTI_UNTRUSTED, "py:tests/python/test_aoti_runtime.py", P_FOREIGN_CUDA,
     )),

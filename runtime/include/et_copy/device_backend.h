@@ -8,7 +8,7 @@
 //
 // Register one with register_device_backend(): it goes into ExecuTorch's
 // registry (when its id is absent there) and into et-copy's table, which
-// sessions walk. SimulatedDeviceBackend is one (register_simulated_device_backend).
+// sessions walk. Each of et-copy's backends is a folder of backends/ (simulated, aoti).
 #pragma once
 
 #include <cstddef>
@@ -141,7 +141,7 @@ struct DeviceBackendHelp {
  * id that is null or empty. Registers nothing with ExecuTorch. No backend
  * is described from the start: each backend's library describes its own
  * when it loads and when it is registered (SimulatedDeviceBackend's in
- * simulated_device_backend.cpp, AotiDeviceBackend's in et_copy_aoti). The
+ * et_copy_simulated, AotiDeviceBackend's in et_copy_aoti). The
  * strings and the backend must live for the process. Thread-safe.
  */
 ET_NODISCARD executorch::runtime::Error describe_device_backend(const DeviceBackendHelp& help);
