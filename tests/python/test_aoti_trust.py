@@ -190,7 +190,7 @@ def test_trust_takes_sha256_digests_in_lowercase_hex():
     ],
 )  # fmt: skip
 def test_the_compile_cache_folder_is_decided_once_from_the_environment(monkeypatch, tmp_path, setting, expected):
-    from et_copy import _compile_cache
+    from et_copy.backends.aoti import _compile_cache
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     if setting is None:

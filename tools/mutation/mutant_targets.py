@@ -463,11 +463,11 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/et_copy/tools/generate.py", (P_LLM_UNITS, P_LLM_CLI_ARCHS, P_LLM_CLI, P_LLM_PTD)),
     ("python/et_copy/llm/__init__.py", (P_LLM_UNITS, *P_LLM_EAGER)),
     # The compiled partition's weight reads: the graph rewrite and both checks, no compile (seconds).
-    ("python/et_copy/_constant_reads.py", P_CONSTANT_READS),
+    ("python/et_copy/backends/aoti/_constant_reads.py", P_CONSTANT_READS),
     # Quantized weights: the graph rewrite on every torchao scheme, run eagerly, and the simulated backend's
     # portable dequantization (seconds; the compiled programs' tests recompile on every mutant of the kernels).
-    ("python/et_copy/backends/_quantized.py", P_QUANTIZED),
-    ("python/et_copy/backends/_quantized_portable.py", P_QUANTIZED),
+    ("python/et_copy/backends/aoti/_quantized.py", P_QUANTIZED),
+    ("python/et_copy/backends/simulated/_quantized_portable.py", P_QUANTIZED),
     ("python/et_copy/llm/_quantize.py", (*P_LLM_QUANTIZE, *P_LLM_QUANTIZED_EXPERTS)),
     # The grouped experts: their eager equality for every MoE class, the choice per backend, the configs restored,
     # the trace rule, the stride fallback (no compile; the compiled prefill's check recompiles per mutant).

@@ -7,12 +7,14 @@ means on both sides of a program.
 - ``"aoti"`` (:mod:`et_copy.backends.aoti`): AOTInductor code, for the CPU
   on the simulated device and for CUDA on a GPU.
 
-Each backend's module holds its partitioner and its ``BackendDetails``;
-what they share (the delegate record, the partitioning, the state arena,
-preprocess over every method) is in this package's private modules. The
-exporters and the tools take the word and read the rest here; a
-partitioner object is still accepted where one was. The modules import
-executorch, so the table imports them when a word is used.
+Each backend is a subpackage holding its partitioner and its
+``BackendDetails`` (and its private modules: the compiled backend's compile
+cache, weight reads and quantized kernels); what they share (the delegate
+record, the partitioning, the state arena, preprocess over every method) is
+in this package's modules. The exporters and the tools take the word and
+read the rest here; a partitioner object is still accepted where one was.
+The subpackages import executorch, so the table imports them when a word is
+used.
 """
 
 from __future__ import annotations

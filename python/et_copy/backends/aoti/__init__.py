@@ -15,7 +15,7 @@ docs/design.md, "A compiled device backend (issue 34)", parts 3 and 4.
   arena, as *user-managed* constants by the FQN the compiled model reports.
   A mutable buffer is a constant the compiled code updates in place.
 
-The ``.so`` is cached by content (:mod:`et_copy._compile_cache`).
+The ``.so`` is cached by content (:mod:`et_copy.backends.aoti._compile_cache`).
 """
 
 from __future__ import annotations
@@ -35,15 +35,15 @@ from executorch.exir._serialize._named_data_store import NamedDataStore
 from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 
-from .. import _C, _compile_cache
-from .._constant_reads import copies_as_views
-from .._dtypes import scalar_type_code
-from . import _quantized
+from ... import _C
+from ..._dtypes import scalar_type_code
+from ..partitioner import DevicePartitioner
+from ..preprocess import DevicePreprocess
+from ..record import RECORD_VERSION, delegate_record, device_of, record_header
+from ..state import StateSlot, mutable_state
+from . import _compile_cache, _quantized
+from ._constant_reads import copies_as_views
 from ._quantized import QuantizedWeightError, read_quantized_packed
-from .partitioner import DevicePartitioner
-from .preprocess import DevicePreprocess
-from .record import RECORD_VERSION, delegate_record, device_of, record_header
-from .state import StateSlot, mutable_state
 
 BACKEND_ID = "AotiDeviceBackend"  # the C++ backend registers under this name (et_copy.use_aoti_backend())
 TARGET_KEY = "aoti_target"  # CompileSpec: what the code is compiled for
@@ -67,7 +67,7 @@ def default_target() -> str:
     """``cuda`` when a GPU serves cuda: et-copy's CUDA allocator or another
     library's (upstream's CUDA backend registers its own); the code then runs
     on a GPU. Else ``cpu`` (the simulated device, or nothing registered yet)."""
-    from .._registration import allocator_info
+    from ..._registration import allocator_info
 
     info = allocator_info("cuda")
     return "cpu" if info is None or info.get("name") == "simulated" else "cuda"
@@ -259,7 +259,7 @@ def _key_parts(module, example, edge_program, options: dict, target: str) -> dic
         "host": _host_fingerprint() if _march(options) == "native" else "",
         "record": RECORD_VERSION,
         "cache": _compile_cache.FORMAT,
-        # The graph calls the quantized kernels by name (et_copy.backends._quantized): their code is part of it.
+        # The graph calls the quantized kernels by name (et_copy.backends.aoti._quantized): their code is part of it.
         "kernels": hashlib.sha256(inspect.getsource(_quantized).encode()).hexdigest(),
     }
 

@@ -39,12 +39,12 @@ from executorch.exir.program._program import EdgeProgramManager
 from executorch.exir.schema import Tensor as SchemaTensor
 from executorch.exir.schema import TensorDataLocation
 
-from .. import _C
+from ... import _C
+from ..partitioner import DevicePartitioner
+from ..preprocess import DevicePreprocess
+from ..record import delegate_record, device_of, record_header
+from ..state import StateSlot, mutable_state
 from ._quantized_portable import dequantize_with_portable_ops, refuse_packed_kernels
-from .partitioner import DevicePartitioner
-from .preprocess import DevicePreprocess
-from .record import delegate_record, device_of, record_header
-from .state import StateSlot, mutable_state
 
 BACKEND_ID = "SimulatedDeviceBackend"  # the C++ backend registers under this name (et_copy::kSimulatedDeviceBackend)
 PAYLOAD_PROGRAM = _C.PAYLOAD_PROGRAM  # the payload is a nested .pte (this backend)
