@@ -10,7 +10,7 @@
 // this machine compiled, is turned off), so a compiled program's record is
 // parsed and its payload's digest checked, and then it is refused before
 // its code is loaded: no payload, mutated or not, runs here
-// (tests/python/test_aoti_untrusted.py runs the trusted path). A mutated input must be
+// (tests/backends/aoti/test_aoti_untrusted.py runs the trusted path). A mutated input must be
 // refused with an ExecuTorch Error, or run: anything that aborts, traps or
 // trips AddressSanitizer is a finding. The load-time checks (indices,
 // argument kinds, device access, the delegate records) are what stand
