@@ -35,6 +35,7 @@ set(ET_COPY_INSTALL_CMAKEDIR ${ET_COPY_INSTALL_LIBDIR}/cmake/et_copy)
 
 install(TARGETS et_copy_runtime
   EXPORT et_copyTargets
+  LIBRARY DESTINATION ${ET_COPY_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${ET_COPY_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${ET_COPY_INSTALL_INCLUDEDIR})
 # The simulated device's backend needs nothing beyond the runtime, so it is

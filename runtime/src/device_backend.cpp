@@ -141,7 +141,7 @@ namespace {
 // purpose, as the table above.
 struct Helps {
   std::mutex mutex;
-  std::vector<DeviceBackendHelp> helps;
+  std::vector<DeviceBackendDefinition> helps;
 };
 Helps& helps() {
   static auto* h = new Helps();
@@ -149,8 +149,8 @@ Helps& helps() {
 }
 
 // The description of `id`, or null; the caller holds h.mutex.
-const DeviceBackendHelp* find_locked(const Helps& h, const char* id) {
-  for (const DeviceBackendHelp& known : h.helps) {
+const DeviceBackendDefinition* find_locked(const Helps& h, const char* id) {
+  for (const DeviceBackendDefinition& known : h.helps) {
     if (std::strcmp(known.backend->id(), id) == 0) {
       return &known;
     }
@@ -158,29 +158,43 @@ const DeviceBackendHelp* find_locked(const Helps& h, const char* id) {
   return nullptr;
 }
 
-std::optional<DeviceBackendHelp> help_of(const std::string& id) {
+std::optional<DeviceBackendDefinition> help_of(const std::string& id) {
   Helps& h = helps();
   std::lock_guard<std::mutex> lock(h.mutex);
-  const DeviceBackendHelp* known = find_locked(h, id.c_str());
-  return known != nullptr ? std::optional<DeviceBackendHelp>(*known) : std::nullopt;
+  const DeviceBackendDefinition* known = find_locked(h, id.c_str());
+  return known != nullptr ? std::optional<DeviceBackendDefinition>(*known) : std::nullopt;
 }
 
 } // namespace
 
-Error describe_device_backend(const DeviceBackendHelp& help) {
-  if (help.backend == nullptr || help.python == nullptr || help.cpp == nullptr || help.runs_on == nullptr) {
+Error describe_device_backend(const DeviceBackendDefinition& definition) {
+  if (definition.backend == nullptr || definition.python == nullptr || definition.cpp == nullptr ||
+      definition.runs_on == nullptr) {
     return Error::InvalidArgument;
   }
-  const char* id = help.backend->id();
+  const char* id = definition.backend->id();
   if (id == nullptr || id[0] == '\0') {
     return Error::InvalidArgument;
+  }
+  if (const Error e = register_payload_kind(definition.payload); e != Error::Ok) {
+    return e;
   }
   Helps& h = helps();
   std::lock_guard<std::mutex> lock(h.mutex);
   if (find_locked(h, id) == nullptr) { // else the first description stays
-    h.helps.push_back(help);
+    h.helps.push_back(definition);
   }
   return Error::Ok;
+}
+
+Registration register_device_backend(const DeviceBackendDefinition& definition, Error* error) {
+  if (const Error e = describe_device_backend(definition); e != Error::Ok) {
+    if (error != nullptr) {
+      *error = e;
+    }
+    return Registration::kFailed;
+  }
+  return register_device_backend(*definition.backend, error);
 }
 
 std::string backend_hint(const std::string& id) {
@@ -189,7 +203,7 @@ std::string backend_hint(const std::string& id) {
   if (server == nullptr) {
     return ""; // the refusal says nothing serves the device
   }
-  const std::optional<DeviceBackendHelp> help = help_of(id);
+  const std::optional<DeviceBackendDefinition> help = help_of(id);
   if (!help) {
     return "";
   }

@@ -210,6 +210,16 @@ class GpuBackend final : public et_copy::DeviceBackend {
   const char* id_;
 };
 
+std::string accept_gpu_records(const et_copy::DelegateRecord&, const et_copy::RecordLines&, size_t*) {
+  return "";
+}
+
+// A definition of a test GPU backend: its payload kind "gpu_test", and the words a refusal names.
+et_copy::DeviceBackendDefinition gpu_definition(et_copy::DeviceBackend* backend, const char* python, const char* cpp,
+                                                const char* runs_on) {
+  return {backend, {"gpu_test", &accept_gpu_records}, python, cpp, runs_on};
+}
+
 TEST(ForeignCuda, OnAForeignGpuTheGpuBackendsMayRunAndTheSimulatedBackendMayNot) {
   EXPECT_EQ(et_copy::device_backends(), std::vector<std::string>{et_copy::kCudaBackendId})
       << "upstream's CUDA backend runs on its own allocator";
@@ -226,22 +236,25 @@ TEST(ForeignCuda, OnAForeignGpuTheGpuBackendsMayRunAndTheSimulatedBackendMayNot)
             "library's allocator");
   // A backend its library describes is named with the calls that register it, until they are made.
   static auto* later = new GpuBackend("LaterGpuBackend");
-  ASSERT_EQ(et_copy::describe_device_backend({later, "use_later()", "register_later()", "GPUs"}), Error::Ok);
+  ASSERT_EQ(et_copy::describe_device_backend(gpu_definition(later, "use_later()", "register_later()", "GPUs")),
+            Error::Ok);
   EXPECT_EQ(et_copy::backend_hint("LaterGpuBackend"),
             "backend 'LaterGpuBackend' is not registered: call use_later() (C++: register_later()) before loading")
       << "it runs on a foreign GPU once registered";
-  ASSERT_EQ(et_copy::describe_device_backend({later, "again()", "again()", "again"}), Error::Ok);
+  ASSERT_EQ(et_copy::describe_device_backend(gpu_definition(later, "again()", "again()", "again")), Error::Ok);
   EXPECT_NE(et_copy::backend_hint("LaterGpuBackend").find("call use_later()"), std::string::npos)
       << "the first description stays";
-  ASSERT_EQ(et_copy::describe_device_backend({gpu, "use_gpu()", "register_gpu()", "GPUs"}), Error::Ok);
+  ASSERT_EQ(et_copy::describe_device_backend(gpu_definition(gpu, "use_gpu()", "register_gpu()", "GPUs")), Error::Ok);
   EXPECT_EQ(et_copy::backend_hint("GpuTestBackend"), "") << "registered, and it runs here";
   EXPECT_EQ(et_copy::backend_hint("AotiDeviceBackend"), "") << "et_copy_aoti is not linked here: nothing describes it";
-  EXPECT_EQ(et_copy::describe_device_backend({nullptr, "a", "b", "c"}), Error::InvalidArgument);
-  EXPECT_EQ(et_copy::describe_device_backend({later, nullptr, "b", "c"}), Error::InvalidArgument);
-  EXPECT_EQ(et_copy::describe_device_backend({later, "a", nullptr, "c"}), Error::InvalidArgument);
-  EXPECT_EQ(et_copy::describe_device_backend({later, "a", "b", nullptr}), Error::InvalidArgument);
+  EXPECT_EQ(et_copy::describe_device_backend(gpu_definition(nullptr, "a", "b", "c")), Error::InvalidArgument);
+  EXPECT_EQ(et_copy::describe_device_backend(gpu_definition(later, nullptr, "b", "c")), Error::InvalidArgument);
+  EXPECT_EQ(et_copy::describe_device_backend(gpu_definition(later, "a", nullptr, "c")), Error::InvalidArgument);
+  EXPECT_EQ(et_copy::describe_device_backend(gpu_definition(later, "a", "b", nullptr)), Error::InvalidArgument);
+  EXPECT_EQ(et_copy::describe_device_backend({later, {"", &accept_gpu_records}, "a", "b", "c"}), Error::InvalidArgument)
+      << "the payload kind's own refusal";
   static auto* nameless = new GpuBackend("");
-  EXPECT_EQ(et_copy::describe_device_backend({nameless, "a", "b", "c"}), Error::InvalidArgument);
+  EXPECT_EQ(et_copy::describe_device_backend(gpu_definition(nameless, "a", "b", "c")), Error::InvalidArgument);
   EXPECT_EQ(et_copy::backend_hint("XnnpackBackend"), "") << "not et-copy's";
 }
 

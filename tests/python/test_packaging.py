@@ -5,25 +5,34 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import et_copy._C as ext
 import pytest
 
+PACKAGE = Path(ext.__file__).parent
+RUNTIME = PACKAGE / "lib" / "libet_copy_runtime.so"
 
-def dynamic_section() -> str:
+
+def dynamic_section(library: str | Path = ext.__file__) -> str:
     readelf = shutil.which("readelf")
     if readelf is None:
         pytest.skip("readelf (binutils) is not installed")
-    return subprocess.run([readelf, "-d", ext.__file__], capture_output=True, text=True, check=True).stdout
+    return subprocess.run([readelf, "-d", str(library)], capture_output=True, text=True, check=True).stdout
 
 
-def test_extension_runpath_finds_torch_and_executorch_beside_itself():
-    runpaths = re.findall(r"\((?:RUNPATH|RPATH)\)\s+Library r(?:un)?path: \[(.*)\]", dynamic_section())
-    entries = [p for line in runpaths for p in line.split(":") if p]
+def runpath(library: str | Path) -> list[str]:
+    runpaths = re.findall(r"\((?:RUNPATH|RPATH)\)\s+Library r(?:un)?path: \[(.*)\]", dynamic_section(library))
+    return [p for line in runpaths for p in line.split(":") if p]
+
+
+def test_extension_runpath_finds_the_runtime_torch_and_executorch_beside_itself():
     # No folder of the build machine (a deleted build-isolation env) may be searched.
     if "/build" in ext.__file__:
         pytest.skip("in-tree development build: RUNPATH points at the configured wheels on purpose")
-    assert entries == ["$ORIGIN/../torch/lib", "$ORIGIN/../executorch/lib"]
+    assert runpath(ext.__file__) == ["$ORIGIN/lib", "$ORIGIN/../torch/lib", "$ORIGIN/../executorch/lib"]
+    # et_copy/lib/libet_copy_runtime.so finds libexecutorch.so in site-packages/executorch/lib.
+    assert runpath(RUNTIME) == ["$ORIGIN/../../executorch/lib"]
 
 
 def test_importing_et_copy_loads_torch_before_the_extension():
@@ -46,8 +55,16 @@ def test_extension_links_libtorch_as_executorchs_pybindings_do_and_no_shared_cud
     runtime is linked statically, libpython not at all (the interpreter
     provides it)."""
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.*)\]", dynamic_section())
-    ours = sorted(n for n in needed if n.startswith(("libtorch", "libc10", "libexecutorch", "libpython", "libcudart")))
-    assert ours == ["libc10.so", "libexecutorch.so", "libexecutorch_etdump.so", "libtorch_cpu.so", "libtorch_python.so"]
+    prefixes = ("libtorch", "libc10", "libexecutorch", "libpython", "libcudart", "libet_copy")
+    ours = sorted(n for n in needed if n.startswith(prefixes))
+    assert ours == [
+        "libc10.so",
+        "libet_copy_runtime.so",
+        "libexecutorch.so",
+        "libexecutorch_etdump.so",
+        "libtorch_cpu.so",
+        "libtorch_python.so",
+    ]
 
 
 def test_the_extension_users_import_carries_no_benchmark_code():
@@ -58,14 +75,26 @@ def test_the_extension_users_import_carries_no_benchmark_code():
     assert callable(ext.loops.bench_kernel) and callable(ext.loops.bench_memcpy)
 
 
-def test_the_package_holds_one_extension():
-    """One runtime per process: every compiled piece of et_copy is in _C. A
-    second extension would link its own copy of the static runtime (a second
-    registry lock, served() cache and set of kernels)."""
-    from pathlib import Path
-
-    package = Path(ext.__file__).parent
-    assert [p.relative_to(package).as_posix() for p in package.rglob("*.so")] == [Path(ext.__file__).name]
+def test_every_extension_links_the_one_shared_runtime_and_none_holds_a_copy():
+    """One runtime per process: the core is libet_copy_runtime.so, which every
+    extension of the package links (and a backend's extension from another
+    package links too), so there is one registry lock, one table of device
+    backends and payload kinds, one residency module. An extension that held
+    the core itself (a static copy) would define the core's functions: here
+    each takes them from the shared runtime, undefined in its own symbols
+    (the backend table, or the sessions)."""
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("nm (binutils) is not installed")
+    libraries = sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.so"))
+    assert "lib/libet_copy_runtime.so" in libraries and Path(ext.__file__).name in libraries
+    for extension in [PACKAGE / p for p in libraries if p != "lib/libet_copy_runtime.so"]:
+        needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.*)\]", dynamic_section(extension))
+        assert "libet_copy_runtime.so" in needed, extension
+        symbols = subprocess.run([nm, "-C", "-D", "--undefined-only", str(extension)], capture_output=True, text=True)
+        assert "et_copy::registered_device_backends()" in symbols.stdout or "et_copy::SessionPool" in symbols.stdout, (
+            extension
+        )
 
 
 def test_running_programs_imports_no_tool():

@@ -393,33 +393,23 @@ bool AotiDeviceBackend::runs_on(const executorch::runtime::DeviceAllocator& serv
 
 namespace {
 
-// What the core learns of this backend from this library alone, before
-// anything registers it: its payload kind's rules, so its records parse,
-// and how to register it, so a load check's refusal can say so. Neither
-// touches ExecuTorch's registries, and both are idempotent.
-Error describe_aoti_backend() {
-  const Error e = register_payload_kind(aoti::record_rules());
-  if (e != Error::Ok) {
-    return e;
-  }
-  return describe_device_backend({&aoti_backend(), "et_copy.use_aoti_backend()", "et_copy::register_aoti_backend()",
-                                  "et-copy's simulated device (target cpu) and GPUs (target cuda)"});
+// What the runtime learns of this backend, in one value: the backend, its
+// payload kind's rules (so its records parse) and how to register it (so a
+// load check's refusal can say so).
+DeviceBackendDefinition definition() {
+  return {&aoti_backend(), aoti::record_rules(), "et_copy.use_aoti_backend()", "et_copy::register_aoti_backend()",
+          "et-copy's simulated device (target cpu) and GPUs (target cuda)"};
 }
 
 // Run when the library loads: a program that holds aoti delegates may be
-// checked (and refused) before register_aoti_backend() is called.
-[[maybe_unused]] const Error kDescribed = describe_aoti_backend();
+// checked (and refused) before register_aoti_backend() is called. Touches
+// none of ExecuTorch's registries.
+[[maybe_unused]] const Error kDescribed = describe_device_backend(definition());
 
 } // namespace
 
 Registration register_aoti_backend(Error* error) {
-  if (const Error e = describe_aoti_backend(); e != Error::Ok) { // refused only when another "aoti" kind is known
-    if (error != nullptr) {
-      *error = e;
-    }
-    return Registration::kFailed;
-  }
-  return register_device_backend(aoti_backend(), error);
+  return register_device_backend(definition(), error); // kFailed only when another "aoti" kind is known
 }
 
 } // namespace et_copy

@@ -495,6 +495,15 @@ std::string check_program(const DelegateRecord& r, const RecordLines& lines, siz
   return "";
 }
 
+DeviceBackendDefinition definition() {
+  PayloadRules rules{kPayloadProgram, &check_program};
+  rules.payload_is_program = true;
+  return {&simulated_device_backend(), rules, "et_copy.use_simulated_device()",
+          "et_copy::register_simulated_device_backend()",
+          "et-copy's simulated device only (its processor reads device memory through the host, and a GPU's memory "
+          "is not host memory)"};
+}
+
 // Run when the library loads, as every backend library does: records of
 // its kind parse, and a load check's refusal names its registration, before
 // anything registers it.
@@ -503,27 +512,11 @@ std::string check_program(const DelegateRecord& r, const RecordLines& lines, siz
 } // namespace
 
 Error describe_simulated_device_backend() {
-  PayloadRules rules{kPayloadProgram, &check_program};
-  rules.payload_is_program = true;
-  const Error e = register_payload_kind(rules);
-  if (e != Error::Ok) {
-    return e;
-  }
-  return describe_device_backend({&simulated_device_backend(), "et_copy.use_simulated_device()",
-                                  "et_copy::register_simulated_device_backend()",
-                                  "et-copy's simulated device only (its processor reads device memory through the "
-                                  "host, and a GPU's memory is not host memory)"});
+  return describe_device_backend(definition());
 }
 
 Registration register_simulated_device_backend(Error* error) {
-  if (const Error e = describe_simulated_device_backend();
-      e != Error::Ok) { // only when another "program" kind is known
-    if (error != nullptr) {
-      *error = e;
-    }
-    return Registration::kFailed;
-  }
-  return register_device_backend(simulated_device_backend(), error);
+  return register_device_backend(definition(), error); // kFailed only when another "program" kind is known
 }
 
 } // namespace et_copy

@@ -7,6 +7,12 @@ means on both sides of a program.
 - ``"aoti"`` (:mod:`et_copy.backends.aoti`): AOTInductor code, for the CPU
   on the simulated device and for CUDA on a GPU.
 
+A backend from another package adds itself with one entry point in the
+group ``et_copy.backends`` (its pyproject's
+``[project.entry-points."et_copy.backends"]``, naming its :class:`Backend`),
+read when this package is imported; :func:`add_backend` adds one by hand.
+:func:`use_backend` registers any word's runtime side.
+
 Each backend is a subpackage holding its partitioner and its
 ``BackendDetails`` (and its private modules: the compiled backend's compile
 cache, weight reads and quantized kernels); what they share (the delegate
@@ -20,6 +26,8 @@ used.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -34,7 +42,10 @@ __all__ = [
     "check_backend",
     "partitioner_for",
     "resolve_backend",
+    "use_backend",
 ]
+
+ENTRY_POINT_GROUP = "et_copy.backends"
 
 
 @dataclass(frozen=True)
@@ -133,5 +144,32 @@ def resolve_backend(backend: object, *, op: str, arg: str = "backend") -> Backen
 def partitioner_for(
     backend: str | None, device: str = "cuda:0", *, op: str = "et_copy.backends.partitioner_for"
 ) -> Partitioner:
-    """The partitioner of ``backend`` ("simulated" or "aoti"; None: the default) for ``device``."""
+    """The partitioner of ``backend`` (a word of :data:`BACKENDS`; None: the default) for ``device``."""
     return resolve_backend(backend, op=op).partitioner(device)
+
+
+def use_backend(backend: str) -> str:
+    """Registers the runtime side of the backend ``backend`` names (one of
+    :data:`BACKENDS`' words, another package's too): "registered", then
+    "already et_copy". ValueError for an unknown word, as :func:`check_backend`;
+    the backend's own error when its runtime refuses it."""
+    return BACKENDS[check_backend(backend, op="et_copy.backends.use_backend")].register()
+
+
+def _add_entry_points() -> None:
+    """Adds every backend another package's entry point names. One that fails
+    to load or is refused is left out with a warning naming it: a broken
+    package must not stop et-copy's own words from working."""
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            add_backend(entry.load())
+        except Exception as error:  # noqa: BLE001 (any failure of another package's code)
+            warnings.warn(
+                f"et_copy.backends: the entry point {entry.name} = {entry.value!r} (group {ENTRY_POINT_GROUP}) "
+                f"was left out: {type(error).__name__}: {error}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+
+_add_entry_points()

@@ -6,9 +6,12 @@
 // a backend keeps (Session::reset, state_nbytes) and the per-pool resources
 // it holds (released with the SessionPool). A device backend says both here.
 //
-// Register one with register_device_backend(): it goes into ExecuTorch's
-// registry (when its id is absent there) and into et-copy's table, which
-// sessions walk. Each of et-copy's backends is a folder of backends/ (simulated, aoti).
+// A backend's library says everything the runtime needs of it in one value,
+// a DeviceBackendDefinition (the backend, its payload kind, how to register
+// it), and registers it with one call, register_device_backend(definition):
+// it goes into ExecuTorch's registry (when its id is absent there) and into
+// et-copy's table, which sessions walk. Each of et-copy's backends is a folder
+// of backends/ (simulated, aoti).
 #pragma once
 
 #include <cstddef>
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include <et_copy/counting_device_allocator.h>
+#include <et_copy/delegate_record.h>
 #include <et_copy/registration.h>
 #include <executorch/runtime/backend/interface.h>
 #include <executorch/runtime/core/error.h>
@@ -122,29 +126,46 @@ ET_NODISCARD Registration register_device_backend(DeviceBackend& backend, execut
 /// snapshot). Never fails; any thread.
 std::vector<DeviceBackend*> registered_device_backends();
 
-/// What a load check's refusal says of a device backend that is not
-/// registered, or cannot run where CUDA is served: how to register it, and
-/// where it runs. A backend's own library describes it (as
-/// describe_device_backend below), so a refusal can name the call before
-/// anything registers it.
-struct DeviceBackendHelp {
-  const DeviceBackend* backend; ///< the instance its registration registers (its id() and runs_on())
-  const char* python;           ///< the Python call that registers it ("et_copy.use_aoti_backend()")
-  const char* cpp;              ///< the C++ call ("et_copy::register_aoti_backend()")
-  const char* runs_on;          ///< where it runs, in words ("et-copy's simulated device only (...)")
+/**
+ * Everything the runtime learns of one device backend, in one value, as
+ * upstream's `Backend{name, &instance}` is for ExecuTorch's registry:
+ * - backend: the instance (its id() and runs_on()); lives for the process;
+ * - payload: the rules of the payload kind its delegates carry (its record
+ *   lines and their reader; delegate_record.h), so its records parse;
+ * - python, cpp: the calls that register it ("et_copy.use_aoti_backend()",
+ *   "et_copy::register_aoti_backend()"), and runs_on: where it runs, in
+ *   words ("et-copy's simulated device only (...)"), which a load check's
+ *   refusal names (backend_hint).
+ * The strings are static. A backend's library gives the same definition to
+ * describe_device_backend when it loads and to register_device_backend.
+ */
+struct DeviceBackendDefinition {
+  DeviceBackend* backend;
+  PayloadRules payload;
+  const char* python;
+  const char* cpp;
+  const char* runs_on;
 };
 
 /**
- * Makes `help` known to backend_hint under help.backend->id(). Ok when
- * added, or when that id is described already (the first description
- * stays: idempotent); InvalidArgument for a null backend or string, or an
- * id that is null or empty. Registers nothing with ExecuTorch. No backend
- * is described from the start: each backend's library describes its own
- * when it loads and when it is registered (SimulatedDeviceBackend's in
- * et_copy_simulated, AotiDeviceBackend's in et_copy_aoti). The
- * strings and the backend must live for the process. Thread-safe.
+ * What a backend's library does when it loads: makes its payload kind known
+ * (register_payload_kind) and its description (for backend_hint), so its
+ * records parse and a refusal can name its registration before anything
+ * registers it. Registers nothing with ExecuTorch. Ok when done or done
+ * already (idempotent: the first description of an id stays);
+ * InvalidArgument for a null backend or string, or an id that is null or
+ * empty; else register_payload_kind's error. Thread-safe.
  */
-ET_NODISCARD executorch::runtime::Error describe_device_backend(const DeviceBackendHelp& help);
+ET_NODISCARD executorch::runtime::Error describe_device_backend(const DeviceBackendDefinition& definition);
+
+/**
+ * The one registration of a device backend: describe_device_backend, then
+ * register_device_backend(*definition.backend). Returns as that (kRegistered,
+ * kAlreadyOurs, kAlreadyOther), or kFailed with `*error` (when given) set to
+ * describe_device_backend's error. Never registers twice.
+ */
+ET_NODISCARD Registration register_device_backend(const DeviceBackendDefinition& definition,
+                                                  executorch::runtime::Error* error = nullptr);
 
 /// For a delegate backend id a load check refused on a device, what to do
 /// about it when a backend of that id is described (describe_device_backend):

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from reference import ReferencePartitioner  # noqa: E402
+from et_copy_reference.export import ReferencePartitioner  # noqa: E402
 
 
 class ScaleAddRelu(torch.nn.Module):

@@ -282,10 +282,11 @@ Error ReferenceDeviceBackend::execute_payload(et_copy::FrameHandle& frame, Span<
 }
 
 et_copy::Registration register_reference_backend() {
-  if (et_copy::register_payload_kind({kPayloadReference, &check_reference}) != Error::Ok) {
-    return et_copy::Registration::kFailed;
-  }
-  return et_copy::register_device_backend(backend());
+  return et_copy::register_device_backend({&backend(),
+                                           {kPayloadReference, &check_reference},
+                                           "et_copy_reference.register()",
+                                           "et_copy_reference::register_reference_backend()",
+                                           "any device whose memory the host reaches through an alias"});
 }
 
 } // namespace et_copy_reference

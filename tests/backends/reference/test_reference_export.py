@@ -23,7 +23,8 @@ sys.path.insert(0, str(HERE))
 
 import make_program  # noqa: E402
 from et_copy.backends import BACKENDS, Backend, add_backend, partitioner_for  # noqa: E402
-from reference import BACKEND_ID, ReferencePartitioner  # noqa: E402
+from et_copy_reference import BACKEND as REFERENCE  # noqa: E402
+from et_copy_reference.export import ReferencePartitioner  # noqa: E402
 
 
 def test_the_committed_program_and_eager_io_are_what_make_program_writes() -> None:
@@ -51,15 +52,6 @@ def test_preprocess_refuses_an_op_that_is_not_a_reference_step() -> None:
 
     with pytest.raises(Exception, match="sigmoid.* is not one of the reference steps"):
         export_device_program(Sigmoid(), (torch.ones(2),), partitioner=ReferencePartitioner())
-
-
-def _register() -> str:
-    raise RuntimeError("the reference backend's runtime side is C++ (reference_backend.h), in its gtest")
-
-
-REFERENCE = Backend(
-    "reference", BACKEND_ID, "reference", "ReferencePartitioner", _register, "float32 elementwise steps (tests only)"
-)
 
 
 @pytest.fixture

@@ -115,7 +115,7 @@ def test_cpp_unit_tests_pass_under_ctest(repo_build):
 
 def test_cmake_install_lays_out_library_headers_and_package(plain_install):
     prefix = plain_install.parents[2]
-    assert (prefix / "lib" / "libet_copy_runtime.a").is_file()
+    assert (prefix / "lib" / "libet_copy_runtime.so").is_file()
     assert (prefix / "lib" / "libet_copy_aoti.a").is_file()
     assert (prefix / "lib" / "libet_copy_simulated.a").is_file()
     for header in (

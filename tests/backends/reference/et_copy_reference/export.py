@@ -17,7 +17,8 @@ from executorch.exir._serialize._named_data_store import NamedDataStore
 from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
 from executorch.exir.dialects._ops import ops as exir_ops
 
-BACKEND_ID = "ReferenceDeviceBackend"  # reference_backend.h: kReferenceDeviceBackend
+from . import BACKEND_ID
+
 PAYLOAD_REFERENCE = "reference"  # reference_backend.h: kPayloadReference
 
 _STEPS = {
