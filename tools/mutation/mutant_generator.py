@@ -66,6 +66,8 @@ SCOPE = (
     "backends/aoti/src/aoti_record.cpp",
     "backends/simulated/src/simulated_device_backend.cpp",
     "backends/simulated/include/",
+    "backends/simulated/bindings/",
+    "backends/aoti/bindings/",
 )
 CPP_SUFFIXES = (".cpp", ".h")
 

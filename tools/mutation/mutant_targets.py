@@ -321,9 +321,12 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
         "py:tests/python/test_cuda.py::test_use_cuda_without_a_gpu_says_why_and_leaves_the_registry_usable",
         "py:tests/python/test_backend_registration_bindings.py", P_NOTHING_REGISTERED, P_FOREIGN_CUDA,
     )),
-    # register_aoti_backend: registered once, then 'already et_copy'; refused when the name is
-    # taken or ExecuTorch's backend table is full.
-    ("python/bindings/aoti.*", ("py:tests/python/test_backend_registration_bindings.py",)),
+    # Each backend's own extension (backends/<name>/bindings): its registration, registered once, then
+    # 'already et_copy', refused when the name is taken or ExecuTorch's backend table is full; the
+    # compiled backend's trust of compiled code. backend_error.h: the EtCopyError they raise.
+    ("backends/simulated/bindings/*", ("py:tests/python/test_backend_registration_bindings.py",)),
+    ("backends/aoti/bindings/*", ("py:tests/python/test_backend_registration_bindings.py", P_AOTI_TRUST)),
+    ("python/bindings/backend_error.h", ("py:tests/python/test_backend_registration_bindings.py", P_AOTI_TRUST)),
     # test_foreign_cuda.py: use_cuda()'s "already other", cuda_pointer_device's refusal without a driver.
     ("python/bindings/cuda.*", (
         "py:tests/python/test_cuda_binding_args.py", "py:tests/python/test_cuda.py", P_FOREIGN_CUDA,

@@ -84,7 +84,7 @@ BACKENDS: dict[str, Backend] = {
         Backend(
             "simulated",
             "SimulatedDeviceBackend",
-            "et_copy.backends.simulated",
+            "et_copy.backends.simulated._export",
             "SimulatedDevicePartitioner",
             _register_simulated,
             "ExecuTorch's CPU kernels over the simulated device",
@@ -92,7 +92,7 @@ BACKENDS: dict[str, Backend] = {
         Backend(
             "aoti",
             "AotiDeviceBackend",
-            "et_copy.backends.aoti",
+            "et_copy.backends.aoti._export",
             "AotiDevicePartitioner",
             _register_aoti,
             "AOTInductor code, compiled for the CPU here and for CUDA on a GPU",

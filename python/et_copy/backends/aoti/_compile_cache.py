@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ... import _C
+from . import _aoti
 
 CACHE_ENV = "ET_COPY_AOTI_CACHE"
 # Part of every key: entries of an older format (before 2: no C++ kept beside the .so) are never hit.
@@ -37,7 +37,7 @@ def cache_dir() -> Path | None:
     ``ET_COPY_AOTI_CACHE=/some/dir`` puts it there instead. The C++ core
     decides (et_copy/code_trust.h), as it reads the same folder for the
     digests of the code this machine compiled."""
-    folder = _C.compile_cache_dir()
+    folder = _aoti.compile_cache_dir()
     return Path(folder) if folder else None
 
 
