@@ -33,13 +33,14 @@ import enum
 import functools
 import operator
 import os
-from typing import Callable, Mapping, Protocol, Sequence, SupportsIndex, Union
+from typing import Any, Callable, Mapping, Protocol, Sequence, SupportsIndex, Union
 
 import torch
 
 from . import _C
 from ._device import Device
 from ._dtypes import SCALAR_TYPE_CODES
+from ._errors import EtCopyError
 from ._registration import _wheel_library
 from ._tensors import DeviceTensor, empty
 
@@ -496,15 +497,51 @@ class Runtime:
             path = os.fspath(data)
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"et_copy.runtime: no program file {path!r}")
-            return Program(_C.load_program_file(path, *options))
+            return _loaded(_C.load_program_file, path, options)
         if isinstance(data, (bytes, bytearray, memoryview)):
-            return Program(_C.load_program(bytes(data), *options))
+            return _loaded(_C.load_program, bytes(data), options)
         if hasattr(data, "read"):
-            return Program(_C.load_program(data.read(), *options))
+            return _loaded(_C.load_program, data.read(), options)
         raise TypeError(
             "et_copy.runtime: a program is a path, bytes, bytearray, memoryview or a file-like object, "
             f"got {type(data).__name__}"
         )
+
+
+def _loaded(load: Any, source: Any, options: tuple[Any, ...]) -> Program:
+    """``load(source, *options)`` as a Program; a refusal that names a backend
+    of et_copy.backends' table (another package's too) whose runtime side is
+    not registered says which call registers it."""
+    try:
+        return Program(load(source, *options))
+    except EtCopyError as error:
+        hint = _registration_hint(str(error))
+        if not hint:
+            raise
+        raise EtCopyError(
+            f"{error}\n  {hint}",
+            error=error.error,
+            instruction=error.instruction,
+            operator=error.operator,
+            log=error.log,
+        ) from None
+
+
+def _registration_hint(message: str) -> str:
+    """What registers the table's backend that ``message`` names, when it is not
+    registered and the message does not say so already ("" otherwise)."""
+    if "is not registered" in message:
+        return ""  # the backend's own library described it (backend_hint, device_backend.h)
+    from .backends import BACKENDS
+
+    registered = set(_C.backend_names())
+    for backend in BACKENDS.values():
+        if f"'{backend.backend_id}'" in message and backend.backend_id not in registered:
+            return (
+                f"backend '{backend.backend_id}' (the word {backend.word!r}) is not registered: "
+                f"call et_copy.backends.use_backend({backend.word!r}) before loading"
+            )
+    return ""
 
 
 def _backend_options(

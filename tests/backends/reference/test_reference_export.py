@@ -82,3 +82,22 @@ def test_its_word_and_id_keep_one_meaning(reference_word: Backend) -> None:
     with pytest.raises(TypeError, match="add_backend: backend must be an et_copy.backends.Backend, got dict"):
         add_backend({"word": "x"})  # type: ignore[arg-type]
     assert sorted(BACKENDS) == ["aoti", "reference", "simulated"]
+
+
+def test_a_load_before_its_registration_names_the_call_that_registers_it(reference_word: Backend) -> None:
+    """Its runtime side is another package's extension, not loaded here: the
+    load check refuses the delegate, and the refusal says which word's
+    use_backend registers it (the C++ runtime cannot: nothing described it)."""
+    import et_copy
+    from et_copy import runtime
+    from et_copy.export import export_device_program
+
+    et_copy.use_simulated_device()
+    program = export_device_program(make_program.ScaleAddRelu(), make_program.inputs(), backend="reference")
+    with pytest.raises(et_copy.EtCopyError, match="checking the program failed") as refused:
+        runtime.load(bytes(program.buffer))
+    assert refused.value.error == "InvalidProgram"
+    assert str(refused.value).endswith(
+        "backend 'ReferenceDeviceBackend' (the word 'reference') is not registered: "
+        "call et_copy.backends.use_backend('reference') before loading"
+    )
