@@ -1,14 +1,14 @@
 # Install rules and the exported CMake package et_copy, so an executor can
 #   find_package(et_copy 0.1 CONFIG REQUIRED)
-#   target_link_libraries(app PRIVATE et_copy::runtime)   # + et_copy::cuda, et_copy::aoti
+#   target_link_libraries(app PRIVATE et_copy::runtime)   # + et_copy::simulated, et_copy::cuda, et_copy::aoti
 #
 # Layouts:
 #  - inside the Python wheel (scikit-build-core): everything under et_copy/
 #    in site-packages, beside the Python package and next to executorch/,
 #    which the package config looks for relative to its own location;
 #  - a plain `cmake --install`: the usual lib/, include/, lib/cmake/et_copy.
-# With add_subdirectory the targets et_copy::runtime, et_copy::cuda and
-# et_copy::aoti exist as aliases and nothing here is needed; ET_COPY_INSTALL defaults OFF then.
+# With add_subdirectory the targets et_copy::runtime, et_copy::simulated,
+# et_copy::cuda and et_copy::aoti exist as aliases and nothing here is needed; ET_COPY_INSTALL defaults OFF then.
 
 include(CMakePackageConfigHelpers)
 
@@ -38,6 +38,17 @@ install(TARGETS et_copy_runtime
   LIBRARY DESTINATION ${ET_COPY_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${ET_COPY_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${ET_COPY_INSTALL_INCLUDEDIR})
+# The simulated device's backend needs nothing beyond the runtime, so it is
+# in the same export set. et_copy::simulated is et_copy::simulated_library
+# (the archive) with the object that describes the backend when a program
+# links it (backends/simulated/CMakeLists.txt).
+install(TARGETS et_copy_simulated et_copy_simulated_description et_copy_simulated_linked
+  EXPORT et_copyTargets
+  ARCHIVE DESTINATION ${ET_COPY_INSTALL_LIBDIR}
+  OBJECTS DESTINATION ${ET_COPY_INSTALL_LIBDIR}/et_copy_objects
+  INCLUDES DESTINATION ${ET_COPY_INSTALL_INCLUDEDIR})
+install(FILES ${PROJECT_SOURCE_DIR}/backends/simulated/include/et_copy/simulated_device_backend.h
+  DESTINATION ${ET_COPY_INSTALL_INCLUDEDIR}/et_copy)
 install(EXPORT et_copyTargets
   NAMESPACE et_copy::
   DESTINATION ${ET_COPY_INSTALL_CMAKEDIR})
@@ -111,7 +122,6 @@ set(_et_copy_headers
   registration.h
   sessions.h
   simulated_device_allocator.h
-  simulated_device_backend.h
   tensor_layout.h)
 if(ET_COPY_PACKAGE_HAS_CUDA)
   list(APPEND _et_copy_headers cuda_device_allocator.h)

@@ -10,7 +10,7 @@
 // this machine compiled, is turned off), so a compiled program's record is
 // parsed and its payload's digest checked, and then it is refused before
 // its code is loaded: no payload, mutated or not, runs here
-// (tests/python/test_aoti_untrusted.py runs the trusted path). A mutated input must be
+// (tests/backends/aoti/test_aoti_untrusted.py runs the trusted path). A mutated input must be
 // refused with an ExecuTorch Error, or run: anything that aborts, traps or
 // trips AddressSanitizer is a finding. The load-time checks (indices,
 // argument kinds, device access, the delegate records) are what stand
@@ -28,6 +28,7 @@
 #include <et_copy/loaded_program.h>
 #include <et_copy/registration.h>
 #include <et_copy/sessions.h>
+#include <et_copy/simulated_device_backend.h>
 #include <et_copy/tensor_layout.h>
 #include <executorch/extension/data_loader/buffer_data_loader.h>
 #include <executorch/runtime/core/evalue.h>

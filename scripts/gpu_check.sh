@@ -82,7 +82,7 @@ if [[ $DRY_RUN == 1 ]]; then
   echo "would: install $WHEELS/*.whl into $SITE; pip install --no-build-isolation this tree with CUDA"
   echo "would: pytest tests/python/test_cuda.py -m gpu; pytest tests/python/test_end_to_end.py -m gpu"
   echo "would: $PY scripts/gpu_aoti_check.py --bench (AotiDeviceBackend compiled for CUDA, use_cuda)"
-  echo "would: pytest tests/python/test_aoti_runtime.py -m gpu"
+  echo "would: pytest tests/backends/aoti/test_aoti_runtime.py -m gpu"
   echo "would: $PY scripts/gpu_llm_check.py (CudaPartitioner, use_cuda), again with --quantize int4; python -m et_copy.tools.bench.cuda_copy"
   step "LLM on the simulated device (the GPU step's --dry-run)"
   set +e
@@ -184,13 +184,13 @@ set -e
 (( rc != 0 )) && tail -30 "$OUT/aoti.err"
 result "compiled backend on CUDA (figures in $OUT/aoti_figures.json)" "$rc" "$(grep '^FAIL' "$OUT/aoti.txt" | head -2 | cut -c7-200 | tr '\n' ' ')"
 
-step "GPU cases of the compiled backend's tests (tests/python/test_aoti_runtime.py -m gpu)"
+step "GPU cases of the compiled backend's tests (tests/backends/aoti/test_aoti_runtime.py -m gpu)"
 set +e
-(cd "$REPO" && timeout "$(left 60)" "$PY" -m pytest tests/python/test_aoti_runtime.py -m gpu -q -rs -p no:cacheprovider) 2>&1 | tee "$OUT/aoti_tests.log" | tail -15
+(cd "$REPO" && timeout "$(left 60)" "$PY" -m pytest tests/backends/aoti/test_aoti_runtime.py -m gpu -q -rs -p no:cacheprovider) 2>&1 | tee "$OUT/aoti_tests.log" | tail -15
 rc=${PIPESTATUS[0]}
 set -e
 grep -qE '[0-9]+ passed' "$OUT/aoti_tests.log" || (( rc != 0 )) || rc=1
-result "tests/python/test_aoti_runtime.py -m gpu" "$rc" "$(grep -E '^FAILED' "$OUT/aoti_tests.log" | head -3 | tr '\n' ' ')"
+result "tests/backends/aoti/test_aoti_runtime.py -m gpu" "$rc" "$(grep -E '^FAILED' "$OUT/aoti_tests.log" | head -3 | tr '\n' ' ')"
 
 # Each file runs in its own process: one process holds one CUDA allocator.
 step "CUDA tests (tests/python/test_cuda.py -m gpu)"

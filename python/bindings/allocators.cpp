@@ -17,7 +17,6 @@
 #include <et_copy/limits.h>
 #include <et_copy/registration.h>
 #include <et_copy/simulated_device_allocator.h>
-#include <et_copy/simulated_device_backend.h>
 #include <executorch/runtime/core/device_allocator.h>
 #include <executorch/runtime/core/device_memory_buffer.h>
 
@@ -245,25 +244,6 @@ void bind_allocators(py::module_& m) {
       "Writes the bytes of `data` (a contiguous buffer) to simulated device memory at ptr through the host "
       "alias, counted nowhere; EtCopyError('InvalidArgument') unless they fit inside one live allocation of "
       "that device.");
-
-  m.def(
-      "register_simulated_device_backend",
-      [] {
-        Error err = Error::Ok;
-        const Registration r = register_simulated_device_backend(&err);
-        const std::string op = "et_copy.register_simulated_device_backend";
-        if (r == Registration::kFailed) {
-          throw Failure(err, op + ": ExecuTorch's backend registry refused " + kSimulatedDeviceBackend);
-        }
-        if (r == Registration::kAlreadyOther) {
-          throw Failure(Error::RegistrationAlreadyRegistered, op + ": another library registered a backend named " +
-                                                                  kSimulatedDeviceBackend +
-                                                                  "; ExecuTorch cannot replace a registered backend");
-        }
-        return std::string(registration_name(r));
-      },
-      "et_copy::register_simulated_device_backend: 'registered' or 'already et_copy'; raises EtCopyError "
-      "otherwise.");
 
   m.def(
       "describe_allocator", [](int device_type) { return describe_allocator(checked_device_type(device_type)); },

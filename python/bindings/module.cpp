@@ -6,11 +6,11 @@
 #include <cstring>
 
 #include <et_copy/copy_ops.h>
+#include <et_copy/delegate_record.h>
 #include <et_copy/failure_report.h>
 #include <et_copy/limits.h>
 
 #include "allocators.h"
-#include "aoti.h"
 #include "copies.h"
 #include "device_tensor.h"
 #ifdef ET_COPY_WITH_CUDA
@@ -153,6 +153,10 @@ PYBIND11_MODULE(_C, m) {
 
   m.attr("H2D_COPY_OUT") = et_copy::kH2dCopyOutName;
   m.attr("D2H_COPY_OUT") = et_copy::kD2hCopyOutName;
+  // The delegate record's format (et_copy/delegate_record.h), which Python writes;
+  // each payload kind's word is its backend's (its own extension).
+  m.attr("DELEGATE_RECORD_MAGIC") = et_copy::kDelegateRecordMagic;
+  m.attr("DELEGATE_RECORD_VERSION") = et_copy::kDelegateRecordVersion;
   // The core's limits and names (et_copy/limits.h, failure_report.h), so
   // Python spells none of them again.
   m.attr("MAX_TENSOR_DIMS") = et_copy::kMaxTensorDims;
@@ -164,7 +168,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("device_name", py::overload_cast<int, int>(&et_copy::device_name), py::arg("device_type"),
         py::arg("device_index"), "'cpu', 'cuda:N' or 'device type T:N': how et-copy names a device everywhere.");
   bind_allocators(m);
-  bind_aoti(m);
   bind_device_tensor(m);
   bind_copies(m);
   bind_program(m);

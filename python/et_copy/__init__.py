@@ -30,6 +30,12 @@ from ._registration import (
     use_simulated_device,
 )
 from ._tensors import DeviceTensor, empty
+
+# The shipped device backends: each one's own extension describes it to the
+# runtime when it loads (a program's refusal names the call that registers
+# it), registering nothing; their ahead-of-time sides load on first use.
+from .backends import aoti as _aoti_backend  # noqa: F401
+from .backends import simulated as _simulated_backend  # noqa: F401
 from .cuda import use_cuda
 
 __version__ = "0.1.0"

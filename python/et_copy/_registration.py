@@ -89,7 +89,7 @@ def use_simulated_device(device_count: int = 1, *, host_readable: bool | None = 
     if host_readable is not None and not isinstance(host_readable, bool):
         raise TypeError(f"{op}: host_readable must be a bool or None, got {type(host_readable).__name__}")
     outcome = _C.use_simulated_device(device_count, host_readable)
-    _C.register_simulated_device_backend()
+    register_simulated_device_backend()
     return outcome
 
 
@@ -99,9 +99,12 @@ def register_simulated_device_backend() -> str:
     Idempotent: "registered" the first time, "already et_copy" after. Raises
     EtCopyError("RegistrationAlreadyRegistered") when another library
     registered a backend of that name, which ExecuTorch cannot replace.
-    :func:`use_simulated_device` calls it.
+    :func:`use_simulated_device` calls it. The backend's own extension
+    (et_copy.backends.simulated's) registers it.
     """
-    return _C.register_simulated_device_backend()
+    from .backends.simulated import _simulated
+
+    return _simulated.register_simulated_device_backend()
 
 
 def use_aoti_backend() -> str:
@@ -111,14 +114,17 @@ def use_aoti_backend() -> str:
     It runs delegates whose record carries an AOTInductor model: compiled
     for target ``cpu`` on the simulated device (:func:`use_simulated_device`),
     for ``cuda`` on a GPU (:func:`et_copy.use_cuda`), by the torch this
-    package was built against (``_C.AOTI_TORCH_VERSION``). Idempotent:
+    package was built against (``AOTI_TORCH_VERSION`` of its extension,
+    et_copy.backends.aoti's ``_aoti``, which registers it). Idempotent:
     "registered" the first time, "already et_copy" after. Raises
     EtCopyError("RegistrationAlreadyRegistered") when another library
     registered a backend of that name, which ExecuTorch cannot replace.
     Like :func:`register_simulated_device_backend` it registers only when
     asked: nothing registers it at import.
     """
-    return _C.register_aoti_backend()
+    from .backends.aoti import _aoti
+
+    return _aoti.register_aoti_backend()
 
 
 def allocator_stats(device: str = "cuda") -> dict[str, int]:

@@ -6,7 +6,6 @@
 #include <et_copy/copy_ops.h>
 #include <et_copy/device_backend.h>
 #include <et_copy/simulated_device_allocator.h>
-#include <et_copy/simulated_device_backend.h>
 #include <executorch/runtime/kernel/operator_registry.h>
 
 #include "registry_lock.h"

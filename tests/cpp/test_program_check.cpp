@@ -20,6 +20,7 @@
 #include <et_copy/failure_report.h>
 #include <et_copy/program_check.h>
 #include <et_copy/registration.h>
+#include <et_copy/simulated_device_backend.h>
 
 #include "flat_writer.h"
 #include "program_bytes.h"

@@ -1,4 +1,6 @@
-"""The device backends' registration bindings in a fresh process: the first
+"""The device backends' registration bindings (each backend's own extension,
+et_copy.backends.aoti._aoti and et_copy.backends.simulated._simulated) in a
+fresh process: the first
 call registers, every later one answers 'already et_copy' (never an error,
 never a second registration), one backend's registration leaving the
 other's alone."""
@@ -11,15 +13,16 @@ import sys
 import textwrap
 
 import pytest
-from et_copy import _C
+from et_copy.backends.aoti import _aoti
 
 CODE = """
 import json
-from et_copy import _C
+from et_copy.backends.aoti import _aoti
+from et_copy.backends.simulated import _simulated
 print(json.dumps([
-    _C.register_aoti_backend(), _C.register_aoti_backend(),
-    _C.register_simulated_device_backend(), _C.register_simulated_device_backend(),
-    _C.register_aoti_backend(),
+    _aoti.register_aoti_backend(), _aoti.register_aoti_backend(),
+    _simulated.register_simulated_device_backend(), _simulated.register_simulated_device_backend(),
+    _aoti.register_aoti_backend(),
 ]))
 """
 
@@ -37,7 +40,7 @@ def test_each_backend_registers_once_and_then_answers_already_et_copy():
 
 
 # Another library's registrations, made in the child through libexecutorch.so's
-# own register_backend (the library et_copy._C links): a name taken first, or
+# own register_backend (the library et-copy's shared runtime links): a name taken first, or
 # ExecuTorch's fixed-size table filled. The interface pointer is never called:
 # the child only registers and exits.
 FOREIGN = """
@@ -48,6 +51,8 @@ import sys
 
 import executorch
 from et_copy import _C
+from et_copy.backends.aoti import _aoti
+from et_copy.backends.simulated import _simulated
 
 lib = ctypes.CDLL(os.path.join(list(executorch.__path__)[0], "lib", "libexecutorch.so"))
 
@@ -82,7 +87,7 @@ def outcome(call):
         return ["EtCopyError", e.error, str(e)]
 
 
-print(json.dumps([outcome(_C.register_simulated_device_backend), outcome(_C.register_aoti_backend)]))
+print(json.dumps([outcome(_simulated.register_simulated_device_backend), outcome(_aoti.register_aoti_backend)]))
 """
 
 
@@ -96,7 +101,7 @@ def run_foreign(mode: str) -> list:
 
 TAKEN = {
     "SimulatedDeviceBackend": "et_copy.register_simulated_device_backend",
-    _C.AOTI_BACKEND_ID: "et_copy.use_aoti_backend",
+    _aoti.AOTI_BACKEND_ID: "et_copy.use_aoti_backend",
 }
 
 
@@ -133,10 +138,12 @@ def test_a_full_backend_registry_refuses_each_backend_with_executorchs_error():
 NAMES = """
 import json
 from et_copy import _C
+from et_copy.backends.aoti import _aoti
+from et_copy.backends.simulated import _simulated
 names = [_C.backend_names()]
-_C.register_aoti_backend()
+_aoti.register_aoti_backend()
 names.append(_C.backend_names())
-_C.register_simulated_device_backend()
+_simulated.register_simulated_device_backend()
 names.append(_C.backend_names())
 print(json.dumps(names))
 """
@@ -147,6 +154,6 @@ def test_backend_names_lists_every_registered_backend_first_to_last_in_a_fresh_p
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == [
         [],
-        [_C.AOTI_BACKEND_ID],
-        [_C.AOTI_BACKEND_ID, "SimulatedDeviceBackend"],
+        [_aoti.AOTI_BACKEND_ID],
+        [_aoti.AOTI_BACKEND_ID, "SimulatedDeviceBackend"],
     ]

@@ -23,6 +23,7 @@ CHILD = textwrap.dedent(
     import torch
     import et_copy, et_copy.runtime
     from et_copy import _C
+    from et_copy.backends.simulated import _simulated
 
     simulated, aoti = sys.argv[1], sys.argv[2]
 
@@ -36,7 +37,7 @@ CHILD = textwrap.dedent(
     seen = {}
     _C.use_simulated_device(1, False)  # the allocator alone: no backend yet
     seen["simulated, no backend"] = attempt(simulated)
-    _C.register_simulated_device_backend()
+    _simulated.register_simulated_device_backend()
     seen["simulated"] = attempt(simulated)
     seen["aoti, no backend"] = attempt(aoti)
     et_copy.use_aoti_backend()

@@ -92,9 +92,31 @@ def test_every_extension_links_the_one_shared_runtime_and_none_holds_a_copy():
         needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.*)\]", dynamic_section(extension))
         assert "libet_copy_runtime.so" in needed, extension
         symbols = subprocess.run([nm, "-C", "-D", "--undefined-only", str(extension)], capture_output=True, text=True)
-        assert "et_copy::registered_device_backends()" in symbols.stdout or "et_copy::SessionPool" in symbols.stdout, (
-            extension
-        )
+        # _C's sessions and backend table, or a backend's registration (its own extension's).
+        core = ("et_copy::registered_device_backends()", "et_copy::SessionPool", "et_copy::register_device_backend(")
+        assert any(name in symbols.stdout for name in core), extension
+
+
+# Each shipped backend's bindings: an extension of its own in its subpackage (backends/<name>/bindings),
+# linking the shared runtime and, for the compiled backend, libtorch's C shims.
+BACKEND_EXTENSIONS = {
+    "backends/simulated/_simulated": ["$ORIGIN/../../lib", "$ORIGIN/../../../executorch/lib"],
+    "backends/aoti/_aoti": ["$ORIGIN/../../lib", "$ORIGIN/../../../executorch/lib", "$ORIGIN/../../../torch/lib"],
+}
+
+
+@pytest.mark.parametrize("stem", sorted(BACKEND_EXTENSIONS))
+def test_each_backend_has_its_own_extension_finding_the_runtime_and_its_libraries_beside_itself(stem):
+    found = sorted(PACKAGE.glob(f"{stem}.*.so"))
+    assert len(found) == 1, found
+    if "/build" in ext.__file__:
+        pytest.skip("in-tree development build: RUNPATH points at the configured wheels on purpose")
+    assert runpath(found[0]) == BACKEND_EXTENSIONS[stem]
+
+
+def test_the_core_extension_names_no_backend():
+    """_C binds the core alone: each backend's registration is in its own extension."""
+    assert not [n for n in dir(ext) if "aoti" in n.lower() or n.startswith(("PAYLOAD_", "register_simulated"))]
 
 
 def test_running_programs_imports_no_tool():

@@ -133,9 +133,10 @@ EQUIVALENT: list[Equivalent] = [
                "Reader::vector() writes the elements' position on every path before anything reads it"),
     Equivalent("runtime/src/argument_kinds.cpp", "int+1", "size_t nbytes = 0;",
                "processed() writes *n whenever it returns bytes, and nbytes is read only then"),
-    Equivalent("runtime/src/simulated_device_backend.cpp", "rel", "for (size_t i = 0; i < meta->num_inputs(); ++i) {",
+    Equivalent("backends/simulated/src/simulated_device_backend.cpp", "rel",
+               "for (size_t i = 0; i < meta->num_inputs(); ++i) {",
                "input_tensor_meta(num_inputs()) returns an error, and the loop skips an entry it cannot read"),
-    Equivalent("runtime/src/simulated_device_backend.cpp", "drop-exit",
+    Equivalent("backends/simulated/src/simulated_device_backend.cpp", "drop-exit",
                "return Error::InvalidArgument; // not from Method: it asks for the layout's size, which init matched",
                "Method calls load_data_into only after checking the tensor against get_tensor_layout, for that "
                "layout's nbytes, and init refuses a weight whose block differs from the layout in size"),

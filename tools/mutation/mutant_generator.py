@@ -59,11 +59,15 @@ SCOPE = (
     "python/et_copy/export/",
     "python/et_copy/runtime.py",
     "python/et_copy/llm/",
-    "python/et_copy/_constant_reads.py",
+    "python/et_copy/backends/aoti/_constant_reads.py",
     "python/et_copy/backends/__init__.py",
-    "python/et_copy/backends/_quantized.py",
-    "python/et_copy/backends/_quantized_portable.py",
+    "python/et_copy/backends/aoti/_quantized.py",
+    "python/et_copy/backends/simulated/_quantized_portable.py",
     "backends/aoti/src/aoti_record.cpp",
+    "backends/simulated/src/simulated_device_backend.cpp",
+    "backends/simulated/include/",
+    "backends/simulated/bindings/",
+    "backends/aoti/bindings/",
 )
 CPP_SUFFIXES = (".cpp", ".h")
 

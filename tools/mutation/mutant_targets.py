@@ -60,18 +60,20 @@ P_REGISTRY_OURS = (
     "test_run_registered_dispatches_et_copys_own_kernels_when_the_registry_holds_them"
 )
 P_SAMPLING = "py:tests/python/llm/test_sampling.py"
-P_THREADS = "py:tests/python/test_aoti_threads.py"  # runtime.load's threads, through the bindings and sessions
+P_THREADS = "py:tests/backends/aoti/test_aoti_threads.py"  # runtime.load's threads, through the bindings and sessions
 P_LLM_PTD = "py:tests/python/llm/test_llm_ptd.py"  # export.save, the .ptd route and generate --program/--data
 # Compiled code and weights checked before use (issue 47): a compiled program's payload, swapped or flipped,
 # refused before it loads; a flipped weight refused under verify_data; the load flags' types.
-P_AOTI_TRUST = "py:tests/python/test_aoti_trust.py"
+P_AOTI_TRUST = "py:tests/backends/aoti/test_aoti_trust.py"
 P_VERIFY_WEIGHT = P_AOTI_TRUST + "::test_a_flipped_weight_byte_is_refused_under_verification_and_not_without"
 P_LOAD_FLAGS = P_AOTI_TRUST + "::test_the_load_flags_are_bools"
 # 60 mutants of a compiled program's record lines, payload and weights, each in a forked child (~3 s after a
 # ~15 s export, less with the compile cache warm).
-P_AOTI_UNTRUSTED = "py:tests/python/test_aoti_untrusted.py"
+P_AOTI_UNTRUSTED = "py:tests/backends/aoti/test_aoti_untrusted.py"
+# Compiled programs written by hand, run through et_copy.runtime on the simulated device.
+P_AOTI_RUNTIME = "py:tests/backends/aoti/test_aoti_runtime.py"
 P_QUANTIZED = tuple(
-    "py:tests/python/test_quantized_weights.py::" + name
+    "py:tests/backends/aoti/test_quantized_weights.py::" + name
     for name in (
         "test_each_scheme_multiplies_its_stored_bytes_and_equals_torchao",
         "test_a_biased_linear_keeps_its_bias",
@@ -136,7 +138,7 @@ P_LLM_QUANTIZED_EXPERTS = tuple(
     )
 )
 P_CONSTANT_READS = tuple(
-    "py:tests/python/test_aoti_export.py::" + name
+    "py:tests/backends/aoti/test_aoti_export.py::" + name
     for name in (
         "test_copies_returned_by_the_graph_become_a_view_and_a_clone",
         "test_the_graph_handed_to_inductor_reads_every_weight_in_place",
@@ -146,7 +148,7 @@ P_CONSTANT_READS = tuple(
 )
 P_ROUTES = "py:tests/python/test_export_routes.py"
 P_EXPORT = "py:tests/python/test_export.py"
-P_BACKEND_EXPORT = "py:tests/python/test_backend_export.py"
+P_BACKEND_EXPORT = "py:tests/backends/simulated/test_backend_export.py"
 P_STATE_EXPORT = "py:tests/python/test_state_export.py"
 P_LLM = "py:tests/python/llm/test_llm.py"
 # No export: tiny models, the wrapper run eagerly, checks made before exporting (~1 min).
@@ -249,14 +251,14 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # The frame every backend runs in: the simulated backend's gtest, the reference backend's (the only
     # one reaching target_device, a missing handle, the argument count), then the compiled backend's.
     ("runtime/*/backend_frame.*", (
-        T_BACKEND, T_REFERENCE, "py:tests/python/test_aoti_runtime.py", P_THREADS, P_AOTI_TRUST, P_AOTI_UNTRUSTED,
+        T_BACKEND, T_REFERENCE, P_AOTI_RUNTIME, P_THREADS, P_AOTI_TRUST, P_AOTI_UNTRUSTED,
     )),
     # SHA-256: its gtest (the standard's vectors, pieces of every length), then the payload and weight checks
     # that use it.
     ("runtime/*/sha256.*", ("cpp:et_copy_test_sha256", P_VERIFY_WEIGHT, P_AOTI_UNTRUSTED)),
     # test_state_export.py runs delegated programs whose state starts at zero or at a stored value. Its payload
     # kind's rules (check_program) and its description: the record's gtest, the hint's.
-    ("runtime/*/simulated_device_backend.*", (
+    ("backends/simulated/*/simulated_device_backend.*", (
         T_BACKEND, T_DELEGATE, "py:tests/python/test_runtime_checks.py", "py:tests/python/test_state_export.py",
         T_FOREIGN_CUDA,
     )),
@@ -319,9 +321,12 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
         "py:tests/python/test_cuda.py::test_use_cuda_without_a_gpu_says_why_and_leaves_the_registry_usable",
         "py:tests/python/test_backend_registration_bindings.py", P_NOTHING_REGISTERED, P_FOREIGN_CUDA,
     )),
-    # register_aoti_backend: registered once, then 'already et_copy'; refused when the name is
-    # taken or ExecuTorch's backend table is full.
-    ("python/bindings/aoti.*", ("py:tests/python/test_backend_registration_bindings.py",)),
+    # Each backend's own extension (backends/<name>/bindings): its registration, registered once, then
+    # 'already et_copy', refused when the name is taken or ExecuTorch's backend table is full; the
+    # compiled backend's trust of compiled code. backend_error.h: the EtCopyError they raise.
+    ("backends/simulated/bindings/*", ("py:tests/python/test_backend_registration_bindings.py",)),
+    ("backends/aoti/bindings/*", ("py:tests/python/test_backend_registration_bindings.py", P_AOTI_TRUST)),
+    ("python/bindings/backend_error.h", ("py:tests/python/test_backend_registration_bindings.py", P_AOTI_TRUST)),
     # test_foreign_cuda.py: use_cuda()'s "already other", cuda_pointer_device's refusal without a driver.
     ("python/bindings/cuda.*", (
         "py:tests/python/test_cuda_binding_args.py", "py:tests/python/test_cuda.py", P_FOREIGN_CUDA,
@@ -463,11 +468,11 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/et_copy/tools/generate.py", (P_LLM_UNITS, P_LLM_CLI_ARCHS, P_LLM_CLI, P_LLM_PTD)),
     ("python/et_copy/llm/__init__.py", (P_LLM_UNITS, *P_LLM_EAGER)),
     # The compiled partition's weight reads: the graph rewrite and both checks, no compile (seconds).
-    ("python/et_copy/_constant_reads.py", P_CONSTANT_READS),
+    ("python/et_copy/backends/aoti/_constant_reads.py", P_CONSTANT_READS),
     # Quantized weights: the graph rewrite on every torchao scheme, run eagerly, and the simulated backend's
     # portable dequantization (seconds; the compiled programs' tests recompile on every mutant of the kernels).
-    ("python/et_copy/backends/_quantized.py", P_QUANTIZED),
-    ("python/et_copy/backends/_quantized_portable.py", P_QUANTIZED),
+    ("python/et_copy/backends/aoti/_quantized.py", P_QUANTIZED),
+    ("python/et_copy/backends/simulated/_quantized_portable.py", P_QUANTIZED),
     ("python/et_copy/llm/_quantize.py", (*P_LLM_QUANTIZE, *P_LLM_QUANTIZED_EXPERTS)),
     # The grouped experts: their eager equality for every MoE class, the choice per backend, the configs restored,
     # the trace rule, the stride fallback (no compile; the compiled prefill's check recompiles per mutant).
@@ -490,8 +495,10 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     # Linking et_copy::aoti registers the backend: a consumer of the installed package that never calls
     # register_aoti_backend() runs a compiled program.
     ("backends/aoti/src/aoti_registration.cpp", ("py:tests/python/repo/test_cpp.py",)),
+    # Linking et_copy::simulated describes its backend: the consumer built against the installed package.
+    ("backends/simulated/src/simulated_description.cpp", ("py:tests/python/repo/test_cpp.py",)),
     ("backends/aoti/src/aoti_backend.cpp", (
-        T_AOTI_LIBRARY, P_AOTI_TRUST, P_AOTI_UNTRUSTED, "py:tests/python/test_aoti_runtime.py", P_FOREIGN_CUDA,
+        T_AOTI_LIBRARY, P_AOTI_TRUST, P_AOTI_UNTRUSTED, P_AOTI_RUNTIME, P_FOREIGN_CUDA,
     )),
     # Copies on the caller's stream: queued, staged, synchronised, against the fake CUDA runtime's streams.
     ("runtime/cuda_allocator/caller_stream.*", (T_CUDA,)),

@@ -190,7 +190,8 @@ class Runner:
             raise SystemExit(f"mutation: the unmutated tree does not build:\n{out[-4000:]}")
 
     def lay_out_python_package(self) -> None:
-        """The package from the sources plus the installed extension (smoke mode)."""
+        """The package from the sources plus the installed compiled parts (smoke mode): _C, each
+        backend's own extension and the shared runtime (et_copy/lib)."""
         import importlib.util
 
         spec = importlib.util.find_spec("et_copy")
@@ -199,8 +200,9 @@ class Runner:
         installed = Path(spec.origin).parent
         dst = self.pkg / "et_copy"
         shutil.copytree(self.tree / "python" / "et_copy", dst, dirs_exist_ok=True)
-        for so in installed.glob("_C*.so"):
+        for so in installed.rglob("*.so"):
             target = dst / so.relative_to(installed)
+            target.parent.mkdir(parents=True, exist_ok=True)
             if not target.exists() or target.read_bytes() != so.read_bytes():
                 shutil.copy2(so, target)
 

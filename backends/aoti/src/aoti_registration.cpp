@@ -4,7 +4,7 @@
 // kAlreadyOurs, and nothing is registered twice). It is an object of its own,
 // on the link line of every program that links et_copy::aoti, so the linker
 // keeps it though nothing references it. The library et_copy_aoti holds the
-// backend without it: the Python extension links that one, and an import
+// backend without it: its Python extension (_aoti) links that one, and an import
 // registers nothing (et_copy.use_aoti_backend() does). The allocator stays
 // the program's choice (use_simulated_device(), use_cuda()).
 #include <et_copy/aoti_backend.h>

@@ -13,12 +13,14 @@ group ``et_copy.backends`` (its pyproject's
 read when this package is imported; :func:`add_backend` adds one by hand.
 :func:`use_backend` registers any word's runtime side.
 
-Each backend's module holds its partitioner and its ``BackendDetails``;
-what they share (the delegate record, the partitioning, the state arena,
-preprocess over every method) is in this package's private modules. The
-exporters and the tools take the word and read the rest here; a
-partitioner object is still accepted where one was. The modules import
-executorch, so the table imports them when a word is used.
+Each backend is a subpackage holding its partitioner and its
+``BackendDetails`` (and its private modules: the compiled backend's compile
+cache, weight reads and quantized kernels); what they share (the delegate
+record, the partitioning, the state arena, preprocess over every method) is
+in this package's modules. The exporters and the tools take the word and
+read the rest here; a partitioner object is still accepted where one was.
+The subpackages import executorch, so the table imports them when a word is
+used.
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ BACKENDS: dict[str, Backend] = {
         Backend(
             "simulated",
             "SimulatedDeviceBackend",
-            "et_copy.backends.simulated",
+            "et_copy.backends.simulated._export",
             "SimulatedDevicePartitioner",
             _register_simulated,
             "ExecuTorch's CPU kernels over the simulated device",
@@ -90,7 +92,7 @@ BACKENDS: dict[str, Backend] = {
         Backend(
             "aoti",
             "AotiDeviceBackend",
-            "et_copy.backends.aoti",
+            "et_copy.backends.aoti._export",
             "AotiDevicePartitioner",
             _register_aoti,
             "AOTInductor code, compiled for the CPU here and for CUDA on a GPU",

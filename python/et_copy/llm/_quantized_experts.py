@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from ..backends._quantized import nibbles, weight_parts
+from ..backends.aoti._quantized import nibbles, weight_parts
 
 EXPERT_CHUNKS = 8  # a prompt's experts dequantized in at most this many slices a matmul: each is a kernel to compile
 _STORED = "_stored"  # buffer suffixes: the int8 values, or int4 two to a byte (uint8)

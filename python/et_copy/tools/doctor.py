@@ -112,6 +112,8 @@ def _record_lines(record: bytes) -> tuple[dict[str, list[str]], int]:
 
 
 def _code_entry(method: str, record: bytes) -> dict[str, Any]:
+    from ..backends.aoti import _aoti
+
     try:
         lines, at = _record_lines(record)
     except ValueError as e:
@@ -129,7 +131,7 @@ def _code_entry(method: str, record: bytes) -> dict[str, Any]:
         "sha256": sha256,
         "payload_sha256": found,
         "matches": sha256 == found,
-        "trusted": _C.is_trusted_code(found) if sha256 == found else False,
+        "trusted": _aoti.is_trusted_code(found) if sha256 == found else False,
     }
 
 

@@ -10,7 +10,8 @@
 // a DeviceBackendDefinition (the backend, its payload kind, how to register
 // it), and registers it with one call, register_device_backend(definition):
 // it goes into ExecuTorch's registry (when its id is absent there) and into
-// et-copy's table, which sessions walk.
+// et-copy's table, which sessions walk. Each of et-copy's backends is a folder
+// of backends/ (simulated, aoti).
 #pragma once
 
 #include <cstddef>

@@ -89,8 +89,4 @@ executorch::runtime::Span<const executorch::runtime::Kernel> method_kernels();
  */
 ET_NODISCARD Registration use_simulated_device(int device_count = 1, executorch::runtime::Error* error = nullptr);
 
-// Forwarded for callers that include this header only: declared, with its
-// contract, beside its backend (simulated_device_backend.h).
-ET_NODISCARD Registration register_simulated_device_backend(executorch::runtime::Error* error = nullptr);
-
 } // namespace et_copy

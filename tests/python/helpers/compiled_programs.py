@@ -1,8 +1,8 @@
 """A small compiled (``backend="aoti"``) program and where its record's
 lines and payload lie in the .pte bytes, for the tests of compiled code's
-integrity and trust (test_aoti_trust.py, test_aoti_untrusted.py,
-tools/test_doctor.py). The record's format: docs/design.md, "The delegate
-record"."""
+integrity and trust (tests/backends/aoti: test_aoti_trust.py,
+test_aoti_untrusted.py; tests/python/tools/test_doctor.py). The record's
+format: docs/design.md, "The delegate record"."""
 
 from __future__ import annotations
 

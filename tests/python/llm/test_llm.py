@@ -195,8 +195,8 @@ def test_the_compiled_code_reads_each_weight_in_place_once_per_step(arch):
     # No kernel of the compiled prefill or decode writes a buffer as large as a weight it reads
     # (the edge dialect's permute_copy of every Linear's weight did, every call): each weight
     # is read where the backend bound it, by the matmul, the embedding or the norm that uses it.
-    from et_copy import _compile_cache
-    from et_copy._constant_reads import weight_copies_in_code
+    from et_copy.backends.aoti import _compile_cache
+    from et_copy.backends.aoti._constant_reads import weight_copies_in_code
 
     _, buffer = exported_program(arch, max_seq_len=MAX_SEQ, pick="device", backend="aoti")
     payloads = aoti_payloads(buffer)
@@ -287,7 +287,7 @@ def test_generate_command_runs_the_compiled_backend_and_gives_transformers_token
     import subprocess
     import sys
 
-    from et_copy import _compile_cache
+    from et_copy.backends.aoti import _compile_cache
 
     env = _command_env(tmp_path / "cache")  # the program cache in tmp; the compiled code is shared
     env[_compile_cache.CACHE_ENV] = str(_compile_cache.cache_dir())

@@ -154,7 +154,7 @@ def test_tied_routing_gives_transformers_tokens_on_the_compiled_backend(tied):
 
 def _sources_by_method(buffer: bytes) -> dict[str, list[str]]:
     """The generated C++ of each method's compiled delegates, from the compile cache."""
-    from et_copy import _compile_cache
+    from et_copy.backends.aoti import _compile_cache
     from executorch.exir._serialize._program import deserialize_pte_binary
 
     program = deserialize_pte_binary(buffer).program

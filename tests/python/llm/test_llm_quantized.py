@@ -15,8 +15,9 @@ pytest.importorskip("torchao")
 import et_copy  # noqa: E402
 import et_copy.runtime  # noqa: E402
 from compiled_programs import aoti_payloads  # noqa: E402
-from et_copy import _compile_cache, llm  # noqa: E402
-from et_copy._constant_reads import weight_copies_in_code  # noqa: E402
+from et_copy import llm  # noqa: E402
+from et_copy.backends.aoti import _compile_cache  # noqa: E402
+from et_copy.backends.aoti._constant_reads import weight_copies_in_code  # noqa: E402
 
 PROMPT = [5, 17, 3, 9, 42]
 TOKENS = 8

@@ -117,6 +117,7 @@ def test_cmake_install_lays_out_library_headers_and_package(plain_install):
     prefix = plain_install.parents[2]
     assert (prefix / "lib" / "libet_copy_runtime.so").is_file()
     assert (prefix / "lib" / "libet_copy_aoti.a").is_file()
+    assert (prefix / "lib" / "libet_copy_simulated.a").is_file()
     for header in (
         "aoti_backend.h",
         "backend_options.h",
@@ -191,6 +192,9 @@ def find_package_project(tmp_path: Path, request: str) -> Path:
           "et_copy ${{et_copy_VERSION}} cuda=${{et_copy_HAS_CUDA}} executorch=${{et_copy_EXECUTORCH_VERSION}}")
         if(NOT TARGET et_copy::runtime OR NOT TARGET executorch::runtime)
           message(FATAL_ERROR "et_copy::runtime or executorch::runtime missing")
+        endif()
+        if(NOT TARGET et_copy::simulated)
+          message(FATAL_ERROR "et_copy::simulated missing")
         endif()
         """)
     )
@@ -572,9 +576,11 @@ def test_executor_runs_compiled_code_like_transformers_with_the_compiled_backend
 
 
 COMPILED_CONSUMER = r"""
-// Links et_copy::runtime and et_copy::aoti, and never calls register_aoti_backend():
-// linking et_copy::aoti registered the compiled backend. Runs a compiled program
-// through ExecuTorch's own Module. argv: program, input (float32 [2, 8]).
+// Links et_copy::runtime, et_copy::simulated and et_copy::aoti, and calls no backend's
+// registration: linking et_copy::aoti registered the compiled backend, and linking
+// et_copy::simulated described the simulated one (a refusal names its registration call;
+// nothing here references its library). Runs a compiled program through ExecuTorch's
+// own Module. argv: program, input (float32 [2, 8]).
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -582,7 +588,9 @@ COMPILED_CONSUMER = r"""
 #include <vector>
 
 #include <et_copy/aoti_backend.h>
+#include <et_copy/device_backend.h>
 #include <et_copy/registration.h>
+#include <et_copy/simulated_device_backend.h>
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor.h>
 #include <executorch/runtime/backend/interface.h>
@@ -597,6 +605,7 @@ int main(int argc, char** argv) {
   if (et_copy::use_simulated_device() == et_copy::Registration::kFailed) {
     return 3;
   }
+  std::printf("simulated: %s\n", et_copy::backend_hint(et_copy::kSimulatedDeviceBackend).c_str());
   for (const et_copy::KernelRegistration& k : et_copy::register_kernels()) {
     if (k.outcome == et_copy::Registration::kFailed) {
       return 3;
@@ -622,35 +631,55 @@ int main(int argc, char** argv) {
 """
 
 
-def test_a_program_linking_et_copy_aoti_runs_compiled_code_through_module_without_registering_it(
-    package_dir, programs, tmp_path
-):
-    # As ExecuTorch's backend libraries: linking et_copy::aoti registers AotiDeviceBackend, so
-    # a program that never calls register_aoti_backend() runs a compiled program through
-    # ExecuTorch's own Module (no et-copy loader), the allocator and kernels its own choice.
-    src = tmp_path / "consumer"
-    src.mkdir()
+@pytest.fixture(scope="module")
+def compiled_consumer(package_dir, tmp_path_factory) -> Path:
+    """COMPILED_CONSUMER built against the installed package."""
+    src = tmp_path_factory.mktemp("consumer")
     (src / "main.cpp").write_text(COMPILED_CONSUMER)
     (src / "CMakeLists.txt").write_text(
         textwrap.dedent("""\
         cmake_minimum_required(VERSION 3.28)
         project(compiled_consumer LANGUAGES CXX)
         set(CMAKE_CXX_STANDARD 17)
-        find_package(et_copy 0.1 CONFIG REQUIRED COMPONENTS aoti)
+        find_package(et_copy 0.1 CONFIG REQUIRED COMPONENTS simulated aoti)
         add_executable(run_compiled main.cpp)
-        target_link_libraries(run_compiled PRIVATE et_copy::runtime et_copy::aoti)
+        target_link_libraries(run_compiled PRIVATE et_copy::runtime et_copy::simulated et_copy::aoti)
         """)
     )
-    configure(src, tmp_path / "build", f"-Det_copy_DIR={package_dir}", env=bare_env())
-    build(tmp_path / "build")
+    configure(src, src / "build", f"-Det_copy_DIR={package_dir}", env=bare_env())
+    build(src / "build")
+    return src / "build" / "run_compiled"
+
+
+def test_a_program_linking_et_copy_aoti_runs_compiled_code_through_module_without_registering_it(
+    compiled_consumer, programs
+):
+    # As ExecuTorch's backend libraries: linking et_copy::aoti registers AotiDeviceBackend, so
+    # a program that never calls register_aoti_backend() runs a compiled program through
+    # ExecuTorch's own Module (no et-copy loader), the allocator and kernels its own choice.
     proc = run(
-        [str(tmp_path / "build" / "run_compiled"), str(programs / "mlp_aoti.pte"), str(programs / "mlp_aoti.in0.bin")],
+        [str(compiled_consumer), str(programs / "mlp_aoti.pte"), str(programs / "mlp_aoti.in0.bin")],
         timeout=120,
     )
     assert "registered before main: yes" in proc.stdout, proc.stdout + proc.stderr
-    got = np.array([float(v) for v in proc.stdout.split("\n")[1:] if v], dtype=np.float32)
+    got = np.array([float(v) for v in proc.stdout.split("\n")[2:] if v], dtype=np.float32)
     expected = np.frombuffer((programs / "mlp_aoti.expect0.bin").read_bytes(), dtype=np.float32)
     assert got.shape == expected.shape and np.allclose(got, expected, rtol=1e-5, atol=1e-6), (got, expected)
+
+
+def test_a_program_linking_et_copy_simulated_is_told_how_to_register_its_backend_before_anything_registers_it(
+    compiled_consumer, programs
+):
+    # Linking et_copy::simulated describes SimulatedDeviceBackend (an object on the link line, which
+    # the linker keeps though nothing references it): a load check's refusal names its registration.
+    proc = run(
+        [str(compiled_consumer), str(programs / "mlp_aoti.pte"), str(programs / "mlp_aoti.in0.bin")],
+        timeout=120,
+    )
+    hint = re.search(r"^simulated: (.*)$", proc.stdout, re.M)
+    assert hint is not None, proc.stdout
+    assert "'SimulatedDeviceBackend' is not registered" in hint.group(1), hint.group(1)
+    assert "et_copy::register_simulated_device_backend()" in hint.group(1), hint.group(1)
 
 
 def test_executor_reads_the_weights_from_the_ptd_given_by_data_and_refuses_the_program_without_it(executor, programs):

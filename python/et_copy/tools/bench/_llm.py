@@ -316,8 +316,8 @@ def _aoti_export(model, max_seq_len: int, cold: bool, progress) -> dict:
     cache folder (every partition compiled), then again from it (cached)."""
     import os
 
-    from et_copy import _compile_cache
     from et_copy.backends import aoti
+    from et_copy.backends.aoti import _compile_cache
 
     def timed() -> dict:
         before = dataclasses.replace(aoti.compile_stats)

@@ -1,6 +1,6 @@
 """Quantized weights read in their stored form (issue 53; docs/design.md,
 "Quantized weights and experts"): torchao's schemes through the compiled
-backend's rewrite (et_copy.backends._quantized), checked on the graph handed
+backend's rewrite (et_copy.backends.aoti._quantized), checked on the graph handed
 to Inductor, on the generated code and against torchao's eager output, and
 through the simulated backend's portable ops."""
 
@@ -17,9 +17,9 @@ pytest.importorskip("torchao")
 import et_copy  # noqa: E402
 import et_copy.runtime  # noqa: E402
 from compiled_programs import aoti_payloads  # noqa: E402
-from et_copy import _compile_cache  # noqa: E402
-from et_copy._constant_reads import weight_copies_in_code  # noqa: E402
-from et_copy.backends import _quantized, aoti  # noqa: E402
+from et_copy.backends import aoti  # noqa: E402
+from et_copy.backends.aoti import _compile_cache, _quantized  # noqa: E402
+from et_copy.backends.aoti._constant_reads import weight_copies_in_code  # noqa: E402
 from et_copy.export import ExportError, export_device_program  # noqa: E402
 from et_copy.export._methods import to_edge_program  # noqa: E402
 from torchao.quantization import Int8WeightOnlyConfig, IntxWeightOnlyConfig, quantize_  # noqa: E402

@@ -1,4 +1,5 @@
-"""The simulated device's backend, ahead of time: partitioner and preprocess.
+"""The simulated device's backend, ahead of time: partitioner and preprocess
+(:mod:`et_copy.backends.simulated` gives its names; this module imports executorch's exporter).
 
 The stand-in for upstream's CUDA backend (``backends/aoti``'s
 ``AotiPartitioner``, specialised by ``CudaPartitioner``), shaped like it so
@@ -39,17 +40,14 @@ from executorch.exir.program._program import EdgeProgramManager
 from executorch.exir.schema import Tensor as SchemaTensor
 from executorch.exir.schema import TensorDataLocation
 
-from .. import _C
+from ..partitioner import DevicePartitioner
+from ..preprocess import DevicePreprocess
+from ..record import delegate_record, device_of, record_header
+from ..state import StateSlot, mutable_state
+from . import BACKEND_ID, PAYLOAD_PROGRAM
 from ._quantized_portable import dequantize_with_portable_ops, refuse_packed_kernels
-from .partitioner import DevicePartitioner
-from .preprocess import DevicePreprocess
-from .record import delegate_record, device_of, record_header
-from .state import StateSlot, mutable_state
 
-BACKEND_ID = "SimulatedDeviceBackend"  # the C++ backend registers under this name (et_copy::kSimulatedDeviceBackend)
-PAYLOAD_PROGRAM = _C.PAYLOAD_PROGRAM  # the payload is a nested .pte (this backend)
-
-__all__ = ["BACKEND_ID", "SimulatedDeviceBackend", "SimulatedDevicePartitioner"]
+__all__ = ["SimulatedDeviceBackend", "SimulatedDevicePartitioner"]
 
 
 class SimulatedDevicePartitioner(DevicePartitioner):

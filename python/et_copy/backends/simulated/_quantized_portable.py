@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ._quantized import _dequantize_affine, _is, _op
+from ..aoti._quantized import _dequantize_affine, _is, _op
 
 aten = torch.ops.aten
 

@@ -91,10 +91,9 @@ SimulatedDeviceBackend& simulated_device_backend();
  * `*error` (when given) set to the registry's error. Never registers twice.
  * Delegates of the backend need the simulated allocator serving CUDA at
  * load (use_simulated_device(), registration.h). Threading as
- * register_kernels(). (registration.h declares it too, with the default
- * argument, for callers that include that header only.)
+ * register_kernels().
  */
-ET_NODISCARD Registration register_simulated_device_backend(executorch::runtime::Error* error); // error = nullptr
+ET_NODISCARD Registration register_simulated_device_backend(executorch::runtime::Error* error = nullptr);
 
 /**
  * Adds the backend's payload kind (kPayloadProgram, its rules) and its

@@ -5,7 +5,7 @@ bound (user-managed) from the program's named data by the record's keys and
 its state from an arena laid out as the record says: the outputs must equal
 eager and the state must be updated in place, in the arena.
 
-Compiles are cached (et_copy._compile_cache, ~/.cache/et_copy/aoti), so a
+Compiles are cached (et_copy.backends.aoti._compile_cache, ~/.cache/et_copy/aoti), so a
 second run takes seconds; a cold one compiles each model once (15-50 s each
 on 2 cores). Programs are shared by module-scoped fixtures."""
 
@@ -23,12 +23,11 @@ pytest.importorskip("executorch.exir")
 
 import et_copy  # noqa: E402
 import et_copy.runtime  # noqa: E402
-from et_copy import _compile_cache  # noqa: E402
-from et_copy import _constant_reads as aoti_views  # noqa: E402
-from et_copy._constant_reads import copies_as_views, weight_copies, weight_copies_in_code  # noqa: E402
 from et_copy._dtypes import SCALAR_TYPE_CODES  # noqa: E402
 from et_copy.backends import BACKENDS, aoti  # noqa: E402
-from et_copy.backends.aoti import BACKEND_ID, AotiDevicePartitioner  # noqa: E402
+from et_copy.backends.aoti import BACKEND_ID, AotiDevicePartitioner, _compile_cache  # noqa: E402
+from et_copy.backends.aoti import _constant_reads as aoti_views  # noqa: E402
+from et_copy.backends.aoti._constant_reads import copies_as_views, weight_copies, weight_copies_in_code  # noqa: E402
 from et_copy.backends.record import WEIGHT_KEY  # noqa: E402
 from et_copy.export import MethodInputs, export_device_methods, export_device_program, lower_to_device  # noqa: E402
 from plan_calls import plan_calls as kernel_calls  # noqa: E402

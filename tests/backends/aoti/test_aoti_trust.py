@@ -30,7 +30,7 @@ import et_copy  # noqa: E402
 import et_copy.backends.aoti  # noqa: E402
 import et_copy.runtime  # noqa: E402
 from compiled_programs import DIGEST_LINE, Mlp, payload_span  # noqa: E402
-from et_copy import _C  # noqa: E402
+from et_copy.backends.aoti import _aoti  # noqa: E402
 from et_copy.export import export_device_program  # noqa: E402
 from forked import in_child  # noqa: E402
 
@@ -96,7 +96,7 @@ def test_the_record_carries_the_payloads_sha256_and_this_machine_trusts_what_it_
     assert line is not None and line.start() < at
     digest = line.group(1).decode()
     assert digest == hashlib.sha256(program[at : at + n]).hexdigest()
-    assert _C.is_trusted_code(digest)
+    assert _aoti.is_trusted_code(digest)
     assert run_forward(program) == "ran"  # no extra step for code compiled here
 
 
@@ -179,7 +179,7 @@ def test_trust_takes_sha256_digests_in_lowercase_hex():
     for bad in ("0" * 63, "0" * 65, "A" * 64, "g" * 64, "../" + "0" * 61):
         with pytest.raises(et_copy.EtCopyError, match="is not a SHA-256 in 64 lowercase hex digits"):
             et_copy.backends.aoti.trust(bad)
-        assert not _C.is_trusted_code(bad)
+        assert not _aoti.is_trusted_code(bad)
 
 
 @pytest.mark.parametrize(
@@ -190,30 +190,30 @@ def test_trust_takes_sha256_digests_in_lowercase_hex():
     ],
 )  # fmt: skip
 def test_the_compile_cache_folder_is_decided_once_from_the_environment(monkeypatch, tmp_path, setting, expected):
-    from et_copy import _compile_cache
+    from et_copy.backends.aoti import _compile_cache
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     if setting is None:
         monkeypatch.delenv("ET_COPY_AOTI_CACHE", raising=False)
     else:
         monkeypatch.setenv("ET_COPY_AOTI_CACHE", setting)
-    assert _C.compile_cache_dir() == expected.format(xdg=tmp_path)
+    assert _aoti.compile_cache_dir() == expected.format(xdg=tmp_path)
     assert _compile_cache.cache_dir() == (Path(expected.format(xdg=tmp_path)) if expected else None)
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     if expected.startswith("{xdg}"):
-        assert _C.compile_cache_dir() == f"{tmp_path}/home/.cache/et_copy/aoti"
+        assert _aoti.compile_cache_dir() == f"{tmp_path}/home/.cache/et_copy/aoti"
 
 
 def test_code_compiled_here_is_marked_in_a_cache_folder_made_for_it(monkeypatch, tmp_path):
     digest = hashlib.sha256(b"code compiled in this test").hexdigest()
     folder = tmp_path / "a" / "b"  # none of it exists yet
     monkeypatch.setenv("ET_COPY_AOTI_CACHE", str(folder))
-    _C.trust_compiled_code(digest, compiled_here=True)
+    _aoti.trust_compiled_code(digest, compiled_here=True)
     assert (folder / "trusted" / digest).is_file()
     other = hashlib.sha256(b"code trusted, not compiled here").hexdigest()
-    _C.trust_compiled_code(other)
-    assert _C.is_trusted_code(other) and not (folder / "trusted" / other).exists()  # the process's alone
+    _aoti.trust_compiled_code(other)
+    assert _aoti.is_trusted_code(other) and not (folder / "trusted" / other).exists()  # the process's alone
 
 
 ELSEWHERE = textwrap.dedent(
@@ -252,7 +252,7 @@ def test_code_from_elsewhere_runs_once_trusted_through_each_way(program, tmp_pat
     path = tmp_path / "mlp.pte"
     path.write_bytes(program)
     digest = DIGEST_LINE.search(program).group(1).decode()  # type: ignore[union-attr]
-    compiled_in = _C.compile_cache_dir()
+    compiled_in = _aoti.compile_cache_dir()
     if not compiled_in:
         pytest.skip("the compile cache is off (ET_COPY_AOTI_CACHE=0): this machine keeps no marks")
     proc = subprocess.run(

@@ -1,4 +1,5 @@
-"""Session-wide test support.
+"""Session-wide test support, for every suite under tests/ (tests/python and
+each backend's tests in tests/backends).
 
 - Hypothesis profiles for the fuzz tests: "ci" (default, 500 cases per fuzz
   test) and "long" (10,000), chosen with ET_COPY_FUZZ_PROFILE; the summary
@@ -39,7 +40,7 @@ def exported_programs(tmp_path_factory) -> Path:
     and tampered copies of it (helpers/tamper_programs.py), written by a child
     process because exporting imports executorch.exir."""
     out = tmp_path_factory.mktemp("programs")
-    script = Path(__file__).parent / "helpers" / "tamper_programs.py"
+    script = Path(__file__).parent / "python" / "helpers" / "tamper_programs.py"
     env = dict(os.environ)
     if "LD_PRELOAD" in env:
         # Under the sanitizer suite: export with the installed, uninstrumented

@@ -1,4 +1,5 @@
-"""The compiled device backend, ahead of time: AOTInductor code in a delegate record.
+"""The compiled device backend, ahead of time: AOTInductor code in a delegate record
+(:mod:`et_copy.backends.aoti` gives its names; this module imports executorch's exporter).
 
 docs/design.md, "A compiled device backend (issue 34)", parts 3 and 4.
 
@@ -15,7 +16,7 @@ docs/design.md, "A compiled device backend (issue 34)", parts 3 and 4.
   arena, as *user-managed* constants by the FQN the compiled model reports.
   A mutable buffer is a constant the compiled code updates in place.
 
-The ``.so`` is cached by content (:mod:`et_copy._compile_cache`).
+The ``.so`` is cached by content (:mod:`et_copy.backends.aoti._compile_cache`).
 """
 
 from __future__ import annotations
@@ -35,23 +36,19 @@ from executorch.exir._serialize._named_data_store import NamedDataStore
 from executorch.exir.backend.backend_details import BackendDetails, PreprocessResult
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 
-from .. import _C, _compile_cache
-from .._constant_reads import copies_as_views
-from .._dtypes import scalar_type_code
-from . import _quantized
+from ..._dtypes import scalar_type_code
+from ..partitioner import DevicePartitioner
+from ..preprocess import DevicePreprocess
+from ..record import RECORD_VERSION, delegate_record, device_of, record_header
+from ..state import StateSlot, mutable_state
+from . import BACKEND_ID, PAYLOAD_AOTI, _aoti, _compile_cache, _quantized
+from ._constant_reads import copies_as_views
 from ._quantized import QuantizedWeightError, read_quantized_packed
-from .partitioner import DevicePartitioner
-from .preprocess import DevicePreprocess
-from .record import RECORD_VERSION, delegate_record, device_of, record_header
-from .state import StateSlot, mutable_state
 
-BACKEND_ID = "AotiDeviceBackend"  # the C++ backend registers under this name (et_copy.use_aoti_backend())
 TARGET_KEY = "aoti_target"  # CompileSpec: what the code is compiled for
 TARGETS = ("cpu", "cuda")
-PAYLOAD_AOTI = _C.PAYLOAD_AOTI  # the record's payload kind: an AOTInductor .so
 
 __all__ = [
-    "BACKEND_ID",
     "TARGETS",
     "AotiDeviceBackend",
     "AotiDevicePartitioner",
@@ -67,7 +64,7 @@ def default_target() -> str:
     """``cuda`` when a GPU serves cuda: et-copy's CUDA allocator or another
     library's (upstream's CUDA backend registers its own); the code then runs
     on a GPU. Else ``cpu`` (the simulated device, or nothing registered yet)."""
-    from .._registration import allocator_info
+    from ..._registration import allocator_info
 
     info = allocator_info("cuda")
     return "cpu" if info is None or info.get("name") == "simulated" else "cuda"
@@ -259,7 +256,7 @@ def _key_parts(module, example, edge_program, options: dict, target: str) -> dic
         "host": _host_fingerprint() if _march(options) == "native" else "",
         "record": RECORD_VERSION,
         "cache": _compile_cache.FORMAT,
-        # The graph calls the quantized kernels by name (et_copy.backends._quantized): their code is part of it.
+        # The graph calls the quantized kernels by name (et_copy.backends.aoti._quantized): their code is part of it.
         "kernels": hashlib.sha256(inspect.getsource(_quantized).encode()).hexdigest(),
     }
 
@@ -293,7 +290,7 @@ def _compile(edge_program, target: str, op: str) -> tuple[_Compiled, torch.fx.Gr
         _log.debug("%s: compiled %s in %.1f s", op, key, time.monotonic() - start)
     digest = hashlib.sha256(so).hexdigest()
     # This machine compiled it (now, or for its cache): its programs run here with no extra step.
-    _C.trust_compiled_code(digest, compiled_here=True)
+    _aoti.trust_compiled_code(digest, compiled_here=True)
     stored = _compile_cache.store(key, so, source)
     if stored is not None:
         return _Compiled(so, stored, temporary=False, sha256=digest), module
@@ -392,22 +389,6 @@ def _preprocess(edge_program, compile_specs, layout: dict[str, StateSlot], arena
     header.append(f"digest\tsha256\t{compiled.sha256}")
     record = delegate_record(header, PAYLOAD_AOTI, compiled.so)
     return PreprocessResult(processed_bytes=record, data_store_output=store.get_named_data_store_output())
-
-
-def trust(*digests: str) -> None:
-    """Trusts, for this process, the compiled code of each SHA-256 digest
-    (64 lowercase hex digits, as ``python -m et_copy doctor PROGRAM.pte``
-    lists a program's code): programs carrying it load with no
-    ``trust_code``. Code this machine compiled is trusted already.
-    Raises TypeError for a digest that is not a str, EtCopyError
-    (InvalidArgument) for one that is not 64 lowercase hex digits; the
-    digests before it are trusted."""
-    for digest in digests:
-        if not isinstance(digest, str):
-            raise TypeError(
-                f"et_copy.backends.aoti.trust: a digest is a str of 64 hex digits, got {type(digest).__name__}"
-            )
-        _C.trust_compiled_code(digest)
 
 
 class AotiDeviceBackend(DevicePreprocess, BackendDetails):

@@ -31,7 +31,6 @@
 
 #include "content_hash.h"
 #include "external_tensors.h"
-#include "payload_kinds.h"
 
 namespace et_copy {
 

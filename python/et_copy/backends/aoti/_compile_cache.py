@@ -10,7 +10,7 @@ code does not hold.
 Where: ``$XDG_CACHE_HOME/et_copy/aoti/<key>.so`` (default ``~/.cache``), and
 beside it the generated C++ it was built from, ``<sha256 of the .so>.cpp``,
 so that what a program's code does can be read back (its weight reads,
-:mod:`et_copy._constant_reads`).
+:mod:`et_copy.backends.aoti._constant_reads`).
 ``ET_COPY_AOTI_CACHE=0`` turns it off; a path there moves it. Writes are atomic (a temporary file
 in the same folder, then a rename), so a concurrent reader sees a whole file
 or none.
@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from . import _C
+from . import _aoti
 
 CACHE_ENV = "ET_COPY_AOTI_CACHE"
 # Part of every key: entries of an older format (before 2: no C++ kept beside the .so) are never hit.
@@ -37,7 +37,7 @@ def cache_dir() -> Path | None:
     ``ET_COPY_AOTI_CACHE=/some/dir`` puts it there instead. The C++ core
     decides (et_copy/code_trust.h), as it reads the same folder for the
     digests of the code this machine compiled."""
-    folder = _C.compile_cache_dir()
+    folder = _aoti.compile_cache_dir()
     return Path(folder) if folder else None
 
 

@@ -30,7 +30,7 @@ import et_copy  # noqa: E402
 import et_copy.backends.aoti  # noqa: E402
 import et_copy.runtime  # noqa: E402
 from et_copy import _C  # noqa: E402
-from et_copy.backends.aoti import compile_options  # noqa: E402
+from et_copy.backends.aoti import _aoti, compile_options  # noqa: E402
 from et_copy.backends.simulated import SimulatedDevicePartitioner  # noqa: E402
 from et_copy.backends.state import state_arena_layout  # noqa: E402
 from et_copy.export import export_device_program  # noqa: E402
@@ -83,7 +83,7 @@ def _compile(edge_program, target: str) -> bytes:
 
 
 HAND_ID = "AotiRecordsByHand"  # as long as "AotiDeviceBackend": a flatbuffer string renamed in place
-assert len(HAND_ID) == len(_C.AOTI_BACKEND_ID)
+assert len(HAND_ID) == len(_aoti.AOTI_BACKEND_ID)
 
 
 class AotiRecordsByHand(BackendDetails):
@@ -129,7 +129,7 @@ class AotiRecordsByHand(BackendDetails):
             lines = edit(lines)
         so = _compile(edge_program, target)
         lines.append(f"digest\tsha256\t{hashlib.sha256(so).hexdigest()}")
-        lines.append(f"payload\t{_C.PAYLOAD_AOTI}\t{len(so)}")
+        lines.append(f"payload\t{_aoti.PAYLOAD_AOTI}\t{len(so)}")
         record = ("\n".join(lines) + "\n").encode() + so
         return PreprocessResult(processed_bytes=record, data_store_output=store.get_named_data_store_output())
 
@@ -192,7 +192,7 @@ def _export(module: torch.nn.Module, inputs: tuple, *edits, target: str = "cpu")
 def _as_aoti(program: bytes) -> bytes:
     """The program with its delegate's backend id renamed from the test's to the runtime's."""
     assert program.count(HAND_ID.encode()) == 1
-    return program.replace(HAND_ID.encode(), _C.AOTI_BACKEND_ID.encode())
+    return program.replace(HAND_ID.encode(), _aoti.AOTI_BACKEND_ID.encode())
 
 
 def _replace(kind: str, line: str):
@@ -229,7 +229,7 @@ def _load_error(program: bytes) -> str:
 
 def test_use_aoti_backend_is_idempotent(device):
     assert et_copy.use_aoti_backend() == "already et_copy"
-    assert _C.AOTI_TORCH_VERSION == torch.__version__.split("+")[0]
+    assert _aoti.AOTI_TORCH_VERSION == torch.__version__.split("+")[0]
 
 
 def test_the_delegate_holds_an_aoti_record(mlp):
@@ -329,7 +329,7 @@ def test_a_cuda_record_on_the_simulated_device_is_refused_saying_why(device):
 
 def test_another_torch_version_is_refused_naming_both(mlp):
     text = _load_error(_export(Mlp(), (torch.randn(3, 8),), _replace("target", "target\tcpu\t2.11.0+cu130")))
-    assert f"compiled by torch 2.11.0+cu130, and this backend runs torch {_C.AOTI_TORCH_VERSION}" in text, text
+    assert f"compiled by torch 2.11.0+cu130, and this backend runs torch {_aoti.AOTI_TORCH_VERSION}" in text, text
 
 
 def test_a_record_that_does_not_cover_the_models_constants_is_refused(mlp):
