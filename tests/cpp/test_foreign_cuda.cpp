@@ -253,6 +253,13 @@ TEST(ForeignCuda, OnAForeignGpuTheGpuBackendsMayRunAndTheSimulatedBackendMayNot)
   EXPECT_EQ(et_copy::describe_device_backend(gpu_definition(later, "a", "b", nullptr)), Error::InvalidArgument);
   EXPECT_EQ(et_copy::describe_device_backend({later, {"", &accept_gpu_records}, "a", "b", "c"}), Error::InvalidArgument)
       << "the payload kind's own refusal";
+  // The one registration call refuses a definition its description refuses, saying why in *error.
+  Error refused = Error::Ok;
+  EXPECT_EQ(et_copy::register_device_backend(gpu_definition(later, "a", "b", nullptr), &refused),
+            Registration::kFailed);
+  EXPECT_EQ(refused, Error::InvalidArgument);
+  EXPECT_EQ(et_copy::register_device_backend(gpu_definition(later, "a", "b", nullptr)), Registration::kFailed)
+      << "no error pointer: refused all the same";
   static auto* nameless = new GpuBackend("");
   EXPECT_EQ(et_copy::describe_device_backend(gpu_definition(nameless, "a", "b", "c")), Error::InvalidArgument);
   EXPECT_EQ(et_copy::backend_hint("XnnpackBackend"), "") << "not et-copy's";

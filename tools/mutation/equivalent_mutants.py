@@ -25,6 +25,9 @@ class Equivalent:
 
 # fmt: off
 EQUIVALENT: list[Equivalent] = [
+    Equivalent("python/et_copy/backends/__init__.py", "int+1", "stacklevel=2,",
+               "the warning is given while et_copy.backends is being imported, so the frame it is attributed to is "
+               "an import's; its text names the entry point, which is what a user reads"),
     Equivalent("python/et_copy/export/_boundary_planning.py", "negate", "if merged:",
                "recompile() only refreshes the GraphModule's Python code; memory planning and the emitter read "
                "the graph, which the merge already changed, and nothing calls the module afterwards"),

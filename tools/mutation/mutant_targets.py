@@ -427,7 +427,9 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
         "py:tests/python/test_torch_tensor_views.py", "py:tests/python/test_device_tensor_views.py",
     )),
     # ---- the package's Python -------------------------------------------------------
-    ("python/et_copy/runtime.py", (P_META, P_API, *PY_RUNTIME, P_THREADS, P_LOAD_FLAGS, P_VERIFY_WEIGHT)),
+    ("python/et_copy/runtime.py", (P_META, P_API, *PY_RUNTIME, P_THREADS, P_LOAD_FLAGS, P_VERIFY_WEIGHT,
+                                   "py:tests/backends/reference/test_reference_export.py::"
+                                   "test_a_load_before_its_registration_names_the_call_that_registers_it")),
     # export/: test_export_routes.py holds every route's contract (record, errors; ~20 s);
     # test_export.py the emitted programs (device tags, planning, with_target_device, the
     # boundary planner's counters); test_backend_export.py the resident inputs/outputs

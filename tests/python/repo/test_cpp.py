@@ -680,6 +680,8 @@ def test_a_program_linking_et_copy_simulated_is_told_how_to_register_its_backend
     assert hint is not None, proc.stdout
     assert "'SimulatedDeviceBackend' is not registered" in hint.group(1), hint.group(1)
     assert "et_copy::register_simulated_device_backend()" in hint.group(1), hint.group(1)
+    # Describing it at start succeeded, so the start logged no failure of it.
+    assert "describing it when the program started failed" not in proc.stdout + proc.stderr
 
 
 def test_executor_reads_the_weights_from_the_ptd_given_by_data_and_refuses_the_program_without_it(executor, programs):
