@@ -14,9 +14,9 @@ exporter, which running programs does not need.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .._lazy_export import lazy_export
 from . import _simulated
 
 if TYPE_CHECKING:  # the names __getattr__ below gives, for type checkers
@@ -28,12 +28,4 @@ PAYLOAD_PROGRAM = _simulated.PAYLOAD_PROGRAM  # the payload is a nested .pte (th
 __all__ = ["BACKEND_ID", "SimulatedDeviceBackend", "SimulatedDevicePartitioner"]
 
 
-def __getattr__(name: str) -> Any:
-    """The ahead-of-time side's names (``_export``), imported on first use."""
-    if name.startswith("__") or name == "_export":  # (the import below asks for _export first)
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    export = importlib.import_module("._export", __name__)
-    try:
-        return getattr(export, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+__getattr__ = lazy_export(__name__)
