@@ -16,6 +16,7 @@
 namespace py = pybind11;
 
 using et_copy::bindings::raise_et_copy_error;
+using et_copy::bindings::registration_answer;
 using executorch::runtime::Error;
 
 PYBIND11_MODULE(_aoti, m) {
@@ -30,16 +31,7 @@ PYBIND11_MODULE(_aoti, m) {
       [] {
         Error err = Error::Ok;
         const et_copy::Registration r = et_copy::register_aoti_backend(&err);
-        const std::string op = "et_copy.use_aoti_backend";
-        if (r == et_copy::Registration::kFailed) {
-          raise_et_copy_error(err, op + ": ExecuTorch's backend registry refused " + et_copy::kAotiDeviceBackend);
-        }
-        if (r == et_copy::Registration::kAlreadyOther) {
-          raise_et_copy_error(Error::RegistrationAlreadyRegistered,
-                              op + ": another library registered a backend named " + et_copy::kAotiDeviceBackend +
-                                  "; ExecuTorch cannot replace a registered backend");
-        }
-        return std::string(et_copy::registration_name(r));
+        return registration_answer(r, err, "et_copy.use_aoti_backend", et_copy::kAotiDeviceBackend);
       },
       "et_copy::register_aoti_backend: 'registered' or 'already et_copy'; raises EtCopyError otherwise.");
 

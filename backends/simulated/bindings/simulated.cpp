@@ -8,13 +8,11 @@
 // is the core's, bound in et_copy._C.
 #include <pybind11/pybind11.h>
 
-#include <string>
-
 #include <et_copy/simulated_device_backend.h>
 
 #include "backend_error.h"
 
-using et_copy::bindings::raise_et_copy_error;
+using et_copy::bindings::registration_answer;
 using executorch::runtime::Error;
 
 PYBIND11_MODULE(_simulated, m) {
@@ -27,16 +25,8 @@ PYBIND11_MODULE(_simulated, m) {
       [] {
         Error err = Error::Ok;
         const et_copy::Registration r = et_copy::register_simulated_device_backend(&err);
-        const std::string op = "et_copy.register_simulated_device_backend";
-        if (r == et_copy::Registration::kFailed) {
-          raise_et_copy_error(err, op + ": ExecuTorch's backend registry refused " + et_copy::kSimulatedDeviceBackend);
-        }
-        if (r == et_copy::Registration::kAlreadyOther) {
-          raise_et_copy_error(Error::RegistrationAlreadyRegistered,
-                              op + ": another library registered a backend named " + et_copy::kSimulatedDeviceBackend +
-                                  "; ExecuTorch cannot replace a registered backend");
-        }
-        return std::string(et_copy::registration_name(r));
+        return registration_answer(r, err, "et_copy.register_simulated_device_backend",
+                                   et_copy::kSimulatedDeviceBackend);
       },
       "et_copy::register_simulated_device_backend: 'registered' or 'already et_copy'; raises EtCopyError "
       "otherwise.");
