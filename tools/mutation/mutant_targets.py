@@ -72,6 +72,7 @@ P_LOAD_FLAGS = P_AOTI_TRUST + "::test_the_load_flags_are_bools"
 P_AOTI_UNTRUSTED = "py:tests/backends/aoti/test_aoti_untrusted.py"
 # Compiled programs written by hand, run through et_copy.runtime on the simulated device.
 P_AOTI_RUNTIME = "py:tests/backends/aoti/test_aoti_runtime.py"
+P_CPU_LAYOUTS = ("py:tests/backends/aoti/test_cpu_layouts.py",)
 P_QUANTIZED = tuple(
     "py:tests/backends/aoti/test_quantized_weights.py::" + name
     for name in (
@@ -473,7 +474,9 @@ FILE_TESTS: list[tuple[str, tuple[str, ...]]] = [
     ("python/et_copy/backends/aoti/_constant_reads.py", P_CONSTANT_READS),
     # Quantized weights: the graph rewrite on every torchao scheme, run eagerly, and the simulated backend's
     # portable dequantization (seconds; the compiled programs' tests recompile on every mutant of the kernels).
-    ("python/et_copy/backends/aoti/_quantized.py", P_QUANTIZED),
+    ("python/et_copy/backends/aoti/_quantized.py", (*P_QUANTIZED, *P_CPU_LAYOUTS)),
+    # The CPU's layouts: their bytes, kernels against a float product, which weight takes which (no compile).
+    ("python/et_copy/backends/aoti/_cpu_layouts.py", (*P_CPU_LAYOUTS, *P_QUANTIZED)),
     ("python/et_copy/backends/simulated/_quantized_portable.py", P_QUANTIZED),
     ("python/et_copy/llm/_quantize.py", (*P_LLM_QUANTIZE, *P_LLM_QUANTIZED_EXPERTS)),
     # The grouped experts: their eager equality for every MoE class, the choice per backend, the configs restored,

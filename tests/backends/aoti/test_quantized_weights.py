@@ -18,7 +18,7 @@ import et_copy  # noqa: E402
 import et_copy.runtime  # noqa: E402
 from compiled_programs import aoti_payloads  # noqa: E402
 from et_copy.backends import aoti  # noqa: E402
-from et_copy.backends.aoti import _compile_cache, _quantized  # noqa: E402
+from et_copy.backends.aoti import _compile_cache, _cpu_layouts, _quantized  # noqa: E402
 from et_copy.backends.aoti._constant_reads import weight_copies_in_code  # noqa: E402
 from et_copy.export import ExportError, export_device_program  # noqa: E402
 from et_copy.export._methods import to_edge_program  # noqa: E402
@@ -100,6 +100,28 @@ def schemes_for(dtype: torch.dtype) -> list[str]:
 
 CASES = [(s, d) for d in DTYPES for s in schemes_for(d)]
 
+# (layout, a decode's rows or a prefill's) -> the kernel the rewrite calls
+KERNELS = {
+    ("portable", True): "reduction_mm",
+    ("portable", False): "tiled_mm",
+    ("int8 blocks", True): "blocked_reduction_mm",
+    ("int8 blocks", False): "blocked_tiled_mm",
+    ("aten int4", True): "aten_int4_mm",
+    ("aten int4", False): "aten_int4_tiled_mm",
+}
+
+
+def expected_kernel(scheme: str, dtype: torch.dtype, rows: int) -> str:
+    """On the CPU: int8 with a scale a row in blocks of rows, int4 in groups of 32-256 with bf16
+    activations in ATen's layout (its groups: the MLP's rows of 128 and 256 are one), the rest portable."""
+    if scheme in ("int8-weight-only", "intx-int8-row"):
+        layout = "int8 blocks"
+    elif "int4" in scheme and dtype == torch.bfloat16 and _cpu_layouts.aten_reads_int4_layout():
+        layout = "aten int4"
+    else:
+        layout = "portable"
+    return KERNELS[(layout, rows <= _quantized.REDUCTION_ROWS)]
+
 
 @pytest.mark.parametrize("scheme,dtype", CASES, ids=[f"{s}-{str(d)[6:]}" for s, d in CASES])
 @pytest.mark.parametrize("rows", [1, 12], ids=["decode-rows", "prefill-rows"])
@@ -108,9 +130,9 @@ def test_each_scheme_multiplies_its_stored_bytes_and_equals_torchao(scheme, dtyp
     x = torch.randn(rows, 128, dtype=dtype)
     module = rewritten(model, x)
     assert float_weight_reads(module) == []
-    calls = {str(n.target) for n in module.graph.nodes if n.op == "call_function"}
-    kernel = "reduction_mm" if rows <= _quantized.REDUCTION_ROWS else "tiled_mm"
-    assert sum(kernel in c for c in calls) == 1, calls  # both Linears, one kernel kind for this row count
+    calls = {getattr(n.target, "__name__", str(n.target)) for n in module.graph.nodes if n.op == "call_function"}
+    kernels = calls & set(KERNELS.values())
+    assert kernels == {expected_kernel(scheme, dtype, rows)}, calls  # both Linears, one kernel for this row count
     # The weights are held as their stored bytes: int8, or int4 two to a byte; no float constant of a
     # weight's size (the original float weight, or a dequantized copy of it).
     constants = dict(module.named_buffers()) | dict(module.named_parameters())
@@ -234,17 +256,20 @@ def _payload_source(program) -> str:
     return source
 
 
-# Compiled programs: a decode-sized static input (the fused reduction), a dynamic batch (the tiled
-# matmul, int4 unpacked in the tile) and torchao's packed CPU int4 (read back and stored as ours).
+# Compiled programs: a decode-sized static input (the fused reduction, int8's blocks), dynamic batches (the
+# tiled matmuls: int8's blocks, int4's nibbles, ATen's int4 layout) and torchao's packed CPU int4 (read back,
+# stored in ATen's layout, multiplied by ATen's kernel).
 COMPILED = [
     ("int8-weight-only", torch.bfloat16, None),
+    ("intx-int8-row", torch.float32, torch.export.Dim("batch", min=1, max=16)),
     ("intx-int4-g32", torch.float32, torch.export.Dim("batch", min=1, max=16)),
+    ("intx-int4-g32", torch.bfloat16, torch.export.Dim("batch", min=1, max=16)),
     ("prototype-int4-g32", torch.bfloat16, None),
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scheme,dtype,batch", COMPILED, ids=[c[0] for c in COMPILED])
+@pytest.mark.parametrize("scheme,dtype,batch", COMPILED, ids=[f"{c[0]}-{str(c[1])[6:]}" for c in COMPILED])
 def test_the_compiled_code_reads_quantized_weights_where_they_lie(scheme, dtype, batch):
     model = quantized_mlp(scheme, dtype)
     x = torch.randn(1 if batch is None else 5, 128, dtype=dtype)
@@ -254,8 +279,11 @@ def test_the_compiled_code_reads_quantized_weights_where_they_lie(scheme, dtype,
     # No kernel reads a quantized constant and writes a buffer as large as it (a float copy per call).
     assert weight_copies_in_code(source) == []
     stored = re.findall(r'constants_info_\[\d+\]\.name = "(\w+)";', source)
-    if "int4" in scheme:  # int4: the nibbles are the weight; torchao's int8 q (a byte a value) is not compiled in
-        assert [n for n in stored if n.endswith("_int4")] and not [n for n in stored if n.endswith("original0")]
+    # The weight is held in its layout's bytes alone: torchao's q (int8, rows in order) is not compiled in.
+    kernel = expected_kernel(scheme, dtype, 1 if batch is None else 12)
+    suffix = "_int8_blocks" if kernel.startswith("blocked") else "_int4_aten" if kernel.startswith("aten") else "_int4"
+    if "int4" in scheme or suffix != "_int4":
+        assert [n for n in stored if n.endswith(suffix)] and not [n for n in stored if n.endswith("original0")], stored
     et_copy.use_simulated_device()
     et_copy.use_aoti_backend()
     method = et_copy.runtime.load(program.buffer).load_method("forward")

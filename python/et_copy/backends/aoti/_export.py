@@ -41,7 +41,7 @@ from ..partitioner import DevicePartitioner
 from ..preprocess import DevicePreprocess
 from ..record import RECORD_VERSION, delegate_record, device_of, record_header
 from ..state import StateSlot, mutable_state
-from . import BACKEND_ID, PAYLOAD_AOTI, _aoti, _compile_cache, _quantized
+from . import BACKEND_ID, PAYLOAD_AOTI, _aoti, _compile_cache, _cpu_layouts, _quantized
 from ._constant_reads import copies_as_views
 from ._quantized import QuantizedWeightError, read_quantized_packed
 
@@ -224,7 +224,10 @@ def _compile_inputs(
     # A quantized weight's matmuls and gathers read its stored bytes, never a float copy of it
     # (docs/design.md, "Quantized weights and experts"); its packed forms become constants of the module.
     try:
-        read_quantized_packed(module)
+        # ATen's int4 layout follows the ISA ATen dispatches to: only for code compiled for this machine alone.
+        read_quantized_packed(
+            module, target, host_bound=target == "cpu" and _march(compile_options(target)) == "native"
+        )
     except QuantizedWeightError as e:
         raise RuntimeError(f"{op}: {e}") from None
     # A weight's *_copy views (a Linear's permute_copy of its weight) would each be a full copy of the
@@ -256,9 +259,22 @@ def _key_parts(module, example, edge_program, options: dict, target: str) -> dic
         "host": _host_fingerprint() if _march(options) == "native" else "",
         "record": RECORD_VERSION,
         "cache": _compile_cache.FORMAT,
-        # The graph calls the quantized kernels by name (et_copy.backends.aoti._quantized): their code is part of it.
-        "kernels": hashlib.sha256(inspect.getsource(_quantized).encode()).hexdigest(),
+        # A graph that calls the quantized kernels by name (._quantized, ._cpu_layouts): their code is part of
+        # it. Only such a graph: a float model's key does not change with them.
+        "kernels": _kernels_digest() if _calls_kernels(module) else "",
     }
+
+
+_KERNEL_MODULES = (_quantized, _cpu_layouts)
+
+
+def _calls_kernels(module: torch.fx.GraphModule) -> bool:
+    names = {m.__name__ for m in _KERNEL_MODULES}
+    return any(n.op == "call_function" and getattr(n.target, "__module__", None) in names for n in module.graph.nodes)
+
+
+def _kernels_digest() -> str:
+    return hashlib.sha256("".join(inspect.getsource(m) for m in _KERNEL_MODULES).encode()).hexdigest()
 
 
 def _compile(edge_program, target: str, op: str) -> tuple[_Compiled, torch.fx.GraphModule]:

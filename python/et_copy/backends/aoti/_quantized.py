@@ -267,15 +267,22 @@ def _halves(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return x[:, :half], x[:, half:]
 
 
+def reduction_parts(k: int) -> int:
+    """How many chunks a sum over ``k`` elements goes in: halves of ``k`` until
+    each is at most :data:`REDUCTION_CHUNK` (or ``k`` splits no further)."""
+    parts = 1
+    while k // parts > REDUCTION_CHUNK and k % (2 * parts) == 0:
+        parts *= 2
+    return parts
+
+
 def _chunked_dot(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """``sum_k x[m, k] * w[n, k]`` [M, N] float32, each sum over at most
     :data:`REDUCTION_CHUNK` elements, then the chunks' sums added: Inductor's
     CPU code sums a longer reduction through a cascade helper that took 2x
     the time (K=8192)."""
     k = x.shape[1]
-    parts = 1
-    while k // parts > REDUCTION_CHUNK and k % (2 * parts) == 0:
-        parts *= 2
+    parts = reduction_parts(k)
     prod = x.reshape(x.shape[0], 1, parts, k // parts) * w.reshape(1, w.shape[0], parts, k // parts)
     return prod.sum(-1).sum(-1)
 
@@ -352,10 +359,12 @@ def packs_as_nibbles(w: QuantizedWeight) -> bool:
 class _Rewriter:
     """Adds the stored-form constants to ``module`` and calls on them."""
 
-    def __init__(self, module: torch.fx.GraphModule) -> None:
+    def __init__(self, module: torch.fx.GraphModule, target: str | None = None, host_bound: bool = False) -> None:
         self.module = module
         self.graph = module.graph
         self.rewritten: list[str] = []
+        self.target = target
+        self.host_bound = host_bound
 
     def constant(self, w: QuantizedWeight, suffix: str, value: torch.Tensor) -> torch.fx.Node:
         name = f"{w.name.replace('.', '_')}_{suffix}"
@@ -386,12 +395,53 @@ class _Rewriter:
     def matmul(self, x: torch.fx.Node, w: QuantizedWeight, rows: Any, dtype: torch.dtype) -> torch.fx.Node:
         """The call computing ``x @ w.T`` for ``rows`` rows of x (an int, or
         a symbol for a dynamic dim)."""
+        decode = isinstance(rows, int) and rows <= REDUCTION_ROWS
+        if self.target == "cpu":
+            call = self.cpu_matmul(x, w, decode, dtype)
+            if call is not None:
+                return call
         stored, scale, offset = self.operands(w)
-        if isinstance(rows, int) and rows <= REDUCTION_ROWS:
+        if decode:
             return self.graph.call_function(reduction_mm, (x, stored, scale, offset))
         return self.graph.call_function(
             tiled_mm, (x, stored, scale, offset, tile_rows(w.q.shape[0], w.q.shape[1], dtype))
         )
+
+    def cpu_matmul(
+        self, x: torch.fx.Node, w: QuantizedWeight, decode: bool, dtype: torch.dtype
+    ) -> torch.fx.Node | None:
+        """The call in one of the CPU's own layouts (:mod:`._cpu_layouts`), or
+        None where the weight has none: int8 with one scale a row in blocks of
+        rows; int4 in groups, for bf16 activations, in ATen's layout (only for
+        code bound to this machine: the layout is the ISA's ATen dispatches to)."""
+        from . import _cpu_layouts  # which imports this module
+
+        n, k = w.q.shape
+        if w.bits == 8 and w.scale.shape[1] == 1 and w.offset is None and n % _cpu_layouts.BLOCK == 0:
+            stored = self.constant(w, "int8_blocks", _cpu_layouts.blocked_int8(w.q))
+            scale = self.constant(w, "row_scale", w.scale.reshape(-1))
+            if decode:
+                return self.graph.call_function(_cpu_layouts.blocked_reduction_mm, (x, stored, scale))
+            rows = _multiple(tile_rows(n, k, dtype), _cpu_layouts.BLOCK)
+            return self.graph.call_function(_cpu_layouts.blocked_tiled_mm, (x, stored, scale, rows))
+        usable = w.bits == 4 and dtype == torch.bfloat16 and self.host_bound
+        group = _cpu_layouts.aten_int4_group(n, k, w.scale.shape[1]) if usable else None
+        if group is None:
+            return None
+        stored = self.constant(w, "int4_aten", _cpu_layouts.aten_int4_bytes(w.q))
+        sz_value = _cpu_layouts.scale_and_zeros(w.scale, w.offset, dtype)
+        flat = self.constant(w, "scale_zeros", sz_value.reshape(-1))
+        sz = self.graph.call_function(aten.reshape.default, (flat, list(sz_value.shape)))
+        if decode:
+            _cpu_layouts.register_int4_lowering()
+            size = self.constant(w, "group", torch.tensor(group, dtype=torch.int64))
+            return self.graph.call_function(_cpu_layouts.aten_int4_mm, (x, stored, size, sz))
+        rows = _multiple(tile_rows(n, k, dtype), _cpu_layouts.ATEN_INT4_BLOCK)
+        return self.graph.call_function(_cpu_layouts.aten_int4_tiled_mm, (x, stored, sz, rows))
+
+
+def _multiple(value: int, of: int) -> int:
+    return -(-value // of) * of
 
 
 def tile_rows(n: int, k: int, dtype: torch.dtype) -> int:
@@ -427,13 +477,18 @@ def _dtype(node: Any) -> torch.dtype:
     return val.dtype if isinstance(val, torch.Tensor) else torch.float32
 
 
-def read_quantized_packed(module: torch.fx.GraphModule) -> list[str]:
+def read_quantized_packed(
+    module: torch.fx.GraphModule, target: str | None = None, *, host_bound: bool = False
+) -> list[str]:
     """Rewrites every matmul and embedding of ``module`` over a dequantized
     constant (and every ``_weight_int4pack_mm_for_cpu``) to read the stored
-    bytes; returns the quantized weights' names, in graph order. Raises
-    QuantizedWeightError for a quantized weight in a layout no kernel here
-    takes."""
-    rewriter = _Rewriter(module)
+    bytes; returns the quantized weights' names, in graph order. ``target``
+    "cpu": the CPU's own layouts where they apply (:mod:`._cpu_layouts`);
+    ATen's int4 one only where ``host_bound`` (code compiled for this
+    machine alone). Other targets, or None: the portable layouts, for
+    Inductor's C++ and Triton alike. Raises QuantizedWeightError for a
+    quantized weight in a layout no kernel here takes."""
+    rewriter = _Rewriter(module, target, host_bound)
     graph = module.graph
     for node in list(graph.nodes):
         if node.op != "call_function":
