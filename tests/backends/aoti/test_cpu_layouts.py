@@ -89,6 +89,7 @@ def test_atens_int4_kernel_and_our_tiles_equal_the_dequantized_product(group, of
         (128, 256, 1, 256),  # one scale a row of 256: a group ATen takes
         (128, 768, 1, None),  # a row of 768: not a group size of ATen's
         (96, 256, 8, None),  # not whole blocks of 64 rows
+        (64, 256, 8, None),  # one block: a prefill's tile would be all of the weight
         (128, 256, 16, None),  # groups of 16
         (128, 96, 5, None),  # groups that do not divide the row
     ],
@@ -136,8 +137,8 @@ def test_the_cpu_layouts_are_chosen_for_the_cpu_and_atens_only_for_code_bound_to
         want = {"blocked_reduction_mm", "reduction_mm"}
     found: set[str] = set()
     for q, scale in (
-        (torch.randint(-128, 128, (64, 128), dtype=torch.int8), torch.ones(64, 1)),
-        (_int4(64, 128), torch.ones(64, 4)),
+        (torch.randint(-128, 128, (128, 128), dtype=torch.int8), torch.ones(128, 1)),
+        (_int4(128, 128), torch.ones(128, 4)),
     ):
         module = _linear_graph(q, scale, 1, torch.bfloat16)
         _quantized.read_quantized_packed(module, target, host_bound=host_bound)
@@ -145,15 +146,16 @@ def test_the_cpu_layouts_are_chosen_for_the_cpu_and_atens_only_for_code_bound_to
     assert found == want
 
 
-def test_int8_rows_that_are_not_whole_blocks_stay_portable():
+@pytest.mark.parametrize("n", [48, 32, 96])  # not whole blocks of 32; one block; three
+def test_int8_rows_in_two_whole_blocks_or_more_take_the_blocks(n):
     pytest.importorskip("torchao")
-    module = _linear_graph(torch.randint(-128, 128, (48, 64), dtype=torch.int8), torch.ones(48, 1), 1, torch.float32)
+    module = _linear_graph(torch.randint(-128, 128, (n, 64), dtype=torch.int8), torch.ones(n, 1), 1, torch.float32)
     _quantized.read_quantized_packed(module, "cpu", host_bound=True)
-    assert _kernels(module) == {"reduction_mm"}
+    assert _kernels(module) == {"blocked_reduction_mm" if n == 96 else "reduction_mm"}
 
 
 def test_fp32_activations_keep_int4_portable_where_atens_kernel_is_slow():
     pytest.importorskip("torchao")
-    module = _linear_graph(_int4(64, 128), torch.ones(64, 4), 1, torch.float32)
+    module = _linear_graph(_int4(128, 128), torch.ones(128, 4), 1, torch.float32)
     _quantized.read_quantized_packed(module, "cpu", host_bound=True)
     assert _kernels(module) == {"reduction_mm"}

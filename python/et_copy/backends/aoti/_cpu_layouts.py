@@ -36,6 +36,13 @@ ATEN_INT4_BLOCK = 64  # ATen's AVX-512 int4 layout: 64 output rows a block, row 
 ATEN_INT4_GROUPS = (32, 64, 128, 256)  # the group sizes ATen's CPU int4 kernel takes
 
 
+def whole_blocks(n: int, block: int) -> bool:
+    """Whether ``n`` rows are two blocks of ``block`` or more, and whole ones: a
+    prefill's tile, a whole count of blocks, is then at most half the weight,
+    never a float copy of all of it."""
+    return n % block == 0 and n >= 2 * block
+
+
 def blocked_int8(q: torch.Tensor) -> torch.Tensor:
     """int8 ``q [N, K]`` as ``[N/B, K, B]``: block b holds rows ``b*B .. b*B+B-1``, a value of each per k."""
     n, k = q.shape
@@ -101,7 +108,7 @@ def aten_int4_group(n: int, k: int, groups: int) -> int | None:
     """The group size ATen's kernel would take for an int4 weight ``[N, K]`` in
     ``groups`` groups a row, or None where it takes none (or its layout is not ours)."""
     group = k // groups
-    if n % ATEN_INT4_BLOCK or k % groups or group not in ATEN_INT4_GROUPS:
+    if not whole_blocks(n, ATEN_INT4_BLOCK) or k % groups or group not in ATEN_INT4_GROUPS:
         return None
     return group if aten_reads_int4_layout() else None
 

@@ -417,12 +417,17 @@ class _Rewriter:
         from . import _cpu_layouts  # which imports this module
 
         n, k = w.q.shape
-        if w.bits == 8 and w.scale.shape[1] == 1 and w.offset is None and n % _cpu_layouts.BLOCK == 0:
+        if (
+            w.bits == 8
+            and w.scale.shape[1] == 1
+            and w.offset is None
+            and _cpu_layouts.whole_blocks(n, _cpu_layouts.BLOCK)
+        ):
             stored = self.constant(w, "int8_blocks", _cpu_layouts.blocked_int8(w.q))
             scale = self.constant(w, "row_scale", w.scale.reshape(-1))
             if decode:
                 return self.graph.call_function(_cpu_layouts.blocked_reduction_mm, (x, stored, scale))
-            rows = _multiple(tile_rows(n, k, dtype), _cpu_layouts.BLOCK)
+            rows = _whole(tile_rows(n, k, dtype), _cpu_layouts.BLOCK)
             return self.graph.call_function(_cpu_layouts.blocked_tiled_mm, (x, stored, scale, rows))
         usable = w.bits == 4 and dtype == torch.bfloat16 and self.host_bound
         group = _cpu_layouts.aten_int4_group(n, k, w.scale.shape[1]) if usable else None
@@ -436,12 +441,13 @@ class _Rewriter:
             _cpu_layouts.register_int4_lowering()
             size = self.constant(w, "group", torch.tensor(group, dtype=torch.int64))
             return self.graph.call_function(_cpu_layouts.aten_int4_mm, (x, stored, size, sz))
-        rows = _multiple(tile_rows(n, k, dtype), _cpu_layouts.ATEN_INT4_BLOCK)
+        rows = _whole(tile_rows(n, k, dtype), _cpu_layouts.ATEN_INT4_BLOCK)
         return self.graph.call_function(_cpu_layouts.aten_int4_tiled_mm, (x, stored, sz, rows))
 
 
-def _multiple(value: int, of: int) -> int:
-    return -(-value // of) * of
+def _whole(rows: int, block: int) -> int:
+    """A tile of ``rows`` rows as whole blocks: at least one, never more rows."""
+    return max(block, rows // block * block)
 
 
 def tile_rows(n: int, k: int, dtype: torch.dtype) -> int:
