@@ -16,7 +16,7 @@ import et_copy  # noqa: E402
 import et_copy.runtime  # noqa: E402
 from compiled_programs import aoti_payloads  # noqa: E402
 from et_copy import llm  # noqa: E402
-from et_copy.backends.aoti import _compile_cache  # noqa: E402
+from et_copy.backends.aoti import _compile_cache, _cpu_layouts  # noqa: E402
 from et_copy.backends.aoti._constant_reads import weight_copies_in_code  # noqa: E402
 
 PROMPT = [5, 17, 3, 9, 42]
@@ -47,11 +47,15 @@ def test_quantize_refuses_a_scheme_or_group_it_does_not_know_naming_the_argument
         llm.quantize(llm.tiny_model("qwen3"), **bad)
 
 
-@pytest.fixture(scope="module", params=["int8", "int4"])
+# int4 in bf16 is where ATen's int4 kernel reads its own layout on the CPU (the MLP's gate and up, the lm_head).
+@pytest.fixture(scope="module", params=["int8", "int4", "int4-bf16"])
 def quantized_program(request):
+    scheme, _, dtype = request.param.partition("-")
     model = llm.tiny_model("qwen3")
-    program = llm.export_llm(model, max_seq_len=MAX_SEQ, pick="device", backend="aoti", quantize=request.param)
-    return request.param, model, bytes(program.buffer)
+    if dtype:
+        torch.nn.Module.to(model, getattr(torch, {"bf16": "bfloat16"}[dtype]))
+    program = llm.export_llm(model, max_seq_len=MAX_SEQ, pick="device", backend="aoti", quantize=scheme)
+    return scheme, model, bytes(program.buffer)
 
 
 @pytest.mark.slow
@@ -68,7 +72,7 @@ def test_a_quantized_llm_on_the_compiled_backend_gives_the_quantized_models_toke
 
 @pytest.mark.slow
 def test_the_compiled_quantized_llm_reads_no_float_copy_of_a_weight(quantized_program):
-    _, _, buffer = quantized_program
+    scheme, model, buffer = quantized_program
     payloads = aoti_payloads(buffer)
     assert len(payloads) >= 2  # prefill and decode
     for payload, state in payloads:
@@ -76,6 +80,8 @@ def test_the_compiled_quantized_llm_reads_no_float_copy_of_a_weight(quantized_pr
         assert source is not None  # compiled on this machine
         assert weight_copies_in_code(source, state) == []
         assert "_int4" in source or "int8_t" in source  # it reads stored bytes, not float weights
+    if scheme == "int4" and model.dtype == torch.bfloat16 and _cpu_layouts.aten_reads_int4_layout():
+        assert any("aoti_torch_cpu__weight_int4pack_mm_cpu_tensor" in _compile_cache.source_of(p) for p, _ in payloads)
 
 
 def test_a_quantized_llm_on_the_simulated_backend_gives_the_quantized_models_tokens():
