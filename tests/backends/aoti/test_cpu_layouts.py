@@ -63,10 +63,9 @@ def test_int4_bytes_pair_row_c_with_row_c_plus_32_of_each_block_of_64():
 
 
 @pytest.mark.skipif(not AVX512, reason="ATen's int4 layout here is its AVX-512 one")
-@pytest.mark.parametrize("group", [32, 128])
+@pytest.mark.parametrize("n,k,group", [(128, 256, 32), (128, 256, 128), (4096, 32, 32)])  # the last: more blocks than K
 @pytest.mark.parametrize("offset", [False, True], ids=["symmetric", "zeros"])
-def test_atens_int4_kernel_and_our_tiles_equal_the_dequantized_product(group, offset):
-    n, k = 128, 256
+def test_atens_int4_kernel_and_our_tiles_equal_the_dequantized_product(n, k, group, offset):
     q = _int4(n, k, seed=5)
     scale = (torch.rand(n, k // group) / 8).to(torch.bfloat16).float()
     zero = (torch.randn(n, k // group) / 8).to(torch.bfloat16).float() if offset else None
