@@ -62,6 +62,7 @@ SCOPE = (
     "python/et_copy/backends/aoti/_constant_reads.py",
     "python/et_copy/backends/__init__.py",
     "python/et_copy/backends/aoti/_quantized.py",
+    "python/et_copy/backends/aoti/_cpu_layouts.py",
     "python/et_copy/backends/simulated/_quantized_portable.py",
     "backends/aoti/src/aoti_record.cpp",
     "backends/simulated/src/simulated_device_backend.cpp",
