@@ -29,16 +29,12 @@ EQUIVALENT: list[Equivalent] = [
                "out = (xs * w).sum(3).sum(2)  # [blocks, m, width]: a block's slab is read once for every row of x",
                "summing the chunks' dimension first or the in-chunk one first adds the same products over K; only "
                "the order of fp32 additions (within rounding) and Inductor's loops (speed) differ", site=0),
-    Equivalent("python/et_copy/backends/aoti/_cpu_layouts.py", "int+1",
-               "q = torch.randint(-8, 8, (2 * ATEN_INT4_BLOCK, 64), generator=torch.Generator().manual_seed(0), "
-               "dtype=torch.int8)",
-               "the probe's count of 64-row blocks: ATen packs every block alike, so one, two or three blocks give "
-               "the same verdict", site=2),
-    Equivalent("python/et_copy/backends/aoti/_cpu_layouts.py", "int-1",
-               "q = torch.randint(-8, 8, (2 * ATEN_INT4_BLOCK, 64), generator=torch.Generator().manual_seed(0), "
-               "dtype=torch.int8)",
-               "the probe's count of 64-row blocks: ATen packs every block alike, so one, two or three blocks give "
-               "the same verdict", site=2),
+    *(Equivalent("python/et_copy/backends/aoti/_cpu_layouts.py", operator,
+                 "q = torch.randint(-8, 8, (2 * ATEN_INT4_BLOCK, 64), generator=torch.Generator().manual_seed(0), "
+                 "dtype=torch.int8)",
+                 "the probe's count of 64-row blocks: ATen packs every block alike, so one, two or three blocks "
+                 "give the same verdict", site=2)
+      for operator in ("int+1", "int-1")),
     Equivalent("python/et_copy/backends/__init__.py", "int+1", "stacklevel=2,",
                "the warning is given while et_copy.backends is being imported, so the frame it is attributed to is "
                "an import's; its text names the entry point, which is what a user reads"),
