@@ -387,7 +387,8 @@ class _Rewriter:
         )
 
     def groups(self, w: QuantizedWeight, suffix: str, value: torch.Tensor) -> torch.fx.Node:
-        """A per-group parameter [N, G], stored flat: a vector of the weight's, read a group at a time,
+        """A per-group parameter ([N, G], or ATen's int4 scales and zeros [G, N, 2]), stored flat: a vector of
+        the weight's, read a group at a time,
         not a matrix of its own (the weight-copy check, _constant_reads, tells matrices by their shape)."""
         flat = self.constant(w, suffix, value.reshape(-1))
         return self.graph.call_function(aten.reshape.default, (flat, list(value.shape)))
@@ -434,9 +435,7 @@ class _Rewriter:
         if group is None:
             return None
         stored = self.constant(w, "int4_aten", _cpu_layouts.aten_int4_bytes(w.q))
-        sz_value = _cpu_layouts.scale_and_zeros(w.scale, w.offset, dtype)
-        flat = self.constant(w, "scale_zeros", sz_value.reshape(-1))
-        sz = self.graph.call_function(aten.reshape.default, (flat, list(sz_value.shape)))
+        sz = self.groups(w, "scale_zeros", _cpu_layouts.scale_and_zeros(w.scale, w.offset, dtype))
         if decode:
             _cpu_layouts.register_int4_lowering()
             size = self.constant(w, "group", torch.tensor(group, dtype=torch.int64))
